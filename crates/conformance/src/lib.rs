@@ -1,0 +1,1 @@
+//! Conformance kit that checks any extension against the Bicep extension contract.

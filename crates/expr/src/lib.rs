@@ -1,0 +1,1 @@
+//! The ARM template expression language: lexer, parser, AST with spans, and printer.

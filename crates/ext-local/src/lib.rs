@@ -1,0 +1,1 @@
+//! The built-in Local extension (1.0.0): File and Directory resources under a configured root directory.

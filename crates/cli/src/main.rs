@@ -1,3 +1,41 @@
 //! The `cairn` binary: parses the command line and dispatches to the library crates.
 
-fn main() {}
+mod extension;
+mod template;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// cairn: an open, self-hostable deployment engine for ARM/Bicep templates.
+#[derive(Parser)]
+#[command(name = "cairn", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Validate and expand ARM JSON templates offline.
+    #[command(subcommand)]
+    Template(template::TemplateCommand),
+    /// Work with extensions: list the registry, run the conformance kit.
+    #[command(subcommand)]
+    Extension(extension::ExtensionCommand),
+}
+
+fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let result = match cli.command {
+        Command::Template(cmd) => template::run(cmd),
+        Command::Extension(cmd) => extension::run(cmd),
+    };
+    match result {
+        Ok(code) => code,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,157 @@
+//! Evaluation errors, shaped so callers can report them the way ARM does (code, message, position).
+
+use std::fmt;
+
+use cairn_expr::{ExprError, Span};
+
+/// One step of a JSON path inside the value being evaluated (`properties.tags['x']`, `items[3]`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PathSegment {
+    Key(String),
+    Index(usize),
+}
+
+/// Renders segments as a JSON path like `properties.items[2].name`.
+pub fn render_path(segments: &[PathSegment]) -> String {
+    let mut out = String::new();
+    for seg in segments {
+        match seg {
+            PathSegment::Key(k) => {
+                if !out.is_empty() {
+                    out.push('.');
+                }
+                out.push_str(k);
+            }
+            PathSegment::Index(i) => {
+                out.push_str(&format!("[{i}]"));
+            }
+        }
+    }
+    out
+}
+
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum EvalErrorKind {
+    #[error("the language expression is not valid: {0}")]
+    Syntax(ExprError),
+    #[error(
+        "the template function '{name}' is not valid. Please see https://aka.ms/arm-functions for usage details"
+    )]
+    UnknownFunction { name: String },
+    #[error("unable to evaluate template language function '{name}': {message}")]
+    Function { name: String, message: String },
+    #[error("{message}")]
+    Expression { message: String },
+    /// A runtime value (e.g. `reference()`) is not available; the caller turns the whole template string into an
+    /// unevaluated marker instead of failing.
+    #[error("the value is not available until deployment: {reason}")]
+    Unavailable { reason: String },
+    /// An error with its own ARM code (`fail()`, host answers, limits).
+    #[error("{message}")]
+    Coded { code: String, message: String },
+}
+
+/// An evaluation error. `span` locates it inside the expression text; `node_span` locates the JSON string in the
+/// source document; `path` is the JSON path below the node the caller asked to evaluate.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EvalError {
+    pub kind: EvalErrorKind,
+    pub span: Option<Span>,
+    pub node_span: Option<cairn_json::Span>,
+    pub path: Vec<PathSegment>,
+}
+
+impl fmt::Display for EvalError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.kind.fmt(f)
+    }
+}
+
+impl std::error::Error for EvalError {}
+
+impl EvalError {
+    pub fn new(kind: EvalErrorKind) -> EvalError {
+        EvalError {
+            kind,
+            span: None,
+            node_span: None,
+            path: Vec::new(),
+        }
+    }
+
+    pub fn expression(message: impl Into<String>) -> EvalError {
+        EvalError::new(EvalErrorKind::Expression {
+            message: message.into(),
+        })
+    }
+
+    pub fn coded(code: impl Into<String>, message: impl Into<String>) -> EvalError {
+        EvalError::new(EvalErrorKind::Coded {
+            code: code.into(),
+            message: message.into(),
+        })
+    }
+
+    pub fn unavailable(reason: impl Into<String>) -> EvalError {
+        EvalError::new(EvalErrorKind::Unavailable {
+            reason: reason.into(),
+        })
+    }
+
+    pub fn is_unavailable(&self) -> bool {
+        matches!(self.kind, EvalErrorKind::Unavailable { .. })
+    }
+
+    /// The ARM error code.
+    pub fn code(&self) -> &str {
+        match &self.kind {
+            EvalErrorKind::Coded { code, .. } => code,
+            _ => "InvalidTemplate",
+        }
+    }
+
+    pub fn with_span(mut self, span: Span) -> EvalError {
+        self.span.get_or_insert(span);
+        self
+    }
+
+    pub fn with_node_span(mut self, span: cairn_json::Span) -> EvalError {
+        self.node_span.get_or_insert(span);
+        self
+    }
+
+    /// Prepends a path segment (errors bubble up from the leaf).
+    pub fn at(mut self, segment: PathSegment) -> EvalError {
+        self.path.insert(0, segment);
+        self
+    }
+}
+
+/// What a function implementation returns on failure; the evaluator adds the function name and position.
+#[derive(Clone, Debug, PartialEq)]
+pub enum FnError {
+    /// A message about the call ("the index ... is out of range").
+    Message(String),
+    /// An error that already has its full shape (from a nested evaluation, or a coded error).
+    Eval(Box<EvalError>),
+}
+
+impl FnError {
+    pub fn msg(message: impl Into<String>) -> FnError {
+        FnError::Message(message.into())
+    }
+
+    pub fn coded(code: impl Into<String>, message: impl Into<String>) -> FnError {
+        FnError::Eval(Box::new(EvalError::coded(code, message)))
+    }
+
+    pub fn unavailable(reason: impl Into<String>) -> FnError {
+        FnError::Eval(Box::new(EvalError::unavailable(reason)))
+    }
+}
+
+impl From<EvalError> for FnError {
+    fn from(e: EvalError) -> FnError {
+        FnError::Eval(Box::new(e))
+    }
+}

@@ -1,0 +1,521 @@
+//! The evaluator: walks expression trees and JSON trees, dispatching calls to the function library.
+
+use std::rc::Rc;
+
+use cairn_expr::{Expr, ExprKind, Span, TemplateString};
+use cairn_json::{Node, NodeKind, Number};
+
+use crate::env::{Environment, UserFunction};
+use crate::error::{EvalError, EvalErrorKind, FnError, PathSegment};
+use crate::functions::{self, Args, Imp};
+use crate::value::{Lambda, Object, Unevaluated, Value};
+
+/// Deeper recursion (nested user functions, lambdas, JSON) than this is refused.
+const MAX_DEPTH: usize = 128;
+/// ARM's limit on a property copy loop's count.
+pub const MAX_COPY_COUNT: i64 = 800;
+
+/// What kind of loop a `copyIndex` frame belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum CopyKind {
+    /// Resource, module or output loop: `copyIndex()` without a name refers to it.
+    Unnamed,
+    /// Property or variable loop: reached by name only.
+    Named,
+}
+
+#[derive(Clone, Debug)]
+struct CopyFrame {
+    name: String,
+    index: i64,
+    kind: CopyKind,
+}
+
+/// Evaluates expressions and JSON trees against an [`Environment`].
+pub struct Evaluator<'e> {
+    env: &'e dyn Environment,
+    /// Parameters of the user-defined function being evaluated, if any.
+    udf_params: Option<Vec<(String, Value)>>,
+    lambda_vars: Vec<(String, Value)>,
+    copy: Vec<CopyFrame>,
+    depth: usize,
+}
+
+impl<'e> Evaluator<'e> {
+    pub fn new(env: &'e dyn Environment) -> Evaluator<'e> {
+        Evaluator {
+            env,
+            udf_params: None,
+            lambda_vars: Vec::new(),
+            copy: Vec::new(),
+            depth: 0,
+        }
+    }
+
+    pub fn env(&self) -> &'e dyn Environment {
+        self.env
+    }
+
+    /// Runs `f` with a copy-loop frame pushed (`copyIndex` sees `index`).
+    pub fn with_copy<T>(
+        &mut self,
+        name: &str,
+        index: i64,
+        kind: CopyKind,
+        f: impl FnOnce(&mut Self) -> T,
+    ) -> T {
+        self.copy.push(CopyFrame {
+            name: name.to_string(),
+            index,
+            kind,
+        });
+        let out = f(self);
+        self.copy.pop();
+        out
+    }
+
+    /// The value of `copyIndex(name?)` without offset.
+    pub fn copy_index(&self, name: Option<&str>) -> Result<i64, FnError> {
+        let frame = match name {
+            Some(n) => self
+                .copy
+                .iter()
+                .rev()
+                .find(|f| f.name.eq_ignore_ascii_case(n)),
+            None => self.copy.iter().rev().find(|f| f.kind == CopyKind::Unnamed),
+        };
+        match (frame, name) {
+            (Some(f), _) => Ok(f.index),
+            (None, Some(n)) => Err(FnError::msg(format!(
+                "The copy loop '{n}' is not in scope here."
+            ))),
+            (None, None) => Err(FnError::msg(
+                "The template function 'copyIndex' is not expected at this location. It can only be used in a resource, property, variable or output with a copy loop.",
+            )),
+        }
+    }
+
+    /// The value bound to a lambda variable.
+    pub fn lambda_variable(&self, name: &str) -> Option<&Value> {
+        self.lambda_vars
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, v)| v)
+    }
+
+    /// The value of a user-defined function parameter, when evaluating inside one.
+    pub fn udf_parameter(&self, name: &str) -> Option<Result<Value, FnError>> {
+        let params = self.udf_params.as_ref()?;
+        Some(
+            params
+                .iter()
+                .find(|(n, _)| n.eq_ignore_ascii_case(name))
+                .map(|(_, v)| v.clone())
+                .ok_or_else(|| {
+                    FnError::msg(format!("The function parameter '{name}' is not found."))
+                }),
+        )
+    }
+
+    /// Evaluates a template string: a literal (with the `[[` escape removed) or an expression. When a runtime
+    /// value is unavailable the result is an [`Value::Unevaluated`] marker holding `s`.
+    pub fn eval_string(&mut self, s: &str) -> Result<Value, EvalError> {
+        match cairn_expr::classify(s) {
+            TemplateString::Literal(lit) => Ok(Value::String(lit.into_owned())),
+            TemplateString::Expression { .. } => {
+                let expr = match cairn_expr::parse_template_string(s) {
+                    Ok(Some(expr)) => expr,
+                    Ok(None) => return Ok(Value::String(s.to_string())),
+                    Err(e) => {
+                        let span = e.span;
+                        return Err(EvalError::new(EvalErrorKind::Syntax(e)).with_span(span));
+                    }
+                };
+                let source: Rc<str> = Rc::from(s);
+                match self.eval_expr(&expr, &source) {
+                    Err(e) if e.is_unavailable() => {
+                        Ok(Value::Unevaluated(Rc::new(Unevaluated { expression: s.to_string() })))
+                    }
+                    Ok(Value::Lambda(_)) => Err(EvalError::expression(
+                        "A lambda function can only be used as an argument of map, filter, reduce, sort, toObject, mapValues or groupBy.",
+                    )
+                    .with_span(expr.span)),
+                    other => other,
+                }
+            }
+        }
+    }
+
+    /// Evaluates a JSON tree: strings may be expressions, object keys may be expressions, objects may hold
+    /// property `copy` loops, and an expression member that evaluates to null is dropped.
+    pub fn eval_node(&mut self, node: &Node) -> Result<Value, EvalError> {
+        self.enter()?;
+        let out = self.eval_node_inner(node);
+        self.depth -= 1;
+        out.map_err(|e| e.with_node_span(node.span))
+    }
+
+    fn eval_node_inner(&mut self, node: &Node) -> Result<Value, EvalError> {
+        match &node.kind {
+            NodeKind::Null => Ok(Value::Null),
+            NodeKind::Bool(b) => Ok(Value::Bool(*b)),
+            NodeKind::Number(Number::Int(i)) => Ok(Value::Int(*i)),
+            NodeKind::Number(Number::Float(x)) => Ok(Value::Float(*x)),
+            NodeKind::String(s) => self.eval_string(s),
+            NodeKind::Array(items) => {
+                let mut out = Vec::with_capacity(items.len());
+                for (i, item) in items.iter().enumerate() {
+                    out.push(
+                        self.eval_node(item)
+                            .map_err(|e| e.at(PathSegment::Index(i)))?,
+                    );
+                }
+                Ok(Value::Array(out))
+            }
+            NodeKind::Object(members) => {
+                let mut out = Object::with_capacity(members.len());
+                for m in members {
+                    if m.key.eq_ignore_ascii_case("copy")
+                        && let NodeKind::Array(loops) = &m.value.kind
+                    {
+                        for (i, lp) in loops.iter().enumerate() {
+                            let (name, items) = self.property_copy(lp).map_err(|e| {
+                                e.at(PathSegment::Index(i))
+                                    .at(PathSegment::Key(m.key.clone()))
+                            })?;
+                            out.insert(name, Value::Array(items));
+                        }
+                        continue;
+                    }
+                    let key = match cairn_expr::classify(&m.key) {
+                        TemplateString::Literal(lit) => lit.into_owned(),
+                        TemplateString::Expression { .. } => {
+                            match self
+                                .eval_string(&m.key)
+                                .map_err(|e| e.with_node_span(m.key_span))?
+                            {
+                                Value::String(s) => s,
+                                Value::Unevaluated(u) => u.expression.clone(),
+                                other => {
+                                    return Err(EvalError::expression(format!(
+                                        "The property name expression '{}' must evaluate to a string, not {}.",
+                                        m.key,
+                                        other.value_type()
+                                    ))
+                                    .with_node_span(m.key_span));
+                                }
+                            }
+                        }
+                    };
+                    let is_expression = matches!(&m.value.kind, NodeKind::String(s) if matches!(cairn_expr::classify(s), TemplateString::Expression { .. }));
+                    let value = self
+                        .eval_node(&m.value)
+                        .map_err(|e| e.at(PathSegment::Key(key.clone())))?;
+                    if is_expression && value.is_null() {
+                        continue;
+                    }
+                    out.insert(key, value);
+                }
+                Ok(Value::Object(out))
+            }
+        }
+    }
+
+    /// One entry of a property `copy` array: `{ name, count, input }`.
+    fn property_copy(&mut self, lp: &Node) -> Result<(String, Vec<Value>), EvalError> {
+        let name = match lp.get_ci("name").map(|n| self.eval_node(n)).transpose()? {
+            Some(Value::String(s)) => s,
+            _ => {
+                return Err(EvalError::expression(
+                    "A property copy loop must have a string 'name'.",
+                )
+                .with_node_span(lp.span));
+            }
+        };
+        let count = match lp.get_ci("count") {
+            Some(c) => self
+                .eval_node(c)
+                .map_err(|e| e.at(PathSegment::Key("count".into())))?,
+            None => {
+                return Err(EvalError::expression(format!(
+                    "The copy loop '{name}' must have a 'count'."
+                ))
+                .with_node_span(lp.span));
+            }
+        };
+        let count = copy_count(&name, &count).map_err(|e| e.with_node_span(lp.span))?;
+        let Some(input) = lp.get_ci("input") else {
+            return Err(EvalError::expression(format!(
+                "The copy loop '{name}' must have an 'input'."
+            ))
+            .with_node_span(lp.span));
+        };
+        let mut items = Vec::with_capacity(count as usize);
+        for i in 0..count {
+            let v = self.with_copy(&name, i, CopyKind::Named, |ev| ev.eval_node(input));
+            items.push(v.map_err(|e| e.at(PathSegment::Index(i as usize)))?);
+        }
+        Ok((name, items))
+    }
+
+    fn enter(&mut self) -> Result<(), EvalError> {
+        if self.depth >= MAX_DEPTH {
+            return Err(EvalError::expression(format!(
+                "The evaluation is nested more than {MAX_DEPTH} levels deep."
+            )));
+        }
+        self.depth += 1;
+        Ok(())
+    }
+
+    /// Evaluates a parsed expression. `source` is the string its spans index into.
+    pub fn eval_expr(&mut self, expr: &Expr, source: &Rc<str>) -> Result<Value, EvalError> {
+        self.enter()?;
+        let out = self.eval_expr_inner(expr, source);
+        self.depth -= 1;
+        out.map_err(|e| e.with_span(expr.span))
+    }
+
+    fn eval_expr_inner(&mut self, expr: &Expr, source: &Rc<str>) -> Result<Value, EvalError> {
+        match &expr.kind {
+            ExprKind::String(s) => Ok(Value::String(s.clone())),
+            ExprKind::Int(i) => Ok(Value::Int(*i)),
+            ExprKind::Property { target, name } => {
+                let target = self.eval_expr(target, source)?;
+                property(&target, &name.name).map_err(|e| e.with_span(name.span))
+            }
+            ExprKind::Index { target, index } => {
+                let target = self.eval_expr(target, source)?;
+                let index = self.eval_expr(index, source)?;
+                index_value(&target, &index).map_err(|e| e.with_span(expr.span))
+            }
+            ExprKind::Call {
+                namespace: Some(ns),
+                name,
+                args,
+            } => {
+                let Some(udf) = self.env.user_function(&ns.name, &name.name) else {
+                    return Err(EvalError::new(EvalErrorKind::UnknownFunction {
+                        name: format!("{}.{}", ns.name, name.name),
+                    }));
+                };
+                let mut values = Vec::with_capacity(args.len());
+                for a in args {
+                    values.push(self.eval_expr(a, source)?);
+                }
+                self.call_user_function(&udf, values)
+            }
+            ExprKind::Call {
+                namespace: None,
+                name,
+                args,
+            } => self.call(&name.name, args, source, expr.span),
+        }
+    }
+
+    fn call(
+        &mut self,
+        name: &str,
+        args: &[Expr],
+        source: &Rc<str>,
+        span: Span,
+    ) -> Result<Value, EvalError> {
+        let wrap = |e: FnError| match e {
+            FnError::Message(message) => EvalError::new(EvalErrorKind::Function {
+                name: name.to_string(),
+                message,
+            })
+            .with_span(span),
+            FnError::Eval(e) => *e,
+        };
+        let Some(def) = functions::lookup(name) else {
+            return Err(EvalError::new(EvalErrorKind::UnknownFunction {
+                name: name.to_string(),
+            }));
+        };
+        if args.len() < def.min_args || def.max_args.is_some_and(|max| args.len() > max) {
+            return Err(wrap(FnError::Message(arity_message(
+                def.min_args,
+                def.max_args,
+                args.len(),
+            ))));
+        }
+        match def.imp {
+            Imp::Lazy(f) => f(self, args, source).map_err(wrap),
+            Imp::Eager(f) => {
+                let mut values = Vec::with_capacity(args.len());
+                for a in args {
+                    values.push(self.eval_expr(a, source)?);
+                }
+                if !def.passes_unevaluated
+                    && let Some(u) = values.iter().find(|v| v.contains_unevaluated())
+                {
+                    let reason = match u {
+                        Value::Unevaluated(u) => u.expression.clone(),
+                        _ => "an argument holds a value known only at deployment".to_string(),
+                    };
+                    return Err(EvalError::unavailable(reason));
+                }
+                f(self, Args::new(def.name, values)).map_err(wrap)
+            }
+        }
+    }
+
+    /// Calls a user-defined function with evaluated arguments.
+    pub fn call_user_function(
+        &mut self,
+        udf: &UserFunction,
+        args: Vec<Value>,
+    ) -> Result<Value, EvalError> {
+        let full_name = format!("{}.{}", udf.namespace, udf.name);
+        if args.len() != udf.parameters.len() {
+            return Err(EvalError::new(EvalErrorKind::Function {
+                name: full_name,
+                message: format!(
+                    "expected {} argument(s) but got {}.",
+                    udf.parameters.len(),
+                    args.len()
+                ),
+            }));
+        }
+        let params = udf
+            .parameters
+            .iter()
+            .map(|p| p.name.clone())
+            .zip(args)
+            .collect();
+        let saved_params = self.udf_params.replace(params);
+        let saved_lambdas = std::mem::take(&mut self.lambda_vars);
+        let saved_copy = std::mem::take(&mut self.copy);
+        let out = self.eval_node(&udf.output);
+        self.udf_params = saved_params;
+        self.lambda_vars = saved_lambdas;
+        self.copy = saved_copy;
+        out
+    }
+
+    /// Applies a lambda to arguments (used by map, filter, reduce, sort, ...).
+    pub fn apply(&mut self, lambda: &Lambda, args: Vec<Value>) -> Result<Value, FnError> {
+        let saved = self.lambda_vars.len();
+        self.lambda_vars.extend(lambda.captured.iter().cloned());
+        for (name, value) in lambda.params.iter().zip(args) {
+            self.lambda_vars.push((name.clone(), value));
+        }
+        let out = self.eval_expr(&lambda.body, &lambda.source);
+        self.lambda_vars.truncate(saved);
+        Ok(out?)
+    }
+
+    /// Creates a lambda value from `lambda('a', 'b', body)` arguments.
+    pub(crate) fn make_lambda(
+        &mut self,
+        args: &[Expr],
+        source: &Rc<str>,
+    ) -> Result<Value, FnError> {
+        let (body, names) = args
+            .split_last()
+            .ok_or_else(|| FnError::msg("a lambda needs a body."))?;
+        let mut params = Vec::with_capacity(names.len());
+        for n in names {
+            match &n.kind {
+                ExprKind::String(s) => params.push(s.clone()),
+                _ => {
+                    return Err(FnError::msg(
+                        "lambda parameter names must be string literals.",
+                    ));
+                }
+            }
+        }
+        Ok(Value::Lambda(Rc::new(Lambda {
+            params,
+            body: body.clone(),
+            captured: self.lambda_vars.clone(),
+            source: source.clone(),
+        })))
+    }
+}
+
+fn arity_message(min: usize, max: Option<usize>, actual: usize) -> String {
+    let expected = match max {
+        Some(max) if max == min => format!("{min}"),
+        Some(max) => format!("between {min} and {max}"),
+        None => format!("at least {min}"),
+    };
+    format!("the function expects {expected} argument(s) but {actual} were given.")
+}
+
+/// Validates a copy loop's evaluated `count`.
+pub fn copy_count(name: &str, count: &Value) -> Result<i64, EvalError> {
+    let n = match count {
+        Value::Int(n) => *n,
+        Value::Float(x) if x.fract() == 0.0 => *x as i64,
+        Value::Unevaluated(u) => return Err(EvalError::unavailable(u.expression.clone())),
+        other => {
+            return Err(EvalError::coded(
+                "InvalidTemplate",
+                format!(
+                    "The copy count of '{name}' must be an integer, not {}.",
+                    other.value_type()
+                ),
+            ));
+        }
+    };
+    if !(0..=MAX_COPY_COUNT).contains(&n) {
+        return Err(EvalError::coded(
+            "InvalidCopyCount",
+            format!(
+                "The copy count of '{name}' is {n}; it must be between 0 and {MAX_COPY_COUNT}."
+            ),
+        ));
+    }
+    Ok(n)
+}
+
+/// `target.name`.
+pub fn property(target: &Value, name: &str) -> Result<Value, EvalError> {
+    match target {
+        Value::Object(o) => o.get(name).cloned().ok_or_else(|| {
+            let available: Vec<&str> = o.keys().map(String::as_str).collect();
+            EvalError::expression(format!(
+                "The language expression property '{name}' doesn't exist, available properties are '{}'.",
+                available.join(", ")
+            ))
+        }),
+        Value::Unevaluated(u) => Err(EvalError::unavailable(u.expression.clone())),
+        other => Err(EvalError::expression(format!(
+            "The language expression property '{name}' can't be evaluated, property name must be applied to an object, not {}.",
+            other.value_type()
+        ))),
+    }
+}
+
+/// `target[index]`.
+pub fn index_value(target: &Value, index: &Value) -> Result<Value, EvalError> {
+    match (target, index) {
+        (Value::Unevaluated(u), _) | (_, Value::Unevaluated(u)) => Err(EvalError::unavailable(u.expression.clone())),
+        (Value::Array(items), Value::Int(i)) => usize::try_from(*i)
+            .ok()
+            .and_then(|i| items.get(i))
+            .cloned()
+            .ok_or_else(|| {
+                EvalError::expression(format!(
+                    "The language expression array index '{i}' is out of bounds. The array has {} element(s).",
+                    items.len()
+                ))
+            }),
+        (Value::Object(_), Value::String(key)) => property(target, key),
+        (Value::Array(_), other) => Err(EvalError::expression(format!(
+            "The language expression array index must be an integer, not {}.",
+            other.value_type()
+        ))),
+        (Value::Object(_), other) => Err(EvalError::expression(format!(
+            "The language expression property name must be a string, not {}.",
+            other.value_type()
+        ))),
+        (other, _) => Err(EvalError::expression(format!(
+            "The language expression can't be indexed: the value is of type {}, not Array or Object.",
+            other.value_type()
+        ))),
+    }
+}

@@ -1,0 +1,5 @@
+//! cidr functions.
+
+use super::FunctionDef;
+
+pub(super) const FUNCTIONS: &[FunctionDef] = &[];

@@ -1,0 +1,5 @@
+//! comparison functions.
+
+use super::FunctionDef;
+
+pub(super) const FUNCTIONS: &[FunctionDef] = &[];

@@ -1,0 +1,5 @@
+//! date functions.
+
+use super::FunctionDef;
+
+pub(super) const FUNCTIONS: &[FunctionDef] = &[];

@@ -1,0 +1,5 @@
+//! hash functions.
+
+use super::FunctionDef;
+
+pub(super) const FUNCTIONS: &[FunctionDef] = &[];

@@ -1,0 +1,5 @@
+//! lambda functions.
+
+use super::FunctionDef;
+
+pub(super) const FUNCTIONS: &[FunctionDef] = &[];

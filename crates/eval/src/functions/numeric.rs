@@ -1,0 +1,5 @@
+//! numeric functions.
+
+use super::FunctionDef;
+
+pub(super) const FUNCTIONS: &[FunctionDef] = &[];

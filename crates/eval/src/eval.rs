@@ -357,6 +357,10 @@ impl<'e> Evaluator<'e> {
                     };
                     return Err(EvalError::unavailable(reason));
                 }
+                if functions::is_list_function(def) {
+                    let call = crate::env::RuntimeCall { name, args: &values };
+                    return self.env.runtime(call).map_err(|e| e.with_span(span));
+                }
                 f(self, Args::new(def.name, values)).map_err(wrap)
             }
         }

@@ -110,7 +110,12 @@ static TABLE: LazyLock<HashMap<String, FunctionDef>> = LazyLock::new(|| {
 });
 
 /// `list*` functions (listKeys, listSecrets, ...) are all answered by the runtime hook.
-static LIST_FUNCTION: FunctionDef = FunctionDef::eager("list", 2, Some(3), resource::list_call);
+pub static LIST_FUNCTION: FunctionDef = FunctionDef::eager("list", 2, Some(3), resource::list_call);
+
+/// True for the catch-all definition that serves every `list*` function.
+pub fn is_list_function(def: &FunctionDef) -> bool {
+    std::ptr::eq(def, &LIST_FUNCTION)
+}
 
 /// Finds a built-in function by name, ignoring case.
 pub fn lookup(name: &str) -> Option<&'static FunctionDef> {

@@ -26,6 +26,7 @@ pub(super) const FUNCTIONS: &[FunctionDef] = &[
     FunctionDef::eager("extensionConfigs", 1, Some(1), runtime),
     FunctionDef::eager("pickZones", 3, Some(5), pick_zones),
     FunctionDef::eager("providers", 1, Some(2), runtime),
+    FunctionDef::eager("externalInputs", 1, Some(2), runtime),
 ];
 
 fn runtime(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {

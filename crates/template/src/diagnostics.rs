@@ -35,7 +35,11 @@ pub struct Diagnostic {
 }
 
 impl Diagnostic {
-    pub fn error(code: impl Into<String>, message: impl Into<String>, target: impl Into<String>) -> Diagnostic {
+    pub fn error(
+        code: impl Into<String>,
+        message: impl Into<String>,
+        target: impl Into<String>,
+    ) -> Diagnostic {
         Diagnostic {
             severity: Severity::Error,
             code: code.into(),
@@ -48,8 +52,15 @@ impl Diagnostic {
         }
     }
 
-    pub fn warning(code: impl Into<String>, message: impl Into<String>, target: impl Into<String>) -> Diagnostic {
-        Diagnostic { severity: Severity::Warning, ..Diagnostic::error(code, message, target) }
+    pub fn warning(
+        code: impl Into<String>,
+        message: impl Into<String>,
+        target: impl Into<String>,
+    ) -> Diagnostic {
+        Diagnostic {
+            severity: Severity::Warning,
+            ..Diagnostic::error(code, message, target)
+        }
     }
 
     pub fn with_span(mut self, span: Span) -> Diagnostic {
@@ -76,7 +87,11 @@ impl SourceFile {
     pub fn new(name: impl Into<String>, text: impl Into<String>) -> SourceFile {
         let text = text.into();
         let index = LineIndex::new(&text);
-        SourceFile { name: name.into(), text, index }
+        SourceFile {
+            name: name.into(),
+            text,
+            index,
+        }
     }
 
     pub fn line_col(&self, offset: usize) -> LineCol {
@@ -101,7 +116,10 @@ impl SourceFile {
 
 /// Joins a JSON path and a child key or index, ARM style.
 pub fn join_path(base: &str, key: &str) -> String {
-    let simple = !key.is_empty() && key.chars().all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
+    let simple = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '$');
     match (base.is_empty(), simple) {
         (true, true) => key.to_string(),
         (false, true) => format!("{base}.{key}"),

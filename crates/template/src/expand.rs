@@ -1,0 +1,1694 @@
+//! Expansion: from a template, its inputs and a deployment context to a [`Plan`].
+//!
+//! Two phases, as ARM does it. Phase one gives every resource instance its identity (condition, type, name, ID)
+//! and its dependencies (explicit `dependsOn`, implicit from `reference`/`list*`/`resourceInfo` arguments, serial
+//! copy batches), then orders them. Phase two evaluates bodies in that order, so a runtime hook can answer
+//! `reference()` for resources "deployed" earlier; nested deployments become child plans; outputs come last.
+
+use std::cell::{Cell, RefCell};
+use std::collections::HashMap;
+use std::rc::Rc;
+
+use cairn_eval::{
+    CopyKind, DeploymentFacts, Environment, EvalError, Evaluator, Object, RuntimeCall, ScopeKind,
+    Unevaluated, UserFunction, Value, copy_count, ids, render_path,
+};
+use cairn_expr::{Expr, ExprKind};
+use cairn_json::{Member, Node, NodeKind};
+
+use crate::config::{merge_config, normalize_alias_input};
+use crate::context::DeploymentContext;
+use crate::diagnostics::{Diagnostic, join_path};
+use crate::model::{ExtensionDecl, ResourceDecl, Template, VariableValue};
+use crate::params::{KeyVaultReference, ParameterValue, ParametersFile};
+use crate::plan::{
+    CopyInfo, Plan, PlannedExtension, PlannedExtensionRef, PlannedOutput, PlannedParameter,
+    PlannedResource,
+};
+use crate::runtime::{ReferenceRequest, RuntimeHook};
+use crate::types;
+
+/// ARM's limit on resources in one deployment after copy expansion.
+pub const MAX_RESOURCES: usize = 800;
+/// How deeply deployments may nest.
+pub const MAX_NESTING_DEPTH: usize = 50;
+
+/// Members of a resource declaration that steer expansion rather than describe the resource.
+const CONTROL_KEYS: [&str; 11] = [
+    "copy",
+    "dependsOn",
+    "condition",
+    "resources",
+    "comments",
+    "existing",
+    "import",
+    "extension",
+    "provider",
+    "scope",
+    "apiVersion",
+];
+
+/// Inputs to one deployment's expansion.
+pub struct DeploymentInput<'a> {
+    pub template: &'a Template,
+    pub parameters: Vec<(String, ParameterValue)>,
+    /// Extension config input per alias (wrappers), from the parameters file or a parent deployment.
+    pub extension_configs: Vec<(String, Object)>,
+    pub context: DeploymentContext,
+}
+
+impl<'a> DeploymentInput<'a> {
+    /// Inputs from a parameters file.
+    pub fn new(
+        template: &'a Template,
+        file: &ParametersFile,
+        context: DeploymentContext,
+    ) -> DeploymentInput<'a> {
+        DeploymentInput {
+            template,
+            parameters: file
+                .parameters
+                .iter()
+                .map(|p| (p.name.clone(), p.value.clone()))
+                .collect(),
+            extension_configs: file
+                .extension_configs
+                .iter()
+                .map(|c| (c.alias.clone(), c.items.iter().cloned().collect()))
+                .collect(),
+            context,
+        }
+    }
+}
+
+/// Expands a deployment. Returns the plan (when expansion got far enough to produce one) and diagnostics.
+pub fn expand(
+    input: DeploymentInput<'_>,
+    hook: &dyn RuntimeHook,
+) -> (Option<Plan>, Vec<Diagnostic>) {
+    let env = TemplateEnv::new(input, hook, None, 0);
+    let plan = env.run();
+    let diags = env.diags.into_inner();
+    (plan, diags)
+}
+
+#[derive(Clone, Debug)]
+struct Instance {
+    decl: usize,
+    copy: Option<CopyInfo>,
+    symbolic: Option<String>,
+    name: Option<String>,
+    resource_type: String,
+    api_version: Option<String>,
+    id: Option<String>,
+    key: String,
+    extension: Option<PlannedExtensionRef>,
+    condition: Option<bool>,
+    existing: bool,
+    depends_on: Vec<usize>,
+    body: Option<Value>,
+    child: Option<Box<Plan>>,
+}
+
+#[derive(Default)]
+struct State {
+    instances: Vec<Instance>,
+    /// Implicit dependencies seen while evaluating: instance indices.
+    touched: Vec<usize>,
+}
+
+struct ParamSlot {
+    value: Option<Value>,
+    in_progress: bool,
+}
+
+/// The environment of one deployment: implements [`Environment`] for the evaluator.
+struct TemplateEnv<'a> {
+    template: &'a Template,
+    ctx: DeploymentContext,
+    facts: DeploymentFacts,
+    inputs: Vec<(String, ParameterValue)>,
+    config_inputs: Vec<(String, Object)>,
+    hook: &'a dyn RuntimeHook,
+    /// The parent environment, for outer-scope nested templates.
+    outer: Option<&'a TemplateEnv<'a>>,
+    depth: usize,
+    params: RefCell<HashMap<String, ParamSlot>>,
+    vars: RefCell<HashMap<String, Value>>,
+    vars_in_progress: RefCell<Vec<String>>,
+    extensions: RefCell<Vec<PlannedExtension>>,
+    state: RefCell<State>,
+    allow_nondeterministic: Cell<bool>,
+    guids: Cell<usize>,
+    diags: RefCell<Vec<Diagnostic>>,
+}
+
+fn diag_from_eval(e: &EvalError, base: &str) -> Diagnostic {
+    let path = render_path(&e.path);
+    let target = match (base.is_empty(), path.is_empty()) {
+        (_, true) => base.to_string(),
+        (true, false) => path,
+        (false, false) if path.starts_with('[') => format!("{base}{path}"),
+        (false, false) => format!("{base}.{path}"),
+    };
+    let mut d = Diagnostic::error(e.code(), e.to_string(), target);
+    if let Some(span) = e.node_span {
+        d = d.with_span(span);
+    }
+    d
+}
+
+fn unevaluated(expression: String) -> Value {
+    Value::Unevaluated(Rc::new(Unevaluated { expression }))
+}
+
+fn type_of(decl: &Node, template: &Template) -> String {
+    if let Some(t) = decl.get_ci("type").and_then(Node::as_str) {
+        return t.to_string();
+    }
+    if let Some(r) = decl.get_ci("$ref").and_then(Node::as_str) {
+        let name = r.trim_start_matches("#/definitions/");
+        if let Some(def) = template.definitions.as_ref().and_then(|d| d.get(name)) {
+            return type_of(def, template);
+        }
+    }
+    "object".to_string()
+}
+
+impl<'a> TemplateEnv<'a> {
+    fn new(
+        input: DeploymentInput<'a>,
+        hook: &'a dyn RuntimeHook,
+        outer: Option<&'a TemplateEnv<'a>>,
+        depth: usize,
+    ) -> TemplateEnv<'a> {
+        let template = input.template;
+        let mut facts = input.context.facts(template.scope);
+        let mut deployment = Object::new();
+        deployment.insert("name", Value::from(input.context.deployment_name.as_str()));
+        if template.scope != ScopeKind::ResourceGroup
+            && let Some(l) = &input.context.location
+        {
+            deployment.insert("location", Value::from(l.as_str()));
+        }
+        let mut props = Object::new();
+        let mut tmpl = Object::new();
+        tmpl.insert(
+            "contentVersion",
+            Value::from(template.content_version.clone().unwrap_or_default()),
+        );
+        if let Some(m) = template.root.get_ci("metadata") {
+            tmpl.insert("metadata", Value::from_node(m));
+        }
+        props.insert("template", Value::Object(tmpl));
+        props.insert("templateHash", Value::from(template_hash(&template.root)));
+        props.insert("parameters", Value::Object(Object::new()));
+        props.insert("mode", Value::from("Incremental"));
+        props.insert("provisioningState", Value::from("Accepted"));
+        deployment.insert("properties", Value::Object(props));
+        facts.deployment = Value::Object(deployment);
+        TemplateEnv {
+            template,
+            facts,
+            ctx: input.context,
+            inputs: input.parameters,
+            config_inputs: input.extension_configs,
+            hook,
+            outer,
+            depth,
+            params: RefCell::new(HashMap::new()),
+            vars: RefCell::new(HashMap::new()),
+            vars_in_progress: RefCell::new(Vec::new()),
+            extensions: RefCell::new(Vec::new()),
+            state: RefCell::new(State::default()),
+            allow_nondeterministic: Cell::new(false),
+            guids: Cell::new(0),
+            diags: RefCell::new(Vec::new()),
+        }
+    }
+
+    fn error(&self, d: Diagnostic) {
+        self.diags.borrow_mut().push(d);
+    }
+
+    fn eval_node(&self, node: &Node, path: &str) -> Option<Value> {
+        match Evaluator::new(self).eval_node(node) {
+            Ok(v) => Some(v),
+            Err(e) => {
+                self.error(diag_from_eval(&e, path));
+                None
+            }
+        }
+    }
+
+    fn has_errors(&self) -> bool {
+        self.diags.borrow().iter().any(Diagnostic::is_error)
+    }
+
+    /// Runs the whole expansion.
+    fn run(&self) -> Option<Plan> {
+        if self.depth > MAX_NESTING_DEPTH {
+            self.error(Diagnostic::error(
+                "DeploymentNestingLimitExceeded",
+                format!("Deployments may nest at most {MAX_NESTING_DEPTH} levels deep."),
+                "",
+            ));
+            return None;
+        }
+        let parameters = self.resolve_parameters();
+        self.resolve_extensions();
+        self.plan_instances();
+        if self.has_errors() {
+            return None;
+        }
+        let order = self.order()?;
+        for i in order {
+            self.evaluate_instance(i);
+        }
+        let outputs = self.evaluate_outputs();
+        let state = self.state.borrow();
+        let resources = state
+            .instances
+            .iter()
+            .map(|inst| PlannedResource {
+                key: inst.key.clone(),
+                symbolic_name: inst.symbolic.clone(),
+                copy: inst.copy.clone(),
+                id: inst.id.clone(),
+                name: inst.name.clone(),
+                resource_type: inst.resource_type.clone(),
+                api_version: inst.api_version.clone(),
+                extension: inst.extension.clone(),
+                condition: inst.condition,
+                existing: inst.existing,
+                depends_on: inst
+                    .depends_on
+                    .iter()
+                    .map(|&d| state.instances[d].key.clone())
+                    .collect(),
+                body: inst.body.clone(),
+                deployment: inst.child.clone(),
+                path: self.template.resources[inst.decl].path.clone(),
+            })
+            .collect();
+        Some(Plan {
+            scope: self.template.scope,
+            scope_id: self.ctx.scope_id(self.template.scope),
+            deployment_name: self.ctx.deployment_name.clone(),
+            location: self.ctx.location.clone(),
+            parameters,
+            resources,
+            extensions: self.extensions.borrow().clone(),
+            outputs,
+        })
+    }
+
+    // ----- parameters -----
+
+    fn resolve_parameters(&self) -> Vec<(String, PlannedParameter)> {
+        for (name, _) in &self.inputs {
+            if self.template.parameter(name).is_none() {
+                self.error(Diagnostic::error(
+                    "InvalidTemplate",
+                    format!(
+                        "The template parameter '{name}' is provided but not declared in the template; it can therefore not be provided at deployment time."
+                    ),
+                    join_path("parameters", name),
+                ));
+            }
+        }
+        let mut out = Vec::new();
+        for decl in &self.template.parameters {
+            let value = self.parameter_value(&decl.name).unwrap_or(Value::Null);
+            out.push((
+                decl.name.clone(),
+                PlannedParameter {
+                    param_type: type_of(&decl.node, self.template),
+                    secure: types::is_secure(&decl.node, self.template.definitions.as_ref()),
+                    value,
+                },
+            ));
+        }
+        out
+    }
+
+    /// Resolves one parameter (lazily: defaults may use other parameters). `None` after reporting an error.
+    fn parameter_value(&self, name: &str) -> Option<Value> {
+        let key = name.to_ascii_lowercase();
+        {
+            let params = self.params.borrow();
+            if let Some(slot) = params.get(&key) {
+                if slot.in_progress {
+                    drop(params);
+                    self.error(Diagnostic::error(
+                        "InvalidTemplate",
+                        format!("The template parameter '{name}' has a circular reference in its default value."),
+                        join_path("parameters", name),
+                    ));
+                    return None;
+                }
+                return slot.value.clone();
+            }
+        }
+        let decl = self.template.parameter(name)?;
+        self.params.borrow_mut().insert(
+            key.clone(),
+            ParamSlot {
+                value: None,
+                in_progress: true,
+            },
+        );
+        let path = decl.path.clone();
+        let supplied = self
+            .inputs
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.clone());
+        let value = match supplied {
+            Some(ParameterValue::Value(v)) => Some(v),
+            Some(ParameterValue::KeyVault(r)) => Some(self.key_vault_value(&r)),
+            Some(ParameterValue::Expression(e)) => {
+                self.eval_node(&Node::synthetic(NodeKind::String(e)), &path)
+            }
+            None => match decl.node.get_ci("defaultValue") {
+                Some(default) => {
+                    self.allow_nondeterministic.set(true);
+                    let v = self.eval_node(default, &join_path(&path, "defaultValue"));
+                    self.allow_nondeterministic.set(false);
+                    v
+                }
+                None if decl.node.get_ci("nullable").and_then(Node::as_bool) == Some(true) => {
+                    Some(Value::Null)
+                }
+                None => {
+                    self.error(
+                        Diagnostic::error(
+                            "InvalidTemplate",
+                            format!(
+                                "The value for the template parameter '{}' is not provided. Please see https://aka.ms/arm-create-parameter-file for usage details.",
+                                decl.name
+                            ),
+                            &path,
+                        )
+                        .with_span(decl.node.span),
+                    );
+                    None
+                }
+            },
+        };
+        if let Some(v) = &value {
+            let found = types::check_value(
+                v,
+                &decl.node,
+                self.template.definitions.as_ref(),
+                &join_path(&path, "value"),
+            );
+            for d in found {
+                self.error(d.with_span(decl.node.span));
+            }
+        }
+        self.params.borrow_mut().insert(
+            key,
+            ParamSlot {
+                value: value.clone(),
+                in_progress: false,
+            },
+        );
+        value
+    }
+
+    fn key_vault_value(&self, r: &KeyVaultReference) -> Value {
+        self.hook.key_vault_secret(r).unwrap_or_else(|| {
+            unevaluated(format!(
+                "[keyVaultReference('{}', '{}')]",
+                r.vault_id, r.secret_name
+            ))
+        })
+    }
+
+    // ----- variables -----
+
+    fn variable_value(&self, name: &str) -> Result<Value, EvalError> {
+        let key = name.to_ascii_lowercase();
+        if let Some(v) = self.vars.borrow().get(&key) {
+            return Ok(v.clone());
+        }
+        let Some(decl) = self.template.variable(name) else {
+            if let Some(outer) = self.outer {
+                return outer.variable_value(name);
+            }
+            return Err(EvalError::expression(format!(
+                "The template variable '{name}' is not found."
+            )));
+        };
+        if self.vars_in_progress.borrow().contains(&key) {
+            return Err(EvalError::expression(format!(
+                "The template variable '{name}' has a circular reference to itself."
+            )));
+        }
+        self.vars_in_progress.borrow_mut().push(key.clone());
+        let mut ev = Evaluator::new(self);
+        let result = match &decl.value {
+            VariableValue::Plain(node) => ev.eval_node(node),
+            VariableValue::Copy { count, input } => (|| {
+                let count = copy_count(&decl.name, &ev.eval_node(count)?)?;
+                let mut items = Vec::with_capacity(count as usize);
+                for i in 0..count {
+                    items.push(
+                        ev.with_copy(&decl.name, i, CopyKind::Named, |ev| ev.eval_node(input))?,
+                    );
+                }
+                Ok(Value::Array(items))
+            })(),
+        };
+        self.vars_in_progress.borrow_mut().retain(|k| k != &key);
+        let value = result.map_err(|e| {
+            let d = diag_from_eval(&e, &decl.path);
+            EvalError::coded(
+                e.code(),
+                format!("{} (in variable '{}' at {})", e, decl.name, d.target),
+            )
+            .with_node_span(e.node_span.unwrap_or_default())
+        })?;
+        if !value.contains_unevaluated() {
+            self.vars.borrow_mut().insert(key, value.clone());
+        }
+        Ok(value)
+    }
+
+    // ----- extensions -----
+
+    fn resolve_extensions(&self) {
+        let mut resolved = Vec::new();
+        for decl in &self.template.extensions {
+            let mut defaults = Object::new();
+            for (prop, node) in &decl.config_defaults {
+                let path = join_path(&join_path(&decl.path, "config"), prop);
+                if let Some(v) = self.eval_node(node, &path) {
+                    let mut wrapper = Object::new();
+                    wrapper.insert("value", v);
+                    defaults.insert(prop.clone(), Value::Object(wrapper));
+                }
+            }
+            let input = self
+                .config_inputs
+                .iter()
+                .find(|(a, _)| a.eq_ignore_ascii_case(&decl.alias))
+                .map(|(_, o)| o.clone())
+                .unwrap_or_default();
+            resolved.push(PlannedExtension {
+                alias: decl.alias.clone(),
+                name: decl.name.clone(),
+                version: decl.version.clone(),
+                config: merge_config(&defaults, &input),
+            });
+        }
+        for (alias, _) in &self.config_inputs {
+            if self.template.extension(alias).is_none() {
+                self.error(Diagnostic::error(
+                    "InvalidExtensionConfig",
+                    format!("The extension alias '{alias}' in extensionConfigs is not declared by the template."),
+                    join_path("extensionConfigs", alias),
+                ));
+            }
+        }
+        *self.extensions.borrow_mut() = resolved;
+    }
+
+    fn extension_value(&self, alias: &str) -> Result<Value, EvalError> {
+        let exts = self.extensions.borrow();
+        let Some(e) = exts.iter().find(|e| e.alias.eq_ignore_ascii_case(alias)) else {
+            return Err(EvalError::expression(format!(
+                "The extension alias '{alias}' is not declared in this template."
+            )));
+        };
+        let mut o = Object::new();
+        o.insert("name", Value::from(e.name.as_str()));
+        o.insert("version", Value::from(e.version.as_str()));
+        o.insert("config", Value::Object(e.config.clone()));
+        Ok(Value::Object(o))
+    }
+
+    // ----- phase one: identities and dependencies -----
+
+    fn plan_instances(&self) {
+        let mut pending_deps: Vec<(usize, Vec<DepRef>)> = Vec::new();
+        // Instances of each declaration, for child resources and copy-loop lookups.
+        let mut by_decl: Vec<Vec<usize>> = vec![Vec::new(); self.template.resources.len()];
+        for (d, decl) in self.template.resources.iter().enumerate() {
+            let parents: Vec<Option<usize>> = match decl.parent {
+                Some(p) => by_decl[p].iter().map(|&i| Some(i)).collect(),
+                None => vec![None],
+            };
+            for parent in parents {
+                let copy = decl.node.get_ci("copy").filter(|_| decl.parent.is_none());
+                let copy_info = match copy {
+                    Some(c) => self.copy_header(c, &decl.path),
+                    None => Some((None, 1)),
+                };
+                let Some((info, count)) = copy_info else {
+                    continue;
+                };
+                for i in 0..count {
+                    let info = info.clone().map(|mut c: CopyInfo| {
+                        c.index = i;
+                        c
+                    });
+                    let mut ev = Evaluator::new(self);
+                    let parent_inst = parent.map(|p| self.state.borrow().instances[p].clone());
+                    let built = match &info {
+                        Some(c) => ev.with_copy(&c.name, i, CopyKind::Unnamed, |ev| {
+                            self.identify(ev, d, decl, Some(c.clone()), parent_inst.as_ref())
+                        }),
+                        None => self.identify(&mut ev, d, decl, None, parent_inst.as_ref()),
+                    };
+                    if let Some((inst, deps)) = built {
+                        let mut state = self.state.borrow_mut();
+                        state.instances.push(inst);
+                        let idx = state.instances.len() - 1;
+                        by_decl[d].push(idx);
+                        pending_deps.push((idx, deps));
+                    }
+                }
+            }
+        }
+        let count = self.state.borrow().instances.len();
+        if count > MAX_RESOURCES {
+            self.error(Diagnostic::error(
+                "InvalidTemplate",
+                format!(
+                    "The number of resources in the deployment after copy expansion is {count}, which exceeds the limit of {MAX_RESOURCES}."
+                ),
+                "resources",
+            ));
+        }
+        self.check_duplicate_ids();
+        for (idx, deps) in pending_deps {
+            let mut resolved = Vec::new();
+            for dep in deps {
+                match self.resolve_ref(&dep.text) {
+                    Some(targets) => resolved.extend(targets.into_iter().filter(|&t| t != idx)),
+                    None if dep.explicit => {
+                        let decl = self.state.borrow().instances[idx].decl;
+                        self.error(Diagnostic::error(
+                            "InvalidTemplate",
+                            format!(
+                                "The resource '{}' is not defined in the template.",
+                                dep.text
+                            ),
+                            join_path(&self.template.resources[decl].path, "dependsOn"),
+                        ));
+                    }
+                    None => {}
+                }
+            }
+            resolved.sort_unstable();
+            resolved.dedup();
+            self.state.borrow_mut().instances[idx].depends_on = resolved;
+        }
+        self.add_serial_edges(&by_decl);
+    }
+
+    fn copy_header(&self, copy: &Node, path: &str) -> Option<(Option<CopyInfo>, i64)> {
+        let copy_path = join_path(path, "copy");
+        let name = match copy.get_ci("name").map(|n| self.eval_node(n, &copy_path)) {
+            Some(Some(Value::String(s))) => s,
+            _ => {
+                self.error(
+                    Diagnostic::error(
+                        "InvalidTemplate",
+                        "The copy loop must have a string 'name'.",
+                        &copy_path,
+                    )
+                    .with_span(copy.span),
+                );
+                return None;
+            }
+        };
+        let count = copy
+            .get_ci("count")
+            .and_then(|c| self.eval_node(c, &join_path(&copy_path, "count")))?;
+        let count = match copy_count(&name, &count) {
+            Ok(n) => n,
+            Err(e) => {
+                self.error(
+                    diag_from_eval(&e, &join_path(&copy_path, "count")).with_span(copy.span),
+                );
+                return None;
+            }
+        };
+        let serial = copy
+            .get_ci("mode")
+            .and_then(Node::as_str)
+            .is_some_and(|m| m.eq_ignore_ascii_case("serial"));
+        let batch_size =
+            copy.get_ci("batchSize")
+                .and_then(|b| match self.eval_node(b, &copy_path) {
+                    Some(Value::Int(n)) => Some(n),
+                    _ => None,
+                });
+        Some((
+            Some(CopyInfo {
+                name,
+                index: 0,
+                serial,
+                batch_size,
+            }),
+            count,
+        ))
+    }
+
+    fn eval_string_member(
+        &self,
+        ev: &mut Evaluator<'_>,
+        node: &Node,
+        key: &str,
+        path: &str,
+    ) -> Option<Option<String>> {
+        let Some(n) = node.get_ci(key) else {
+            return Some(None);
+        };
+        match ev.eval_node(n) {
+            Ok(Value::String(s)) => Some(Some(s)),
+            Ok(Value::Unevaluated(u)) => Some(Some(u.expression.clone())),
+            Ok(Value::Null) => Some(None),
+            Ok(other) => {
+                self.error(
+                    Diagnostic::error(
+                        "InvalidTemplate",
+                        format!(
+                            "The resource '{key}' must be a string, not {}.",
+                            other.value_type()
+                        ),
+                        join_path(path, key),
+                    )
+                    .with_span(n.span),
+                );
+                None
+            }
+            Err(e) => {
+                self.error(diag_from_eval(&e, &join_path(path, key)));
+                None
+            }
+        }
+    }
+
+    /// Phase one for one instance (inside its copy frame).
+    fn identify(
+        &self,
+        ev: &mut Evaluator<'_>,
+        d: usize,
+        decl: &ResourceDecl,
+        copy: Option<CopyInfo>,
+        parent: Option<&Instance>,
+    ) -> Option<(Instance, Vec<DepRef>)> {
+        let node = &decl.node;
+        let path = &decl.path;
+        let condition = match node.get_ci("condition") {
+            None => Some(true),
+            Some(c) => match ev.eval_node(c) {
+                Ok(Value::Bool(b)) => Some(b),
+                Ok(Value::Unevaluated(_)) => None,
+                Ok(other) => {
+                    self.error(
+                        Diagnostic::error(
+                            "InvalidTemplate",
+                            format!(
+                                "The resource condition must be a boolean, not {}.",
+                                other.value_type()
+                            ),
+                            join_path(path, "condition"),
+                        )
+                        .with_span(c.span),
+                    );
+                    return None;
+                }
+                Err(e) => {
+                    self.error(diag_from_eval(&e, &join_path(path, "condition")));
+                    return None;
+                }
+            },
+        };
+        // A parent that is not deployed takes its children with it.
+        let condition = match (condition, parent.and_then(|p| p.condition)) {
+            (Some(true), Some(false)) => Some(false),
+            (c, _) => c,
+        };
+        let raw_type = self
+            .eval_string_member(ev, node, "type", path)?
+            .unwrap_or_default();
+        let mut api_version = self.eval_string_member(ev, node, "apiVersion", path)?;
+        let extension = match &decl.extension_alias {
+            Some(alias) => match self.template.extension(alias) {
+                Some(e) if e.is_azure() => None,
+                Some(e) => Some(e),
+                None => {
+                    self.error(Diagnostic::error(
+                        "InvalidTemplate",
+                        format!("The resource refers to extension '{alias}', which the template does not declare."),
+                        join_path(path, "extension"),
+                    ));
+                    return None;
+                }
+            },
+            None => None,
+        };
+        let mut resource_type = raw_type;
+        if extension.is_some()
+            && api_version.is_none()
+            && let Some((t, v)) = resource_type.rsplit_once('@')
+        {
+            api_version = Some(v.to_string());
+            resource_type = t.to_string();
+        }
+        let mut name = self.eval_string_member(ev, node, "name", path)?;
+        if let (Some(p), false) = (parent, resource_type.contains('/')) {
+            resource_type = format!("{}/{}", p.resource_type, resource_type);
+        }
+        if let (Some(p), Some(n)) = (parent, &name) {
+            let wanted = resource_type.split('/').count().saturating_sub(1);
+            if n.split('/').count() < wanted
+                && let Some(pn) = &p.name
+            {
+                name = Some(format!("{pn}/{n}"));
+            }
+        }
+        let symbolic = decl.symbolic_name.clone();
+        let (id, key) = match extension {
+            Some(e) => {
+                let base = format!(
+                    "{}:{}",
+                    e.alias,
+                    symbolic.clone().unwrap_or_else(|| decl.path.clone())
+                );
+                let key = match &copy {
+                    Some(c) => format!("{base}[{}]", c.index),
+                    None => base,
+                };
+                (None, key)
+            }
+            None => {
+                let Some(n) = &name else {
+                    self.error(
+                        Diagnostic::error(
+                            "InvalidTemplate",
+                            "The resource must have a 'name'.",
+                            path.clone(),
+                        )
+                        .with_span(node.span),
+                    );
+                    return None;
+                };
+                let scope = self.resource_scope(ev, node, path)?;
+                let names: Vec<&str> = n.split('/').collect();
+                match ids::resource_id(&scope, &resource_type, &names) {
+                    Ok(id) => (Some(id.clone()), id),
+                    Err(e) => {
+                        self.error(
+                            Diagnostic::error(
+                                "InvalidTemplate",
+                                format!("The template resource '{n}' is not valid: {e}."),
+                                path.clone(),
+                            )
+                            .with_span(node.span),
+                        );
+                        return None;
+                    }
+                }
+            }
+        };
+        let mut deps = Vec::new();
+        if let Some(list) = node.get_ci("dependsOn") {
+            match ev.eval_node(list) {
+                Ok(Value::Array(items)) => {
+                    for item in items {
+                        match item {
+                            Value::String(s) => deps.push(DepRef {
+                                text: s,
+                                explicit: true,
+                            }),
+                            Value::Unevaluated(_) | Value::Null => {}
+                            other => self.error(Diagnostic::error(
+                                "InvalidTemplate",
+                                format!(
+                                    "A dependsOn entry must be a string, not {}.",
+                                    other.value_type()
+                                ),
+                                join_path(path, "dependsOn"),
+                            )),
+                        }
+                    }
+                }
+                Ok(_) => self.error(
+                    Diagnostic::error(
+                        "InvalidTemplate",
+                        "'dependsOn' must be an array.",
+                        join_path(path, "dependsOn"),
+                    )
+                    .with_span(list.span),
+                ),
+                Err(e) => self.error(diag_from_eval(&e, &join_path(path, "dependsOn"))),
+            }
+        }
+        self.implicit_refs(ev, node, &mut deps);
+        let existing = decl.existing;
+        let extension = extension.map(|e| PlannedExtensionRef {
+            alias: e.alias.clone(),
+            name: e.name.clone(),
+            version: e.version.clone(),
+        });
+        let inst = Instance {
+            decl: d,
+            copy,
+            symbolic,
+            name,
+            resource_type,
+            api_version,
+            id,
+            key,
+            extension,
+            condition,
+            existing,
+            depends_on: Vec::new(),
+            body: None,
+            child: None,
+        };
+        Some((inst, deps))
+    }
+
+    /// The scope ID a resource lives under: `scope`, cross-scope `subscriptionId`/`resourceGroup`, or the
+    /// deployment's own scope.
+    fn resource_scope(&self, ev: &mut Evaluator<'_>, node: &Node, path: &str) -> Option<String> {
+        if let Some(s) = self.eval_string_member(ev, node, "scope", path)? {
+            // 2.0 may name a symbolic resource as the scope.
+            if let Some(targets) = self.resolve_ref(&s)
+                && let Some(&t) = targets.first()
+                && let Some(id) = &self.state.borrow().instances[t].id
+            {
+                return Some(id.clone());
+            }
+            return Some(if s == "/" {
+                String::new()
+            } else {
+                s.trim_end_matches('/').to_string()
+            });
+        }
+        let sub = self.eval_string_member(ev, node, "subscriptionId", path)?;
+        let rg = self.eval_string_member(ev, node, "resourceGroup", path)?;
+        Some(match (sub, rg) {
+            (None, None) => self.ctx.scope_id(self.template.scope),
+            (Some(s), None) => {
+                if self.template.scope == ScopeKind::ResourceGroup
+                    && s.eq_ignore_ascii_case(&self.ctx.subscription_id)
+                {
+                    ids::resource_group_scope(&s, &self.ctx.resource_group)
+                } else {
+                    ids::subscription_scope(&s)
+                }
+            }
+            (s, Some(rg)) => ids::resource_group_scope(
+                &s.unwrap_or_else(|| self.ctx.subscription_id.clone()),
+                &rg,
+            ),
+        })
+    }
+
+    /// Implicit dependencies: the first argument of `reference`/`references`/`resourceInfo`/`list*` calls in the
+    /// resource body (not inside an inner-scope nested template).
+    fn implicit_refs(&self, ev: &mut Evaluator<'_>, node: &Node, deps: &mut Vec<DepRef>) {
+        let mut strings = Vec::new();
+        collect_expression_strings(node, true, &mut strings);
+        for s in strings {
+            let Ok(Some(expr)) = cairn_expr::parse_template_string(s) else {
+                continue;
+            };
+            let source: Rc<str> = Rc::from(s);
+            let mut calls = Vec::new();
+            expr.walk(&mut |e: &Expr| {
+                if let ExprKind::Call {
+                    namespace: None,
+                    name,
+                    args,
+                } = &e.kind
+                {
+                    let n = name.name.to_ascii_lowercase();
+                    let is_ref = matches!(n.as_str(), "reference" | "references" | "resourceinfo")
+                        || cairn_eval::functions::lookup(&n)
+                            .is_some_and(cairn_eval::functions::is_list_function);
+                    if is_ref && let Some(first) = args.first() {
+                        calls.push(first.clone());
+                    }
+                }
+            });
+            for arg in calls {
+                if let Ok(Value::String(target)) = ev.eval_expr(&arg, &source) {
+                    deps.push(DepRef {
+                        text: target,
+                        explicit: false,
+                    });
+                }
+            }
+        }
+    }
+
+    fn check_duplicate_ids(&self) {
+        let state = self.state.borrow();
+        let mut seen: HashMap<String, usize> = HashMap::new();
+        for inst in &state.instances {
+            if inst.condition == Some(false) || inst.existing {
+                continue;
+            }
+            let key = inst.key.to_ascii_lowercase();
+            if let Some(&first) = seen.get(&key) {
+                let path = &self.template.resources[inst.decl].path;
+                let first_path = &self.template.resources[state.instances[first].decl].path;
+                self.error(Diagnostic::error(
+                    "InvalidTemplate",
+                    format!("The resource '{}' is defined multiple times in a template (at {first_path} and {path}).", inst.key),
+                    path.clone(),
+                ));
+            } else {
+                seen.insert(
+                    key,
+                    state
+                        .instances
+                        .iter()
+                        .position(|i| std::ptr::eq(i, inst))
+                        .unwrap_or(0),
+                );
+            }
+        }
+    }
+
+    /// Instances a dependency or reference text names: a symbolic name (optionally `[i]`), a resource ID, a
+    /// copy-loop name, or a resource name.
+    fn resolve_ref(&self, text: &str) -> Option<Vec<usize>> {
+        let state = self.state.borrow();
+        let insts = &state.instances;
+        let decls = &self.template.resources;
+        let pick = |f: &dyn Fn(&Instance) -> bool| -> Option<Vec<usize>> {
+            let found: Vec<usize> = insts
+                .iter()
+                .enumerate()
+                .filter(|(_, i)| f(i))
+                .map(|(n, _)| n)
+                .collect();
+            (!found.is_empty()).then_some(found)
+        };
+        if self.template.language_version.symbolic() {
+            let (sym, index) = match text.strip_suffix(']').and_then(|t| t.split_once('[')) {
+                Some((s, i)) => (s, i.trim().parse::<i64>().ok()),
+                None => (text, None),
+            };
+            let by_symbol = pick(&|i: &Instance| {
+                i.symbolic
+                    .as_deref()
+                    .is_some_and(|s| s.eq_ignore_ascii_case(sym))
+                    && index.is_none_or(|want| i.copy.as_ref().is_some_and(|c| c.index == want))
+            });
+            if by_symbol.is_some() {
+                return by_symbol;
+            }
+        }
+        if let Some(found) = pick(&|i: &Instance| {
+            i.id.as_deref()
+                .is_some_and(|id| id.eq_ignore_ascii_case(text))
+        }) {
+            return Some(found);
+        }
+        if let Some(found) = pick(&|i: &Instance| {
+            i.copy
+                .as_ref()
+                .is_some_and(|c| c.name.eq_ignore_ascii_case(text))
+                && decls[i.decl].node.get_ci("copy").is_some()
+        }) {
+            return Some(found);
+        }
+        if let Some(found) = pick(&|i: &Instance| {
+            i.name
+                .as_deref()
+                .is_some_and(|n| n.eq_ignore_ascii_case(text))
+        }) {
+            return Some(found);
+        }
+        // `Ns/type/name` without the scope prefix.
+        if text.contains('/') && !text.starts_with('/') {
+            let suffix = format!("/providers/{}", text.to_ascii_lowercase());
+            return pick(&|i: &Instance| {
+                i.id.as_deref().is_some_and(|id| {
+                    let lower = id.to_ascii_lowercase();
+                    lower.ends_with(&suffix) || type_name_matches(&lower, text)
+                })
+            });
+        }
+        None
+    }
+
+    /// Serial copy loops: each batch waits for the previous one.
+    fn add_serial_edges(&self, by_decl: &[Vec<usize>]) {
+        let mut state = self.state.borrow_mut();
+        for instances in by_decl {
+            let Some(&first) = instances.first() else {
+                continue;
+            };
+            let Some(copy) = state.instances[first].copy.clone() else {
+                continue;
+            };
+            if !copy.serial {
+                continue;
+            }
+            let batch = copy.batch_size.unwrap_or(1).max(1) as usize;
+            for (pos, &idx) in instances.iter().enumerate() {
+                if pos < batch {
+                    continue;
+                }
+                let prev_batch_start = (pos / batch - 1) * batch;
+                let prev: Vec<usize> =
+                    instances[prev_batch_start..prev_batch_start + batch].to_vec();
+                let deps = &mut state.instances[idx].depends_on;
+                deps.extend(prev);
+                deps.sort_unstable();
+                deps.dedup();
+            }
+        }
+    }
+
+    /// Topological order (Kahn); reports a cycle as ARM does.
+    fn order(&self) -> Option<Vec<usize>> {
+        let state = self.state.borrow();
+        let n = state.instances.len();
+        let mut indegree = vec![0usize; n];
+        let mut dependents = vec![Vec::new(); n];
+        for (i, inst) in state.instances.iter().enumerate() {
+            for &d in &inst.depends_on {
+                indegree[i] += 1;
+                dependents[d].push(i);
+            }
+        }
+        let mut ready: std::collections::VecDeque<usize> =
+            (0..n).filter(|&i| indegree[i] == 0).collect();
+        let mut order = Vec::with_capacity(n);
+        while let Some(i) = ready.pop_front() {
+            order.push(i);
+            for &j in &dependents[i] {
+                indegree[j] -= 1;
+                if indegree[j] == 0 {
+                    ready.push_back(j);
+                }
+            }
+        }
+        if order.len() < n {
+            let stuck: Vec<String> = (0..n)
+                .filter(|&i| indegree[i] > 0)
+                .map(|i| state.instances[i].key.clone())
+                .collect();
+            let path = self.template.resources
+                [state.instances[(0..n).find(|&i| indegree[i] > 0)?].decl]
+                .path
+                .clone();
+            drop(state);
+            self.error(Diagnostic::error(
+                "InvalidTemplate",
+                format!(
+                    "Circular dependency detected on resource: '{}'.",
+                    stuck.join("', '")
+                ),
+                path,
+            ));
+            return None;
+        }
+        Some(order)
+    }
+
+    // ----- phase two: bodies -----
+
+    fn evaluate_instance(&self, idx: usize) {
+        let inst = self.state.borrow().instances[idx].clone();
+        if inst.condition == Some(false) {
+            return;
+        }
+        let decl = &self.template.resources[inst.decl];
+        let is_deployment = inst.extension.is_none()
+            && inst
+                .resource_type
+                .eq_ignore_ascii_case("Microsoft.Resources/deployments")
+            && decl
+                .node
+                .get_ci("properties")
+                .and_then(|p| p.get_ci("template"))
+                .is_some();
+        let body_node = body_node(&decl.node, is_deployment);
+        let mut ev = Evaluator::new(self);
+        let body = match &inst.copy {
+            Some(c) => ev.with_copy(&c.name, c.index, CopyKind::Unnamed, |ev| {
+                ev.eval_node(&body_node)
+            }),
+            None => ev.eval_node(&body_node),
+        };
+        let mut body = match body {
+            Ok(b) => b,
+            Err(e) => {
+                self.error(diag_from_eval(&e, &decl.path));
+                return;
+            }
+        };
+        if let Value::Object(o) = &mut body {
+            if let Some(n) = &inst.name {
+                o.insert("name", Value::from(n.as_str()));
+            }
+            o.insert("type", Value::from(inst.resource_type.as_str()));
+            if let Some(v) = &inst.api_version {
+                o.insert("apiVersion", Value::from(v.as_str()));
+            }
+        }
+        self.state.borrow_mut().instances[idx].body = Some(body.clone());
+        if is_deployment {
+            let child = self.expand_child(&inst, decl, &body);
+            self.state.borrow_mut().instances[idx].child = child.map(Box::new);
+        }
+    }
+
+    fn expand_child(&self, inst: &Instance, decl: &ResourceDecl, body: &Value) -> Option<Plan> {
+        let props_node = decl.node.get_ci("properties")?;
+        let template_node = props_node.get_ci("template")?;
+        let path = join_path(&join_path(&decl.path, "properties"), "template");
+        let (child_template, template_diags) = Template::parse(template_node.clone());
+        for d in template_diags {
+            self.error(prefix_diag(d, &path));
+        }
+        let props = body
+            .as_object()
+            .and_then(|b| b.get("properties"))
+            .and_then(Value::as_object)
+            .cloned()
+            .unwrap_or_default();
+        let inner = props
+            .get("expressionEvaluationOptions")
+            .and_then(Value::as_object)
+            .and_then(|o| o.get("scope"))
+            .and_then(Value::as_str)
+            .is_some_and(|s| s.eq_ignore_ascii_case("inner"));
+        let mut parameters = Vec::new();
+        if inner && let Some(Value::Object(ps)) = props.get("parameters") {
+            for (name, entry) in ps {
+                let o = entry.as_object();
+                let value = match o {
+                    Some(o) if o.contains_key("value") => {
+                        ParameterValue::Value(o.get("value").cloned().unwrap_or_default())
+                    }
+                    Some(o) if o.contains_key("reference") => match KeyVaultReference::from_value(
+                        o.get("reference").unwrap_or(&Value::Null),
+                    ) {
+                        Some(r) => ParameterValue::KeyVault(r),
+                        None => {
+                            self.error(Diagnostic::error(
+                                "InvalidTemplate",
+                                format!("The Key Vault reference for parameter '{name}' needs 'keyVault.id' and 'secretName'."),
+                                join_path(&join_path(&join_path(&decl.path, "properties"), "parameters"), name),
+                            ));
+                            continue;
+                        }
+                    },
+                    _ => ParameterValue::Value(Value::Null),
+                };
+                parameters.push((name.clone(), value));
+            }
+        }
+        let mut extension_configs = Vec::new();
+        if let Some(Value::Object(configs)) = props.get("extensionConfigs") {
+            let parent_lookup = |alias: &str| {
+                self.extensions
+                    .borrow()
+                    .iter()
+                    .find(|e| e.alias.eq_ignore_ascii_case(alias))
+                    .map(|e| e.config.clone())
+            };
+            for (alias, value) in configs {
+                match normalize_alias_input(value, &parent_lookup) {
+                    Ok(items) => extension_configs.push((alias.clone(), items)),
+                    Err(message) => self.error(Diagnostic::error(
+                        "InvalidExtensionConfig",
+                        message,
+                        join_path(
+                            &join_path(&join_path(&decl.path, "properties"), "extensionConfigs"),
+                            alias,
+                        ),
+                    )),
+                }
+            }
+        }
+        let mut ctx = self.ctx.clone();
+        ctx.deployment_name = inst.name.clone().unwrap_or_default();
+        let b = body.as_object();
+        let get = |k: &str| {
+            b.and_then(|o| o.get(k))
+                .and_then(Value::as_str)
+                .map(str::to_string)
+        };
+        if let Some(s) = get("subscriptionId") {
+            ctx.subscription_id = s;
+            ctx.subscription_object = None;
+        }
+        if let Some(rg) = get("resourceGroup")
+            && !rg.eq_ignore_ascii_case(&ctx.resource_group)
+        {
+            ctx.resource_group = rg;
+            ctx.resource_group_object = None;
+        }
+        if let Some(l) = get("location") {
+            ctx.location = Some(l);
+        }
+        if let Some(scope) = get("scope")
+            && let Some(mg) =
+                scope.strip_prefix("/providers/Microsoft.Management/managementGroups/")
+        {
+            ctx.management_group = Some(mg.to_string());
+        }
+        let input = DeploymentInput {
+            template: &child_template,
+            parameters,
+            extension_configs,
+            context: ctx,
+        };
+        let outer = if inner { None } else { Some(self) };
+        // Outer scope: the nested template sees the parent's parameters and variables.
+        let child = TemplateEnv::new(input, self.hook, outer, self.depth + 1);
+        let plan = child.run();
+        for d in child.diags.into_inner() {
+            self.error(prefix_diag(d, &path));
+        }
+        plan
+    }
+
+    // ----- outputs -----
+
+    fn evaluate_outputs(&self) -> Vec<(String, PlannedOutput)> {
+        let mut out = Vec::new();
+        for decl in &self.template.outputs {
+            let node = &decl.node;
+            let mut ev = Evaluator::new(self);
+            if let Some(c) = node.get_ci("condition") {
+                match ev.eval_node(c) {
+                    Ok(Value::Bool(false)) => continue,
+                    Ok(_) => {}
+                    Err(e) => {
+                        self.error(diag_from_eval(&e, &join_path(&decl.path, "condition")));
+                        continue;
+                    }
+                }
+            }
+            let value = if let Some(copy) = node.get_ci("copy") {
+                let count = copy.get_ci("count").map(|c| ev.eval_node(c)).transpose();
+                let input = copy.get_ci("input");
+                (|| {
+                    let count = copy_count(&decl.name, &count?.unwrap_or(Value::Int(0)))?;
+                    let Some(input) = input else {
+                        return Err(EvalError::expression(
+                            "An output copy loop needs an 'input'.",
+                        ));
+                    };
+                    let mut items = Vec::with_capacity(count as usize);
+                    for i in 0..count {
+                        items.push(ev.with_copy(&decl.name, i, CopyKind::Unnamed, |ev| {
+                            ev.eval_node(input)
+                        })?);
+                    }
+                    Ok(Value::Array(items))
+                })()
+            } else {
+                match node.get_ci("value") {
+                    Some(v) => ev.eval_node(v),
+                    None => Ok(Value::Null),
+                }
+            };
+            let value = match value {
+                Ok(v) => v,
+                Err(e) => {
+                    self.error(diag_from_eval(&e, &decl.path));
+                    continue;
+                }
+            };
+            let output_type = type_of(node, self.template);
+            for d in
+                types::check_value(&value, node, self.template.definitions.as_ref(), &decl.path)
+            {
+                self.error(d.with_span(node.span));
+            }
+            let secure = types::is_secure(node, self.template.definitions.as_ref());
+            out.push((
+                decl.name.clone(),
+                PlannedOutput {
+                    output_type,
+                    value,
+                    secure,
+                },
+            ));
+        }
+        out
+    }
+
+    // ----- runtime functions -----
+
+    fn reference(&self, args: &[Value], kind: RefKind) -> Result<Value, EvalError> {
+        let target = match args.first() {
+            Some(Value::String(s)) => s.clone(),
+            _ => {
+                return Err(EvalError::expression(
+                    "The first argument of reference() must be a string.",
+                ));
+            }
+        };
+        let api_version = args.get(1).and_then(Value::as_str).map(str::to_string);
+        let full = args
+            .iter()
+            .skip(1)
+            .any(|a| a.as_str().is_some_and(|s| s.eq_ignore_ascii_case("full")));
+        let found = self.resolve_ref(&target);
+        let Some(found) = found else {
+            if target.starts_with('/') {
+                let req = ReferenceRequest {
+                    resource_id: &target,
+                    api_version: api_version.as_deref(),
+                    full,
+                    declared: None,
+                    existing: false,
+                    extension: None,
+                };
+                return self
+                    .hook
+                    .reference(&req)
+                    .ok_or_else(|| EvalError::unavailable(format!("reference('{target}')")));
+            }
+            return Err(EvalError::expression(format!(
+                "The template reference '{target}' is not valid: could not find template resource or resource copy with this name."
+            )));
+        };
+        self.state
+            .borrow_mut()
+            .touched
+            .extend(found.iter().copied());
+        let answer_one = |i: usize| -> Result<Value, EvalError> {
+            let state = self.state.borrow();
+            let inst = &state.instances[i];
+            if inst.condition == Some(false) {
+                return Err(EvalError::expression(format!(
+                    "The template resource '{}' is not deployed because its condition is false.",
+                    inst.key
+                )));
+            }
+            if kind == RefKind::Info {
+                let mut o = Object::new();
+                if let Some(id) = &inst.id {
+                    o.insert("id", Value::from(id.as_str()));
+                }
+                if let Some(n) = &inst.name {
+                    o.insert("name", Value::from(n.as_str()));
+                }
+                o.insert("type", Value::from(inst.resource_type.as_str()));
+                if let Some(v) = &inst.api_version {
+                    o.insert("apiVersion", Value::from(v.as_str()));
+                }
+                return Ok(Value::Object(o));
+            }
+            if let Some(child) = &inst.child {
+                let mut props = Object::new();
+                props.insert("outputs", Value::from_json(&child.outputs_json()));
+                props.insert("provisioningState", Value::from("Succeeded"));
+                if !full {
+                    return Ok(Value::Object(props));
+                }
+                let mut o = inst
+                    .body
+                    .as_ref()
+                    .and_then(|b| b.as_object().cloned())
+                    .unwrap_or_default();
+                o.insert("id", Value::from(inst.key.as_str()));
+                o.insert("properties", Value::Object(props));
+                return Ok(Value::Object(o));
+            }
+            let req = ReferenceRequest {
+                resource_id: &inst.key,
+                api_version: api_version.as_deref().or(inst.api_version.as_deref()),
+                full,
+                declared: inst.body.as_ref(),
+                existing: inst.existing,
+                extension: inst.extension.as_ref().map(|e| e.alias.as_str()),
+            };
+            self.hook
+                .reference(&req)
+                .ok_or_else(|| EvalError::unavailable(format!("reference('{}')", inst.key)))
+        };
+        match kind {
+            RefKind::Many => Ok(Value::Array(
+                found
+                    .into_iter()
+                    .map(answer_one)
+                    .collect::<Result<_, _>>()?,
+            )),
+            _ => answer_one(found[0]),
+        }
+    }
+
+    fn list(&self, name: &str, args: &[Value]) -> Result<Value, EvalError> {
+        let target = args
+            .first()
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let api_version = args.get(1).and_then(Value::as_str).unwrap_or_default();
+        let id = match self.resolve_ref(&target) {
+            Some(found) => {
+                self.state
+                    .borrow_mut()
+                    .touched
+                    .extend(found.iter().copied());
+                self.state.borrow().instances[found[0]].key.clone()
+            }
+            None => target,
+        };
+        self.hook
+            .list(&id, name, api_version, args.get(2))
+            .ok_or_else(|| EvalError::unavailable(format!("{name}('{id}')")))
+    }
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum RefKind {
+    One,
+    Many,
+    Info,
+}
+
+/// A dependency named by `dependsOn` (explicit) or by a runtime function argument (implicit).
+struct DepRef {
+    text: String,
+    explicit: bool,
+}
+
+fn type_name_matches(lower_id: &str, text: &str) -> bool {
+    // `Microsoft.Network/virtualNetworks/vnet1/subnets/sn` style full-type-plus-names references.
+    lower_id.contains(&format!("/providers/{}", text.to_ascii_lowercase()))
+}
+
+fn prefix_diag(mut d: Diagnostic, prefix: &str) -> Diagnostic {
+    d.target = if d.target.is_empty() {
+        prefix.to_string()
+    } else {
+        format!("{prefix}.{}", d.target)
+    };
+    d
+}
+
+/// The resource node without control members; for nested deployments, without `properties.template`.
+fn body_node(node: &Node, is_deployment: bool) -> Node {
+    let Some(members) = node.as_object() else {
+        return node.clone();
+    };
+    let mut kept: Vec<Member> = Vec::with_capacity(members.len());
+    for m in members {
+        if CONTROL_KEYS.iter().any(|k| m.key.eq_ignore_ascii_case(k))
+            || m.key.eq_ignore_ascii_case("name")
+            || m.key.eq_ignore_ascii_case("type")
+        {
+            continue;
+        }
+        if is_deployment
+            && m.key.eq_ignore_ascii_case("properties")
+            && let Some(props) = m.value.as_object()
+        {
+            let inner: Vec<Member> =
+                props.iter().filter(|p| !p.key.eq_ignore_ascii_case("template")).cloned().collect();
+            kept.push(Member {
+                key: m.key.clone(),
+                key_span: m.key_span,
+                value: Node::new(NodeKind::Object(inner), m.value.span),
+            });
+            continue;
+        }
+        kept.push(m.clone());
+    }
+    Node::new(NodeKind::Object(kept), node.span)
+}
+
+/// Every string in `node` (values and keys) that is an expression, skipping inner nested templates.
+fn collect_expression_strings<'n>(node: &'n Node, top: bool, out: &mut Vec<&'n str>) {
+    match &node.kind {
+        NodeKind::String(s) if s.starts_with('[') && !s.starts_with("[[") => out.push(s),
+        NodeKind::Array(items) => items
+            .iter()
+            .for_each(|i| collect_expression_strings(i, false, out)),
+        NodeKind::Object(members) => {
+            for m in members {
+                if top
+                    && (m.key.eq_ignore_ascii_case("dependsOn")
+                        || m.key.eq_ignore_ascii_case("resources"))
+                {
+                    continue;
+                }
+                if m.key.eq_ignore_ascii_case("template") && !top {
+                    continue;
+                }
+                if m.key.starts_with('[') {
+                    out.push(&m.key);
+                }
+                collect_expression_strings(&m.value, false, out);
+            }
+        }
+        _ => {}
+    }
+}
+
+/// A stable hash of the template text, shaped like ARM's `templateHash` (a decimal u64).
+fn template_hash(root: &Node) -> String {
+    let text = root.to_json().to_string();
+    // FNV-1a: stable across runs and platforms.
+    let mut h: u64 = 0xcbf29ce484222325;
+    for b in text.bytes() {
+        h ^= u64::from(b);
+        h = h.wrapping_mul(0x100000001b3);
+    }
+    h.to_string()
+}
+
+impl Environment for TemplateEnv<'_> {
+    fn parameter(&self, name: &str) -> Result<Value, EvalError> {
+        if self.template.parameter(name).is_none() {
+            if let Some(outer) = self.outer {
+                return outer.parameter(name);
+            }
+            return Err(EvalError::expression(format!(
+                "The template parameter '{name}' is not found."
+            )));
+        }
+        self.parameter_value(name).ok_or_else(|| {
+            EvalError::coded(
+                "InvalidTemplate",
+                format!("The template parameter '{name}' has no valid value."),
+            )
+        })
+    }
+
+    fn variable(&self, name: &str) -> Result<Value, EvalError> {
+        self.variable_value(name)
+    }
+
+    fn user_function(&self, namespace: &str, name: &str) -> Option<Rc<UserFunction>> {
+        self.template
+            .functions
+            .iter()
+            .find(|f| {
+                f.namespace.eq_ignore_ascii_case(namespace) && f.name.eq_ignore_ascii_case(name)
+            })
+            .cloned()
+            .or_else(|| self.outer.and_then(|o| o.user_function(namespace, name)))
+    }
+
+    fn facts(&self) -> &DeploymentFacts {
+        &self.facts
+    }
+
+    fn runtime(&self, call: RuntimeCall<'_>) -> Result<Value, EvalError> {
+        let name = call.name.to_ascii_lowercase();
+        match name.as_str() {
+            "reference" => self.reference(call.args, RefKind::One),
+            "references" => self.reference(call.args, RefKind::Many),
+            "resourceinfo" => self.reference(call.args, RefKind::Info),
+            "extensions" => self.extension_value(
+                call.args
+                    .first()
+                    .and_then(Value::as_str)
+                    .unwrap_or_default(),
+            ),
+            "extensionconfigs" => {
+                let ext = self.extension_value(
+                    call.args
+                        .first()
+                        .and_then(Value::as_str)
+                        .unwrap_or_default(),
+                )?;
+                Ok(ext
+                    .as_object()
+                    .and_then(|o| o.get("config"))
+                    .cloned()
+                    .unwrap_or_default())
+            }
+            "externalinputs" => {
+                let key = call
+                    .args
+                    .first()
+                    .and_then(Value::as_str)
+                    .unwrap_or_default();
+                self.ctx
+                    .external_inputs
+                    .as_ref()
+                    .and_then(|m| m.get(key))
+                    .map(Value::from_json)
+                    .ok_or_else(|| EvalError::unavailable(format!("externalInputs('{key}')")))
+            }
+            "providers" => Err(EvalError::expression(
+                "The providers() function is deprecated and not supported.",
+            )),
+            _ if name.starts_with("list") => self.list(call.name, call.args),
+            _ => Err(EvalError::expression(format!(
+                "The function '{}' is not available here.",
+                call.name
+            ))),
+        }
+    }
+
+    fn allows_nondeterministic(&self) -> bool {
+        self.allow_nondeterministic.get()
+    }
+
+    fn new_guid(&self) -> String {
+        let n = self.guids.get();
+        self.guids.set(n + 1);
+        match self.ctx.new_guids.get(n) {
+            Some(g) => g.clone(),
+            None => pseudo_guid(&self.ctx.deployment_name, n),
+        }
+    }
+}
+
+/// A deterministic v4-shaped GUID, so expansion stays reproducible (the engine pins real ones per deployment).
+fn pseudo_guid(seed: &str, n: usize) -> String {
+    let mut h: u128 = 0x6c62272e07bb014262b821756295c58d;
+    for b in seed.bytes().chain(n.to_le_bytes()) {
+        h ^= u128::from(b);
+        h = h.wrapping_mul(0x0000000001000000000000000000013B);
+    }
+    let hex = format!("{h:032x}");
+    format!(
+        "{}-{}-4{}-8{}-{}",
+        &hex[0..8],
+        &hex[8..12],
+        &hex[13..16],
+        &hex[17..20],
+        &hex[20..32]
+    )
+}
+
+/// Finds the extension declaration of an alias in a template (helper for callers).
+pub fn extension_decl<'t>(template: &'t Template, alias: &str) -> Option<&'t ExtensionDecl> {
+    template.extension(alias)
+}

@@ -1,0 +1,258 @@
+//! Parameter files (`deploymentParameters.json`): parameter values, Key Vault references, expression parameters
+//! and the top-level `extensionConfigs` block. Values in a parameters file are never evaluated.
+
+use cairn_eval::Value;
+use cairn_json::{Node, Span};
+
+use crate::config::normalize_config_item;
+use crate::diagnostics::{Diagnostic, join_path};
+
+/// A Key Vault secret reference: `{ keyVault: { id }, secretName, secretVersion? }`.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyVaultReference {
+    pub vault_id: String,
+    pub secret_name: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret_version: Option<String>,
+}
+
+impl KeyVaultReference {
+    /// Reads `{ keyVault: { id }, secretName, secretVersion? }`.
+    pub fn from_value(v: &Value) -> Option<KeyVaultReference> {
+        let o = v.as_object()?;
+        Some(KeyVaultReference {
+            vault_id: o
+                .get("keyVault")?
+                .as_object()?
+                .get("id")?
+                .as_str()?
+                .to_string(),
+            secret_name: o.get("secretName")?.as_str()?.to_string(),
+            secret_version: o
+                .get("secretVersion")
+                .and_then(Value::as_str)
+                .map(str::to_string),
+        })
+    }
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub enum ParameterValue {
+    Value(Value),
+    KeyVault(KeyVaultReference),
+    /// `{ "expression": "[externalInputs('x')]" }` (Bicep external inputs).
+    Expression(String),
+}
+
+#[derive(Clone, Debug)]
+pub struct ParameterEntry {
+    pub name: String,
+    pub value: ParameterValue,
+    pub path: String,
+    pub span: Span,
+}
+
+/// One alias's config input: either per-property wrapper items or a whole-alias expression.
+#[derive(Clone, Debug)]
+pub struct ExtensionConfigInput {
+    pub alias: String,
+    /// Property → normalised wrapper (`{value}`, `{keyVaultReference}`, `{apiReference}`).
+    pub items: Vec<(String, Value)>,
+    pub path: String,
+    pub span: Span,
+}
+
+/// A parsed parameters file.
+#[derive(Clone, Debug, Default)]
+pub struct ParametersFile {
+    pub parameters: Vec<ParameterEntry>,
+    pub extension_configs: Vec<ExtensionConfigInput>,
+    /// `externalInputDefinitions`: key → `{ kind, config? }`, kept as data.
+    pub external_input_definitions: Option<Value>,
+}
+
+impl ParametersFile {
+    /// Reads a parameters file. Accepts the full file shape (`{ "$schema", "parameters": {...} }`) and the bare
+    /// `{ name: { value } }` map that `az` also takes.
+    pub fn parse(root: &Node) -> (ParametersFile, Vec<Diagnostic>) {
+        let mut diags = Vec::new();
+        let mut file = ParametersFile::default();
+        let Some(members) = root.as_object() else {
+            diags.push(
+                Diagnostic::error(
+                    "InvalidParameterFile",
+                    "The parameters file must be a JSON object.",
+                    "",
+                )
+                .with_span(root.span),
+            );
+            return (file, diags);
+        };
+        let is_full_file = root.get_ci("$schema").is_some()
+            || root
+                .get_ci("parameters")
+                .is_some_and(|p| p.as_object().is_some())
+            || root.get_ci("extensionConfigs").is_some();
+        let (params, prefix) = if is_full_file {
+            (
+                root.get_ci("parameters")
+                    .and_then(Node::as_object)
+                    .unwrap_or(&[]),
+                "parameters",
+            )
+        } else {
+            (members, "")
+        };
+        for m in params {
+            let path = join_path(prefix, &m.key);
+            match parameter_value(&m.value) {
+                Ok(value) => file.parameters.push(ParameterEntry {
+                    name: m.key.clone(),
+                    value,
+                    path,
+                    span: m.value.span,
+                }),
+                Err(message) => diags.push(
+                    Diagnostic::error("InvalidParameterFile", message, path)
+                        .with_span(m.value.span),
+                ),
+            }
+        }
+        for key in [
+            "extensionConfigs",
+            "deploymentProviderConfigs",
+            "deploymentProviderConfigurations",
+        ] {
+            let Some(configs) = root.get_ci(key) else {
+                continue;
+            };
+            let Some(aliases) = configs.as_object() else {
+                diags.push(
+                    Diagnostic::error(
+                        "InvalidParameterFile",
+                        format!("'{key}' must be a JSON object."),
+                        key,
+                    )
+                    .with_span(configs.span),
+                );
+                continue;
+            };
+            for a in aliases {
+                let path = join_path(key, &a.key);
+                let Some(props) = a.value.as_object() else {
+                    diags.push(
+                        Diagnostic::error(
+                            "InvalidParameterFile",
+                            format!(
+                                "The extension config for '{}' must be an object of properties.",
+                                a.key
+                            ),
+                            &path,
+                        )
+                        .with_span(a.value.span),
+                    );
+                    continue;
+                };
+                let mut items = Vec::new();
+                for p in props {
+                    match normalize_config_item(&Value::from_node(&p.value)) {
+                        Ok(item) => items.push((p.key.clone(), item)),
+                        Err(message) => diags.push(
+                            Diagnostic::error(
+                                "InvalidExtensionConfig",
+                                message,
+                                join_path(&path, &p.key),
+                            )
+                            .with_span(p.value.span),
+                        ),
+                    }
+                }
+                file.extension_configs.push(ExtensionConfigInput {
+                    alias: a.key.clone(),
+                    items,
+                    path,
+                    span: a.value.span,
+                });
+            }
+        }
+        file.external_input_definitions = root
+            .get_ci("externalInputDefinitions")
+            .map(Value::from_node);
+        (file, diags)
+    }
+
+    pub fn get(&self, name: &str) -> Option<&ParameterEntry> {
+        self.parameters
+            .iter()
+            .find(|p| p.name.eq_ignore_ascii_case(name))
+    }
+}
+
+fn parameter_value(node: &Node) -> Result<ParameterValue, String> {
+    if node.as_object().is_none() {
+        return Err(
+            "A parameter entry must be an object with 'value', 'reference' or 'expression'.".into(),
+        );
+    }
+    if let Some(v) = node.get_ci("value") {
+        return Ok(ParameterValue::Value(Value::from_node(v)));
+    }
+    if let Some(r) = node.get_ci("reference") {
+        return KeyVaultReference::from_value(&Value::from_node(r)).map(ParameterValue::KeyVault).ok_or_else(|| {
+            "A Key Vault reference needs 'keyVault.id' and 'secretName' (and optionally 'secretVersion').".to_string()
+        });
+    }
+    if let Some(e) = node.get_ci("expression").and_then(Node::as_str) {
+        return Ok(ParameterValue::Expression(e.to_string()));
+    }
+    // ARM treats an entry without `value` as a null value.
+    Ok(ParameterValue::Value(Value::Null))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn full_file_with_extension_configs() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../../../shared/conformance/extensibility/baselines_bicepparam-Extensions/parameters.json"
+        ))
+        .unwrap();
+        let (file, diags) = ParametersFile::parse(&cairn_json::parse(&text).unwrap());
+        assert!(diags.is_empty(), "{diags:?}");
+        assert_eq!(file.parameters.len(), 2);
+        assert!(matches!(
+            file.get("secureStrParam1").unwrap().value,
+            ParameterValue::KeyVault(_)
+        ));
+        let secure = file
+            .extension_configs
+            .iter()
+            .find(|c| c.alias == "hasSecureConfig1")
+            .unwrap();
+        assert!(
+            secure.items[0]
+                .1
+                .as_object()
+                .unwrap()
+                .contains_key("keyVaultReference")
+        );
+        assert_eq!(file.extension_configs.len(), 9);
+    }
+
+    #[test]
+    fn bare_map_and_errors() {
+        let (file, diags) = ParametersFile::parse(
+            &cairn_json::parse(r#"{"a": {"value": "[[x]"}, "b": 3}"#).unwrap(),
+        );
+        assert_eq!(
+            file.get("a").unwrap().value,
+            ParameterValue::Value(Value::from("[[x]"))
+        );
+        assert_eq!(diags.len(), 1);
+        assert_eq!(diags[0].target, "b");
+    }
+}

@@ -583,12 +583,15 @@ impl<'a> TemplateEnv<'a> {
             ));
         }
         self.check_duplicate_ids();
+        let identity_failed = self.has_errors();
         for (idx, deps) in pending_deps {
             let mut resolved = Vec::new();
             for dep in deps {
                 match self.resolve_ref(&dep.text) {
                     Some(targets) => resolved.extend(targets.into_iter().filter(|&t| t != idx)),
-                    None if dep.explicit => {
+                    // When an identity could not be evaluated, its error is already reported; an unresolved
+                    // name is most likely that resource, so don't pile a second error on it.
+                    None if dep.explicit && !identity_failed => {
                         let decl = self.state.borrow().instances[idx].decl;
                         self.error(Diagnostic::error(
                             "InvalidTemplate",
@@ -959,12 +962,11 @@ impl<'a> TemplateEnv<'a> {
                 continue;
             }
             let key = inst.key.to_ascii_lowercase();
-            if let Some(&first) = seen.get(&key) {
+            if seen.contains_key(&key) {
                 let path = &self.template.resources[inst.decl].path;
-                let first_path = &self.template.resources[state.instances[first].decl].path;
                 self.error(Diagnostic::error(
                     "InvalidTemplate",
-                    format!("The resource '{}' is defined multiple times in a template (at {first_path} and {path}).", inst.key),
+                    format!("The resource '{}' is defined multiple times in a template.", inst.key),
                     path.clone(),
                 ));
             } else {

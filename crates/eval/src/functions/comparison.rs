@@ -206,6 +206,20 @@ mod tests {
     }
 
     #[test]
+    fn pieces_of_lambda_evaluation_cases() {
+        // evaluation/Issue8782.json: greater(property2, 0) and a case-folded equals.
+        check("greater(1, 0)", json!(true));
+        check("greater(0, 0)", json!(false));
+        check("equals(toLower('Test'), toLower('test'))", json!(true));
+        // evaluation/List_comprehension_function_evaluation_works.json sorts with less(): -13 3 5 8 10, abc def ghi.
+        check("less(-13, 3)", json!(true));
+        check("less(8, 5)", json!(false));
+        check("less('abc', 'def')", json!(true));
+        check("less('ghi', 'def')", json!(false));
+        check("greater(3, 2)", json!(true));
+    }
+
+    #[test]
     fn numbers_mix_ints_and_floats() {
         check_with(json!({"f": 1.5}), "less(1, parameters('f'))", json!(true));
         check_with(

@@ -196,6 +196,24 @@ mod tests {
     }
 
     #[test]
+    fn pieces_of_lambda_evaluation_cases() {
+        // evaluation/New_functions_are_evaluated_correctly.json: isEven(i) = equals(mod(i, 2), 0), mapValues doubles.
+        check("equals(mod(0, 2), 0)", json!(true));
+        check("equals(mod(1, 2), 0)", json!(false));
+        check("equals(mod(2, 2), 0)", json!(true));
+        check("mul(123, 2)", json!(246));
+        check("mul(456, 2)", json!(912));
+        // evaluation/List_comprehension_function_evaluation_works.json: mapArray, mapMultiLineArray, factorial.
+        check("createArray(mul(1, 2), add(mul(1, 2), 1))", json!([2, 3]));
+        check(
+            "createArray(mul(3, 3), add(mul(3, 3), 1), add(mul(3, 3), 2))",
+            json!([9, 10, 11]),
+        );
+        check("mul(mul(mul(mul(1, 2), 3), 4), 5)", json!(120));
+        check("equals(0, mod(3, 2))", json!(false));
+    }
+
+    #[test]
     fn sign_rules_follow_csharp() {
         check("div(-7, 2)", json!(-3));
         check("div(7, -2)", json!(-3));

@@ -1,0 +1,446 @@
+//! The host's HTTP API, an axum `Router` the server mounts (e.g. under `/extensibility`).
+//!
+//! | Method + path | Meaning |
+//! |---|---|
+//! | `GET /extensions` | registered extensions (`ExtensionListing[]` under `value`) |
+//! | `GET /extensions/{name}/{version}/resources/{referenceId}` | get a `00` resource |
+//! | `DELETE /extensions/{name}/{version}/resources/{referenceId}` | delete a `00` resource |
+//! | `POST /extensions/{name}/{version}/resources/{referenceId}/getWithConfig` | get a `01` resource; body = config object |
+//! | `POST /extensions/{name}/{version}/resources/{referenceId}/deleteWithConfig` | delete a `01` resource; body = config object |
+//! | `GET /extensions/{name}/{version}/operations/{operationId}` | poll a long-running delete |
+//!
+//! `referenceId` is a cairn reference id exactly as formatted (its escapes are read from the raw path, so
+//! `%3A` may stay encoded). A delete that does not finish at once answers **202** with a host `Location`
+//! (this host's scheme, authority and mount prefix + `/extensions/{name}/{version}/operations/{id}`) and
+//! `Retry-After`, the rewriting seed 004 describes: the host keeps the extension's handle (stepwise LRO)
+//! or resource reference (RELO) under that id, in memory, and a GET on the location polls the extension
+//! once with it and relays `200 {"status": ...}` (`error` when `Failed`/`Canceled`). Pending operations do
+//! not survive a host restart (GET then answers 404 `OperationNotFound`). Errors are ARM-shaped.
+
+use crate::error::{ArmError, HostError, HostErrorKind};
+use crate::host::{
+    CallContext, DeleteProgress, ExtensionHost, ExtensionKey, PendingDelete, ResourceLocator,
+};
+use crate::secret::ExtensionConfig;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::{OriginalUri, Path, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use cairn_extension_contract::{ReferenceId, codes, headers as contract_headers};
+use serde_json::{Value, json};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// Options of the host API.
+#[derive(Debug, Clone, Default)]
+pub struct HostApiOptions {
+    /// Public base URL (scheme + authority, e.g. `https://cairn.example`) for `Location`; when absent the
+    /// request's `Host` header with `http` is used.
+    pub public_base_url: Option<String>,
+}
+
+struct ApiState {
+    host: Arc<ExtensionHost>,
+    options: HostApiOptions,
+    operations: Mutex<HashMap<String, TrackedOperation>>,
+}
+
+struct TrackedOperation {
+    pending: PendingDelete,
+    expires: Instant,
+}
+
+/// Builds the router.
+pub fn router(host: Arc<ExtensionHost>, options: HostApiOptions) -> Router {
+    let state = Arc::new(ApiState {
+        host,
+        options,
+        operations: Mutex::new(HashMap::new()),
+    });
+    Router::new()
+        .route("/extensions", get(list_extensions))
+        .route(
+            "/extensions/{name}/{version}/resources/{reference_id}",
+            get(get_resource).delete(delete_resource),
+        )
+        .route(
+            "/extensions/{name}/{version}/resources/{reference_id}/getWithConfig",
+            post(get_resource_with_config),
+        )
+        .route(
+            "/extensions/{name}/{version}/resources/{reference_id}/deleteWithConfig",
+            post(delete_resource_with_config),
+        )
+        .route(
+            "/extensions/{name}/{version}/operations/{operation_id}",
+            get(get_operation),
+        )
+        .with_state(state)
+}
+
+impl IntoResponse for HostError {
+    fn into_response(self) -> Response {
+        let status = StatusCode::from_u16(self.status()).unwrap_or(StatusCode::BAD_GATEWAY);
+        (status, axum::Json(self.to_body())).into_response()
+    }
+}
+
+type ApiResult = Result<Response, HostError>;
+
+async fn list_extensions(State(state): State<Arc<ApiState>>) -> Response {
+    axum::Json(json!({ "value": state.host.registry().list() })).into_response()
+}
+
+/// The reference id segment as sent (axum's `Path` would decode `%2F` into `/`, which ids cannot hold).
+fn raw_reference_id(uri: &Uri) -> Result<ReferenceId, HostError> {
+    let segments: Vec<&str> = uri.path().split('/').collect();
+    let position = segments
+        .iter()
+        .rposition(|segment| *segment == "resources")
+        .ok_or_else(|| HostError::invalid_request("The path has no reference id."))?;
+    let raw = segments.get(position + 1).copied().unwrap_or_default();
+    ReferenceId::parse(raw).map_err(|error| {
+        HostError::new(
+            HostErrorKind::InvalidRequest,
+            400,
+            ArmError::new(
+                codes::INVALID_REFERENCE_ID,
+                format!("The reference id is invalid: {error}."),
+            ),
+        )
+    })
+}
+
+fn locate(
+    name: &str,
+    uri: &Uri,
+    config: Option<ExtensionConfig>,
+    with_config_route: bool,
+) -> Result<ResourceLocator, HostError> {
+    let id = raw_reference_id(uri)?;
+    let invalid_id = |message: String| {
+        HostError::new(
+            HostErrorKind::InvalidRequest,
+            400,
+            ArmError::new(codes::INVALID_REFERENCE_ID, message),
+        )
+    };
+    if id.needs_config() && !with_config_route {
+        return Err(invalid_id(
+            "The reference id has flags '01': its config is required; use getWithConfig or deleteWithConfig.".into(),
+        ));
+    }
+    if !id.needs_config() && with_config_route {
+        return Err(invalid_id(
+            "The reference id has flags '00': use GET or DELETE on the resource.".into(),
+        ));
+    }
+    let (extension_name, locator) =
+        ResourceLocator::from_reference_id(&id, config).map_err(|error| {
+            invalid_id(format!(
+                "The reference id is not a cairn reference id: {error}."
+            ))
+        })?;
+    if !extension_name.eq_ignore_ascii_case(name) {
+        return Err(invalid_id(format!(
+            "The reference id belongs to extension '{extension_name}', not '{name}'."
+        )));
+    }
+    Ok(locator)
+}
+
+fn context_from(request_headers: &HeaderMap) -> CallContext {
+    let value = |name: &str| {
+        request_headers
+            .get(name)
+            .and_then(|value| value.to_str().ok())
+            .map(str::to_owned)
+    };
+    CallContext {
+        client_request_id: None,
+        correlation_id: value(contract_headers::CORRELATION_REQUEST_ID),
+        traceparent: value(contract_headers::TRACEPARENT),
+        tracestate: value(contract_headers::TRACESTATE),
+        accept_language: value(contract_headers::ACCEPT_LANGUAGE),
+        client_tenant_id: value(contract_headers::CLIENT_TENANT_ID),
+        home_tenant_id: value(contract_headers::HOME_TENANT_ID),
+    }
+}
+
+async fn read_config(state: &ApiState, body: Body) -> Result<ExtensionConfig, HostError> {
+    let limit = state.host.settings().max_request_bytes;
+    let bytes = axum::body::to_bytes(body, limit)
+        .await
+        .map_err(|_| HostError::request_too_large(limit.saturating_add(1), limit))?;
+    let value: Value = serde_json::from_slice(&bytes).map_err(|_| {
+        HostError::invalid_request(
+            "The request body must be the extension config as a JSON object.",
+        )
+    })?;
+    ExtensionConfig::from_value(value).ok_or_else(|| {
+        HostError::invalid_request(
+            "The request body must be the extension config as a JSON object.",
+        )
+    })
+}
+
+async fn get_resource(
+    State(state): State<Arc<ApiState>>,
+    Path((name, version, _)): Path<(String, String, String)>,
+    uri: Uri,
+    request_headers: HeaderMap,
+) -> ApiResult {
+    let locator = locate(&name, &uri, None, false)?;
+    respond_get(&state, name, version, locator, &request_headers).await
+}
+
+async fn get_resource_with_config(
+    State(state): State<Arc<ApiState>>,
+    Path((name, version, _)): Path<(String, String, String)>,
+    uri: Uri,
+    request_headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let config = read_config(&state, body).await?;
+    let locator = locate(&name, &uri, Some(config), true)?;
+    respond_get(&state, name, version, locator, &request_headers).await
+}
+
+async fn respond_get(
+    state: &ApiState,
+    name: String,
+    version: String,
+    locator: ResourceLocator,
+    request_headers: &HeaderMap,
+) -> ApiResult {
+    let key = ExtensionKey::new(name, version);
+    match state
+        .host
+        .get(&key, &locator, &context_from(request_headers))
+        .await?
+    {
+        Some(resource) => Ok(axum::Json(resource).into_response()),
+        None => Err(HostError::new(
+            HostErrorKind::NotFound,
+            404,
+            ArmError::new(
+                codes::RESOURCE_NOT_FOUND,
+                "The extension reports no such resource.",
+            ),
+        )),
+    }
+}
+
+async fn delete_resource(
+    State(state): State<Arc<ApiState>>,
+    Path((name, version, _)): Path<(String, String, String)>,
+    uri: Uri,
+    original: OriginalUri,
+    request_headers: HeaderMap,
+) -> ApiResult {
+    let locator = locate(&name, &uri, None, false)?;
+    respond_delete(
+        &state,
+        name,
+        version,
+        locator,
+        &uri,
+        &original.0,
+        &request_headers,
+    )
+    .await
+}
+
+async fn delete_resource_with_config(
+    State(state): State<Arc<ApiState>>,
+    Path((name, version, _)): Path<(String, String, String)>,
+    uri: Uri,
+    original: OriginalUri,
+    request_headers: HeaderMap,
+    body: Body,
+) -> ApiResult {
+    let config = read_config(&state, body).await?;
+    let locator = locate(&name, &uri, Some(config), true)?;
+    respond_delete(
+        &state,
+        name,
+        version,
+        locator,
+        &uri,
+        &original.0,
+        &request_headers,
+    )
+    .await
+}
+
+async fn respond_delete(
+    state: &ApiState,
+    name: String,
+    version: String,
+    locator: ResourceLocator,
+    uri: &Uri,
+    original: &Uri,
+    request_headers: &HeaderMap,
+) -> ApiResult {
+    let key = ExtensionKey::new(name.clone(), version.clone());
+    match state
+        .host
+        .begin_delete(&key, &locator, &context_from(request_headers))
+        .await?
+    {
+        DeleteProgress::Deleted => Ok(StatusCode::NO_CONTENT.into_response()),
+        DeleteProgress::Pending(pending) => {
+            let operation_id = uuid::Uuid::new_v4().simple().to_string();
+            let retry_after = pending.retry_after;
+            let location = operation_location(
+                state,
+                uri,
+                original,
+                request_headers,
+                &name,
+                &version,
+                &operation_id,
+            );
+            remember(state, operation_id, *pending);
+            Ok(accepted(&location, retry_after))
+        }
+    }
+}
+
+fn remember(state: &ApiState, operation_id: String, pending: PendingDelete) {
+    let now = Instant::now();
+    let expires = now + state.host.settings().operation_deadline;
+    // A poisoned lock only means another request panicked mid-update; the map itself stays usable.
+    let mut operations = state
+        .operations
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    operations.retain(|_, tracked| tracked.expires > now);
+    operations.insert(operation_id, TrackedOperation { pending, expires });
+}
+
+fn accepted(location: &str, retry_after: Duration) -> Response {
+    let mut response = StatusCode::ACCEPTED.into_response();
+    if let Ok(value) = HeaderValue::from_str(location) {
+        response.headers_mut().insert(header::LOCATION, value);
+    }
+    response.headers_mut().insert(
+        header::RETRY_AFTER,
+        HeaderValue::from(retry_after_seconds(retry_after)),
+    );
+    response
+}
+
+fn retry_after_seconds(wait: Duration) -> u64 {
+    wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
+}
+
+/// `{scheme}://{authority}{mount prefix}/extensions/{name}/{version}/operations/{id}`.
+fn operation_location(
+    state: &ApiState,
+    uri: &Uri,
+    original: &Uri,
+    request_headers: &HeaderMap,
+    name: &str,
+    version: &str,
+    operation_id: &str,
+) -> String {
+    let original_path = original.path();
+    let prefix = original_path.strip_suffix(uri.path()).unwrap_or("");
+    let base = match &state.options.public_base_url {
+        Some(base) => base.trim_end_matches('/').to_owned(),
+        None => {
+            let host = request_headers
+                .get(header::HOST)
+                .and_then(|value| value.to_str().ok())
+                .unwrap_or("localhost");
+            format!("http://{host}")
+        }
+    };
+    let encode = |segment: &str| {
+        let mut url = reqwest::Url::parse("http://x/").expect("static URL parses");
+        if let Ok(mut segments) = url.path_segments_mut() {
+            segments.push(segment);
+        }
+        url.path().trim_start_matches('/').to_owned()
+    };
+    format!(
+        "{base}{prefix}/extensions/{}/{}/operations/{operation_id}",
+        encode(name),
+        encode(version)
+    )
+}
+
+async fn get_operation(
+    State(state): State<Arc<ApiState>>,
+    Path((name, version, operation_id)): Path<(String, String, String)>,
+    request_headers: HeaderMap,
+) -> ApiResult {
+    let not_found = || {
+        HostError::new(
+            HostErrorKind::NotFound,
+            404,
+            ArmError::new(
+                codes::OPERATION_NOT_FOUND,
+                "The operation is unknown or has expired.",
+            ),
+        )
+    };
+    let pending = {
+        let operations = state
+            .operations
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner());
+        let tracked = operations.get(&operation_id).ok_or_else(not_found)?;
+        if !tracked.pending.key().name.eq_ignore_ascii_case(&name)
+            || tracked.pending.key().version != version
+        {
+            return Err(not_found());
+        }
+        tracked.pending.clone()
+    };
+    let outcome = state
+        .host
+        .poll_delete(&pending, &context_from(&request_headers))
+        .await;
+    let mut operations = state
+        .operations
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    match outcome {
+        Ok(DeleteProgress::Deleted) => {
+            operations.remove(&operation_id);
+            Ok(axum::Json(json!({ "status": "Succeeded" })).into_response())
+        }
+        Ok(DeleteProgress::Pending(next)) => {
+            let retry_after = next.retry_after;
+            if let Some(tracked) = operations.get_mut(&operation_id) {
+                tracked.pending = *next;
+            }
+            let mut response = axum::Json(json!({ "status": "Running" })).into_response();
+            response.headers_mut().insert(
+                header::RETRY_AFTER,
+                HeaderValue::from(retry_after_seconds(retry_after)),
+            );
+            Ok(response)
+        }
+        Err(error)
+            if matches!(
+                error.kind(),
+                HostErrorKind::OperationFailed | HostErrorKind::OperationCanceled
+            ) =>
+        {
+            operations.remove(&operation_id);
+            let status = if error.kind() == HostErrorKind::OperationCanceled {
+                "Canceled"
+            } else {
+                "Failed"
+            };
+            Ok(axum::Json(json!({ "status": status, "error": error.error() })).into_response())
+        }
+        Err(error) => Err(error),
+    }
+}

@@ -204,8 +204,54 @@ fn cidr_host(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
 
 #[cfg(test)]
 mod tests {
-    use crate::functions::test_util::{check, check_err};
+    use std::net::{Ipv4Addr, Ipv6Addr};
+
+    use crate::functions::test_util::{check, check_err, eval};
+    use crate::value::Value;
+    use proptest::prelude::*;
     use serde_json::json;
+
+    proptest! {
+        #[test]
+        fn ipv4_ranges_are_consistent(addr in any::<u32>(), prefix in 0u32..=32, index in -2i64..300) {
+            let ip = Ipv4Addr::from(addr);
+            let parsed = eval(&format!("parseCidr('{ip}/{prefix}')")).map_err(|e| TestCaseError::fail(e.to_string()))?;
+            let field = |k: &str| parsed.as_object().and_then(|o| o.get(k)).and_then(Value::as_str).map(str::to_string);
+            let network = field("network").ok_or_else(|| TestCaseError::fail("network"))?;
+            let mask = if prefix == 0 { 0 } else { u32::MAX << (32 - prefix) };
+            prop_assert_eq!(network.clone(), Ipv4Addr::from(addr & mask).to_string());
+            let subnet = eval(&format!("cidrSubnet('{ip}/{prefix}', {prefix}, 0)")).ok();
+            prop_assert_eq!(subnet, Some(Value::String(format!("{network}/{prefix}"))));
+            // Any host index either fails cleanly or yields an address inside the range.
+            if let Ok(Value::String(host)) = eval(&format!("cidrHost('{ip}/{prefix}', {index})")) {
+                let host: Ipv4Addr = host.parse().map_err(|_| TestCaseError::fail("host address"))?;
+                prop_assert_eq!(u32::from(host) & mask, addr & mask);
+                prop_assert!(index >= 0);
+            }
+        }
+
+        #[test]
+        fn ipv6_subnets_stay_inside(addr in any::<u128>(), prefix in 0u32..=128, extra in 0u32..=8, index in 0i64..256) {
+            let ip = Ipv6Addr::from(addr);
+            let new_prefix = (prefix + extra).min(128);
+            match eval(&format!("cidrSubnet('{ip}/{prefix}', {new_prefix}, {index})")) {
+                Ok(Value::String(subnet)) => {
+                    let (address, bits) = subnet.split_once('/').ok_or_else(|| TestCaseError::fail("slash"))?;
+                    let address: Ipv6Addr = address.parse().map_err(|_| TestCaseError::fail("address"))?;
+                    prop_assert_eq!(bits, new_prefix.to_string());
+                    let mask = if prefix == 0 { 0 } else { u128::MAX << (128 - prefix) };
+                    prop_assert_eq!(u128::from(address) & mask, addr & mask);
+                }
+                Ok(other) => prop_assert!(false, "unexpected {:?}", other),
+                Err(_) => prop_assert!(u128::try_from(index).is_ok_and(|i| (new_prefix - prefix) < 128 && i >= 1u128 << (new_prefix - prefix))),
+            }
+        }
+
+        #[test]
+        fn parser_never_panics(s in "\\PC{0,40}") {
+            let _ = eval(&format!("parseCidr('{}')", s.replace('\'', "''")));
+        }
+    }
 
     #[test]
     fn parse_cidr_docs_examples() {

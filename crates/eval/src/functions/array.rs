@@ -536,15 +536,25 @@ fn intersection(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
 
 /// Merges `patch` into `target`: later values win, nested objects merge recursively, anything else (arrays
 /// included) is replaced. Keys match case-insensitively and keep their first spelling, as a .NET JObject merge
-/// that assigns into the existing property does.
-pub(super) fn merge_objects(target: &mut Object, patch: Object) {
+/// that assigns into the existing property does. An object meeting an unevaluated marker cannot be merged yet
+/// (the marker may turn out to be an object), so the result is unavailable then.
+pub(super) fn merge_objects(target: &mut Object, patch: Object) -> Result<(), FnError> {
     for (key, value) in patch {
         match (target.get_mut(&key), value) {
-            (Some(Value::Object(existing)), Value::Object(inner)) => merge_objects(existing, inner),
+            (Some(Value::Object(existing)), Value::Object(inner)) => {
+                merge_objects(existing, inner)?
+            }
+            (Some(Value::Object(_)), Value::Unevaluated(u)) => {
+                return Err(FnError::unavailable(u.expression.clone()));
+            }
+            (Some(Value::Unevaluated(u)), Value::Object(_)) => {
+                return Err(FnError::unavailable(u.expression.clone()));
+            }
             (Some(slot), value) => *slot = value,
             (None, value) => target.insert(key, value),
         }
     }
+    Ok(())
 }
 
 /// Arrays: concatenation without duplicates (first occurrence kept). Objects: recursive merge, later wins.
@@ -561,7 +571,7 @@ fn union(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
         Collections::Objects(objects) => {
             let mut out = Object::new();
             for o in objects {
-                merge_objects(&mut out, o);
+                merge_objects(&mut out, o)?;
             }
             Ok(Value::Object(out))
         }
@@ -653,7 +663,9 @@ fn range(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
             "the count '{count}' must be between 0 and {MAX_RANGE_COUNT}."
         )));
     }
-    if start < i64::from(i32::MIN) || start + count - 1 > i64::from(i32::MAX) {
+    // `start` is checked against the 32-bit range first, so `start + count - 1` cannot overflow.
+    let start_fits = (i64::from(i32::MIN)..=i64::from(i32::MAX)).contains(&start);
+    if !start_fits || start + count - 1 > i64::from(i32::MAX) {
         return Err(FnError::msg(format!(
             "the range starting at '{start}' with {count} element(s) must stay within 32-bit integers."
         )));
@@ -1295,6 +1307,8 @@ mod tests {
         check_err("range(2147483647, 2)", "32-bit");
         check_err("range(-2147483649, 1)", "32-bit");
         check_err("range('0', 1)", "position 1 must be of type 'Integer'");
+        check_err("range(json('9223372036854775807'), 2)", "32-bit");
+        check_err("range(json('-9223372036854775808'), 2)", "32-bit");
     }
 
     #[test]
@@ -1363,6 +1377,11 @@ mod tests {
             run("first(createArray(parameters('u')))").ok(),
             Some(json!("[reference('x').id]"))
         );
+        // replaced wholesale by a union: known
+        assert_eq!(
+            run("union(createObject('a', parameters('u')), createObject('a', 1))").ok(),
+            Some(json!({"a": 1}))
+        );
         // inspected: the whole expression becomes unevaluated
         for expr in [
             "length(parameters('u'))",
@@ -1370,6 +1389,8 @@ mod tests {
             "first(parameters('u'))",
             "union(createArray(parameters('u')), createArray(1))",
             "contains(createArray(parameters('u')), 1)",
+            "union(createObject('a', createObject('x', 1)), createObject('a', parameters('u')))",
+            "union(createObject('a', parameters('u')), createObject('a', createObject('x', 1)))",
         ] {
             let v = eval_in(&env, expr).unwrap_or_else(|e| panic!("{expr} failed: {e}"));
             assert!(matches!(v, Value::Unevaluated(_)), "{expr} gave {v:?}");

@@ -618,6 +618,18 @@ mod tests {
             "map(items(createObject('a_', 1, 'aC', 2, 'AB', 3)), lambda('e', lambdaVariables('e').key))",
             json!(["AB", "aC", "a_"]),
         );
+        // conformance: object-items-copy-inline (the variable copy loop, written as the equivalent map over range)
+        check_with_params(
+            json!({"entities": {
+                "item002": {"enabled": false, "displayName": "Example item 2", "number": 200},
+                "item001": {"enabled": true, "displayName": "Example item 1", "number": 300}
+            }}),
+            "map(range(0, length(items(parameters('entities')))), lambda('i', createObject('fullName', items(parameters('entities'))[lambdaVariables('i')].value.displayName, 'itemEnabled', items(parameters('entities'))[lambdaVariables('i')].value.enabled, 'key', items(parameters('entities'))[lambdaVariables('i')].key)))",
+            json!([
+                {"fullName": "Example item 1", "itemEnabled": true, "key": "item001"},
+                {"fullName": "Example item 2", "itemEnabled": false, "key": "item002"}
+            ]),
+        );
         check_exact("items(createObject())", json!([]));
         check_err("items(createArray())", "must be of type 'Object'");
     }

@@ -1,1 +1,37 @@
-//! The built-in Local extension (1.0.0): File and Directory resources under a configured root directory.
+//! The built-in Local extension (1.0.0): `File` and `Directory` resources under a configured root directory.
+//!
+//! Config `{ "rootDirectory": "/abs/or/relative/dir" }`; `configId` is the lower-case hex SHA-256 of the
+//! normalised root. Paths are relative to the root and can never leave it (`..`, absolute paths and
+//! symbolic links pointing outside are refused with a validation error on `/properties/path`).
+//!
+//! Serve it in process with [`in_process_transport`], or run the `cairn-ext-local` binary
+//! (`--http PORT`, `--listen ADDR`, `--socket PATH`).
+
+pub mod config;
+pub mod paths;
+pub mod resources;
+
+use cairn_extension_sdk::{Extension, InProcessTransport};
+
+pub use config::LocalConfig;
+pub use resources::{DIRECTORY_TYPE, DirectoryHandler, FILE_TYPE, FileHandler};
+
+/// The extension's name.
+pub const NAME: &str = "Local";
+/// The extension's version.
+pub const VERSION: &str = "1.0.0";
+
+/// The Local extension with its two resource types.
+pub fn extension() -> Extension<LocalConfig> {
+    Extension::new(NAME, VERSION)
+        .handler(FileHandler)
+        .handler(DirectoryHandler)
+}
+
+/// The Local extension as an in-process transport (the same HTTP routes, without sockets).
+pub fn in_process_transport() -> InProcessTransport {
+    InProcessTransport::from_extension(extension())
+}
+
+/// The conformance profile for Local (`${tempDir}` is replaced by a fresh directory by the kit).
+pub const CONFORMANCE_PROFILE: &str = include_str!("../conformance/local.json");

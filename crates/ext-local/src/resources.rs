@@ -1,0 +1,547 @@
+//! The `File` and `Directory` resource handlers.
+//!
+//! Filesystem work runs on tokio's blocking pool. A `File` exists when a regular file (or a symbolic link
+//! inside the root to one) is at its path; a `Directory` when a directory is. Deleting a directory only
+//! removes it when it is empty: it may hold files nobody declared, which a deployment must never destroy.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+use cairn_extension_sdk::{
+    Applied, Apply, Deleted, ExtensionError, Lookup, PreviewInput, PreviewOutput, ResourceHandler,
+    ResourcePreviewMetadata, ResourceState, Validator,
+};
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use crate::config::LocalConfig;
+use crate::paths::{
+    PathProblem, RelativePath, ResolveError, format_mode, parse_mode, parse_relative_path, resolve,
+};
+
+/// Resource type name of files.
+pub const FILE_TYPE: &str = "File";
+/// Resource type name of directories.
+pub const DIRECTORY_TYPE: &str = "Directory";
+
+/// `File` properties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct FileProperties {
+    /// Path relative to the root directory.
+    pub path: String,
+    /// UTF-8 text content (empty when omitted).
+    #[serde(default)]
+    pub content: String,
+    /// Octal permission bits such as `"0644"`; when omitted, new files get the process default
+    /// (0666 less the umask) and existing files keep theirs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+}
+
+/// `Directory` properties.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct DirectoryProperties {
+    /// Path relative to the root directory.
+    pub path: String,
+}
+
+/// The identifiers of both types: `{ path }` (normalised, relative to the root directory).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PathIdentifiers {
+    /// Normalised relative path, e.g. `docs/readme.md`.
+    pub path: String,
+}
+
+fn path_error(problem: &PathProblem, target: &str) -> ExtensionError {
+    ExtensionError::invalid(
+        problem.code(),
+        target,
+        format!("{}.", capitalise(&problem.to_string())),
+    )
+}
+
+fn capitalise(text: &str) -> String {
+    let mut chars = text.chars();
+    match chars.next() {
+        Some(first) => first.to_uppercase().chain(chars).collect(),
+        None => String::new(),
+    }
+}
+
+fn io_error(action: &str, path: &RelativePath, err: &io::Error) -> ExtensionError {
+    ExtensionError::internal(format!("Could not {action} '{path}': {}.", err.kind()))
+}
+
+fn resolve_at(
+    config: &LocalConfig,
+    path: &RelativePath,
+    target: &str,
+) -> Result<PathBuf, ExtensionError> {
+    resolve(config.root(), path).map_err(|err| match err {
+        ResolveError::Path(problem) => path_error(&problem, target),
+        ResolveError::Io(err) => io_error("inspect", path, &err),
+    })
+}
+
+/// Runs filesystem work off the async threads.
+async fn blocking<T: Send + 'static>(
+    work: impl FnOnce() -> Result<T, ExtensionError> + Send + 'static,
+) -> Result<T, ExtensionError> {
+    tokio::task::spawn_blocking(work).await.unwrap_or_else(|_| {
+        Err(ExtensionError::internal(
+            "The filesystem task failed unexpectedly.",
+        ))
+    })
+}
+
+fn ensure_root(config: &LocalConfig) -> Result<(), ExtensionError> {
+    match std::fs::metadata(config.root()) {
+        Ok(metadata) if metadata.is_dir() => Ok(()),
+        Ok(_) => Err(ExtensionError::invalid(
+            "RootDirectoryNotADirectory",
+            "/config/rootDirectory",
+            "The root directory names a file, not a directory.",
+        )),
+        Err(err) if err.kind() == io::ErrorKind::NotFound => std::fs::create_dir_all(config.root())
+            .map_err(|err| {
+                ExtensionError::internal(format!(
+                    "Could not create the root directory: {}.",
+                    err.kind()
+                ))
+            }),
+        Err(err) => Err(ExtensionError::internal(format!(
+            "Could not inspect the root directory: {}.",
+            err.kind()
+        ))),
+    }
+}
+
+#[cfg(unix)]
+fn mode_of(metadata: &std::fs::Metadata) -> u32 {
+    use std::os::unix::fs::PermissionsExt;
+    metadata.permissions().mode() & 0o7777
+}
+
+#[cfg(not(unix))]
+fn mode_of(metadata: &std::fs::Metadata) -> u32 {
+    if metadata.permissions().readonly() {
+        0o444
+    } else {
+        0o666
+    }
+}
+
+#[cfg(unix)]
+fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
+#[cfg(not(unix))]
+fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+    let mut permissions = std::fs::metadata(path)?.permissions();
+    permissions.set_readonly(mode & 0o222 == 0);
+    std::fs::set_permissions(path, permissions)
+}
+
+/// A file's current state: `None` when no regular file is there.
+fn read_file(
+    resolved: &Path,
+    path: &RelativePath,
+) -> Result<Option<(String, u32)>, ExtensionError> {
+    let metadata = match std::fs::metadata(resolved) {
+        Ok(metadata) if metadata.is_file() => metadata,
+        Ok(_) => return Ok(None),
+        Err(err)
+            if matches!(
+                err.kind(),
+                io::ErrorKind::NotFound | io::ErrorKind::NotADirectory
+            ) =>
+        {
+            return Ok(None);
+        }
+        Err(err) => return Err(io_error("read", path, &err)),
+    };
+    let bytes = std::fs::read(resolved).map_err(|err| io_error("read", path, &err))?;
+    let content = String::from_utf8(bytes).map_err(|_| {
+        ExtensionError::conflict(
+            "FileNotText",
+            format!(
+                "The file '{path}' is not UTF-8 text; the Local extension only manages text files."
+            ),
+        )
+    })?;
+    Ok(Some((content, mode_of(&metadata))))
+}
+
+/// Writes `content` atomically (temporary file + rename); skips the write when nothing changes.
+fn write_file(
+    resolved: &Path,
+    path: &RelativePath,
+    content: &str,
+    mode: Option<u32>,
+) -> Result<u32, ExtensionError> {
+    if std::fs::metadata(resolved).is_ok_and(|m| m.is_dir()) {
+        return Err(ExtensionError::conflict(
+            "PathIsADirectory",
+            format!("'{path}' is a directory; a File cannot replace it."),
+        )
+        .with_target("/properties/path"));
+    }
+    let existing = read_file(resolved, path).ok().flatten();
+    if let Some((current, current_mode)) = &existing
+        && current == content
+        && mode.is_none_or(|m| m == *current_mode)
+    {
+        return Ok(*current_mode);
+    }
+    let parent = resolved
+        .parent()
+        .ok_or_else(|| ExtensionError::internal("A file path has no parent."))?;
+    std::fs::create_dir_all(parent).map_err(|err| match err.kind() {
+        io::ErrorKind::NotADirectory | io::ErrorKind::AlreadyExists => ExtensionError::conflict(
+            "ParentNotDirectory",
+            format!("A parent of '{path}' is a file, not a directory."),
+        )
+        .with_target("/properties/path"),
+        _ => io_error("create the parent directories of", path, &err),
+    })?;
+    let file_name = resolved
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temporary = parent.join(format!(
+        ".{file_name}.cairn-{}",
+        uuid::Uuid::new_v4().simple()
+    ));
+    let write = || -> io::Result<()> {
+        std::fs::write(&temporary, content)?;
+        let keep = existing.as_ref().map(|(_, current_mode)| *current_mode);
+        if let Some(mode) = mode.or(keep) {
+            set_mode(&temporary, mode)?;
+        }
+        std::fs::rename(&temporary, resolved)
+    };
+    if let Err(err) = write() {
+        let _ = std::fs::remove_file(&temporary);
+        return Err(io_error("write", path, &err));
+    }
+    let metadata = std::fs::metadata(resolved).map_err(|err| io_error("read", path, &err))?;
+    Ok(mode_of(&metadata))
+}
+
+fn parse_path(raw: &str, target: &str, validator: &mut Validator) -> Option<RelativePath> {
+    validator.absorb(parse_relative_path(raw).map_err(|problem| path_error(&problem, target)))
+}
+
+fn parse_file_mode(raw: Option<&str>, validator: &mut Validator) -> Option<u32> {
+    let raw = raw?;
+    let mode = parse_mode(raw);
+    validator.check(
+        mode.is_some(),
+        "InvalidMode",
+        "/properties/mode",
+        format!("'{raw}' is not an octal permission string such as \"0644\"."),
+    );
+    mode
+}
+
+fn identifiers_path(identifiers: &PathIdentifiers) -> Result<RelativePath, ExtensionError> {
+    parse_relative_path(&identifiers.path)
+        .map_err(|problem| path_error(&problem, "/identifiers/path"))
+}
+
+/// The `File` resource type.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct FileHandler;
+
+impl ResourceHandler<LocalConfig> for FileHandler {
+    type Properties = FileProperties;
+    type Identifiers = PathIdentifiers;
+
+    fn resource_type(&self) -> &str {
+        FILE_TYPE
+    }
+
+    async fn preview(
+        &self,
+        input: PreviewInput<LocalConfig>,
+    ) -> Result<PreviewOutput, ExtensionError> {
+        let mut validator = Validator::new();
+        let mut properties = match input.properties.clone() {
+            Value::Object(object) => object,
+            _ => {
+                return Err(ExtensionError::invalid(
+                    "InvalidProperties",
+                    "/properties",
+                    "The properties must be an object.",
+                ));
+            }
+        };
+        let raw_path = properties
+            .get("path")
+            .and_then(Value::as_str)
+            .map(str::to_owned);
+        let path = if input.is_unevaluated("/properties/path") {
+            None
+        } else {
+            match &raw_path {
+                Some(raw) => parse_path(raw, "/properties/path", &mut validator),
+                None => {
+                    validator.error(
+                        "InvalidProperties",
+                        "/properties/path",
+                        "The File needs a 'path'.",
+                    );
+                    None
+                }
+            }
+        };
+        let mode = if input.is_unevaluated("/properties/mode") {
+            None
+        } else {
+            parse_file_mode(
+                properties.get("mode").and_then(Value::as_str),
+                &mut validator,
+            )
+        };
+        validator.finish()?;
+
+        let mut metadata = ResourcePreviewMetadata::default();
+        if let Some(path) = &path {
+            properties.insert("path".into(), Value::String(path.to_string()));
+        }
+        if !properties.contains_key("content") {
+            properties.insert("content".into(), Value::String(String::new()));
+        }
+        if let Some(mode) = mode {
+            properties.insert("mode".into(), Value::String(format_mode(mode)));
+        } else if !properties.contains_key("mode") {
+            // Without a mode, an existing file keeps its own and a new one gets the process default.
+            let current = match (&path, &input.config) {
+                (Some(path), Some(config)) => {
+                    let (config, path) = (config.clone(), path.clone());
+                    blocking(move || {
+                        let resolved = resolve_at(&config, &path, "/properties/path")?;
+                        read_file(&resolved, &path)
+                    })
+                    .await?
+                }
+                _ => None,
+            };
+            match current {
+                Some((_, mode)) => {
+                    properties.insert("mode".into(), Value::String(format_mode(mode)));
+                }
+                None => metadata.calculated = Some(vec!["/properties/mode".into()]),
+            }
+        } else if let (Some(path), Some(config)) = (&path, &input.config) {
+            // Only check that the path stays inside the root.
+            resolve_at(config, path, "/properties/path")?;
+        }
+        Ok(PreviewOutput {
+            identifiers: path.map(|p| json!({ "path": p.to_string() })),
+            properties: Value::Object(properties),
+            metadata,
+        })
+    }
+
+    async fn create_or_update(
+        &self,
+        request: Apply<LocalConfig, FileProperties>,
+    ) -> Result<Applied<PathIdentifiers, FileProperties>, ExtensionError> {
+        let mut validator = Validator::new();
+        let path = parse_path(&request.properties.path, "/properties/path", &mut validator);
+        let mode = parse_file_mode(request.properties.mode.as_deref(), &mut validator);
+        validator.finish()?;
+        let Some(path) = path else {
+            return Err(ExtensionError::internal("The path was not validated."));
+        };
+        let config = request.config;
+        let content = request.properties.content;
+        blocking(move || {
+            ensure_root(&config)?;
+            let resolved = resolve_at(&config, &path, "/properties/path")?;
+            let actual_mode = write_file(&resolved, &path, &content, mode)?;
+            let normal = path.to_string();
+            Ok(Applied::Resource(ResourceState::new(
+                PathIdentifiers {
+                    path: normal.clone(),
+                },
+                FileProperties {
+                    path: normal,
+                    content,
+                    mode: Some(format_mode(actual_mode)),
+                },
+            )))
+        })
+        .await
+    }
+
+    async fn get(
+        &self,
+        request: Lookup<LocalConfig, PathIdentifiers>,
+    ) -> Result<Option<ResourceState<PathIdentifiers, FileProperties>>, ExtensionError> {
+        let path = identifiers_path(&request.identifiers)?;
+        let config = request.config;
+        blocking(move || {
+            let resolved = resolve_at(&config, &path, "/identifiers/path")?;
+            Ok(read_file(&resolved, &path)?.map(|(content, mode)| {
+                let normal = path.to_string();
+                ResourceState::new(
+                    PathIdentifiers {
+                        path: normal.clone(),
+                    },
+                    FileProperties {
+                        path: normal,
+                        content,
+                        mode: Some(format_mode(mode)),
+                    },
+                )
+            }))
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
+        request: Lookup<LocalConfig, PathIdentifiers>,
+    ) -> Result<Deleted<PathIdentifiers, FileProperties>, ExtensionError> {
+        let path = identifiers_path(&request.identifiers)?;
+        let config = request.config;
+        blocking(move || {
+            let resolved = resolve_at(&config, &path, "/identifiers/path")?;
+            match std::fs::symlink_metadata(&resolved) {
+                Ok(metadata) if metadata.is_file() => {
+                    std::fs::remove_file(&resolved)
+                        .map_err(|err| io_error("delete", &path, &err))?;
+                    Ok(Deleted::Gone)
+                }
+                // Absent, or not a file: no File resource is there.
+                _ => Ok(Deleted::Gone),
+            }
+        })
+        .await
+    }
+}
+
+/// The `Directory` resource type.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct DirectoryHandler;
+
+impl ResourceHandler<LocalConfig> for DirectoryHandler {
+    type Properties = DirectoryProperties;
+    type Identifiers = PathIdentifiers;
+
+    fn resource_type(&self) -> &str {
+        DIRECTORY_TYPE
+    }
+
+    async fn preview(
+        &self,
+        input: PreviewInput<LocalConfig>,
+    ) -> Result<PreviewOutput, ExtensionError> {
+        if input.is_unevaluated("/properties/path") {
+            return Ok(PreviewOutput {
+                identifiers: None,
+                properties: input.properties.clone(),
+                metadata: ResourcePreviewMetadata::default(),
+            });
+        }
+        let properties: DirectoryProperties = input.typed_properties()?;
+        let path = parse_relative_path(&properties.path)
+            .map_err(|problem| path_error(&problem, "/properties/path"))?;
+        if let Some(config) = &input.config {
+            resolve_at(config, &path, "/properties/path")?;
+        }
+        let normal = path.to_string();
+        Ok(PreviewOutput {
+            identifiers: Some(json!({ "path": normal })),
+            properties: json!({ "path": normal }),
+            metadata: ResourcePreviewMetadata::default(),
+        })
+    }
+
+    async fn create_or_update(
+        &self,
+        request: Apply<LocalConfig, DirectoryProperties>,
+    ) -> Result<Applied<PathIdentifiers, DirectoryProperties>, ExtensionError> {
+        let path = parse_relative_path(&request.properties.path)
+            .map_err(|problem| path_error(&problem, "/properties/path"))?;
+        let config = request.config;
+        blocking(move || {
+            ensure_root(&config)?;
+            let resolved = resolve_at(&config, &path, "/properties/path")?;
+            std::fs::create_dir_all(&resolved).map_err(|err| match err.kind() {
+                io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => ExtensionError::conflict(
+                    "PathIsNotADirectory",
+                    format!("'{path}' (or one of its parents) is a file; a Directory cannot replace it."),
+                )
+                .with_target("/properties/path"),
+                _ => io_error("create", &path, &err),
+            })?;
+            let normal = path.to_string();
+            Ok(Applied::Resource(ResourceState::new(
+                PathIdentifiers { path: normal.clone() },
+                DirectoryProperties { path: normal },
+            )))
+        })
+        .await
+    }
+
+    async fn get(
+        &self,
+        request: Lookup<LocalConfig, PathIdentifiers>,
+    ) -> Result<Option<ResourceState<PathIdentifiers, DirectoryProperties>>, ExtensionError> {
+        let path = identifiers_path(&request.identifiers)?;
+        let config = request.config;
+        blocking(move || {
+            let resolved = resolve_at(&config, &path, "/identifiers/path")?;
+            let exists = std::fs::metadata(&resolved).is_ok_and(|m| m.is_dir());
+            let normal = path.to_string();
+            Ok(exists.then(|| {
+                ResourceState::new(
+                    PathIdentifiers {
+                        path: normal.clone(),
+                    },
+                    DirectoryProperties { path: normal },
+                )
+            }))
+        })
+        .await
+    }
+
+    async fn delete(
+        &self,
+        request: Lookup<LocalConfig, PathIdentifiers>,
+    ) -> Result<Deleted<PathIdentifiers, DirectoryProperties>, ExtensionError> {
+        let path = identifiers_path(&request.identifiers)?;
+        let config = request.config;
+        blocking(move || {
+            let resolved = resolve_at(&config, &path, "/identifiers/path")?;
+            if !std::fs::metadata(&resolved).is_ok_and(|m| m.is_dir()) {
+                return Ok(Deleted::Gone);
+            }
+            match std::fs::remove_dir(&resolved) {
+                Ok(()) => Ok(Deleted::Gone),
+                Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Deleted::Gone),
+                Err(err) if err.kind() == io::ErrorKind::DirectoryNotEmpty => {
+                    let entries = std::fs::read_dir(&resolved).map(Iterator::count).unwrap_or(0);
+                    Err(ExtensionError::conflict(
+                        "DirectoryNotEmpty",
+                        format!(
+                            "The directory '{path}' still holds {entries} entr{}; the Local extension only deletes empty directories. Delete its contents first (declare Files inside it with a dependency on the Directory so they are deleted before it).",
+                            if entries == 1 { "y" } else { "ies" }
+                        ),
+                    )
+                    .with_target("/identifiers/path"))
+                }
+                Err(err) => Err(io_error("delete", &path, &err)),
+            }
+        })
+        .await
+    }
+}

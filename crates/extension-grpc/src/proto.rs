@@ -1,0 +1,347 @@
+//! The messages of Bicep's `extension.proto` (package `extension`), written by hand with `prost` derives.
+//!
+//! Field numbers and types follow `src/Bicep.Local.Rpc/extension.proto` exactly; `config`, `properties`,
+//! `identifiers` and `innerError` carry JSON serialised into strings. Hand-written so the build needs no
+//! `protoc`; the wire format is all that matters and the tests below pin it byte for byte.
+
+use std::collections::HashMap;
+use std::fmt;
+
+/// The gRPC service name, `package.Service`.
+pub const SERVICE_NAME: &str = "extension.BicepExtension";
+
+/// The methods of `BicepExtension`, with their HTTP/2 paths.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// `CreateOrUpdate(ResourceSpecification) -> LocalExtensibilityOperationResponse`.
+    CreateOrUpdate,
+    /// `Preview(ResourceSpecification) -> LocalExtensibilityOperationResponse`.
+    Preview,
+    /// `Get(ResourceReference) -> LocalExtensibilityOperationResponse`.
+    Get,
+    /// `Delete(ResourceReference) -> LocalExtensibilityOperationResponse`.
+    Delete,
+    /// `GetTypeFiles(Empty) -> TypeFilesResponse`.
+    GetTypeFiles,
+    /// `Ping(Empty) -> Empty`.
+    Ping,
+}
+
+impl Method {
+    /// Every method, in proto order.
+    pub const ALL: [Method; 6] = [
+        Method::CreateOrUpdate,
+        Method::Preview,
+        Method::Get,
+        Method::Delete,
+        Method::GetTypeFiles,
+        Method::Ping,
+    ];
+
+    /// The request path, `/extension.BicepExtension/{Method}`.
+    pub fn path(self) -> &'static str {
+        match self {
+            Method::CreateOrUpdate => "/extension.BicepExtension/CreateOrUpdate",
+            Method::Preview => "/extension.BicepExtension/Preview",
+            Method::Get => "/extension.BicepExtension/Get",
+            Method::Delete => "/extension.BicepExtension/Delete",
+            Method::GetTypeFiles => "/extension.BicepExtension/GetTypeFiles",
+            Method::Ping => "/extension.BicepExtension/Ping",
+        }
+    }
+
+    /// The method a request path names, if any.
+    pub fn from_path(path: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.path() == path)
+    }
+}
+
+/// `ResourceSpecification`: the body of `CreateOrUpdate` and `Preview`.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub struct ResourceSpecification {
+    /// JSON object (may hold secrets: never printed).
+    #[prost(string, optional, tag = "1")]
+    pub config: Option<String>,
+    #[prost(string, tag = "2")]
+    pub r#type: String,
+    #[prost(string, optional, tag = "3")]
+    pub api_version: Option<String>,
+    /// JSON object.
+    #[prost(string, tag = "4")]
+    pub properties: String,
+}
+
+/// `ResourceReference`: the body of `Get` and `Delete`.
+#[derive(Clone, PartialEq, prost::Message)]
+#[prost(skip_debug)]
+pub struct ResourceReference {
+    /// JSON object.
+    #[prost(string, tag = "1")]
+    pub identifiers: String,
+    /// JSON object (may hold secrets: never printed).
+    #[prost(string, optional, tag = "2")]
+    pub config: Option<String>,
+    #[prost(string, tag = "3")]
+    pub r#type: String,
+    #[prost(string, optional, tag = "4")]
+    pub api_version: Option<String>,
+}
+
+/// `LocalExtensibilityOperationResponse`: exactly one of `resource` and `error_data` must be set.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct LocalExtensibilityOperationResponse {
+    #[prost(message, optional, tag = "1")]
+    pub resource: Option<Resource>,
+    #[prost(message, optional, tag = "2")]
+    pub error_data: Option<ErrorData>,
+}
+
+/// `Resource`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Resource {
+    #[prost(string, tag = "1")]
+    pub r#type: String,
+    #[prost(string, optional, tag = "2")]
+    pub api_version: Option<String>,
+    /// JSON object.
+    #[prost(string, tag = "3")]
+    pub identifiers: String,
+    /// JSON object.
+    #[prost(string, tag = "4")]
+    pub properties: String,
+    #[prost(string, optional, tag = "5")]
+    pub status: Option<String>,
+}
+
+/// `ErrorData`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ErrorData {
+    #[prost(message, optional, tag = "1")]
+    pub error: Option<Error>,
+}
+
+/// `Error`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct Error {
+    #[prost(string, tag = "1")]
+    pub code: String,
+    #[prost(string, optional, tag = "2")]
+    pub target: Option<String>,
+    #[prost(string, tag = "3")]
+    pub message: String,
+    #[prost(message, repeated, tag = "4")]
+    pub details: Vec<ErrorDetail>,
+    /// JSON object.
+    #[prost(string, optional, tag = "5")]
+    pub inner_error: Option<String>,
+}
+
+/// `ErrorDetail`.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct ErrorDetail {
+    #[prost(string, tag = "1")]
+    pub code: String,
+    #[prost(string, optional, tag = "2")]
+    pub target: Option<String>,
+    #[prost(string, tag = "3")]
+    pub message: String,
+}
+
+/// `TypeFilesResponse`: `index_file` holds the *content* of `index.json`; `type_files` maps path → content.
+#[derive(Clone, PartialEq, prost::Message)]
+pub struct TypeFilesResponse {
+    #[prost(string, tag = "1")]
+    pub index_file: String,
+    #[prost(map = "string, string", tag = "2")]
+    pub type_files: HashMap<String, String>,
+}
+
+/// `google.protobuf.Empty` (no fields; identical on the wire).
+#[derive(Clone, Copy, PartialEq, prost::Message)]
+pub struct Empty {}
+
+// prost derives `Debug` for messages; these two carry `config`, which may hold secrets, so they print by
+// hand instead (the derive is suppressed with `skip_debug` above).
+impl fmt::Debug for ResourceSpecification {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceSpecification")
+            .field("type", &self.r#type)
+            .field("api_version", &self.api_version)
+            .field("config", &self.config.as_ref().map(|_| "[REDACTED]"))
+            .field("properties_len", &self.properties.len())
+            .finish()
+    }
+}
+
+impl fmt::Debug for ResourceReference {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ResourceReference")
+            .field("type", &self.r#type)
+            .field("api_version", &self.api_version)
+            .field("identifiers", &self.identifiers)
+            .field("config", &self.config.as_ref().map(|_| "[REDACTED]"))
+            .finish()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use prost::Message;
+
+    #[test]
+    fn method_paths_round_trip() {
+        for method in Method::ALL {
+            assert_eq!(Method::from_path(method.path()), Some(method));
+        }
+        assert_eq!(Method::from_path("/extension.BicepExtension/Nope"), None);
+    }
+
+    /// Field numbers and wire types, byte for byte: tag = (field << 3) | 2 for length-delimited fields.
+    #[test]
+    fn resource_specification_wire_format() {
+        let spec = ResourceSpecification {
+            config: Some("{}".into()),
+            r#type: "T".into(),
+            api_version: Some("v".into()),
+            properties: "{}".into(),
+        };
+        let bytes = spec.encode_to_vec();
+        assert_eq!(
+            bytes,
+            [
+                0x0a, 2, b'{', b'}', 0x12, 1, b'T', 0x1a, 1, b'v', 0x22, 2, b'{', b'}'
+            ]
+        );
+        assert_eq!(
+            ResourceSpecification::decode(bytes.as_slice()).unwrap(),
+            spec
+        );
+    }
+
+    #[test]
+    fn resource_reference_wire_format() {
+        let reference = ResourceReference {
+            identifiers: "{}".into(),
+            config: None,
+            r#type: "T".into(),
+            api_version: Some("v".into()),
+        };
+        assert_eq!(
+            reference.encode_to_vec(),
+            [0x0a, 2, b'{', b'}', 0x1a, 1, b'T', 0x22, 1, b'v']
+        );
+    }
+
+    #[test]
+    fn proto3_optional_empty_string_is_still_present() {
+        // `optional` fields keep presence: an empty api version is sent and decoded as Some("").
+        let reference = ResourceReference {
+            identifiers: String::new(),
+            config: None,
+            r#type: String::new(),
+            api_version: Some(String::new()),
+        };
+        let bytes = reference.encode_to_vec();
+        assert_eq!(bytes, [0x22, 0]);
+        assert_eq!(
+            ResourceReference::decode(bytes.as_slice())
+                .unwrap()
+                .api_version,
+            Some(String::new())
+        );
+    }
+
+    #[test]
+    fn response_and_error_wire_format() {
+        let response = LocalExtensibilityOperationResponse {
+            resource: None,
+            error_data: Some(ErrorData {
+                error: Some(Error {
+                    code: "C".into(),
+                    target: Some("/t".into()),
+                    message: "m".into(),
+                    details: vec![ErrorDetail {
+                        code: "D".into(),
+                        target: None,
+                        message: "n".into(),
+                    }],
+                    inner_error: None,
+                }),
+            }),
+        };
+        let bytes = response.encode_to_vec();
+        // errorData = field 2; inside: error = field 1; inside: code 1, target 2, message 3, details 4.
+        let detail = [0x0a, 1, b'D', 0x1a, 1, b'n'];
+        let mut error = vec![
+            0x0a,
+            1,
+            b'C',
+            0x12,
+            2,
+            b'/',
+            b't',
+            0x1a,
+            1,
+            b'm',
+            0x22,
+            detail.len() as u8,
+        ];
+        error.extend_from_slice(&detail);
+        let mut error_data = vec![0x0a, error.len() as u8];
+        error_data.extend_from_slice(&error);
+        let mut expected = vec![0x12, error_data.len() as u8];
+        expected.extend_from_slice(&error_data);
+        assert_eq!(bytes, expected);
+        assert_eq!(
+            LocalExtensibilityOperationResponse::decode(bytes.as_slice()).unwrap(),
+            response
+        );
+    }
+
+    #[test]
+    fn resource_status_is_field_five() {
+        let resource = Resource {
+            r#type: String::new(),
+            api_version: None,
+            identifiers: String::new(),
+            properties: String::new(),
+            status: Some("R".into()),
+        };
+        assert_eq!(resource.encode_to_vec(), [0x2a, 1, b'R']);
+    }
+
+    #[test]
+    fn type_files_map_is_field_two() {
+        let mut files = HashMap::new();
+        files.insert("a".to_owned(), "b".to_owned());
+        let response = TypeFilesResponse {
+            index_file: "i".into(),
+            type_files: files,
+        };
+        // map entry = message { key = 1, value = 2 } under field 2.
+        assert_eq!(
+            response.encode_to_vec(),
+            [0x0a, 1, b'i', 0x12, 6, 0x0a, 1, b'a', 0x12, 1, b'b']
+        );
+    }
+
+    #[test]
+    fn debug_output_redacts_config() {
+        let spec = ResourceSpecification {
+            config: Some(r#"{"token":"s3cr3t"}"#.into()),
+            r#type: "T".into(),
+            api_version: None,
+            properties: "{}".into(),
+        };
+        let reference = ResourceReference {
+            identifiers: "{}".into(),
+            config: Some(r#"{"token":"s3cr3t"}"#.into()),
+            r#type: "T".into(),
+            api_version: None,
+        };
+        assert!(!format!("{spec:?}").contains("s3cr3t"));
+        assert!(!format!("{reference:?}").contains("s3cr3t"));
+    }
+}

@@ -2242,6 +2242,121 @@ mod tests {
         );
     }
 
+    // ----- robustness -----
+
+    mod arbitrary {
+        use proptest::prelude::*;
+
+        /// Keys that steer the checkers into their interesting branches.
+        const KEYS: &[&str] = &[
+            "$schema",
+            "contentVersion",
+            "languageVersion",
+            "parameters",
+            "variables",
+            "functions",
+            "resources",
+            "outputs",
+            "definitions",
+            "type",
+            "name",
+            "copy",
+            "count",
+            "input",
+            "dependsOn",
+            "properties",
+            "template",
+            "expressionEvaluationOptions",
+            "scope",
+            "value",
+            "defaultValue",
+            "$ref",
+            "items",
+            "prefixItems",
+            "additionalProperties",
+            "discriminator",
+            "mapping",
+            "propertyName",
+            "namespace",
+            "members",
+            "output",
+            "allowedValues",
+            "minLength",
+            "maxLength",
+            "minValue",
+            "maxValue",
+            "nullable",
+            "sealed",
+            "[parameters('x')]",
+            "x",
+        ];
+
+        const STRINGS: &[&str] = &[
+            "[parameters('x')]",
+            "[variables('x')]",
+            "[lambda('a', lambdaVariables('a'))]",
+            "[map(createArray(1), lambda('a', 1))]",
+            "[u.f(1)]",
+            "[utcNow()]",
+            "[concat(",
+            "[]",
+            "[[x]",
+            "inner",
+            "Microsoft.Resources/deployments",
+            "A.B/c/d",
+            "#/definitions/x",
+            "#/definitions/x/items",
+            "string",
+            "int",
+            "array",
+            "object",
+            "securestring",
+            "2.0",
+            "1.0",
+            "x",
+            "",
+        ];
+
+        fn json() -> impl Strategy<Value = serde_json::Value> {
+            let leaf = prop_oneof![
+                Just(serde_json::Value::Null),
+                any::<bool>().prop_map(serde_json::Value::Bool),
+                (-1000i64..1000).prop_map(serde_json::Value::from),
+                prop::sample::select(STRINGS).prop_map(serde_json::Value::from),
+                "\\PC{0,6}".prop_map(serde_json::Value::from),
+            ];
+            leaf.prop_recursive(6, 64, 6, |inner| {
+                prop_oneof![
+                    prop::collection::vec(inner.clone(), 0..5).prop_map(serde_json::Value::Array),
+                    prop::collection::vec((prop::sample::select(KEYS), inner), 0..6).prop_map(
+                        |members| {
+                            serde_json::Value::Object(
+                                members
+                                    .into_iter()
+                                    .map(|(k, v)| (k.to_string(), v))
+                                    .collect(),
+                            )
+                        }
+                    ),
+                ]
+            })
+        }
+
+        proptest! {
+            #[test]
+            fn checkers_never_panic(template in json(), value in json(), schema in json(), defs in json()) {
+                let template = cairn_json::Node::from_json(&template);
+                let _ = super::check_template(&template);
+                let schema = cairn_json::Node::from_json(&schema);
+                let defs = cairn_json::Node::from_json(&defs);
+                let value = cairn_eval::Value::from_json(&value);
+                let _ = crate::types::check_value(&value, &schema, Some(&defs), "parameters.p.value");
+                let _ = crate::types::check_schema(&schema, Some(&defs), "parameters.p");
+                let _ = crate::types::is_secure(&schema, Some(&defs));
+            }
+        }
+    }
+
     // ----- the conformance corpus -----
 
     /// Conformance templates that trip a rule on purpose, with the reason. (None so far.)

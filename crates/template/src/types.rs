@@ -28,6 +28,10 @@ pub const MAX_REF_CHAIN: usize = 32;
 /// Deeper values or type declarations than this are not checked further (hostile input cannot exhaust the stack).
 const MAX_DEPTH: usize = 128;
 
+/// How many (value, declaration) pairs one [`check_value`] call visits at most: discriminator mappings and `$ref`s
+/// can lead back to the same declarations, so hostile definitions could otherwise make the work explode.
+const MAX_CHECK_STEPS: usize = 200_000;
+
 /// Longest rendering of a value quoted in a message.
 const MAX_QUOTED_CHARS: usize = 200;
 
@@ -192,6 +196,7 @@ pub fn check_value(
         subject: Subject::from_target(target),
         root: target,
         diags: Vec::new(),
+        steps: 0,
     };
     checker.check(value, schema, target, false, 0);
     checker.diags
@@ -256,6 +261,7 @@ struct ValueChecker<'a> {
     subject: Subject,
     root: &'a str,
     diags: Vec<Diagnostic>,
+    steps: usize,
 }
 
 impl ValueChecker<'_> {
@@ -275,7 +281,11 @@ impl ValueChecker<'_> {
     }
 
     fn check(&mut self, value: &Value, schema: &Node, path: &str, secure: bool, depth: usize) {
-        if depth > MAX_DEPTH || matches!(value, Value::Unevaluated(_)) {
+        self.steps += 1;
+        if depth > MAX_DEPTH
+            || self.steps > MAX_CHECK_STEPS
+            || matches!(value, Value::Unevaluated(_))
+        {
             return;
         }
         let chain = ref_chain(schema, self.definitions);
@@ -1245,6 +1255,24 @@ mod tests {
                 .contains("discriminator property 'type', but received a value of type 'Integer'"),
             "{found:?}"
         );
+    }
+
+    #[test]
+    fn self_referencing_discriminators_terminate() {
+        // Two declarations on one chain, each discriminating back to the start: 2^depth paths without a budget.
+        let defs = node(
+            r##"{"d0": {"$ref": "#/definitions/d1", "discriminator": {"propertyName": "k", "mapping": {"a": {"$ref": "#/definitions/d0"}}}},
+                 "d1": {"type": "object", "discriminator": {"propertyName": "k", "mapping": {"a": {"$ref": "#/definitions/d0"}}}}}"##,
+        );
+        let started = std::time::Instant::now();
+        let found = check_value(
+            &value(serde_json::json!({"k": "a"})),
+            &node(r##"{"$ref": "#/definitions/d0"}"##),
+            Some(&defs),
+            "outputs.o",
+        );
+        assert!(found.is_empty(), "{found:?}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(5));
     }
 
     #[test]

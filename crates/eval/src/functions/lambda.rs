@@ -242,26 +242,50 @@ mod tests {
         {"name": "Kira", "age": 8, "interests": ["Rubs"]}
     ]"#;
 
-    /// Parameters and variables both hold `values`; the `__bicep.isEven(i)` user function of the Bicep evaluation
-    /// tests is defined.
+    /// The user functions of the Bicep evaluation tests (New_functions..., Functions_are_evaluated_correctly):
+    /// name, parameters, output expression.
+    const USER_FUNCTIONS: &[(&str, &[&str], &str)] = &[
+        ("isEven", &["i"], "[equals(mod(parameters('i'), 2), 0)]"),
+        (
+            "joinWithSpace",
+            &["values"],
+            "[join(parameters('values'), ' ')]",
+        ),
+        (
+            "greet",
+            &["names"],
+            "[format('Hi, {0}!', __bicep.joinWithSpace(parameters('names')))]",
+        ),
+        (
+            "replaceMultiple",
+            &["value", "input"],
+            "[reduce(map(items(parameters('input')), lambda('i', createObject('key', lambdaVariables('i').key, 'value', lambdaVariables('i').value, 'replaced', ''))), createObject('replaced', parameters('value')), lambda('cur', 'next', createObject('replaced', replace(lambdaVariables('cur').replaced, lambdaVariables('next').key, lambdaVariables('next').value)))).replaced]",
+        ),
+    ];
+
+    /// Parameters and variables both hold `values`; the user functions above are defined.
     fn env(values: serde_json::Value) -> SimpleEnvironment {
         let mut env = SimpleEnvironment::default();
         if let Value::Object(o) = Value::from(values) {
             env.parameters = o.clone();
             env.variables = o;
         }
-        let output =
-            cairn_json::parse(r#""[equals(mod(parameters('i'), 2), 0)]""#).expect("valid JSON");
-        env.functions.push(Rc::new(UserFunction {
-            namespace: "__bicep".into(),
-            name: "isEven".into(),
-            parameters: vec![UserFunctionParameter {
-                name: "i".into(),
-                param_type: Some("int".into()),
-            }],
-            output_type: Some("bool".into()),
-            output,
-        }));
+        for (name, params, output) in USER_FUNCTIONS {
+            let literal = serde_json::to_string(output).expect("a string serializes");
+            env.functions.push(Rc::new(UserFunction {
+                namespace: "__bicep".into(),
+                name: (*name).into(),
+                parameters: params
+                    .iter()
+                    .map(|p| UserFunctionParameter {
+                        name: (*p).into(),
+                        param_type: None,
+                    })
+                    .collect(),
+                output_type: None,
+                output: cairn_json::parse(&literal).expect("valid JSON"),
+            }));
+        }
         env
     }
 
@@ -394,19 +418,18 @@ mod tests {
         check_err("map('abc', lambda('x', 1))", "must be of type 'Array'");
     }
 
-    /// The lambda-map and List_comprehension outputs built with `format()`, written with the equivalent `concat()`
-    /// (both render strings and integers the same way) so they do not depend on the string module.
+    /// The lambda-map, List_comprehension and New_functions outputs built with `format()`.
     #[test]
     fn map_outputs_built_with_format() {
         // conformance: lambda-map sayHi, mapObject
         check_in(
             dogs(),
-            "map(variables('dogs'), lambda('dog', concat('Hello ', lambdaVariables('dog').name, '!')))",
+            "map(variables('dogs'), lambda('dog', format('Hello {0}!', lambdaVariables('dog').name)))",
             json!(["Hello Evie!", "Hello Casper!", "Hello Indy!", "Hello Kira!"]),
         );
         check_in(
             dogs(),
-            "map(range(0, length(variables('dogs'))), lambda('i', createObject('i', lambdaVariables('i'), 'dog', variables('dogs')[lambdaVariables('i')].name, 'greeting', concat('Ahoy, ', variables('dogs')[lambdaVariables('i')].name, '!'))))",
+            "map(range(0, length(variables('dogs'))), lambda('i', createObject('i', lambdaVariables('i'), 'dog', variables('dogs')[lambdaVariables('i')].name, 'greeting', format('Ahoy, {0}!', variables('dogs')[lambdaVariables('i')].name))))",
             json!([
                 {"i": 0, "dog": "Evie", "greeting": "Ahoy, Evie!"},
                 {"i": 1, "dog": "Casper", "greeting": "Ahoy, Casper!"},
@@ -417,16 +440,16 @@ mod tests {
         // evaluation: List_comprehension sayHello, mapSayHi, mapObject
         check_in(
             comprehension_params(),
-            "map(parameters('doggos'), lambda('i', concat('Hello ', lambdaVariables('i'), '!')))",
+            "map(parameters('doggos'), lambda('i', format('Hello {0}!', lambdaVariables('i'))))",
             json!(["Hello Evie!", "Hello Casper!", "Hello Indy!", "Hello Kira!"]),
         );
         check_exact(
-            "map(createArray('abc', 'def', 'ghi'), lambda('foo', concat('Hi ', lambdaVariables('foo'), '!')))",
+            "map(createArray('abc', 'def', 'ghi'), lambda('foo', format('Hi {0}!', lambdaVariables('foo'))))",
             json!(["Hi abc!", "Hi def!", "Hi ghi!"]),
         );
         check_in(
             comprehension_params(),
-            "map(range(0, length(parameters('doggos'))), lambda('i', createObject('i', lambdaVariables('i'), 'doggo', parameters('doggos')[lambdaVariables('i')], 'greeting', concat('Ahoy, ', parameters('doggos')[lambdaVariables('i')], '!'))))",
+            "map(range(0, length(parameters('doggos'))), lambda('i', createObject('i', lambdaVariables('i'), 'doggo', parameters('doggos')[lambdaVariables('i')], 'greeting', format('Ahoy, {0}!', parameters('doggos')[lambdaVariables('i')]))))",
             json!([
                 {"i": 0, "doggo": "Evie", "greeting": "Ahoy, Evie!"},
                 {"i": 1, "doggo": "Casper", "greeting": "Ahoy, Casper!"},
@@ -436,8 +459,33 @@ mod tests {
         );
         // evaluation: New_functions sayHello (index parameter and a user function)
         check_exact(
-            "map(createArray('Evie', 'Casper', 'Lady Lechuga'), lambda('dog', 'i', concat(if(__bicep.isEven(lambdaVariables('i')), 'Hi', 'Ahoy'), ' ', lambdaVariables('dog'), '!')))",
+            "map(createArray('Evie', 'Casper', 'Lady Lechuga'), lambda('dog', 'i', format('{0} {1}!', if(__bicep.isEven(lambdaVariables('i')), 'Hi', 'Ahoy'), lambdaVariables('dog'))))",
             json!(["Hi Evie!", "Ahoy Casper!", "Hi Lady Lechuga!"]),
+        );
+    }
+
+    /// evaluation: Functions_are_evaluated_correctly (user functions calling user functions, reduce over items()
+    /// inside one) and Join_function_evaluation_works (createArray feeding join).
+    #[test]
+    fn user_functions_with_lambdas() {
+        check_exact(
+            "__bicep.greet(createArray('Anthony', 'Martin'))",
+            json!("Hi, Anthony Martin!"),
+        );
+        check_exact(
+            "__bicep.replaceMultiple('Hi, $firstName $lastName!', createObject('$firstName', 'Anthony', '$lastName', 'Martin'))",
+            json!("Hi, Anthony Martin!"),
+        );
+        let foo = json!({"foo": ["abc", "def", "ghi"]});
+        check_in(
+            foo.clone(),
+            "join(variables('foo'), '')",
+            json!("abcdefghi"),
+        );
+        check_in(foo, "join(variables('foo'), ',')", json!("abc,def,ghi"));
+        check_exact(
+            "join(createArray('I', 'love', 'Bicep'), ' ')",
+            json!("I love Bicep"),
         );
     }
 
@@ -590,14 +638,14 @@ mod tests {
                 "Kira": {"age": 8, "interests": ["Rubs"]}
             }),
         );
-        // evaluation: List_comprehension objectMap, objectMap2 (format('{0}', n) written as concat('', n)), objectMap3
+        // evaluation: List_comprehension objectMap, objectMap2, objectMap3
         check_exact(
-            "toObject(createArray(123, 456, 789), lambda('i', concat('', div(lambdaVariables('i'), 100))))",
+            "toObject(createArray(123, 456, 789), lambda('i', format('{0}', div(lambdaVariables('i'), 100))))",
             json!({"1": 123, "4": 456, "7": 789}),
         );
         check_in(
             comprehension_params(),
-            "toObject(parameters('numbers'), lambda('i', concat('', lambdaVariables('i'))), lambda('i', createObject('isEven', equals(mod(lambdaVariables('i'), 2), 0), 'isGreaterThan2', greater(lambdaVariables('i'), 2))))",
+            "toObject(parameters('numbers'), lambda('i', format('{0}', lambdaVariables('i'))), lambda('i', createObject('isEven', equals(mod(lambdaVariables('i'), 2), 0), 'isGreaterThan2', greater(lambdaVariables('i'), 2))))",
             json!({
                 "0": {"isEven": true, "isGreaterThan2": false},
                 "1": {"isEven": false, "isGreaterThan2": false},

@@ -957,6 +957,34 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        #[test]
+        fn composite_never_panics(format in "[{}0-9,:a-zA-Z#.;%' -]{0,16}") {
+            let args = [FormatArg::Int(-1234567), FormatArg::Float(0.125), FormatArg::Text("x".into())];
+            let _ = composite(&format, &args);
+        }
+
+        #[test]
+        fn numeric_specs_never_panic(spec in "[0#.,;%eE+\\\\'\"a-zA-Z-]{0,10}", i in proptest::num::i64::ANY, x in proptest::num::f64::ANY) {
+            let _ = format_int(i, &spec);
+            let _ = format_float(x, &spec);
+        }
+
+        #[test]
+        fn doubles_round_trip_through_their_text(x in proptest::num::f64::NORMAL | proptest::num::f64::SUBNORMAL | proptest::num::f64::ZERO) {
+            let text = double_to_string(x);
+            proptest::prop_assert_eq!(text.parse::<f64>().ok(), Some(x), "{}", text);
+        }
+
+        #[test]
+        fn standard_integer_formats_agree_with_plain_rendering(v in proptest::num::i64::ANY) {
+            proptest::prop_assert_eq!(int(v, "D"), v.to_string());
+            proptest::prop_assert_eq!(int(v, "N0").replace(',', ""), v.to_string());
+            proptest::prop_assert_eq!(int(v, "0"), v.to_string());
+            proptest::prop_assert_eq!(int(v, "F0"), v.to_string());
+        }
+    }
+
     #[test]
     fn composite_formatting() {
         let args = [

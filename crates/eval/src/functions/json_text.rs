@@ -415,6 +415,41 @@ mod tests {
         assert!(parse_lenient(&deep).is_err());
     }
 
+    fn json_values() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            (-1e6f64..1e6).prop_map(|x| json!(x)),
+            "\\PC{0,8}".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(serde_json::Value::from),
+                proptest::collection::btree_map("[a-z]{1,4}", inner, 0..4)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn compact_json_reads_back(json in json_values()) {
+            let value = Value::from(json);
+            let text = to_compact_json(&value);
+            proptest::prop_assert_eq!(parse_lenient(&text).ok(), Some(value.clone()));
+            // Strict JSON readers agree with the compact text too.
+            let strict: serde_json::Value = serde_json::from_str(&text).expect("compact JSON is JSON");
+            proptest::prop_assert_eq!(Value::from(strict), value);
+        }
+
+        #[test]
+        fn lenient_reader_never_panics(text in "[\\[\\]{}:,'\"a-z0-9./*\\\\ -]{0,24}") {
+            let _ = parse_lenient(&text);
+        }
+    }
+
     #[test]
     fn compact_writing() {
         let v = Value::from(

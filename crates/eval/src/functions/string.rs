@@ -691,6 +691,14 @@ mod tests {
             "format('{0} {1}!', 'Hi', 'Lady Lechuga')",
             json!("Hi Lady Lechuga!"),
         );
+        // lambda-map, List_comprehension_function_evaluation_works, ResourceId_expressions_are_evaluated_successfully
+        check("format('Hello {0}!', 'Evie')", json!("Hello Evie!"));
+        check("format('Ahoy, {0}!', 'Casper')", json!("Ahoy, Casper!"));
+        check("format('Hi {0}!', 'abc')", json!("Hi abc!"));
+        check(
+            "format('{0}/{1}', 'myParent', 'myChild')",
+            json!("myParent/myChild"),
+        );
         check(
             "format('{0:D5}|{0,-4}|{0:X}|{1:0.00}', 42, variables('half'))",
             json!("00042|42  |2A|2.50"),
@@ -842,6 +850,9 @@ mod tests {
         check("toLower('One Two Three')", json!("one two three"));
         check("toUpper('One Two Three')", json!("ONE TWO THREE"));
         check("trim('    one two three   ')", json!("one two three"));
+        // Issue8782 compares toLower(x) with toLower('test')
+        check("toLower('TeSt')", json!("test"));
+        check("toLower('test')", json!("test"));
         check("toUpper('straße')", json!("STRAßE"));
         check("toLower('ΟΔΟΣ İ')", json!("οδοσ i"));
         check("trim('\t\n x \u{a0}')", json!("x"));
@@ -927,6 +938,31 @@ mod tests {
         );
         check_err("buildUri(variables('bigPort'))", "Invalid port specified");
         check_err("parseUri('not a uri')", "could not be determined");
+    }
+
+    /// A plain recursive matcher to compare the linear one against.
+    fn naive_match(text: &[char], pattern: &[char]) -> bool {
+        match pattern.split_first() {
+            None => text.is_empty(),
+            Some(('*', rest)) => (0..=text.len()).any(|i| naive_match(&text[i..], rest)),
+            Some((c, rest)) => text.first() == Some(c) && naive_match(&text[1..], rest),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn wildcard_matching_agrees_with_a_naive_matcher(text in "[ab]{0,8}", pattern in "[ab*]{0,6}") {
+            let text: Vec<char> = text.chars().collect();
+            let pattern: Vec<char> = pattern.chars().collect();
+            proptest::prop_assert_eq!(super::wildcard_match(&text, &pattern), naive_match(&text, &pattern));
+        }
+
+        #[test]
+        fn split_then_join_restores_the_input(text in "[a-c,;]{0,12}") {
+            let expr = format!("join(split('{text}', ','), ',')");
+            let value = eval_in(&env(), &expr).map_err(|e| proptest::test_runner::TestCaseError::fail(e.to_string()))?;
+            proptest::prop_assert_eq!(value, Value::String(text));
+        }
     }
 
     #[test]

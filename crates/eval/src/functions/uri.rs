@@ -573,6 +573,26 @@ mod tests {
         assert_eq!(url_decode("%FF"), "\u{fffd}");
     }
 
+    proptest::proptest! {
+        #[test]
+        fn escaped_data_decodes_to_itself(text in "\\PC{0,16}") {
+            proptest::prop_assert_eq!(url_decode(&escape_data_string(&text)), text);
+        }
+
+        #[test]
+        fn parsing_and_resolving_never_panic(base in "[a-z:/.?#%@\\[\\]0-9 \\\\]{0,20}", relative in "[a-z:/.?#%@0-9 ]{0,12}") {
+            if let Ok(uri) = Uri::parse_absolute(&base) {
+                let _ = uri.to_absolute_string();
+                if let Ok(resolved) = uri.resolve(&relative) {
+                    // A resolved URI reads back as the same URI.
+                    let text = resolved.to_absolute_string();
+                    let again = Uri::parse_absolute(&text).map(|u| u.to_absolute_string());
+                    proptest::prop_assert_eq!(again, Ok(text));
+                }
+            }
+        }
+    }
+
     #[test]
     fn building() {
         assert_eq!(

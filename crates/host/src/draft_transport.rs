@@ -148,7 +148,9 @@ impl RestDraftTransport {
                 let ReferenceIdResponse { reference_id } =
                     parse_draft(&response.body, "resources/reference")?;
                 validate_reference_id(&reference_id)?;
-                let url = self.core.url(&[&version, "resources", &reference_id]);
+                let url = self
+                    .core
+                    .url_with_raw(&[&version, "resources"], &[&reference_id]);
                 let response = exchange.send(Method::PUT, url, Some(body)).await?;
                 self.map_resource_or_operation(
                     response,
@@ -182,13 +184,14 @@ impl RestDraftTransport {
                     let config = reference.config.clone().unwrap_or_else(|| json!({}));
                     let url = self
                         .core
-                        .url(&[&version, "resources", reference_id, action]);
+                        .url_with_raw(&[&version, "resources"], &[reference_id, action]);
                     (Method::POST, url, Some(to_json(&config)))
                 } else {
                     let method = if is_get { Method::GET } else { Method::DELETE };
                     (
                         method,
-                        self.core.url(&[&version, "resources", reference_id]),
+                        self.core
+                            .url_with_raw(&[&version, "resources"], &[reference_id]),
                         None,
                     )
                 };

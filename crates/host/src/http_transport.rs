@@ -75,6 +75,19 @@ impl HttpCore {
         url
     }
 
+    /// Like [`Self::url`], then appends `raw` segments verbatim: already URL-encoded values such as a
+    /// draft reference id (validated to hold no `/`, `?` or `#`) must not be encoded twice.
+    pub(crate) fn url_with_raw(&self, segments: &[&str], raw: &[&str]) -> Url {
+        let mut url = self.url(segments);
+        let mut path = url.path().to_owned();
+        for segment in raw {
+            path.push('/');
+            path.push_str(segment);
+        }
+        url.set_path(&path);
+        url
+    }
+
     /// Sends one request and reads the response up to `max_response_bytes`.
     pub(crate) async fn execute(
         &self,

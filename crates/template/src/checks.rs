@@ -10,7 +10,8 @@
 //! that a literal copy count out of range keeps the evaluator's `InvalidCopyCount`. Header findings that ARM does
 //! not enforce (a `contentVersion` that is not four numbers) are warnings.
 
-use std::collections::HashSet;
+use std::collections::hash_map::Entry;
+use std::collections::{HashMap, HashSet};
 
 use cairn_expr::{Expr, ExprKind};
 use cairn_json::{Member, Node, NodeKind, Span};
@@ -472,29 +473,28 @@ impl Checker {
             );
         }
         // A section spelled twice (possibly in different case) is ambiguous.
-        self.duplicates(members, base, "template section", true);
+        self.duplicates(members, base, "template section");
     }
 
-    /// Reports members whose names repeat, ignoring case. `span_of_key` puts the span on the key (else the value).
-    fn duplicates(&mut self, members: &[Member], base: &str, what: &str, span_of_key: bool) {
-        let mut seen: Vec<&str> = Vec::with_capacity(members.len());
+    /// Reports members whose names repeat, ignoring case (the span is the repeated key's).
+    fn duplicates(&mut self, members: &[Member], base: &str, what: &str) {
+        let mut seen: HashMap<String, &str> = HashMap::with_capacity(members.len());
         for m in members {
-            if let Some(first) = seen.iter().find(|s| s.eq_ignore_ascii_case(&m.key)) {
-                let span = if span_of_key {
-                    m.key_span
-                } else {
-                    m.value.span
-                };
-                self.error(
-                    span,
-                    &join_path(base, &m.key),
-                    format!(
-                        "The {what} '{}' is declared more than once (names are not case-sensitive; first declared as '{first}').",
-                        m.key
-                    ),
-                );
-            } else {
-                seen.push(&m.key);
+            match seen.entry(m.key.to_ascii_lowercase()) {
+                Entry::Occupied(first) => {
+                    let first = *first.get();
+                    self.error(
+                        m.key_span,
+                        &join_path(base, &m.key),
+                        format!(
+                            "The {what} '{}' is declared more than once (names are not case-sensitive; first declared as '{first}').",
+                            m.key
+                        ),
+                    );
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(&m.key);
+                }
             }
         }
     }
@@ -510,7 +510,7 @@ impl Checker {
             return;
         };
         let section = join_path(base, "parameters");
-        self.duplicates(params, &section, "template parameter", true);
+        self.duplicates(params, &section, "template parameter");
         if params.len() > MAX_PARAMETERS {
             let span = root
                 .get_ci("parameters")
@@ -616,18 +616,22 @@ impl Checker {
                 }
             }
         }
-        let mut seen: Vec<&str> = Vec::new();
+        let mut seen: HashMap<String, &str> = HashMap::with_capacity(declared.len());
         for (name, span, path) in &declared {
-            if let Some(first) = seen.iter().find(|s| s.eq_ignore_ascii_case(name)) {
-                self.error(
-                    *span,
-                    path,
-                    format!(
-                        "The template variable '{name}' is declared more than once (names are not case-sensitive; first declared as '{first}')."
-                    ),
-                );
-            } else {
-                seen.push(name);
+            match seen.entry(name.to_ascii_lowercase()) {
+                Entry::Occupied(first) => {
+                    let first = *first.get();
+                    self.error(
+                        *span,
+                        path,
+                        format!(
+                            "The template variable '{name}' is declared more than once (names are not case-sensitive; first declared as '{first}')."
+                        ),
+                    );
+                }
+                Entry::Vacant(slot) => {
+                    slot.insert(name);
+                }
             }
             scope.variables.insert(name.to_ascii_lowercase());
         }
@@ -657,7 +661,6 @@ impl Checker {
             return bodies;
         };
         let section = join_path(base, "functions");
-        let mut seen_namespaces: Vec<&str> = Vec::new();
         for (i, ns) in namespaces.iter().enumerate() {
             let ns_path = join_index(&section, i);
             let Some(namespace) = ns.get_ci("namespace").and_then(Node::as_str) else {
@@ -668,17 +671,6 @@ impl Checker {
                 );
                 continue;
             };
-            if seen_namespaces
-                .iter()
-                .any(|s| s.eq_ignore_ascii_case(namespace))
-            {
-                self.error(
-                    ns.span,
-                    &join_path(&ns_path, "namespace"),
-                    format!("The function namespace '{namespace}' is declared more than once (names are not case-sensitive)."),
-                );
-            }
-            seen_namespaces.push(namespace);
             let members_path = join_path(&ns_path, "members");
             let Some(members) = ns.get_ci("members").and_then(Node::as_object) else {
                 self.error(
@@ -688,17 +680,19 @@ impl Checker {
                 );
                 continue;
             };
-            self.duplicates(
-                members,
-                &members_path,
-                &format!("function in namespace '{namespace}'"),
-                true,
-            );
             for m in members {
                 let fpath = join_path(&members_path, &m.key);
-                scope
-                    .functions
-                    .insert(format!("{namespace}.{}", m.key).to_ascii_lowercase());
+                let full_name = format!("{namespace}.{}", m.key);
+                // Several entries may share a namespace; a function name must still be unique.
+                if !scope.functions.insert(full_name.to_ascii_lowercase()) {
+                    self.error(
+                        m.key_span,
+                        &fpath,
+                        format!(
+                            "The function '{full_name}' is declared more than once (names are not case-sensitive)."
+                        ),
+                    );
+                }
                 let mut parameters = HashSet::new();
                 match m.value.get_ci("parameters") {
                     None => {}
@@ -768,7 +762,7 @@ impl Checker {
             return;
         };
         let section = join_path(base, "definitions");
-        self.duplicates(members, &section, "type definition", true);
+        self.duplicates(members, &section, "type definition");
         for d in members {
             self.diags.extend(types::check_schema(
                 &d.value,
@@ -783,7 +777,7 @@ impl Checker {
             return;
         };
         let section = join_path(base, "outputs");
-        self.duplicates(outputs, &section, "template output", true);
+        self.duplicates(outputs, &section, "template output");
         if outputs.len() > MAX_OUTPUTS {
             let span = root.get_ci("outputs").map(|n| n.span).unwrap_or_default();
             self.error(
@@ -884,7 +878,7 @@ impl Checker {
                         "Resources keyed by symbolic names (an object) need \"languageVersion\": \"2.0\"; without it 'resources' must be an array.",
                     );
                 }
-                self.duplicates(members, &section_path, "resource symbolic name", true);
+                self.duplicates(members, &section_path, "resource symbolic name");
                 for m in members {
                     let path = join_path(&section_path, &m.key);
                     let first = facts.len();
@@ -1794,6 +1788,15 @@ mod tests {
             "functions[0].members.F: ",
         );
         clean(&t1(
+            r#""functions": [{"namespace": "ns", "members": {"f": {"output": {"type": "int", "value": 1}}}}, {"namespace": "NS", "members": {"g": {"output": {"type": "int", "value": 2}}}}], "variables": {"v": "[add(ns.f(), ns.g())]"}"#,
+        ));
+        one_error(
+            &t1(
+                r#""functions": [{"namespace": "ns", "members": {"f": {"output": {"type": "int", "value": 1}}}}, {"namespace": "NS", "members": {"F": {"output": {"type": "int", "value": 2}}}}]"#,
+            ),
+            "functions[1].members.F: The function 'NS.F' is declared more than once",
+        );
+        clean(&t1(
             r#""parameters": {"a": {"type": "string"}, "b": {"type": "string"}}, "variables": {"a": 1}"#,
         ));
     }
@@ -2398,6 +2401,76 @@ mod tests {
             }
         }
         out
+    }
+
+    fn has_expression(node: &Node) -> bool {
+        let is_expr = |s: &str| {
+            matches!(
+                cairn_expr::classify(s),
+                cairn_expr::TemplateString::Expression { .. }
+            )
+        };
+        match &node.kind {
+            NodeKind::String(s) => is_expr(s),
+            NodeKind::Array(items) => items.iter().any(has_expression),
+            NodeKind::Object(members) => members
+                .iter()
+                .any(|m| is_expr(&m.key) || has_expression(&m.value)),
+            _ => false,
+        }
+    }
+
+    /// Literal parameter defaults and output values of the corpus, and the invented parameter values of the
+    /// differential set, all satisfy their declarations (a positive test of `types::check_value` on real types).
+    #[test]
+    fn corpus_values_match_their_declarations() {
+        let mut checked = 0;
+        let mut failures = Vec::new();
+        let mut check = |name: &str, value: &Node, decl: &Node, template: &Node, target: String| {
+            let defs = template.get_ci("definitions");
+            let value = cairn_eval::Value::from_node(value);
+            for d in types::check_value(&value, decl, defs, &target) {
+                failures.push(format!("{name}: {}: {}", d.target, d.message));
+            }
+            checked += 1;
+        };
+        for (name, template) in corpus_templates() {
+            for (section, key) in [("parameters", "defaultValue"), ("outputs", "value")] {
+                let Some(decls) = template.get_ci(section).and_then(Node::as_object) else {
+                    continue;
+                };
+                for m in decls {
+                    if let Some(v) = m.value.get_ci(key).filter(|v| !has_expression(v)) {
+                        let target = join_path(&join_path(section, &m.key), key);
+                        check(&name, v, &m.value, &template, target);
+                    }
+                }
+            }
+            let params_file = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../../../shared/conformance")
+                .join(&name)
+                .with_file_name("params.json");
+            if !name.starts_with("differential/") || !params_file.exists() {
+                continue;
+            }
+            let text = std::fs::read_to_string(&params_file).expect("params.json is readable");
+            let params = cairn_json::parse(&text).expect("params.json parses");
+            let Some(values) = params.get("parameters").and_then(Node::as_object) else {
+                continue;
+            };
+            for p in values {
+                let decl = template
+                    .get_ci("parameters")
+                    .and_then(|ps| ps.get_ci(&p.key))
+                    .unwrap_or_else(|| panic!("{name}: parameter {} is not declared", p.key));
+                if let Some(v) = p.value.get("value") {
+                    let target = join_path(&join_path("parameters", &p.key), "value");
+                    check(&name, v, decl, &template, target);
+                }
+            }
+        }
+        assert!(failures.is_empty(), "{}", failures.join("\n"));
+        assert!(checked > 200, "only {checked} values checked");
     }
 
     fn collect_json(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {

@@ -1,6 +1,7 @@
 //! The `cairn` binary: parses the command line and dispatches to the library crates.
 
 mod extension;
+mod render;
 mod template;
 
 use std::process::ExitCode;

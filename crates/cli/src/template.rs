@@ -1,12 +1,208 @@
 //! `cairn template validate|expand`: offline checks and expansion of ARM JSON templates.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-use clap::Subcommand;
+use anyhow::Context as _;
+use cairn_template::{
+    ContextRuntime, DeploymentContext, DeploymentInput, Diagnostic, ParameterValue, ParametersFile,
+    SourceFile, Template,
+};
+use clap::{Args, Subcommand, ValueEnum};
+
+use crate::render::{self, OutputFormat};
 
 #[derive(Subcommand)]
-pub(crate) enum TemplateCommand {}
+pub(crate) enum TemplateCommand {
+    /// Check a template (and parameters) without deploying: syntax, symbols, types, limits, expansion.
+    Validate(TemplateArgs),
+    /// Expand a template into the deployment plan: resources after conditions and copy loops, IDs,
+    /// dependencies, nested deployments, extension configs and outputs.
+    Expand(TemplateArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct TemplateArgs {
+    /// The ARM JSON template (as `bicep build` writes it).
+    #[arg(short = 'f', long = "template-file")]
+    template_file: PathBuf,
+    /// Parameters: a parameters file (`params.json` or `@params.json`) or `name=value`. Repeatable.
+    #[arg(short = 'p', long = "parameters")]
+    parameters: Vec<String>,
+    /// Deployment context JSON: tenantId, subscriptionId, resourceGroup, location, deploymentName, utcNow, ...
+    #[arg(long)]
+    context: Option<PathBuf>,
+    /// Output format.
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
+    output: Format,
+}
+
+#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
+enum Format {
+    Json,
+    None,
+}
 
 pub(crate) fn run(cmd: TemplateCommand) -> anyhow::Result<ExitCode> {
-    match cmd {}
+    match cmd {
+        TemplateCommand::Validate(args) => execute(args, false),
+        TemplateCommand::Expand(args) => execute(args, true),
+    }
+}
+
+struct Loaded {
+    sources: Vec<SourceFile>,
+    diagnostics: Vec<Diagnostic>,
+}
+
+fn read(path: &Path) -> anyhow::Result<String> {
+    std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))
+}
+
+fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
+    let mut loaded = Loaded {
+        sources: Vec::new(),
+        diagnostics: Vec::new(),
+    };
+    let template_text = read(&args.template_file)?;
+    let template_name = args.template_file.display().to_string();
+    let template_source = SourceFile::new(&template_name, template_text);
+    let root = match cairn_json::parse(&template_source.text) {
+        Ok(root) => root,
+        Err(e) => {
+            let d = Diagnostic::error(
+                "InvalidTemplate",
+                format!("The template is not valid JSON: {e}."),
+                "",
+            )
+            .with_span(e.span);
+            let d = template_source.locate(d);
+            render::print_diagnostics(&[d], &[template_source], OutputFormat::Text);
+            return Ok(ExitCode::from(2));
+        }
+    };
+    if let Some(d) = cairn_template::checks::check_size(template_source.text.len()) {
+        loaded.diagnostics.push(template_source.locate(d));
+    }
+    loaded.diagnostics.extend(
+        cairn_template::checks::check_template(&root)
+            .into_iter()
+            .map(|d| template_source.locate(d)),
+    );
+    let (template, diags) = Template::parse(root);
+    loaded
+        .diagnostics
+        .extend(diags.into_iter().map(|d| template_source.locate(d)));
+    loaded.sources.push(template_source);
+
+    let mut params = ParametersFile::default();
+    for p in &args.parameters {
+        load_parameter_arg(p, &mut params, &mut loaded)?;
+    }
+    let context: DeploymentContext = match &args.context {
+        Some(path) => serde_json::from_str(&read(path)?)
+            .with_context(|| format!("{} is not a valid deployment context", path.display()))?,
+        None => DeploymentContext::default(),
+    };
+    let runtime = ContextRuntime { context: &context };
+    let parsed_cleanly = !loaded
+        .diagnostics
+        .iter()
+        .any(|d| d.is_error() && d.code == "InvalidParameterFile");
+    let plan = if parsed_cleanly {
+        let (plan, diags) = cairn_template::expand(
+            DeploymentInput::new(&template, &params, context.clone()),
+            &runtime,
+        );
+        let template_source = &loaded.sources[0];
+        // Expansion meets the static findings again: keep one finding per JSON path.
+        let reported: std::collections::HashSet<String> = loaded
+            .diagnostics
+            .iter()
+            .filter(|d| d.is_error())
+            .map(|d| d.target.clone())
+            .collect();
+        loaded.diagnostics.extend(
+            diags
+                .into_iter()
+                .filter(|d| !reported.contains(&d.target))
+                .map(|d| template_source.locate(d)),
+        );
+        plan
+    } else {
+        None
+    };
+    // The static checks and the model both report section-shape problems: show each finding once.
+    let mut seen = std::collections::HashSet::new();
+    loaded
+        .diagnostics
+        .retain(|d| seen.insert((d.code.clone(), d.target.clone(), d.message.clone())));
+    let failed = loaded.diagnostics.iter().any(Diagnostic::is_error);
+    render::print_diagnostics(&loaded.diagnostics, &loaded.sources, OutputFormat::Text);
+    if failed {
+        return Ok(ExitCode::from(2));
+    }
+    if args.output == Format::Json {
+        let out = match (&plan, print_plan) {
+            (Some(plan), true) => plan.to_json(),
+            _ => serde_json::json!({ "status": "valid", "diagnostics": loaded.diagnostics }),
+        };
+        crate::render::print_stdout(&serde_json::to_string_pretty(&out)?)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `-p` as az takes it: `@file.json`, `file.json`, or `name=value` (JSON if it parses, else a string).
+fn load_parameter_arg(
+    arg: &str,
+    params: &mut ParametersFile,
+    loaded: &mut Loaded,
+) -> anyhow::Result<()> {
+    let as_file = arg.strip_prefix('@').unwrap_or(arg);
+    if let Some((name, value)) = arg.split_once('=')
+        && !Path::new(as_file).exists()
+    {
+        let value = serde_json::from_str(value)
+            .unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        params
+            .parameters
+            .retain(|p| !p.name.eq_ignore_ascii_case(name));
+        params
+            .parameters
+            .push(cairn_template::params::ParameterEntry {
+                name: name.to_string(),
+                value: ParameterValue::Value(cairn_eval::Value::from_json(&value)),
+                path: format!("parameters.{name}"),
+                span: Default::default(),
+            });
+        return Ok(());
+    }
+    let path = PathBuf::from(as_file);
+    let source = SourceFile::new(path.display().to_string(), read(&path)?);
+    match cairn_json::parse(&source.text) {
+        Ok(root) => {
+            let (file, diags) = ParametersFile::parse(&root);
+            loaded
+                .diagnostics
+                .extend(diags.into_iter().map(|d| source.locate(d)));
+            for entry in file.parameters {
+                params
+                    .parameters
+                    .retain(|p| !p.name.eq_ignore_ascii_case(&entry.name));
+                params.parameters.push(entry);
+            }
+            params.extension_configs.extend(file.extension_configs);
+        }
+        Err(e) => {
+            let d = Diagnostic::error(
+                "InvalidParameterFile",
+                format!("The parameters file is not valid JSON: {e}."),
+                "",
+            )
+            .with_span(e.span);
+            loaded.diagnostics.push(source.locate(d));
+        }
+    }
+    loaded.sources.push(source);
+    Ok(())
 }

@@ -148,7 +148,7 @@ impl<'e> Evaluator<'e> {
     }
 
     /// Evaluates a JSON tree: strings may be expressions, object keys may be expressions, objects may hold
-    /// property `copy` loops, and an expression member that evaluates to null is dropped.
+    /// property `copy` loops.
     pub fn eval_node(&mut self, node: &Node) -> Result<Value, EvalError> {
         self.enter()?;
         let out = self.eval_node_inner(node);
@@ -208,13 +208,11 @@ impl<'e> Evaluator<'e> {
                             }
                         }
                     };
-                    let is_expression = matches!(&m.value.kind, NodeKind::String(s) if matches!(cairn_expr::classify(s), TemplateString::Expression { .. }));
+                    // A member whose expression evaluates to null stays as null: the real engine keeps it
+                    // (Bicep's EvaluationTests `Safe_dereferences_are_evaluated_successfully`).
                     let value = self
                         .eval_node(&m.value)
                         .map_err(|e| e.at(PathSegment::Key(key.clone())))?;
-                    if is_expression && value.is_null() {
-                        continue;
-                    }
                     out.insert(key, value);
                 }
                 Ok(Value::Object(out))
@@ -358,7 +356,10 @@ impl<'e> Evaluator<'e> {
                     return Err(EvalError::unavailable(reason));
                 }
                 if functions::is_list_function(def) {
-                    let call = crate::env::RuntimeCall { name, args: &values };
+                    let call = crate::env::RuntimeCall {
+                        name,
+                        args: &values,
+                    };
                     return self.env.runtime(call).map_err(|e| e.with_span(span));
                 }
                 f(self, Args::new(def.name, values)).map_err(wrap)

@@ -24,6 +24,10 @@ fn field(o: &Object, key: &str) -> Value {
 /// and the seed-document forms: `{reference: {keyVault...}}` (REP 0004), `{runtimeReference}` (REP 0004),
 /// typed `{type, value}` items including `keyVaultReference` and `armApiCall`/`apiCall` (REP 0006 early).
 pub fn normalize_config_item(item: &Value) -> Result<Value, String> {
+    if let Value::Unevaluated(_) = item {
+        // Known at deployment time only (e.g. inherited from a config given then): kept as is.
+        return Ok(item.clone());
+    }
     let Some(o) = item.as_object() else {
         return Err(
             "An extension config property must be an object such as { \"value\": ... }.".into(),
@@ -121,6 +125,10 @@ pub fn normalize_alias_input(
     value: &Value,
     parent: &dyn Fn(&str) -> Option<Object>,
 ) -> Result<Object, String> {
+    if let Value::Unevaluated(_) = value {
+        // The whole config is known at deployment time only: nothing to overlay now.
+        return Ok(Object::new());
+    }
     let Some(o) = value.as_object() else {
         return Err("An extension config must be an object of config properties.".into());
     };

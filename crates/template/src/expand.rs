@@ -525,7 +525,19 @@ impl<'a> TemplateEnv<'a> {
         let mut o = Object::new();
         o.insert("name", Value::from(e.name.as_str()));
         o.insert("version", Value::from(e.version.as_str()));
-        o.insert("config", Value::Object(e.config.clone()));
+        let supplied = !e.config.is_empty()
+            || self
+                .config_inputs
+                .iter()
+                .any(|(a, _)| a.eq_ignore_ascii_case(alias));
+        // With neither defaults nor input the config is given at deployment time (by the caller or a stack):
+        // unknown now, rather than empty.
+        let config = if supplied || self.depth > 0 {
+            Value::Object(e.config.clone())
+        } else {
+            unevaluated(format!("[extensions('{alias}').config]"))
+        };
+        o.insert("config", config);
         Ok(Value::Object(o))
     }
 
@@ -591,16 +603,23 @@ impl<'a> TemplateEnv<'a> {
                     Some(targets) => resolved.extend(targets.into_iter().filter(|&t| t != idx)),
                     // When an identity could not be evaluated, its error is already reported; an unresolved
                     // name is most likely that resource, so don't pile a second error on it.
-                    None if dep.explicit && !identity_failed => {
+                    None if dep.explicit => {
                         let decl = self.state.borrow().instances[idx].decl;
-                        self.error(Diagnostic::error(
-                            "InvalidTemplate",
-                            format!(
-                                "The resource '{}' is not defined in the template.",
-                                dep.text
-                            ),
-                            join_path(&self.template.resources[decl].path, "dependsOn"),
-                        ));
+                        let target = join_path(&self.template.resources[decl].path, "dependsOn");
+                        if let Some(message) = self.symbol_index_error(&dep.text) {
+                            // Like evaluating the 1.0 `dependsOn` array, stop at the first bad entry.
+                            self.error(Diagnostic::error("InvalidTemplate", message, target));
+                            break;
+                        } else if !identity_failed {
+                            self.error(Diagnostic::error(
+                                "InvalidTemplate",
+                                format!(
+                                    "The resource '{}' is not defined in the template.",
+                                    dep.text
+                                ),
+                                target,
+                            ));
+                        }
                     }
                     None => {}
                 }
@@ -890,11 +909,7 @@ impl<'a> TemplateEnv<'a> {
             {
                 return Some(id.clone());
             }
-            return Some(if s == "/" {
-                String::new()
-            } else {
-                s.trim_end_matches('/').to_string()
-            });
+            return Some(normalize_scope(&s));
         }
         let sub = self.eval_string_member(ev, node, "subscriptionId", path)?;
         let rg = self.eval_string_member(ev, node, "resourceGroup", path)?;
@@ -956,28 +971,21 @@ impl<'a> TemplateEnv<'a> {
 
     fn check_duplicate_ids(&self) {
         let state = self.state.borrow();
-        let mut seen: HashMap<String, usize> = HashMap::new();
+        let mut seen = std::collections::HashSet::new();
         for inst in &state.instances {
             if inst.condition == Some(false) || inst.existing {
                 continue;
             }
-            let key = inst.key.to_ascii_lowercase();
-            if seen.contains_key(&key) {
+            if !seen.insert(inst.key.to_ascii_lowercase()) {
                 let path = &self.template.resources[inst.decl].path;
                 self.error(Diagnostic::error(
                     "InvalidTemplate",
-                    format!("The resource '{}' is defined multiple times in a template.", inst.key),
+                    format!(
+                        "The resource '{}' is defined multiple times in a template.",
+                        inst.key
+                    ),
                     path.clone(),
                 ));
-            } else {
-                seen.insert(
-                    key,
-                    state
-                        .instances
-                        .iter()
-                        .position(|i| std::ptr::eq(i, inst))
-                        .unwrap_or(0),
-                );
             }
         }
     }
@@ -1044,6 +1052,31 @@ impl<'a> TemplateEnv<'a> {
             });
         }
         None
+    }
+
+    /// For `sym[i]` naming a declared copy loop with fewer than `i + 1` instances: the out-of-bounds message
+    /// indexing the loop's array would give in a 1.0 template.
+    fn symbol_index_error(&self, text: &str) -> Option<String> {
+        if !self.template.language_version.symbolic() {
+            return None;
+        }
+        let (sym, index) = text.strip_suffix(']')?.split_once('[')?;
+        let index: i64 = index.trim().parse().ok()?;
+        let decl = self.template.resources.iter().position(|d| {
+            d.symbolic_name
+                .as_deref()
+                .is_some_and(|s| s.eq_ignore_ascii_case(sym))
+        })?;
+        let count = self
+            .state
+            .borrow()
+            .instances
+            .iter()
+            .filter(|i| i.decl == decl)
+            .count();
+        Some(format!(
+            "The language expression array index '{index}' is out of bounds. The array has {count} element(s)."
+        ))
     }
 
     /// Serial copy loops: each batch waits for the previous one.
@@ -1260,11 +1293,15 @@ impl<'a> TemplateEnv<'a> {
         if let Some(l) = get("location") {
             ctx.location = Some(l);
         }
-        if let Some(scope) = get("scope")
-            && let Some(mg) =
-                scope.strip_prefix("/providers/Microsoft.Management/managementGroups/")
-        {
-            ctx.management_group = Some(mg.to_string());
+        if let Some(scope) = get("scope") {
+            let scope = normalize_scope(&scope);
+            let lower = scope.to_ascii_lowercase();
+            if let Some(mg) =
+                lower.strip_prefix("/providers/microsoft.management/managementgroups/")
+            {
+                ctx.management_group = Some(scope[scope.len() - mg.len()..].to_string());
+                ctx.management_group_object = None;
+            }
         }
         let input = DeploymentInput {
             template: &child_template,
@@ -1492,6 +1529,23 @@ fn type_name_matches(lower_id: &str, text: &str) -> bool {
     lower_id.contains(&format!("/providers/{}", text.to_ascii_lowercase()))
 }
 
+/// A `scope` value as an absolute scope ID: `/` is the tenant; a relative ID such as
+/// `Microsoft.Management/managementGroups/mg` (what Bicep emits for module scopes) is under `/providers/`.
+fn normalize_scope(scope: &str) -> String {
+    let trimmed = scope.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return String::new();
+    }
+    if trimmed.starts_with('/') {
+        return trimmed.to_string();
+    }
+    let lower = trimmed.to_ascii_lowercase();
+    if lower.starts_with("subscriptions/") || lower.starts_with("providers/") {
+        return format!("/{trimmed}");
+    }
+    format!("/providers/{trimmed}")
+}
+
 fn prefix_diag(mut d: Diagnostic, prefix: &str) -> Diagnostic {
     d.target = if d.target.is_empty() {
         prefix.to_string()
@@ -1518,8 +1572,11 @@ fn body_node(node: &Node, is_deployment: bool) -> Node {
             && m.key.eq_ignore_ascii_case("properties")
             && let Some(props) = m.value.as_object()
         {
-            let inner: Vec<Member> =
-                props.iter().filter(|p| !p.key.eq_ignore_ascii_case("template")).cloned().collect();
+            let inner: Vec<Member> = props
+                .iter()
+                .filter(|p| !p.key.eq_ignore_ascii_case("template"))
+                .cloned()
+                .collect();
             kept.push(Member {
                 key: m.key.clone(),
                 key_span: m.key_span,

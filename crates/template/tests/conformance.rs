@@ -14,7 +14,7 @@ fn corpus() -> PathBuf {
 }
 
 /// The pass rate `functions/` + `evaluation/` must reach (expected outputs matching exactly).
-const REQUIRED_PASS_RATE: f64 = 0.0;
+const REQUIRED_PASS_RATE: f64 = 0.95;
 
 #[derive(Default)]
 struct Tally {
@@ -111,7 +111,7 @@ fn run_case(path: &Path, tally: &mut Tally) {
                     got.map(|g| g.to_string()).unwrap_or("<missing>".into())
                 );
                 if low_confidence.get(&output).is_some() {
-                    tally.passed += 1;
+                    // The documented value is doubtful: reported as a warning, not counted as a match.
                     tally.warnings.push(line);
                 } else {
                     tally.failures.push(line);

@@ -1,0 +1,191 @@
+//! The managed-resource inventory: keyed upserts under preconditions, filtered listing, deletion.
+
+use cairn_store::{
+    DeploymentKey, Entity, ExtensionRef, ManagedResource, ManagedResourceFilter,
+    ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
+};
+use sqlx::sqlite::SqliteRow;
+
+use crate::SqliteStore;
+use crate::deployments::paginate;
+use crate::rows::{
+    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
+    optional_json, optional_json_text, timestamp, unsigned,
+};
+
+const E: Entity = Entity::ManagedResource;
+
+macro_rules! select_resources {
+    ($tail:literal) => {
+        concat!(
+            "SELECT key, resource_id, resource_type, api_version, properties, deployment_scope, deployment_name, ",
+            "extension, created_at, updated_at, version, format_version FROM managed_resources ",
+            $tail
+        )
+    };
+}
+
+fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
+    check_format(row, "format_version", E)?;
+    let deployment = match (
+        get::<Option<String>>(row, "deployment_scope", E)?,
+        get::<Option<String>>(row, "deployment_name", E)?,
+    ) {
+        (Some(scope), Some(name)) => Some(DeploymentKey::new(scope, name)),
+        _ => None,
+    };
+    let extension = optional_json(row, "extension", E)?
+        .map(serde_json::from_value::<ExtensionRef>)
+        .transpose()
+        .map_err(|e| StoreError::corrupt(E, format!("column extension: {e}")))?;
+    Ok(ManagedResourceRecord {
+        resource: ManagedResource {
+            key: ResourceKey::from_stored(get::<String>(row, "key", E)?),
+            resource_id: get(row, "resource_id", E)?,
+            resource_type: get(row, "resource_type", E)?,
+            api_version: get(row, "api_version", E)?,
+            properties: json(row, "properties", E)?,
+            deployment,
+            extension,
+            updated_at: timestamp(row, "updated_at", E)?,
+        },
+        created_at: timestamp(row, "created_at", E)?,
+        version: unsigned(row, "version", E)?,
+    })
+}
+
+impl SqliteStore {
+    pub(crate) async fn put_managed_resource_impl(
+        &self,
+        resource: ManagedResource,
+        precondition: Precondition,
+    ) -> StoreResult<ManagedResourceRecord> {
+        let extension = resource
+            .extension
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+        let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
+        let mut tx = self.begin_write().await?;
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM managed_resources WHERE key = ?1")
+                .bind(resource.key.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend)?;
+        check_precondition(E, resource.key.as_str(), precondition, found)?;
+        let (version, created_at): (i64, i64) = sqlx::query_as(
+            "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
+             api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, \
+             extension, created_at, updated_at, version, format_version) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14) \
+             ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
+             resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
+             resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
+             properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
+             deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
+             deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
+             updated_at = excluded.updated_at, version = managed_resources.version + 1, \
+             format_version = excluded.format_version \
+             RETURNING version, created_at",
+        )
+        .bind(resource.key.as_str())
+        .bind(resource.resource_id.as_deref())
+        .bind(resource.resource_id.as_deref().map(fold_case))
+        .bind(&resource.resource_type)
+        .bind(resource.resource_type.to_lowercase())
+        .bind(resource.api_version.as_deref())
+        .bind(json_text(&resource.properties))
+        .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
+        .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
+        .bind(deployment_keys.as_ref().map(|(scope, _)| scope.as_str()))
+        .bind(deployment_keys.as_ref().map(|(_, name)| name.as_str()))
+        .bind(optional_json_text(extension.as_ref()))
+        .bind(resource.updated_at.unix_millis())
+        .bind(current_format(E))
+        .fetch_one(&mut *tx)
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        let version =
+            u64::try_from(version).map_err(|_| StoreError::corrupt(E, "negative version"))?;
+        Ok(ManagedResourceRecord {
+            resource,
+            created_at: cairn_store::Timestamp::from_unix_millis(created_at),
+            version,
+        })
+    }
+
+    pub(crate) async fn get_managed_resource_impl(
+        &self,
+        key: &ResourceKey,
+    ) -> StoreResult<Option<ManagedResourceRecord>> {
+        sqlx::query(select_resources!("WHERE key = ?1"))
+            .bind(key.as_str())
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(backend)?
+            .as_ref()
+            .map(record_from_row)
+            .transpose()
+    }
+
+    pub(crate) async fn list_managed_resources_impl(
+        &self,
+        filter: ManagedResourceFilter,
+    ) -> StoreResult<Page<ManagedResourceRecord>> {
+        let page_size = filter.page.page_size();
+        let deployment = filter.deployment.as_ref().map(DeploymentKey::folded);
+        let rows = sqlx::query(select_resources!(
+            "WHERE (?1 IS NULL OR (deployment_scope_key = ?1 AND deployment_name_key = ?2)) \
+             AND (?3 IS NULL OR resource_type_key = ?3) \
+             AND (?4 IS NULL OR resource_id_key = ?4 OR substr(resource_id_key, 1, length(?4) + 1) = ?4 || '/') \
+             AND key > ?5 ORDER BY key LIMIT ?6"
+        ))
+        .bind(deployment.as_ref().map(|(scope, _)| scope.as_str()))
+        .bind(deployment.as_ref().map(|(_, name)| name.as_str()))
+        .bind(filter.resource_type.as_deref().map(str::to_lowercase))
+        .bind(filter.scope.as_deref().map(fold_case))
+        .bind(filter.page.continuation.as_deref().unwrap_or(""))
+        .bind(fetch_limit(page_size))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(backend)?;
+        let mut items = rows
+            .iter()
+            .map(record_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        let continuation = paginate(&mut items, page_size, |r| {
+            r.resource.key.as_str().to_owned()
+        });
+        Ok(Page {
+            items,
+            continuation,
+        })
+    }
+
+    pub(crate) async fn delete_managed_resource_impl(
+        &self,
+        key: &ResourceKey,
+        precondition: Precondition,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT version FROM managed_resources WHERE key = ?1")
+                .bind(key.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend)?;
+        if found.is_none() {
+            return Err(StoreError::not_found(E, key.as_str()));
+        }
+        check_precondition(E, key.as_str(), precondition, found)?;
+        sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
+            .bind(key.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+}

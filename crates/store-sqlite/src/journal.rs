@@ -1,0 +1,149 @@
+//! The deployment operation journal: one appended row per step, numbered per run, read back as the latest step
+//! of each operation or as raw rows.
+
+use cairn_store::{
+    DeploymentId, Entity, ExtensionRef, OperationRecord, OperationStep, StoreError, StoreResult,
+};
+use sqlx::sqlite::SqliteRow;
+
+use crate::SqliteStore;
+use crate::rows::{
+    backend, check_format, current_format, get, optional_json, optional_json_text, signed,
+    timestamp, unsigned, write_error,
+};
+
+const E: Entity = Entity::DeploymentOperation;
+
+macro_rules! select_operations {
+    ($tail:literal) => {
+        concat!(
+            "SELECT o.deployment_id, o.seq, o.operation_id, o.provisioning_operation, o.provisioning_state, ",
+            "o.status_code, o.status_message, o.target_resource, o.service_request_id, o.timestamp, o.duration_ms, ",
+            "o.extension, o.request_content, o.response_content, o.format_version FROM deployment_operations o ",
+            $tail
+        )
+    };
+}
+
+fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
+    check_format(row, "format_version", E)?;
+    let extension = optional_json(row, "extension", E)?
+        .map(serde_json::from_value::<ExtensionRef>)
+        .transpose()
+        .map_err(|e| StoreError::corrupt(E, format!("column extension: {e}")))?;
+    Ok(OperationRecord {
+        sequence: unsigned(row, "seq", E)?,
+        step: OperationStep {
+            deployment_id: DeploymentId::from_string(get::<String>(row, "deployment_id", E)?),
+            operation_id: get(row, "operation_id", E)?,
+            target_resource: optional_json(row, "target_resource", E)?,
+            provisioning_operation: get(row, "provisioning_operation", E)?,
+            provisioning_state: get(row, "provisioning_state", E)?,
+            status_code: get(row, "status_code", E)?,
+            status_message: optional_json(row, "status_message", E)?,
+            service_request_id: get(row, "service_request_id", E)?,
+            timestamp: timestamp(row, "timestamp", E)?,
+            duration_ms: get(row, "duration_ms", E)?,
+            extension,
+            request_content: optional_json(row, "request_content", E)?,
+            response_content: optional_json(row, "response_content", E)?,
+        },
+    })
+}
+
+impl SqliteStore {
+    pub(crate) async fn append_operation_impl(
+        &self,
+        step: OperationStep,
+    ) -> StoreResult<OperationRecord> {
+        let extension = step
+            .extension
+            .as_ref()
+            .map(serde_json::to_value)
+            .transpose()
+            .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+        // One statement, one implicit transaction: the sequence number is computed and used under the write lock.
+        let sequence: i64 = sqlx::query_scalar(
+            "INSERT INTO deployment_operations (deployment_id, seq, operation_id, provisioning_operation, \
+             provisioning_state, status_code, status_message, target_resource, service_request_id, timestamp, \
+             duration_ms, extension, request_content, response_content, format_version) \
+             VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deployment_operations WHERE deployment_id = ?1), \
+             ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq",
+        )
+        .bind(step.deployment_id.as_str())
+        .bind(&step.operation_id)
+        .bind(&step.provisioning_operation)
+        .bind(&step.provisioning_state)
+        .bind(step.status_code.as_deref())
+        .bind(optional_json_text(step.status_message.as_ref()))
+        .bind(optional_json_text(step.target_resource.as_ref()))
+        .bind(step.service_request_id.as_deref())
+        .bind(step.timestamp.unix_millis())
+        .bind(step.duration_ms)
+        .bind(optional_json_text(extension.as_ref()))
+        .bind(optional_json_text(step.request_content.as_ref()))
+        .bind(optional_json_text(step.response_content.as_ref()))
+        .bind(current_format(E))
+        .fetch_one(&self.writer)
+        .await
+        .map_err(|e| match write_error(E, step.deployment_id.as_str(), e) {
+            StoreError::NotFound { .. } => StoreError::not_found(Entity::Deployment, step.deployment_id.as_str()),
+            other => other,
+        })?;
+        let sequence = u64::try_from(sequence)
+            .map_err(|_| StoreError::corrupt(E, "negative sequence number"))?;
+        Ok(OperationRecord { sequence, step })
+    }
+
+    pub(crate) async fn latest_operations_impl(
+        &self,
+        deployment: &DeploymentId,
+    ) -> StoreResult<Vec<OperationRecord>> {
+        let rows = sqlx::query(select_operations!(
+            "JOIN (SELECT operation_id, MAX(seq) AS last_seq, MIN(seq) AS first_seq FROM deployment_operations \
+             WHERE deployment_id = ?1 GROUP BY operation_id) latest ON o.seq = latest.last_seq \
+             WHERE o.deployment_id = ?1 ORDER BY latest.first_seq"
+        ))
+        .bind(deployment.as_str())
+        .fetch_all(&self.reader)
+        .await
+        .map_err(backend)?;
+        rows.iter().map(record_from_row).collect()
+    }
+
+    pub(crate) async fn get_operation_impl(
+        &self,
+        deployment: &DeploymentId,
+        operation_id: &str,
+    ) -> StoreResult<Option<OperationRecord>> {
+        sqlx::query(select_operations!(
+            "WHERE o.deployment_id = ?1 AND o.operation_id = ?2 ORDER BY o.seq DESC LIMIT 1"
+        ))
+        .bind(deployment.as_str())
+        .bind(operation_id)
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(backend)?
+        .as_ref()
+        .map(record_from_row)
+        .transpose()
+    }
+
+    pub(crate) async fn operation_journal_impl(
+        &self,
+        deployment: &DeploymentId,
+        after_sequence: u64,
+        limit: u32,
+    ) -> StoreResult<Vec<OperationRecord>> {
+        let rows = sqlx::query(select_operations!(
+            "WHERE o.deployment_id = ?1 AND o.seq > ?2 ORDER BY o.seq LIMIT ?3"
+        ))
+        .bind(deployment.as_str())
+        .bind(signed(after_sequence))
+        .bind(i64::from(limit))
+        .fetch_all(&self.reader)
+        .await
+        .map_err(backend)?;
+        rows.iter().map(record_from_row).collect()
+    }
+}

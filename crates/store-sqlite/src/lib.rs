@@ -1,0 +1,277 @@
+//! The embedded default store of cairn: [`cairn_store::Store`] on SQLite in a data directory.
+//!
+//! # Layout of a data directory
+//!
+//! - `cairn.db` (+ `cairn.db-wal`, `cairn.db-shm`): the database, in WAL mode.
+//! - `cairn.key`: the master key (base64, mode 0600), created on first open unless `CAIRN_STORE_KEY` is set.
+//!   Losing it makes the stored secrets unreadable; everything else stays readable.
+//!
+//! # How it works
+//!
+//! - One writer connection (a pool of size 1) serialises writes inside the process; a pool of read-only
+//!   connections serves reads concurrently (WAL lets readers run beside the writer). Write transactions start with
+//!   `BEGIN IMMEDIATE`, so another process opening the same directory waits (busy timeout) instead of deadlocking.
+//! - Foreign keys on; `synchronous` is `FULL` by default (each commit is on disk when its future completes) or
+//!   `NORMAL` ([`Durability::Normal`]: safe against process crashes, may lose the last commits on power loss).
+//! - Schema migrations are embedded and applied on open ([`LATEST_SCHEMA_VERSION`], table `schema_migrations`
+//!   with a checksum per migration); a database from a newer cairn is refused.
+//! - Runtime queries only (no compile-time macros), so no database is needed to build.
+//! - Secret values are sealed with the store's data key (see `cairn_store::crypto`) before they reach SQL.
+//! - Per-resource writes are small: journal appends, inventory upserts, and updates of a deployment row that never
+//!   includes the request (kept in `deployment_requests`, written once).
+
+mod deployments;
+mod groups;
+mod inventory;
+mod journal;
+mod keyvault;
+mod leases;
+mod migrate;
+mod rows;
+mod secrets;
+mod store_impl;
+
+use std::path::{Path, PathBuf};
+use std::str::FromStr;
+use std::time::Duration;
+
+use cairn_store::crypto::{DataKey, MasterKey, load_master_key};
+use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
+use sqlx::sqlite::{
+    SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
+};
+use sqlx::{Sqlite, Transaction};
+
+pub use migrate::LATEST_SCHEMA_VERSION;
+
+/// The database file inside a data directory.
+pub const DATABASE_FILE_NAME: &str = "cairn.db";
+const DATA_KEY_ID: &str = "data-key-1";
+
+/// How hard each commit insists on reaching the disk.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Durability {
+    /// `synchronous = FULL`: a commit is durable, even across power loss, when its future completes.
+    #[default]
+    Full,
+    /// `synchronous = NORMAL`: durable across process crashes; the last commits may be lost on power loss.
+    Normal,
+}
+
+/// Tuning for [`SqliteStore::open_with`].
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    pub durability: Durability,
+    /// Read-only connections beside the single writer.
+    pub reader_connections: u32,
+    /// How long a connection waits for another process's lock before failing with `Backend`.
+    pub busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            durability: Durability::Full,
+            reader_connections: 4,
+            busy_timeout: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The SQLite implementation of [`cairn_store::Store`].
+pub struct SqliteStore {
+    writer: SqlitePool,
+    reader: SqlitePool,
+    data_key: DataKey,
+    data_dir: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("data_dir", &self.data_dir)
+            .finish_non_exhaustive()
+    }
+}
+
+impl SqliteStore {
+    /// Opens (creating if needed, mode 0700) the data directory and its database, with the master key from
+    /// `CAIRN_STORE_KEY` or `<data_dir>/cairn.key` (created 0600 when absent).
+    pub async fn open(data_dir: impl AsRef<Path>) -> StoreResult<Self> {
+        let data_dir = data_dir.as_ref();
+        create_data_dir(data_dir)?;
+        let (master_key, _origin) = load_master_key(data_dir)?;
+        Self::open_with(data_dir, &master_key, SqliteOptions::default()).await
+    }
+
+    /// Opens a data directory with an explicit master key and options. A master key other than the one the
+    /// database was created with fails with [`StoreError::Crypto`].
+    pub async fn open_with(
+        data_dir: impl AsRef<Path>,
+        master_key: &MasterKey,
+        options: SqliteOptions,
+    ) -> StoreResult<Self> {
+        let data_dir = data_dir.as_ref();
+        create_data_dir(data_dir)?;
+        let path = data_dir.join(DATABASE_FILE_NAME);
+        let base = SqliteConnectOptions::new()
+            .filename(&path)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true)
+            .busy_timeout(options.busy_timeout)
+            .synchronous(match options.durability {
+                Durability::Full => SqliteSynchronous::Full,
+                Durability::Normal => SqliteSynchronous::Normal,
+            });
+        let writer = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(base.clone().create_if_missing(true))
+            .await
+            .map_err(rows::backend)?;
+        migrate::migrate(&writer, LATEST_SCHEMA_VERSION).await?;
+        let reader = SqlitePoolOptions::new()
+            .max_connections(options.reader_connections.max(1))
+            .connect_with(base.read_only(true))
+            .await
+            .map_err(rows::backend)?;
+        let data_key = load_data_key(&writer, master_key).await?;
+        Ok(SqliteStore {
+            writer,
+            reader,
+            data_key,
+            data_dir: Some(data_dir.to_owned()),
+        })
+    }
+
+    /// A store in memory, for tests: one connection serves reads and writes; everything is gone when it drops.
+    pub async fn open_in_memory(master_key: &MasterKey) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::from_str("sqlite::memory:")
+            .map_err(rows::backend)?
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .min_connections(1)
+            .idle_timeout(None)
+            .max_lifetime(None)
+            .connect_with(options)
+            .await
+            .map_err(rows::backend)?;
+        migrate::migrate(&pool, LATEST_SCHEMA_VERSION).await?;
+        let data_key = load_data_key(&pool, master_key).await?;
+        Ok(SqliteStore {
+            writer: pool.clone(),
+            reader: pool,
+            data_key,
+            data_dir: None,
+        })
+    }
+
+    /// The data directory, or `None` in memory.
+    pub fn data_dir(&self) -> Option<&Path> {
+        self.data_dir.as_deref()
+    }
+
+    /// The schema version of the open database.
+    pub async fn schema_version(&self) -> StoreResult<u32> {
+        migrate::current_version(&self.reader).await
+    }
+
+    /// Copies the WAL into the database file and truncates the WAL (`PRAGMA wal_checkpoint(TRUNCATE)`).
+    pub async fn checkpoint(&self) -> StoreResult<()> {
+        sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+            .execute(&self.writer)
+            .await
+            .map_err(rows::backend)?;
+        Ok(())
+    }
+
+    /// Rewraps the data key under `new` (master-key rotation): only the wrapped key row changes. The caller then
+    /// replaces the key file or `CAIRN_STORE_KEY`.
+    pub async fn rotate_master_key(&self, current: &MasterKey, new: &MasterKey) -> StoreResult<()> {
+        let mut tx = self.begin_write().await?;
+        let wrapped: Vec<u8> =
+            sqlx::query_scalar("SELECT wrapped_key FROM store_keys WHERE key_id = ?1")
+                .bind(DATA_KEY_ID)
+                .fetch_one(&mut *tx)
+                .await
+                .map_err(rows::backend)?;
+        let rewrapped = DataKey::rewrap(current, new, DATA_KEY_ID, &wrapped)?;
+        sqlx::query("UPDATE store_keys SET wrapped_key = ?2 WHERE key_id = ?1")
+            .bind(DATA_KEY_ID)
+            .bind(rewrapped)
+            .execute(&mut *tx)
+            .await
+            .map_err(rows::backend)?;
+        tx.commit().await.map_err(rows::backend)
+    }
+
+    /// A write transaction that holds the database's write lock from its first statement.
+    async fn begin_write(&self) -> StoreResult<Transaction<'static, Sqlite>> {
+        self.writer
+            .begin_with("BEGIN IMMEDIATE")
+            .await
+            .map_err(rows::backend)
+    }
+
+    async fn close_pools(&self) -> StoreResult<()> {
+        if self.data_dir.is_some() && !self.writer.is_closed() {
+            self.checkpoint().await?;
+        }
+        self.reader.close().await;
+        self.writer.close().await;
+        Ok(())
+    }
+}
+
+fn create_data_dir(path: &Path) -> StoreResult<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt;
+        builder.mode(0o700);
+    }
+    builder.create(path).map_err(|e| {
+        StoreError::Backend(format!(
+            "cannot create data directory {}: {e}",
+            path.display()
+        ))
+    })
+}
+
+/// Reads and unwraps the store's data key, creating it on first open. Two processes opening a fresh database at
+/// once both insert-if-absent and then read the same row.
+async fn load_data_key(pool: &SqlitePool, master_key: &MasterKey) -> StoreResult<DataKey> {
+    let existing: Option<Vec<u8>> =
+        sqlx::query_scalar("SELECT wrapped_key FROM store_keys WHERE key_id = ?1")
+            .bind(DATA_KEY_ID)
+            .fetch_optional(pool)
+            .await
+            .map_err(rows::backend)?;
+    if let Some(wrapped) = existing {
+        return DataKey::unwrap(master_key, DATA_KEY_ID, &wrapped);
+    }
+    let (_fresh, wrapped) = DataKey::generate_wrapped(master_key, DATA_KEY_ID)?;
+    sqlx::query("INSERT INTO store_keys (key_id, wrapped_key, created_at) VALUES (?1, ?2, ?3) ON CONFLICT (key_id) DO NOTHING")
+        .bind(DATA_KEY_ID)
+        .bind(wrapped)
+        .bind(Timestamp::now().unix_millis())
+        .execute(pool)
+        .await
+        .map_err(rows::backend)?;
+    let stored: Vec<u8> =
+        sqlx::query_scalar("SELECT wrapped_key FROM store_keys WHERE key_id = ?1")
+            .bind(DATA_KEY_ID)
+            .fetch_one(pool)
+            .await
+            .map_err(|e| match e {
+                sqlx::Error::RowNotFound => {
+                    StoreError::corrupt(Entity::StoreKey, "the data key row vanished")
+                }
+                other => rows::backend(other),
+            })?;
+    DataKey::unwrap(master_key, DATA_KEY_ID, &stored)
+}

@@ -1,0 +1,1878 @@
+//! Backend-independent contract tests: every `Store` implementation runs these against itself (feature `testing`),
+//! so the SQLite and PostgreSQL stores behave alike. Use [`store_conformance_tests!`](crate::store_conformance_tests)
+//! to turn them into one `#[tokio::test]` each.
+//!
+//! Each case takes a fresh, empty store. Cases panic on failure, as tests do.
+
+use std::collections::BTreeSet;
+
+use secrecy::{ExposeSecret, SecretString};
+use serde_json::json;
+
+use crate::{
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
+    DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
+    NewSecretVersion, OperationStep, PageRequest, Precondition, ResourceGroup, ResourceKey,
+    SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
+};
+
+/// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
+pub const CASES: &[&str] = &[
+    "resource_groups_round_trip",
+    "resource_group_preconditions",
+    "deployments_create_get_and_list",
+    "deployment_listing_filters_and_pages",
+    "deployment_updates_are_partial_and_versioned",
+    "deployment_replacement_starts_a_new_run",
+    "deployment_delete_removes_history_only",
+    "deployment_claims_and_orphans",
+    "operation_journal_appends_and_reads",
+    "inventory_round_trip_and_filters",
+    "key_vault_secret_versions",
+    "key_vault_vaults",
+    "leases_exclusive_with_takeover",
+    "secrets_round_trip",
+    "concurrent_creates_conflict",
+    "concurrent_updates_conflict",
+    "concurrent_lease_acquires_conflict",
+    "canary_secret_round_trips_through_every_path",
+];
+
+/// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
+/// of a fresh store (anything that dereferences to a `Store`); the calling crate needs `tokio` with `macros` and
+/// `rt-multi-thread`.
+#[macro_export]
+macro_rules! store_conformance_tests {
+    ($make:expr) => {
+        $crate::store_conformance_tests!(@cases $make;
+            resource_groups_round_trip,
+            resource_group_preconditions,
+            deployments_create_get_and_list,
+            deployment_listing_filters_and_pages,
+            deployment_updates_are_partial_and_versioned,
+            deployment_replacement_starts_a_new_run,
+            deployment_delete_removes_history_only,
+            deployment_claims_and_orphans,
+            operation_journal_appends_and_reads,
+            inventory_round_trip_and_filters,
+            key_vault_secret_versions,
+            key_vault_vaults,
+            leases_exclusive_with_takeover,
+            secrets_round_trip,
+            concurrent_creates_conflict,
+            concurrent_updates_conflict,
+            concurrent_lease_acquires_conflict,
+            canary_secret_round_trips_through_every_path,
+        );
+    };
+    (@cases $make:expr; $($case:ident),* $(,)?) => {
+        $(
+            #[::tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $case() {
+                let store = ($make)().await;
+                $crate::conformance::$case(&*store).await;
+            }
+        )*
+    };
+}
+
+/// A timestamp `millis` after an arbitrary fixed epoch (2026-01-01), for readable test data.
+pub fn at(millis: i64) -> Timestamp {
+    Timestamp::from_unix_millis(1_767_225_600_000 + millis)
+}
+
+const SCOPE: &str =
+    "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg-conformance";
+
+/// A deployment request as the engine would persist it, with `secret` standing in for a secure parameter.
+pub fn new_deployment(scope: &str, name: &str, secret: Option<&SecretRef>) -> NewDeployment {
+    let admin_password = secret.map_or(json!(null), SecretRef::to_marker);
+    NewDeployment {
+        id: DeploymentId::generate(),
+        key: DeploymentKey::new(scope, name),
+        parent: None,
+        location: Some("westus".into()),
+        tags: Tags::from([("env".to_owned(), "test".to_owned())]),
+        request: json!({
+            "mode": "Incremental",
+            "template": {"$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                         "contentVersion": "1.0.0.0", "resources": []},
+            "parameters": {"prefix": {"value": "app"}, "adminPassword": {"value": admin_password}},
+        }),
+        status: DeploymentStatus::Accepted,
+        correlation_id: "c0ffee00-0000-0000-0000-000000000000".into(),
+        stack_initiated: false,
+        created_at: at(0),
+        owner: None,
+    }
+}
+
+/// One journal step for `operation_id` on a storage account named after it.
+pub fn step(
+    deployment: &DeploymentId,
+    operation_id: &str,
+    state: &str,
+    millis: i64,
+) -> OperationStep {
+    OperationStep {
+        deployment_id: deployment.clone(),
+        operation_id: operation_id.into(),
+        target_resource: Some(json!({
+            "id": format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/{operation_id}"),
+            "resourceType": "Microsoft.Storage/storageAccounts",
+            "resourceName": operation_id,
+            "symbolicName": operation_id,
+        })),
+        provisioning_operation: "Create".into(),
+        provisioning_state: state.into(),
+        status_code: (state == "Succeeded").then(|| "OK".to_owned()),
+        status_message: (state == "Failed")
+            .then(|| json!({"error": {"code": "Boom", "message": "it failed"}})),
+        service_request_id: None,
+        timestamp: at(millis),
+        duration_ms: Some(millis),
+        extension: None,
+        request_content: None,
+        response_content: None,
+    }
+}
+
+fn resource_group(name: &str) -> ResourceGroup {
+    ResourceGroup {
+        subscription_id: "00000000-0000-0000-0000-000000000001".into(),
+        name: name.into(),
+        location: "westus".into(),
+        tags: Tags::new(),
+        managed_by: None,
+        provisioning_state: "Succeeded".into(),
+    }
+}
+
+fn secret(text: &str) -> SecretString {
+    SecretString::from(text.to_owned())
+}
+
+fn assert_conflict<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+    match result {
+        Err(StoreError::Conflict { .. }) => {}
+        other => panic!("{what}: expected Conflict, got {other:?}"),
+    }
+}
+
+fn assert_not_found<T: std::fmt::Debug>(result: Result<T, StoreError>, what: &str) {
+    match result {
+        Err(StoreError::NotFound { .. }) => {}
+        other => panic!("{what}: expected NotFound, got {other:?}"),
+    }
+}
+
+pub async fn resource_groups_round_trip(store: &dyn Store) {
+    let mut group = resource_group("RG-One");
+    group.tags.insert("owner".into(), "team".into());
+    group.managed_by =
+        Some("/subscriptions/x/providers/Microsoft.Resources/deploymentStacks/s".into());
+    let created = store
+        .put_resource_group(group.clone(), Precondition::MustNotExist, at(1))
+        .await
+        .expect("create");
+    assert_eq!(created.group, group);
+    assert_eq!(
+        (created.created_at, created.updated_at, created.version),
+        (at(1), at(1), 1)
+    );
+
+    let fetched = store
+        .get_resource_group("00000000-0000-0000-0000-000000000001", "rg-one")
+        .await
+        .expect("get")
+        .expect("present under another case");
+    assert_eq!(fetched, created);
+    assert!(
+        store
+            .get_resource_group("00000000-0000-0000-0000-000000000001", "rg-two")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    store
+        .put_resource_group(resource_group("rg-two"), Precondition::Any, at(2))
+        .await
+        .expect("second");
+    store
+        .put_resource_group(resource_group("other-sub"), Precondition::Any, at(2))
+        .await
+        .expect("third");
+    let mut other = resource_group("rg-elsewhere");
+    other.subscription_id = "00000000-0000-0000-0000-000000000002".into();
+    store
+        .put_resource_group(other, Precondition::Any, at(2))
+        .await
+        .expect("other subscription");
+    let names: Vec<_> = store
+        .list_resource_groups(
+            "00000000-0000-0000-0000-000000000001",
+            PageRequest::default(),
+        )
+        .await
+        .expect("list")
+        .items
+        .into_iter()
+        .map(|r| r.group.name)
+        .collect();
+    assert_eq!(names, ["other-sub", "RG-One", "rg-two"]);
+
+    let mut changed = group.clone();
+    changed.provisioning_state = "Deleting".into();
+    let updated = store
+        .put_resource_group(changed, Precondition::Version(1), at(3))
+        .await
+        .expect("update");
+    assert_eq!(
+        (updated.version, updated.created_at, updated.updated_at),
+        (2, at(1), at(3))
+    );
+    assert_eq!(updated.group.provisioning_state, "Deleting");
+
+    store
+        .delete_resource_group(
+            "00000000-0000-0000-0000-000000000001",
+            "RG-ONE",
+            Precondition::Any,
+        )
+        .await
+        .expect("delete");
+    assert!(
+        store
+            .get_resource_group("00000000-0000-0000-0000-000000000001", "rg-one")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_not_found(
+        store
+            .delete_resource_group(
+                "00000000-0000-0000-0000-000000000001",
+                "rg-one",
+                Precondition::Any,
+            )
+            .await,
+        "second delete",
+    );
+}
+
+pub async fn resource_group_preconditions(store: &dyn Store) {
+    store
+        .put_resource_group(resource_group("rg"), Precondition::MustNotExist, at(1))
+        .await
+        .expect("create");
+    assert_conflict(
+        store
+            .put_resource_group(resource_group("RG"), Precondition::MustNotExist, at(2))
+            .await,
+        "create twice",
+    );
+    assert_conflict(
+        store
+            .put_resource_group(resource_group("rg"), Precondition::Version(7), at(2))
+            .await,
+        "stale",
+    );
+    assert_not_found(
+        store
+            .put_resource_group(resource_group("absent"), Precondition::Version(1), at(2))
+            .await,
+        "update of a missing group",
+    );
+    let again = store
+        .put_resource_group(resource_group("rg"), Precondition::Any, at(3))
+        .await
+        .expect("overwrite");
+    assert_eq!(again.version, 2);
+    assert_conflict(
+        store
+            .delete_resource_group(
+                "00000000-0000-0000-0000-000000000001",
+                "rg",
+                Precondition::Version(1),
+            )
+            .await,
+        "stale delete",
+    );
+    store
+        .delete_resource_group(
+            "00000000-0000-0000-0000-000000000001",
+            "rg",
+            Precondition::Version(2),
+        )
+        .await
+        .expect("delete at version");
+}
+
+pub async fn deployments_create_get_and_list(store: &dyn Store) {
+    let new = new_deployment(SCOPE, "Main", None);
+    let created = store
+        .put_deployment(new.clone(), Precondition::MustNotExist)
+        .await
+        .expect("create");
+    assert_eq!(created.key, new.key);
+    assert_eq!(created.request, new.request);
+    assert_eq!(created.status, DeploymentStatus::Accepted);
+    assert_eq!(created.tags, new.tags);
+    assert_eq!(created.location.as_deref(), Some("westus"));
+    assert_eq!(created.correlation_id, new.correlation_id);
+    assert_eq!(
+        (created.created_at, created.updated_at, created.version),
+        (at(0), at(0), 1)
+    );
+    assert_eq!(
+        (
+            created.started_at,
+            created.finished_at,
+            created.owner.clone()
+        ),
+        (None, None, None)
+    );
+    assert_eq!(
+        (created.outputs.clone(), created.error.clone()),
+        (None, None)
+    );
+    assert!(!created.stack_initiated);
+
+    let other_case = DeploymentKey::new(SCOPE.to_uppercase(), "MAIN");
+    let by_key = store
+        .get_deployment(&other_case)
+        .await
+        .expect("get")
+        .expect("case-insensitive key");
+    assert_eq!(by_key, created);
+    let by_id = store
+        .get_deployment_by_id(&created.id)
+        .await
+        .expect("get")
+        .expect("by id");
+    assert_eq!(by_id, created);
+    assert!(
+        store
+            .get_deployment(&DeploymentKey::new(SCOPE, "missing"))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .get_deployment_by_id(&DeploymentId::generate())
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    let mut nested = new_deployment(SCOPE, "main-nested", None);
+    nested.parent = Some(created.id.clone());
+    nested.stack_initiated = true;
+    nested.location = None;
+    let nested = store
+        .put_deployment(nested, Precondition::MustNotExist)
+        .await
+        .expect("nested");
+    assert_eq!(nested.parent.as_ref(), Some(&created.id));
+    assert!(nested.stack_initiated);
+    assert_eq!(nested.location, None);
+    assert_ne!(nested.id, created.id);
+
+    let listed = store
+        .list_deployments(&format!("{SCOPE}/"), DeploymentFilter::default())
+        .await
+        .expect("list");
+    let names: Vec<_> = listed.items.iter().map(|d| d.key.name.as_str()).collect();
+    assert_eq!(names, ["Main", "main-nested"]);
+    assert_eq!(listed.continuation, None);
+    let elsewhere = store
+        .list_deployments("/subscriptions/other", DeploymentFilter::default())
+        .await
+        .expect("list");
+    assert!(elsewhere.items.is_empty());
+}
+
+pub async fn deployment_listing_filters_and_pages(store: &dyn Store) {
+    let mut ids = Vec::new();
+    for index in 0..7 {
+        let created = store
+            .put_deployment(
+                new_deployment(SCOPE, &format!("d{index}"), None),
+                Precondition::MustNotExist,
+            )
+            .await
+            .expect("create");
+        ids.push(created);
+    }
+    for record in &ids[..3] {
+        let update = DeploymentUpdate {
+            status: Some(DeploymentStatus::Succeeded),
+            ..DeploymentUpdate::at(at(5))
+        };
+        store
+            .update_deployment(&record.id, record.version, update)
+            .await
+            .expect("finish");
+    }
+    let mut child = new_deployment(SCOPE, "child", None);
+    child.parent = Some(ids[6].id.clone());
+    store
+        .put_deployment(child, Precondition::MustNotExist)
+        .await
+        .expect("child");
+
+    let succeeded = store
+        .list_deployments(
+            SCOPE,
+            DeploymentFilter {
+                status: Some(DeploymentStatus::Succeeded),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("filter");
+    let names: Vec<_> = succeeded.items.iter().map(|d| d.key.name.clone()).collect();
+    assert_eq!(names, ["d0", "d1", "d2"]);
+
+    let children = store
+        .list_deployments(
+            SCOPE,
+            DeploymentFilter {
+                parent: Some(ids[6].id.clone()),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("children");
+    assert_eq!(children.items.len(), 1);
+    assert_eq!(children.items[0].key.name, "child");
+
+    let mut seen = Vec::new();
+    let mut page = PageRequest::first(3);
+    let mut pages = 0;
+    loop {
+        let result = store
+            .list_deployments(
+                SCOPE,
+                DeploymentFilter {
+                    page: page.clone(),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect("page");
+        pages += 1;
+        assert!(result.items.len() <= 3);
+        seen.extend(result.items.into_iter().map(|d| d.key.name));
+        match result.continuation {
+            Some(token) => {
+                page = PageRequest {
+                    limit: Some(3),
+                    continuation: Some(token),
+                }
+            }
+            None => break,
+        }
+        assert!(pages < 10, "paging does not end");
+    }
+    assert_eq!(seen, ["child", "d0", "d1", "d2", "d3", "d4", "d5", "d6"]);
+    assert_eq!(pages, 3);
+}
+
+pub async fn deployment_updates_are_partial_and_versioned(store: &dyn Store) {
+    let created = store
+        .put_deployment(
+            new_deployment(SCOPE, "upd", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let running = store
+        .update_deployment(
+            &created.id,
+            1,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Running),
+                started_at: Some(at(10)),
+                ..DeploymentUpdate::at(at(10))
+            },
+        )
+        .await
+        .expect("running");
+    assert_eq!(
+        (
+            running.status,
+            running.version,
+            running.started_at,
+            running.updated_at
+        ),
+        (DeploymentStatus::Running, 2, Some(at(10)), at(10))
+    );
+    assert_eq!(
+        running.request, created.request,
+        "the request is never rewritten"
+    );
+
+    assert_conflict(
+        store
+            .update_deployment(
+                &created.id,
+                1,
+                DeploymentUpdate {
+                    status: Some(DeploymentStatus::Failed),
+                    ..DeploymentUpdate::at(at(11))
+                },
+            )
+            .await,
+        "stale version",
+    );
+
+    let finished = store
+        .update_deployment(
+            &created.id,
+            2,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Succeeded),
+                finished_at: Some(at(20)),
+                outputs: Some(json!({"endpoint": {"type": "String", "value": "https://x"}})),
+                output_resources: Some(json!([{"id": format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/a")}])),
+                extensions: Some(json!([{"alias": "k8s", "name": "Kubernetes", "version": "1.0.0", "configId": "3A7F"}])),
+                ..DeploymentUpdate::at(at(20))
+            },
+        )
+        .await
+        .expect("finish");
+    assert_eq!(finished.version, 3);
+    assert_eq!(
+        finished.started_at,
+        Some(at(10)),
+        "unset fields keep their value"
+    );
+    assert_eq!(finished.finished_at, Some(at(20)));
+    assert_eq!(
+        finished.outputs,
+        Some(json!({"endpoint": {"type": "String", "value": "https://x"}}))
+    );
+    assert_eq!(finished.error, None);
+    assert!(finished.output_resources.is_some() && finished.extensions.is_some());
+    let reread = store
+        .get_deployment_by_id(&created.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(reread, finished);
+
+    let failed = store
+        .update_deployment(
+            &created.id,
+            3,
+            DeploymentUpdate {
+                error: Some(json!({"code": "DeploymentFailed", "message": "m"})),
+                ..DeploymentUpdate::at(at(30))
+            },
+        )
+        .await
+        .expect("error");
+    assert_eq!(
+        failed.error,
+        Some(json!({"code": "DeploymentFailed", "message": "m"}))
+    );
+
+    assert_not_found(
+        store
+            .update_deployment(&DeploymentId::generate(), 1, DeploymentUpdate::at(at(1)))
+            .await,
+        "unknown run",
+    );
+}
+
+pub async fn deployment_replacement_starts_a_new_run(store: &dyn Store) {
+    let first = store
+        .put_deployment(
+            new_deployment(SCOPE, "again", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let owner = SecretOwner::Deployment(first.id.clone());
+    store
+        .put_secret(
+            &owner,
+            "parameters.adminPassword",
+            &secret("first-run-secret"),
+            at(1),
+        )
+        .await
+        .expect("secret");
+    store
+        .append_operation(step(&first.id, "op1", "Succeeded", 1))
+        .await
+        .expect("append");
+
+    assert_conflict(
+        store
+            .put_deployment(
+                new_deployment(SCOPE, "AGAIN", None),
+                Precondition::MustNotExist,
+            )
+            .await,
+        "exists",
+    );
+    assert_conflict(
+        store
+            .put_deployment(
+                new_deployment(SCOPE, "again", None),
+                Precondition::Version(9),
+            )
+            .await,
+        "stale replace",
+    );
+    assert_not_found(
+        store
+            .put_deployment(
+                new_deployment(SCOPE, "never", None),
+                Precondition::Version(1),
+            )
+            .await,
+        "replace missing",
+    );
+
+    let mut second_request = new_deployment(SCOPE, "again", None);
+    second_request.created_at = at(100);
+    second_request.request = json!({"mode": "Complete"});
+    let second = store
+        .put_deployment(second_request, Precondition::Version(first.version))
+        .await
+        .expect("replace");
+    assert_ne!(second.id, first.id);
+    assert_eq!(second.version, 1);
+    assert_eq!(second.request, json!({"mode": "Complete"}));
+    assert!(
+        store
+            .get_deployment_by_id(&first.id)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .latest_operations(&first.id)
+            .await
+            .expect("ops")
+            .is_empty(),
+        "old journal deleted"
+    );
+    assert!(
+        store.list_secrets(&owner).await.expect("list").is_empty(),
+        "old secrets deleted"
+    );
+    assert!(
+        store
+            .latest_operations(&second.id)
+            .await
+            .expect("ops")
+            .is_empty()
+    );
+
+    let third = store
+        .put_deployment(new_deployment(SCOPE, "again", None), Precondition::Any)
+        .await
+        .expect("replace any");
+    assert_ne!(third.id, second.id);
+}
+
+pub async fn deployment_delete_removes_history_only(store: &dyn Store) {
+    let parent = store
+        .put_deployment(
+            new_deployment(SCOPE, "parent", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let mut child = new_deployment(SCOPE, "child", None);
+    child.parent = Some(parent.id.clone());
+    let child = store
+        .put_deployment(child, Precondition::MustNotExist)
+        .await
+        .expect("child");
+    let owner = SecretOwner::Deployment(parent.id.clone());
+    let reference = store
+        .put_secret(&owner, "p", &secret("s"), at(1))
+        .await
+        .expect("secret");
+    store
+        .append_operation(step(&parent.id, "op1", "Succeeded", 1))
+        .await
+        .expect("append");
+    let resource = ManagedResource {
+        key: ResourceKey::arm(&format!(
+            "{SCOPE}/providers/Microsoft.Storage/storageAccounts/op1"
+        )),
+        resource_id: Some(format!(
+            "{SCOPE}/providers/Microsoft.Storage/storageAccounts/op1"
+        )),
+        resource_type: "Microsoft.Storage/storageAccounts".into(),
+        api_version: Some("2023-01-01".into()),
+        properties: json!({}),
+        deployment: Some(parent.key.clone()),
+        extension: None,
+        updated_at: at(1),
+    };
+    store
+        .put_managed_resource(resource.clone(), Precondition::Any)
+        .await
+        .expect("inventory");
+
+    assert_conflict(
+        store
+            .delete_deployment(&parent.key, Precondition::Version(5))
+            .await,
+        "stale delete",
+    );
+    store
+        .delete_deployment(&DeploymentKey::new(SCOPE, "PARENT"), Precondition::Any)
+        .await
+        .expect("delete");
+    assert!(
+        store
+            .get_deployment(&parent.key)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .latest_operations(&parent.id)
+            .await
+            .expect("ops")
+            .is_empty()
+    );
+    assert_not_found(
+        store.get_secret(&reference).await,
+        "secret of a deleted run",
+    );
+    let orphan = store
+        .get_deployment_by_id(&child.id)
+        .await
+        .expect("get")
+        .expect("nested deployment survives");
+    assert_eq!(orphan.parent, None);
+    assert!(
+        store
+            .get_managed_resource(&resource.key)
+            .await
+            .expect("get")
+            .is_some(),
+        "resources stay"
+    );
+    assert_not_found(
+        store
+            .delete_deployment(&parent.key, Precondition::Any)
+            .await,
+        "second delete",
+    );
+}
+
+pub async fn deployment_claims_and_orphans(store: &dyn Store) {
+    let mut claimed = new_deployment(SCOPE, "claimed", None);
+    claimed.owner = Some(DeploymentOwner {
+        owner: "replica-a".into(),
+        expires_at: at(1_000),
+    });
+    let claimed = store
+        .put_deployment(claimed, Precondition::MustNotExist)
+        .await
+        .expect("create claimed");
+    assert_eq!(
+        claimed.owner.as_ref().map(|o| o.owner.as_str()),
+        Some("replica-a")
+    );
+    let unclaimed = store
+        .put_deployment(
+            new_deployment(SCOPE, "unclaimed", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let done = store
+        .put_deployment(
+            new_deployment(SCOPE, "done", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    store
+        .update_deployment(
+            &done.id,
+            1,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Failed),
+                ..DeploymentUpdate::at(at(1))
+            },
+        )
+        .await
+        .expect("finish");
+
+    let orphans: Vec<_> = store
+        .list_orphaned_deployments(at(500), 10)
+        .await
+        .expect("orphans")
+        .into_iter()
+        .map(|d| d.key.name)
+        .collect();
+    assert_eq!(
+        orphans,
+        ["unclaimed"],
+        "live claims and terminal runs are not orphans"
+    );
+
+    assert_conflict(
+        store
+            .claim_deployment(&claimed.id, "replica-b", at(2_000), at(500))
+            .await,
+        "claim held by another",
+    );
+    let renewed = store
+        .claim_deployment(&claimed.id, "replica-a", at(1_500), at(500))
+        .await
+        .expect("renew own claim");
+    assert_eq!(
+        renewed.owner,
+        Some(DeploymentOwner {
+            owner: "replica-a".into(),
+            expires_at: at(1_500)
+        })
+    );
+    assert_eq!(
+        renewed.version, claimed.version,
+        "claims leave the row version alone"
+    );
+
+    let orphans: BTreeSet<_> = store
+        .list_orphaned_deployments(at(1_600), 10)
+        .await
+        .expect("orphans")
+        .into_iter()
+        .map(|d| d.key.name)
+        .collect();
+    assert_eq!(
+        orphans,
+        BTreeSet::from(["claimed".to_owned(), "unclaimed".to_owned()]),
+        "expired claims are orphans"
+    );
+    assert_eq!(
+        store
+            .list_orphaned_deployments(at(1_600), 1)
+            .await
+            .expect("limit")
+            .len(),
+        1
+    );
+
+    let taken = store
+        .claim_deployment(&claimed.id, "replica-b", at(3_000), at(1_600))
+        .await
+        .expect("take over expired claim");
+    assert_eq!(
+        taken.owner.as_ref().map(|o| o.owner.as_str()),
+        Some("replica-b")
+    );
+    assert_conflict(
+        store.release_deployment(&claimed.id, "replica-a").await,
+        "release of another's claim",
+    );
+    store
+        .release_deployment(&claimed.id, "replica-b")
+        .await
+        .expect("release");
+    store
+        .release_deployment(&claimed.id, "replica-b")
+        .await
+        .expect("release when unclaimed");
+    let released = store
+        .get_deployment_by_id(&claimed.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(released.owner, None);
+    store
+        .claim_deployment(&unclaimed.id, "replica-c", at(9_000), at(1))
+        .await
+        .expect("claim unclaimed");
+    assert_not_found(
+        store
+            .claim_deployment(&DeploymentId::generate(), "x", at(1), at(0))
+            .await,
+        "claim unknown run",
+    );
+}
+
+pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
+    let run = store
+        .put_deployment(
+            new_deployment(SCOPE, "journal", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let other = store
+        .put_deployment(
+            new_deployment(SCOPE, "other", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let mut sequences = Vec::new();
+    for (op, state, millis) in [
+        ("b-op", "Accepted", 1),
+        ("a-op", "Accepted", 2),
+        ("b-op", "Running", 3),
+        ("a-op", "Failed", 4),
+        ("b-op", "Succeeded", 5),
+    ] {
+        sequences.push(
+            store
+                .append_operation(step(&run.id, op, state, millis))
+                .await
+                .expect("append")
+                .sequence,
+        );
+    }
+    assert_eq!(sequences, [1, 2, 3, 4, 5]);
+    assert_eq!(
+        store
+            .append_operation(step(&other.id, "b-op", "Accepted", 1))
+            .await
+            .expect("append")
+            .sequence,
+        1,
+        "per-run sequences"
+    );
+
+    let mut extension_step = step(&run.id, "k8s-op", "Succeeded", 6);
+    extension_step.extension = Some(ExtensionRef {
+        alias: Some("k8s".into()),
+        name: Some("Kubernetes".into()),
+        version: Some("1.0.0".into()),
+        config_id: Some("3A7F".into()),
+        reference_id: Some("ref-1".into()),
+        identifiers: Some(json!({"metadata": {"namespace": "app", "name": "settings"}})),
+    });
+    extension_step.request_content = Some(json!({"properties": {"data": {"k": "v"}}}));
+    extension_step.response_content = Some(json!({"status": "ok"}));
+    extension_step.service_request_id = Some("req-1".into());
+    let appended = store
+        .append_operation(extension_step.clone())
+        .await
+        .expect("append extension step");
+    assert_eq!(appended.step, extension_step);
+
+    let latest = store.latest_operations(&run.id).await.expect("latest");
+    let summary: Vec<_> = latest
+        .iter()
+        .map(|r| {
+            (
+                r.step.operation_id.as_str(),
+                r.step.provisioning_state.as_str(),
+                r.sequence,
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("b-op", "Succeeded", 5),
+            ("a-op", "Failed", 4),
+            ("k8s-op", "Succeeded", 6)
+        ]
+    );
+    assert_eq!(
+        latest[1].step,
+        step(&run.id, "a-op", "Failed", 4),
+        "every field round-trips"
+    );
+
+    let one = store
+        .get_operation(&run.id, "a-op")
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(one.sequence, 4);
+    assert!(
+        store
+            .get_operation(&run.id, "nope")
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    let journal = store
+        .operation_journal(&run.id, 2, 2)
+        .await
+        .expect("journal");
+    assert_eq!(
+        journal.iter().map(|r| r.sequence).collect::<Vec<_>>(),
+        [3, 4]
+    );
+    assert_eq!(
+        store
+            .operation_journal(&run.id, 0, 100)
+            .await
+            .expect("journal")
+            .len(),
+        6
+    );
+
+    assert_not_found(
+        store
+            .append_operation(step(&DeploymentId::generate(), "x", "Accepted", 1))
+            .await,
+        "append to unknown run",
+    );
+}
+
+pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
+    let owner = DeploymentKey::new(SCOPE, "main");
+    let arm_id = format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/Data");
+    let arm = ManagedResource {
+        key: ResourceKey::arm(&arm_id),
+        resource_id: Some(arm_id.clone()),
+        resource_type: "Microsoft.Storage/storageAccounts".into(),
+        api_version: Some("2023-01-01".into()),
+        properties: json!({"location": "westus", "sku": {"name": "Standard_LRS"}}),
+        deployment: Some(owner.clone()),
+        extension: None,
+        updated_at: at(1),
+    };
+    let identifiers = json!({"metadata": {"namespace": "app", "name": "settings"}});
+    let extension = ManagedResource {
+        key: ResourceKey::extension("Kubernetes", Some("3A7F"), &identifiers),
+        resource_id: None,
+        resource_type: "core/ConfigMap".into(),
+        api_version: Some("v1".into()),
+        properties: json!({"data": {"k": "v"}}),
+        deployment: Some(DeploymentKey::new(SCOPE, "other")),
+        extension: Some(ExtensionRef {
+            alias: Some("k8s".into()),
+            name: Some("Kubernetes".into()),
+            version: Some("1.0.0".into()),
+            config_id: Some("3A7F".into()),
+            reference_id: None,
+            identifiers: Some(identifiers.clone()),
+        }),
+        updated_at: at(2),
+    };
+    let created = store
+        .put_managed_resource(arm.clone(), Precondition::MustNotExist)
+        .await
+        .expect("arm");
+    assert_eq!(
+        (
+            created.resource.clone(),
+            created.version,
+            created.created_at
+        ),
+        (arm.clone(), 1, at(1))
+    );
+    store
+        .put_managed_resource(extension.clone(), Precondition::MustNotExist)
+        .await
+        .expect("extension");
+
+    let by_other_case = store
+        .get_managed_resource(&ResourceKey::arm(&arm_id.to_uppercase()))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(by_other_case.resource, arm);
+    let ext = store
+        .get_managed_resource(&extension.key)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(ext.resource, extension);
+
+    let mut updated = arm.clone();
+    updated.properties = json!({"location": "westus", "sku": {"name": "Premium_LRS"}});
+    updated.updated_at = at(5);
+    assert_conflict(
+        store
+            .put_managed_resource(updated.clone(), Precondition::MustNotExist)
+            .await,
+        "exists",
+    );
+    assert_conflict(
+        store
+            .put_managed_resource(updated.clone(), Precondition::Version(3))
+            .await,
+        "stale",
+    );
+    let record = store
+        .put_managed_resource(updated.clone(), Precondition::Version(1))
+        .await
+        .expect("update");
+    assert_eq!(
+        (
+            record.version,
+            record.created_at,
+            record.resource.updated_at
+        ),
+        (2, at(1), at(5))
+    );
+
+    let mine = store
+        .list_managed_resources(ManagedResourceFilter {
+            deployment: Some(DeploymentKey::new(SCOPE.to_uppercase(), "MAIN")),
+            ..Default::default()
+        })
+        .await
+        .expect("by deployment");
+    assert_eq!(
+        mine.items
+            .iter()
+            .map(|r| &r.resource.key)
+            .collect::<Vec<_>>(),
+        [&arm.key]
+    );
+    let maps = store
+        .list_managed_resources(ManagedResourceFilter {
+            resource_type: Some("CORE/configmap".into()),
+            ..Default::default()
+        })
+        .await
+        .expect("by type");
+    assert_eq!(maps.items.len(), 1);
+    let in_scope = store
+        .list_managed_resources(ManagedResourceFilter {
+            scope: Some(SCOPE.to_uppercase()),
+            ..Default::default()
+        })
+        .await
+        .expect("by scope");
+    assert_eq!(in_scope.items.len(), 1);
+    let all = store
+        .list_managed_resources(ManagedResourceFilter::default())
+        .await
+        .expect("all");
+    assert_eq!(all.items.len(), 2);
+    let first_page = store
+        .list_managed_resources(ManagedResourceFilter {
+            page: PageRequest::first(1),
+            ..Default::default()
+        })
+        .await
+        .expect("page");
+    assert_eq!(first_page.items.len(), 1);
+    let second_page = store
+        .list_managed_resources(ManagedResourceFilter {
+            page: PageRequest {
+                limit: Some(1),
+                continuation: first_page.continuation.clone(),
+            },
+            ..Default::default()
+        })
+        .await
+        .expect("page 2");
+    assert_eq!(second_page.items.len(), 1);
+    assert_ne!(
+        first_page.items[0].resource.key,
+        second_page.items[0].resource.key
+    );
+    assert!(first_page.continuation.is_some());
+
+    store
+        .delete_managed_resource(&extension.key, Precondition::Version(1))
+        .await
+        .expect("delete");
+    assert!(
+        store
+            .get_managed_resource(&extension.key)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_not_found(
+        store
+            .delete_managed_resource(&extension.key, Precondition::Any)
+            .await,
+        "second delete",
+    );
+}
+
+fn vault(name: &str) -> Vault {
+    Vault {
+        id: format!("{SCOPE}/providers/Microsoft.KeyVault/vaults/{name}"),
+        name: name.into(),
+        location: "westus".into(),
+        tags: Tags::new(),
+        properties: json!({"tenantId": "t", "sku": {"family": "A", "name": "standard"}}),
+    }
+}
+
+fn secret_version(vault_id: &str, name: &str, value: &str, millis: i64) -> NewSecretVersion {
+    NewSecretVersion {
+        vault_id: vault_id.into(),
+        name: name.into(),
+        value: secret(value),
+        content_type: Some("text/plain".into()),
+        enabled: true,
+        not_before: None,
+        expires: Some(at(1_000_000)),
+        tags: Tags::from([("purpose".to_owned(), "test".to_owned())]),
+        created_at: at(millis),
+    }
+}
+
+pub async fn key_vault_vaults(store: &dyn Store) {
+    let kv = vault("Kv1");
+    let created = store
+        .put_vault(kv.clone(), Precondition::MustNotExist, at(1))
+        .await
+        .expect("create");
+    assert_eq!((created.vault.clone(), created.version), (kv.clone(), 1));
+    assert_eq!(
+        store
+            .get_vault(&kv.id.to_lowercase())
+            .await
+            .expect("get")
+            .expect("present"),
+        created
+    );
+    assert_conflict(
+        store
+            .put_vault(kv.clone(), Precondition::MustNotExist, at(2))
+            .await,
+        "exists",
+    );
+    let mut changed = kv.clone();
+    changed.properties = json!({"enableSoftDelete": false});
+    let updated = store
+        .put_vault(changed, Precondition::Version(1), at(3))
+        .await
+        .expect("update");
+    assert_eq!(
+        (updated.version, updated.created_at, updated.updated_at),
+        (2, at(1), at(3))
+    );
+    store
+        .put_vault(vault("kv2"), Precondition::Any, at(1))
+        .await
+        .expect("second");
+    let mut elsewhere = vault("kv3");
+    elsewhere.id =
+        "/subscriptions/other/resourceGroups/x/providers/Microsoft.KeyVault/vaults/kv3".into();
+    store
+        .put_vault(elsewhere, Precondition::Any, at(1))
+        .await
+        .expect("third");
+    let listed = store
+        .list_vaults(SCOPE, PageRequest::default())
+        .await
+        .expect("list");
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .map(|v| v.vault.name.as_str())
+            .collect::<Vec<_>>(),
+        ["Kv1", "kv2"]
+    );
+
+    store
+        .set_vault_secret(secret_version(&kv.id, "s", "v", 1))
+        .await
+        .expect("secret");
+    store.delete_vault(&kv.id).await.expect("delete");
+    assert!(store.get_vault(&kv.id).await.expect("get").is_none());
+    assert!(
+        store
+            .get_vault_secret(&kv.id, "s", None)
+            .await
+            .expect("get")
+            .is_none(),
+        "secrets go with the vault"
+    );
+    assert_not_found(store.delete_vault(&kv.id).await, "second delete");
+}
+
+pub async fn key_vault_secret_versions(store: &dyn Store) {
+    let kv = vault("kv");
+    store
+        .put_vault(kv.clone(), Precondition::MustNotExist, at(1))
+        .await
+        .expect("vault");
+    let v1 = store
+        .set_vault_secret(secret_version(&kv.id, "DbPassword", "first value", 10))
+        .await
+        .expect("v1");
+    let v2 = store
+        .set_vault_secret(secret_version(&kv.id, "dbpassword", "second value", 20))
+        .await
+        .expect("v2");
+    store
+        .set_vault_secret(secret_version(&kv.id, "api-key", "key value", 15))
+        .await
+        .expect("other secret");
+    assert_eq!(v1.version.len(), 32);
+    assert!(
+        v1.version
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+    assert_ne!(v1.version, v2.version);
+    assert_eq!(v1.name, "DbPassword");
+    assert_eq!(
+        (
+            v1.content_type.as_deref(),
+            v1.enabled,
+            v1.expires,
+            v1.created_at
+        ),
+        (Some("text/plain"), true, Some(at(1_000_000)), at(10))
+    );
+    assert_eq!(v1.tags.get("purpose").map(String::as_str), Some("test"));
+
+    let latest = store
+        .get_vault_secret(&kv.id, "DBPASSWORD", None)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(latest.value.expose_secret(), "second value");
+    assert_eq!(latest.info, v2);
+    let first = store
+        .get_vault_secret(&kv.id, "dbpassword", Some(&v1.version))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(first.value.expose_secret(), "first value");
+    assert_eq!(first.info, v1);
+    assert!(
+        store
+            .get_vault_secret(&kv.id, "dbpassword", Some(&"f".repeat(32)))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .get_vault_secret(&kv.id, "missing", None)
+            .await
+            .expect("get")
+            .is_none()
+    );
+
+    let names: Vec<_> = store
+        .list_vault_secrets(&kv.id)
+        .await
+        .expect("list")
+        .into_iter()
+        .map(|i| (i.name, i.version))
+        .collect();
+    assert_eq!(
+        names,
+        [
+            ("api-key".to_owned(), names[0].1.clone()),
+            ("dbpassword".to_owned(), v2.version.clone())
+        ]
+    );
+    let versions: Vec<_> = store
+        .list_vault_secret_versions(&kv.id, "DbPassword")
+        .await
+        .expect("versions")
+        .into_iter()
+        .map(|i| i.version)
+        .collect();
+    assert_eq!(versions, [v1.version.clone(), v2.version.clone()]);
+
+    let disabled = store
+        .set_vault_secret_enabled(&kv.id, "dbpassword", &v1.version, false, at(30))
+        .await
+        .expect("disable");
+    assert!(!disabled.enabled);
+    assert_eq!(disabled.updated_at, at(30));
+    let reread = store
+        .get_vault_secret(&kv.id, "dbpassword", Some(&v1.version))
+        .await
+        .expect("get")
+        .expect("present");
+    assert!(!reread.info.enabled);
+    assert_eq!(reread.value.expose_secret(), "first value");
+    assert_not_found(
+        store
+            .set_vault_secret_enabled(&kv.id, "dbpassword", &"0".repeat(32), true, at(31))
+            .await,
+        "unknown version",
+    );
+
+    store
+        .delete_vault_secret(&kv.id, "DBPASSWORD")
+        .await
+        .expect("delete");
+    assert!(
+        store
+            .get_vault_secret(&kv.id, "dbpassword", None)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .list_vault_secret_versions(&kv.id, "dbpassword")
+            .await
+            .expect("versions")
+            .is_empty()
+    );
+    assert_not_found(
+        store.delete_vault_secret(&kv.id, "dbpassword").await,
+        "second delete",
+    );
+    assert_not_found(
+        store
+            .set_vault_secret(secret_version(&vault("absent").id, "s", "v", 1))
+            .await,
+        "missing vault",
+    );
+}
+
+pub async fn leases_exclusive_with_takeover(store: &dyn Store) {
+    let lease = store
+        .acquire_lease(
+            "stack:/subscriptions/s/stacks/a",
+            "replica-a",
+            at(0),
+            at(100),
+        )
+        .await
+        .expect("acquire");
+    assert_eq!(
+        (
+            lease.owner.as_str(),
+            lease.generation,
+            lease.acquired_at,
+            lease.heartbeat_at,
+            lease.expires_at
+        ),
+        ("replica-a", 1, at(0), at(0), at(100))
+    );
+    assert_eq!(
+        store
+            .get_lease("stack:/subscriptions/s/stacks/a")
+            .await
+            .expect("get"),
+        Some(lease.clone())
+    );
+    assert!(store.get_lease("other").await.expect("get").is_none());
+
+    assert_conflict(
+        store
+            .acquire_lease(
+                "stack:/subscriptions/s/stacks/a",
+                "replica-b",
+                at(50),
+                at(150),
+            )
+            .await,
+        "held lease",
+    );
+    let renewed = store
+        .renew_lease(
+            "stack:/subscriptions/s/stacks/a",
+            "replica-a",
+            at(60),
+            at(160),
+        )
+        .await
+        .expect("heartbeat");
+    assert_eq!(
+        (
+            renewed.generation,
+            renewed.acquired_at,
+            renewed.heartbeat_at,
+            renewed.expires_at
+        ),
+        (1, at(0), at(60), at(160))
+    );
+    let reacquired = store
+        .acquire_lease(
+            "stack:/subscriptions/s/stacks/a",
+            "replica-a",
+            at(70),
+            at(170),
+        )
+        .await
+        .expect("re-acquire own");
+    assert_eq!(reacquired.generation, 1, "same owner keeps the generation");
+    assert_conflict(
+        store
+            .renew_lease(
+                "stack:/subscriptions/s/stacks/a",
+                "replica-b",
+                at(80),
+                at(180),
+            )
+            .await,
+        "renew another's lease",
+    );
+
+    let taken = store
+        .acquire_lease(
+            "stack:/subscriptions/s/stacks/a",
+            "replica-b",
+            at(200),
+            at(300),
+        )
+        .await
+        .expect("take over expired lease");
+    assert_eq!(
+        (taken.owner.as_str(), taken.generation, taken.acquired_at),
+        ("replica-b", 2, at(200))
+    );
+    assert_conflict(
+        store
+            .renew_lease(
+                "stack:/subscriptions/s/stacks/a",
+                "replica-a",
+                at(210),
+                at(310),
+            )
+            .await,
+        "old owner lost it",
+    );
+    assert_conflict(
+        store
+            .release_lease("stack:/subscriptions/s/stacks/a", "replica-a")
+            .await,
+        "release another's lease",
+    );
+    store
+        .release_lease("stack:/subscriptions/s/stacks/a", "replica-b")
+        .await
+        .expect("release");
+    store
+        .release_lease("stack:/subscriptions/s/stacks/a", "replica-b")
+        .await
+        .expect("release when free");
+    assert!(
+        store
+            .get_lease("stack:/subscriptions/s/stacks/a")
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_not_found(
+        store
+            .renew_lease(
+                "stack:/subscriptions/s/stacks/a",
+                "replica-b",
+                at(220),
+                at(320),
+            )
+            .await,
+        "renew a free lease",
+    );
+    let again = store
+        .acquire_lease(
+            "stack:/subscriptions/s/stacks/a",
+            "replica-a",
+            at(230),
+            at(330),
+        )
+        .await
+        .expect("acquire after release");
+    assert!(
+        again.generation > taken.generation,
+        "generations never repeat: {} after {}",
+        again.generation,
+        taken.generation
+    );
+}
+
+pub async fn secrets_round_trip(store: &dyn Store) {
+    let run = store
+        .put_deployment(
+            new_deployment(SCOPE, "with-secrets", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let owner = SecretOwner::Deployment(run.id.clone());
+    let stack = SecretOwner::Other {
+        kind: "stack".into(),
+        id: "/subscriptions/s/stacks/a".into(),
+    };
+    let password = store
+        .put_secret(&owner, "parameters.adminPassword", &secret("p@ss"), at(1))
+        .await
+        .expect("put");
+    let token = store
+        .put_secret(
+            &owner,
+            "extensionConfigs.k8s.kubeConfig",
+            &secret("kube-token"),
+            at(1),
+        )
+        .await
+        .expect("put");
+    let credential = store
+        .put_secret(&stack, "k8s.kubeConfig", &secret("stack-token"), at(1))
+        .await
+        .expect("put");
+    assert_ne!(password, token);
+    assert_eq!(
+        store
+            .get_secret(&password)
+            .await
+            .expect("get")
+            .expose_secret(),
+        "p@ss"
+    );
+    assert_eq!(
+        store.get_secret(&token).await.expect("get").expose_secret(),
+        "kube-token"
+    );
+    assert_eq!(
+        store
+            .get_secret(&credential)
+            .await
+            .expect("get")
+            .expose_secret(),
+        "stack-token"
+    );
+
+    let replaced = store
+        .put_secret(&owner, "parameters.adminPassword", &secret("n3w"), at(2))
+        .await
+        .expect("replace");
+    assert_eq!(replaced, password, "same name keeps its reference");
+    assert_eq!(
+        store
+            .get_secret(&password)
+            .await
+            .expect("get")
+            .expose_secret(),
+        "n3w"
+    );
+
+    let listed = store.list_secrets(&owner).await.expect("list");
+    assert_eq!(
+        listed,
+        [
+            ("extensionConfigs.k8s.kubeConfig".to_owned(), token.clone()),
+            ("parameters.adminPassword".to_owned(), password.clone())
+        ]
+    );
+    assert_eq!(store.delete_secrets(&owner).await.expect("delete"), 2);
+    assert_not_found(store.get_secret(&password).await, "deleted secret");
+    assert_eq!(store.delete_secrets(&owner).await.expect("delete again"), 0);
+    assert_eq!(
+        store
+            .get_secret(&credential)
+            .await
+            .expect("other owner untouched")
+            .expose_secret(),
+        "stack-token"
+    );
+    assert_not_found(
+        store.get_secret(&SecretRef::generate()).await,
+        "unknown reference",
+    );
+}
+
+pub async fn concurrent_creates_conflict(store: &dyn Store) {
+    let (a, b) = tokio::join!(
+        store.put_deployment(
+            new_deployment(SCOPE, "race", None),
+            Precondition::MustNotExist
+        ),
+        store.put_deployment(
+            new_deployment(&SCOPE.to_uppercase(), "RACE", None),
+            Precondition::MustNotExist
+        ),
+    );
+    let outcomes = [a.is_ok(), b.is_ok()];
+    assert_eq!(
+        outcomes.iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one create wins: {a:?} / {b:?}"
+    );
+    let loser = if a.is_ok() { b } else { a };
+    assert_conflict(loser, "losing create");
+    let (a, b) = tokio::join!(
+        store.put_resource_group(resource_group("race"), Precondition::MustNotExist, at(1)),
+        store.put_resource_group(resource_group("RACE"), Precondition::MustNotExist, at(1)),
+    );
+    assert_eq!(
+        [a.is_ok(), b.is_ok()].iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one group create wins"
+    );
+}
+
+pub async fn concurrent_updates_conflict(store: &dyn Store) {
+    let run = store
+        .put_deployment(
+            new_deployment(SCOPE, "contended", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let (a, b) = tokio::join!(
+        store.update_deployment(
+            &run.id,
+            run.version,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Running),
+                ..DeploymentUpdate::at(at(1))
+            }
+        ),
+        store.update_deployment(
+            &run.id,
+            run.version,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Canceled),
+                ..DeploymentUpdate::at(at(1))
+            }
+        ),
+    );
+    assert_eq!(
+        [a.is_ok(), b.is_ok()].iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one update wins: {a:?} / {b:?}"
+    );
+    let winner = match (&a, &b) {
+        (Ok(record), _) | (_, Ok(record)) => record.clone(),
+        _ => unreachable!("one succeeded"),
+    };
+    let loser = if a.is_ok() { b } else { a };
+    assert_conflict(loser, "losing update");
+    let stored = store
+        .get_deployment_by_id(&run.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!((stored.status, stored.version), (winner.status, 2));
+}
+
+pub async fn concurrent_lease_acquires_conflict(store: &dyn Store) {
+    let (a, b) = tokio::join!(
+        store.acquire_lease("singleton", "replica-a", at(0), at(100)),
+        store.acquire_lease("singleton", "replica-b", at(0), at(100)),
+    );
+    assert_eq!(
+        [a.is_ok(), b.is_ok()].iter().filter(|ok| **ok).count(),
+        1,
+        "exactly one owner: {a:?} / {b:?}"
+    );
+}
+
+/// What [`write_canary_everywhere`] stored, to read back or to look for.
+#[derive(Debug)]
+pub struct CanaryRefs {
+    pub deployment: DeploymentId,
+    pub secure_parameter: SecretRef,
+    pub config_secret: SecretRef,
+    pub vault_id: String,
+    pub vault_secret_name: String,
+}
+
+/// Writes `canary` through every path a secret can take: a secure parameter of a deployment (its request holds
+/// only the reference), a secret extension-config value, and a Key Vault secret. Backends' own tests then scan
+/// their files for the canary.
+pub async fn write_canary_everywhere(store: &dyn Store, canary: &str) -> CanaryRefs {
+    // The engine's order: choose the run ID, store the secrets under it, then the request holding references.
+    let id = DeploymentId::generate();
+    let owner = SecretOwner::Deployment(id.clone());
+    let secure_parameter = store
+        .put_secret(&owner, "parameters.adminPassword", &secret(canary), at(1))
+        .await
+        .expect("secure parameter");
+    let config_secret = store
+        .put_secret(
+            &owner,
+            "extensionConfigs.k8s.kubeConfig",
+            &secret(canary),
+            at(1),
+        )
+        .await
+        .expect("config secret");
+    let mut request = new_deployment(SCOPE, "canary", Some(&secure_parameter));
+    request.id = id;
+    request.request["extensionConfigs"] = json!({"k8s": {"kubeConfig": {"value": config_secret.to_marker()}, "namespace": {"value": "app"}}});
+    let run = store
+        .put_deployment(request, Precondition::MustNotExist)
+        .await
+        .expect("create with references");
+    let mut step = step(&run.id, "kv-secret", "Succeeded", 4);
+    step.target_resource = Some(
+        json!({"resourceType": "Microsoft.KeyVault/vaults/secrets", "resourceName": "kv/canary"}),
+    );
+    store.append_operation(step).await.expect("journal");
+
+    let kv = vault("canary-kv");
+    store
+        .put_vault(kv.clone(), Precondition::Any, at(1))
+        .await
+        .expect("vault");
+    store
+        .set_vault_secret(secret_version(&kv.id, "canary", canary, 5))
+        .await
+        .expect("vault secret");
+    store
+        .set_vault_secret(secret_version(&kv.id, "canary", canary, 6))
+        .await
+        .expect("vault secret v2");
+    CanaryRefs {
+        deployment: run.id,
+        secure_parameter,
+        config_secret,
+        vault_id: kv.id,
+        vault_secret_name: "canary".into(),
+    }
+}
+
+/// Reads every canary copy back through the store.
+pub async fn read_canary_everywhere(store: &dyn Store, refs: &CanaryRefs, canary: &str) {
+    assert_eq!(
+        store
+            .get_secret(&refs.secure_parameter)
+            .await
+            .expect("secure parameter")
+            .expose_secret(),
+        canary
+    );
+    assert_eq!(
+        store
+            .get_secret(&refs.config_secret)
+            .await
+            .expect("config secret")
+            .expose_secret(),
+        canary
+    );
+    let stored = store
+        .get_vault_secret(&refs.vault_id, &refs.vault_secret_name, None)
+        .await
+        .expect("vault")
+        .expect("present");
+    assert_eq!(stored.value.expose_secret(), canary);
+    assert!(
+        !format!("{stored:?}").contains(canary),
+        "Debug output leaks the vault secret"
+    );
+    let run = store
+        .get_deployment_by_id(&refs.deployment)
+        .await
+        .expect("get")
+        .expect("present");
+    assert!(
+        !run.request.to_string().contains(canary),
+        "the request holds references only"
+    );
+}
+
+pub async fn canary_secret_round_trips_through_every_path(store: &dyn Store) {
+    let canary = "canary-7c1f0e29-secret";
+    let refs = write_canary_everywhere(store, canary).await;
+    read_canary_everywhere(store, &refs, canary).await;
+}

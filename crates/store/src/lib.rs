@@ -1,0 +1,54 @@
+//! The persistence interface of cairn: the [`Store`] trait, the records it keeps, envelope encryption of secrets,
+//! and backend-independent conformance tests.
+//!
+//! # What is stored
+//!
+//! - **Deployments**, keyed by scope and name (case-insensitive). Each PUT starts a *run* with its own
+//!   [`DeploymentId`]; the run holds the request (secrets replaced by [`SecretRef`] markers), status, timestamps,
+//!   results, and the claim of the engine replica driving it (owner + expiry) for crash recovery.
+//! - **The operation journal**: one appended row per operation step, never a rewrite. With the request and the
+//!   inventory it is everything a restarted engine needs to resume a run (see `docs/store.md`).
+//! - **The managed-resource inventory** of local providers and extension resources, **resource groups**, the local
+//!   **Key Vault** (vaults and versioned secrets), generic **leases** with heartbeat, and **secrets**.
+//!
+//! # Architecture invariants
+//!
+//! - No SQL here and nothing backend-specific: the engine sees only `dyn Store`. The SQLite store
+//!   (`cairn-store-sqlite`) is the embedded default; a PostgreSQL store for several server replicas implements the
+//!   same traits and must pass the same [`conformance`] suite (feature `testing`).
+//! - No secret value is ever stored in plaintext, printed by `Debug`, or put in an error message. Secret values
+//!   travel as [`SecretString`] and are sealed by [`crypto::DataKey`] (XChaCha20-Poly1305, random nonce per record,
+//!   associated data = table + row ID + column) under a data key wrapped by the [`crypto::MasterKey`].
+//! - Writes are journaled: per-resource writes are appends and small keyed upserts, so the bytes written per
+//!   resource do not grow with deployment size.
+//! - The store never reads a clock: callers pass `now` and record timestamps ([`Timestamp`], Unix milliseconds).
+//! - Every row holding JSON records its format version ([`format`]); readers accept older versions.
+
+pub mod crypto;
+mod error;
+pub mod format;
+mod keys;
+mod records;
+mod secret;
+mod store;
+mod time;
+
+#[cfg(feature = "testing")]
+pub mod conformance;
+
+pub use error::{Entity, StoreError, StoreResult};
+pub use keys::{DeploymentId, DeploymentKey, ResourceKey, fold_case, write_canonical_json};
+pub use records::{
+    DeploymentFilter, DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
+    ExtensionRef, Lease, MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter,
+    ManagedResourceRecord, NewDeployment, NewSecretVersion, OperationRecord, OperationStep, Page,
+    PageRequest, Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, Tags,
+    UnknownStatus, Vault, VaultRecord, VaultSecret,
+};
+pub use secrecy::{ExposeSecret, SecretString};
+pub use secret::{SECRET_REF_MEMBER, SecretOwner, SecretRef};
+pub use store::{
+    DeploymentStore, InventoryStore, KeyVaultStore, LeaseStore, OperationJournal,
+    ResourceGroupStore, SecretStore, Store, StoreFuture,
+};
+pub use time::Timestamp;

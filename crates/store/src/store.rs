@@ -1,0 +1,308 @@
+//! The storage traits: one per area, all object-safe (methods return boxed `Send` futures), gathered by [`Store`].
+//! The engine and API server hold an `Arc<dyn Store>` and never see SQL or a particular backend.
+
+use std::future::Future;
+use std::pin::Pin;
+
+use secrecy::SecretString;
+
+use crate::error::StoreResult;
+use crate::keys::{DeploymentId, DeploymentKey, ResourceKey};
+use crate::records::{
+    DeploymentFilter, DeploymentRecord, DeploymentUpdate, Lease, ManagedResource,
+    ManagedResourceFilter, ManagedResourceRecord, NewDeployment, NewSecretVersion, OperationRecord,
+    OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
+    SecretVersionInfo, Vault, VaultRecord, VaultSecret,
+};
+use crate::secret::{SecretOwner, SecretRef};
+use crate::time::Timestamp;
+
+/// The future every store method returns.
+pub type StoreFuture<'a, T> = Pin<Box<dyn Future<Output = StoreResult<T>> + Send + 'a>>;
+
+/// Resource groups of the local control plane, keyed by subscription and name (case-insensitive).
+pub trait ResourceGroupStore: Send + Sync {
+    fn put_resource_group<'a>(
+        &'a self,
+        group: ResourceGroup,
+        precondition: Precondition,
+        now: Timestamp,
+    ) -> StoreFuture<'a, ResourceGroupRecord>;
+
+    fn get_resource_group<'a>(
+        &'a self,
+        subscription_id: &'a str,
+        name: &'a str,
+    ) -> StoreFuture<'a, Option<ResourceGroupRecord>>;
+
+    /// The subscription's groups ordered by folded name.
+    fn list_resource_groups<'a>(
+        &'a self,
+        subscription_id: &'a str,
+        page: PageRequest,
+    ) -> StoreFuture<'a, Page<ResourceGroupRecord>>;
+
+    /// `NotFound` when absent; `Precondition::Version` guards against deleting a changed group.
+    fn delete_resource_group<'a>(
+        &'a self,
+        subscription_id: &'a str,
+        name: &'a str,
+        precondition: Precondition,
+    ) -> StoreFuture<'a, ()>;
+}
+
+/// Deployment runs: the request, status, results and the owning engine's claim.
+pub trait DeploymentStore: Send + Sync {
+    /// Creates a deployment run. When one exists under the same key, `precondition` decides: `MustNotExist` gives
+    /// `Conflict`, `Version(v)` or `Any` replace it — the old run's journal and secrets are deleted with it, in the
+    /// same transaction. `Version(v)` with no existing run is `NotFound`; an `id` already in use is `Conflict`.
+    fn put_deployment<'a>(
+        &'a self,
+        deployment: NewDeployment,
+        precondition: Precondition,
+    ) -> StoreFuture<'a, DeploymentRecord>;
+
+    fn get_deployment<'a>(
+        &'a self,
+        key: &'a DeploymentKey,
+    ) -> StoreFuture<'a, Option<DeploymentRecord>>;
+
+    fn get_deployment_by_id<'a>(
+        &'a self,
+        id: &'a DeploymentId,
+    ) -> StoreFuture<'a, Option<DeploymentRecord>>;
+
+    /// Applies a partial update if the row is still at `expected_version` (else `Conflict`), and returns the
+    /// record at its new version.
+    fn update_deployment<'a>(
+        &'a self,
+        id: &'a DeploymentId,
+        expected_version: u64,
+        update: DeploymentUpdate,
+    ) -> StoreFuture<'a, DeploymentRecord>;
+
+    /// The scope's deployments (folded scope match), ordered by folded name.
+    fn list_deployments<'a>(
+        &'a self,
+        scope: &'a str,
+        filter: DeploymentFilter,
+    ) -> StoreFuture<'a, Page<DeploymentRecord>>;
+
+    /// Deletes a deployment's history: the record, its journal and its secrets; resources stay. Nested
+    /// deployments survive with their parent link cleared.
+    fn delete_deployment<'a>(
+        &'a self,
+        key: &'a DeploymentKey,
+        precondition: Precondition,
+    ) -> StoreFuture<'a, ()>;
+
+    /// Claims (or renews the claim on) a deployment for `owner` until `expires_at`. Succeeds when unclaimed,
+    /// already `owner`'s, or the other claim expired by `now`; otherwise `Conflict`.
+    fn claim_deployment<'a>(
+        &'a self,
+        id: &'a DeploymentId,
+        owner: &'a str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> StoreFuture<'a, DeploymentRecord>;
+
+    /// Drops `owner`'s claim; a claim held by someone else is `Conflict`, no claim is fine.
+    fn release_deployment<'a>(
+        &'a self,
+        id: &'a DeploymentId,
+        owner: &'a str,
+    ) -> StoreFuture<'a, ()>;
+
+    /// Active (`Accepted`/`Running`) deployments with no claim or an expired one: the runs to resume after a
+    /// crash. Oldest first, at most `limit`.
+    fn list_orphaned_deployments<'a>(
+        &'a self,
+        now: Timestamp,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<DeploymentRecord>>;
+}
+
+/// The deployment operation journal: append-only, one row per step.
+pub trait OperationJournal: Send + Sync {
+    /// Appends a step and returns it with its sequence number; `NotFound` when the deployment run is gone.
+    fn append_operation<'a>(&'a self, step: OperationStep) -> StoreFuture<'a, OperationRecord>;
+
+    /// The latest step of each operation of a run, in the order the operations first appeared.
+    fn latest_operations<'a>(
+        &'a self,
+        deployment: &'a DeploymentId,
+    ) -> StoreFuture<'a, Vec<OperationRecord>>;
+
+    /// The latest step of one operation.
+    fn get_operation<'a>(
+        &'a self,
+        deployment: &'a DeploymentId,
+        operation_id: &'a str,
+    ) -> StoreFuture<'a, Option<OperationRecord>>;
+
+    /// Raw journal rows with a sequence number above `after_sequence`, in order, at most `limit`.
+    fn operation_journal<'a>(
+        &'a self,
+        deployment: &'a DeploymentId,
+        after_sequence: u64,
+        limit: u32,
+    ) -> StoreFuture<'a, Vec<OperationRecord>>;
+}
+
+/// The managed-resource inventory of local providers and extension resources.
+pub trait InventoryStore: Send + Sync {
+    fn put_managed_resource<'a>(
+        &'a self,
+        resource: ManagedResource,
+        precondition: Precondition,
+    ) -> StoreFuture<'a, ManagedResourceRecord>;
+
+    fn get_managed_resource<'a>(
+        &'a self,
+        key: &'a ResourceKey,
+    ) -> StoreFuture<'a, Option<ManagedResourceRecord>>;
+
+    /// Ordered by key.
+    fn list_managed_resources<'a>(
+        &'a self,
+        filter: ManagedResourceFilter,
+    ) -> StoreFuture<'a, Page<ManagedResourceRecord>>;
+
+    fn delete_managed_resource<'a>(
+        &'a self,
+        key: &'a ResourceKey,
+        precondition: Precondition,
+    ) -> StoreFuture<'a, ()>;
+}
+
+/// The local Key Vault provider's vaults and versioned secrets; values are encrypted at rest.
+pub trait KeyVaultStore: Send + Sync {
+    fn put_vault<'a>(
+        &'a self,
+        vault: Vault,
+        precondition: Precondition,
+        now: Timestamp,
+    ) -> StoreFuture<'a, VaultRecord>;
+
+    fn get_vault<'a>(&'a self, id: &'a str) -> StoreFuture<'a, Option<VaultRecord>>;
+
+    /// Vaults whose ID starts with `scope` (case-insensitive), ordered by folded ID.
+    fn list_vaults<'a>(
+        &'a self,
+        scope: &'a str,
+        page: PageRequest,
+    ) -> StoreFuture<'a, Page<VaultRecord>>;
+
+    /// Deletes a vault and all its secrets.
+    fn delete_vault<'a>(&'a self, id: &'a str) -> StoreFuture<'a, ()>;
+
+    /// Adds a new version of a secret (creating the secret on first set); `NotFound` when the vault is missing.
+    fn set_vault_secret<'a>(
+        &'a self,
+        secret: NewSecretVersion,
+    ) -> StoreFuture<'a, SecretVersionInfo>;
+
+    /// One version, or the latest when `version` is `None`.
+    fn get_vault_secret<'a>(
+        &'a self,
+        vault_id: &'a str,
+        name: &'a str,
+        version: Option<&'a str>,
+    ) -> StoreFuture<'a, Option<VaultSecret>>;
+
+    /// The latest version of each secret of a vault, ordered by folded name; no values.
+    fn list_vault_secrets<'a>(
+        &'a self,
+        vault_id: &'a str,
+    ) -> StoreFuture<'a, Vec<SecretVersionInfo>>;
+
+    /// All versions of one secret, oldest first; no values.
+    fn list_vault_secret_versions<'a>(
+        &'a self,
+        vault_id: &'a str,
+        name: &'a str,
+    ) -> StoreFuture<'a, Vec<SecretVersionInfo>>;
+
+    /// Enables or disables one version.
+    fn set_vault_secret_enabled<'a>(
+        &'a self,
+        vault_id: &'a str,
+        name: &'a str,
+        version: &'a str,
+        enabled: bool,
+        now: Timestamp,
+    ) -> StoreFuture<'a, SecretVersionInfo>;
+
+    /// Deletes every version of a secret; `NotFound` when it has none.
+    fn delete_vault_secret<'a>(&'a self, vault_id: &'a str, name: &'a str) -> StoreFuture<'a, ()>;
+}
+
+/// Named leases with heartbeat (deployment stacks' one-operation-at-a-time rule, singleton workers).
+pub trait LeaseStore: Send + Sync {
+    /// Takes the lease when free, expired by `now`, or already `owner`'s (then it is renewed); else `Conflict`.
+    fn acquire_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> StoreFuture<'a, Lease>;
+
+    /// A heartbeat: extends `owner`'s lease. `Conflict` when another owner holds it, `NotFound` when nobody does.
+    fn renew_lease<'a>(
+        &'a self,
+        name: &'a str,
+        owner: &'a str,
+        now: Timestamp,
+        expires_at: Timestamp,
+    ) -> StoreFuture<'a, Lease>;
+
+    /// Gives the lease up; `Conflict` when another owner holds it, nothing to do when nobody does.
+    fn release_lease<'a>(&'a self, name: &'a str, owner: &'a str) -> StoreFuture<'a, ()>;
+
+    fn get_lease<'a>(&'a self, name: &'a str) -> StoreFuture<'a, Option<Lease>>;
+}
+
+/// Encrypted secrets referenced from plain documents (secure parameters, secret extension-config values,
+/// credential directives).
+pub trait SecretStore: Send + Sync {
+    /// Stores a secret under `(owner, name)` and returns its reference; setting the same name again replaces the
+    /// value and keeps the reference.
+    fn put_secret<'a>(
+        &'a self,
+        owner: &'a SecretOwner,
+        name: &'a str,
+        value: &'a SecretString,
+        now: Timestamp,
+    ) -> StoreFuture<'a, SecretRef>;
+
+    /// The decrypted value; `NotFound` for an unknown reference, `Crypto` when it cannot be decrypted.
+    fn get_secret<'a>(&'a self, reference: &'a SecretRef) -> StoreFuture<'a, SecretString>;
+
+    /// The owner's secrets as `(name, reference)`, ordered by name.
+    fn list_secrets<'a>(
+        &'a self,
+        owner: &'a SecretOwner,
+    ) -> StoreFuture<'a, Vec<(String, SecretRef)>>;
+
+    /// Deletes all the owner's secrets and returns how many there were.
+    fn delete_secrets<'a>(&'a self, owner: &'a SecretOwner) -> StoreFuture<'a, u64>;
+}
+
+/// Everything a deployment needs persisted. Implemented by the embedded SQLite store and (later) PostgreSQL.
+pub trait Store:
+    ResourceGroupStore
+    + DeploymentStore
+    + OperationJournal
+    + InventoryStore
+    + KeyVaultStore
+    + LeaseStore
+    + SecretStore
+{
+    /// A short name for diagnostics (`sqlite`, `postgres`).
+    fn backend_name(&self) -> &'static str;
+
+    /// Flushes and closes the backend; later calls fail with `Backend`. Dropping without closing is safe (every
+    /// write is durable when its future completes), closing just does it tidily.
+    fn close<'a>(&'a self) -> StoreFuture<'a, ()>;
+}

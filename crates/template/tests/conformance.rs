@@ -139,11 +139,13 @@ fn functions_and_evaluation_corpus() {
     }
     let rate = tally.passed as f64 / tally.checked.max(1) as f64;
     println!(
-        "conformance: {} cases, {}/{} expected outputs match ({:.1}%)",
+        "conformance: {} cases, {}/{} expected outputs match exactly ({:.1}%), {} low-confidence mismatches (warnings), {} failures",
         files.len(),
         tally.passed,
         tally.checked,
-        rate * 100.0
+        rate * 100.0,
+        tally.warnings.len(),
+        tally.failures.len()
     );
     for w in &tally.warnings {
         println!("  low-confidence mismatch (warning): {w}");

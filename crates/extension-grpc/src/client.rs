@@ -1,8 +1,11 @@
 //! A typed client for `extension.BicepExtension` over any tonic gRPC service (e.g. a `Channel`).
 
+use std::path::Path;
+
 use http::uri::PathAndQuery;
 use tonic::body::Body;
 use tonic::client::{Grpc, GrpcService};
+use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status};
 use tonic_prost::ProstCodec;
 
@@ -97,4 +100,21 @@ where
             .await
             .map(|_| ())
     }
+}
+
+/// A lazily connecting HTTP/2 channel to a gRPC server on a Unix domain socket (reconnects as needed).
+/// Must be created inside a tokio runtime.
+pub fn unix_socket_channel(socket: &Path) -> Channel {
+    let socket = socket.to_path_buf();
+    // The URI is required by the HTTP/2 client but unused: every connection goes to the socket.
+    Endpoint::from_static("http://localhost").connect_with_connector_lazy(tower::service_fn(
+        move |_: http::Uri| {
+            let socket = socket.clone();
+            async move {
+                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
+                    tokio::net::UnixStream::connect(socket).await?,
+                ))
+            }
+        },
+    ))
 }

@@ -18,6 +18,6 @@ pub mod process;
 pub mod proto;
 pub mod server;
 
-pub use client::BicepExtensionClient;
+pub use client::{BicepExtensionClient, unix_socket_channel};
 pub use process::{LaunchSpec, LocalProcessTransport};
 pub use server::{BicepExtension, BicepExtensionServer, TransportBridge};

@@ -5,7 +5,7 @@
 //! failure). One process serves every call; if it has died, the next call starts a new one. Shutdown sends
 //! SIGTERM and kills the process after a grace period.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
@@ -15,9 +15,9 @@ use cairn_extension_contract::transport::{
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
 use tokio::sync::Mutex;
-use tonic::transport::{Channel, Endpoint};
+use tonic::transport::Channel;
 
-use crate::client::BicepExtensionClient;
+use crate::client::{BicepExtensionClient, unix_socket_channel};
 use crate::mapping;
 
 /// How to start a local extension.
@@ -123,21 +123,6 @@ fn private_socket_dir() -> Result<tempfile::TempDir, TransportError> {
     Ok(dir)
 }
 
-fn unix_channel(socket: &Path) -> Channel {
-    let socket = socket.to_path_buf();
-    // The URI is required by the HTTP/2 client but unused: every connection goes to the socket.
-    Endpoint::from_static("http://localhost").connect_with_connector_lazy(tower::service_fn(
-        move |_: http::Uri| {
-            let socket = socket.clone();
-            async move {
-                Ok::<_, std::io::Error>(hyper_util::rt::TokioIo::new(
-                    tokio::net::UnixStream::connect(socket).await?,
-                ))
-            }
-        },
-    ))
-}
-
 async fn launch(spec: &LaunchSpec) -> Result<Running, TransportError> {
     let socket_dir = private_socket_dir()?;
     let socket = socket_dir.path().join("extension.sock");
@@ -157,7 +142,7 @@ async fn launch(spec: &LaunchSpec) -> Result<Running, TransportError> {
     drain(child.stdout.take(), program.clone(), "stdout");
     drain(child.stderr.take(), program.clone(), "stderr");
 
-    let mut client = BicepExtensionClient::new(unix_channel(&socket));
+    let mut client = BicepExtensionClient::new(unix_socket_channel(&socket));
     let started = Instant::now();
     loop {
         if let Ok(Some(status)) = child.try_wait() {

@@ -146,6 +146,34 @@ impl SqliteStore {
         })
     }
 
+    /// Opens a data directory migrated only up to `schema_version`: what an older cairn would have created, for
+    /// upgrade tests.
+    #[cfg(test)]
+    pub(crate) async fn open_at_version(
+        data_dir: &Path,
+        master_key: &MasterKey,
+        schema_version: u32,
+    ) -> StoreResult<Self> {
+        let options = SqliteConnectOptions::new()
+            .filename(data_dir.join(DATABASE_FILE_NAME))
+            .create_if_missing(true)
+            .journal_mode(SqliteJournalMode::Wal)
+            .foreign_keys(true);
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .map_err(rows::backend)?;
+        migrate::migrate(&pool, schema_version).await?;
+        let data_key = load_data_key(&pool, master_key).await?;
+        Ok(SqliteStore {
+            writer: pool.clone(),
+            reader: pool,
+            data_key,
+            data_dir: Some(data_dir.to_owned()),
+        })
+    }
+
     /// A store in memory, for tests: one connection serves reads and writes; everything is gone when it drops.
     pub async fn open_in_memory(master_key: &MasterKey) -> StoreResult<Self> {
         let options = SqliteConnectOptions::from_str("sqlite::memory:")

@@ -118,6 +118,200 @@ pub(crate) async fn current_version(pool: &SqlitePool) -> StoreResult<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::{DATABASE_FILE_NAME, SqliteOptions, SqliteStore};
+    use cairn_store::crypto::MasterKey;
+    use cairn_store::{
+        DeploymentId, DeploymentKey, DeploymentStatus, DeploymentStore, ExposeSecret,
+        KeyVaultStore, LeaseStore, OperationJournal, SecretOwner, SecretStore, SecretString, Vault,
+    };
+    use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
+
+    async fn raw_pool(dir: &std::path::Path) -> SqlitePool {
+        let options = SqliteConnectOptions::new()
+            .filename(dir.join(DATABASE_FILE_NAME))
+            .create_if_missing(true)
+            .foreign_keys(true);
+        SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(options)
+            .await
+            .expect("raw open")
+    }
+
+    /// A database left at schema v1 by an older cairn, with a deployment, its journal and a secret, opens at the
+    /// latest version with its data intact and the new tables usable.
+    #[tokio::test]
+    async fn upgrades_a_v1_database_to_the_latest_schema() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let pool = raw_pool(dir.path()).await;
+        assert_eq!(migrate(&pool, 1).await?, 1);
+        let tables: Vec<String> =
+            sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+                .fetch_all(&pool)
+                .await?;
+        assert!(
+            !tables.contains(&"leases".to_owned()) && !tables.contains(&"key_vaults".to_owned()),
+            "{tables:?}"
+        );
+        pool.close().await;
+
+        // Data written by a v1 build.
+        let store_v1_id = {
+            let store = SqliteStore::open_at_version(dir.path(), &key, 1).await?;
+            let id = DeploymentId::generate();
+            let owner = SecretOwner::Deployment(id.clone());
+            let secret = store
+                .put_secret(
+                    &owner,
+                    "parameters.p",
+                    &SecretString::from("v1-secret".to_owned()),
+                    cairn_store::Timestamp::from_unix_millis(1),
+                )
+                .await?;
+            let mut new =
+                cairn_store::conformance::new_deployment("/subscriptions/s", "old", Some(&secret));
+            new.id = id.clone();
+            store
+                .put_deployment(new, cairn_store::Precondition::MustNotExist)
+                .await?;
+            store
+                .append_operation(cairn_store::conformance::step(&id, "op", "Running", 1))
+                .await?;
+            store.close_pools().await?;
+            (id, secret)
+        };
+
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        assert_eq!(store.schema_version().await?, LATEST_SCHEMA_VERSION);
+        let old = store
+            .get_deployment(&DeploymentKey::new("/subscriptions/s", "old"))
+            .await?
+            .expect("kept");
+        assert_eq!(
+            (old.id.clone(), old.status),
+            (store_v1_id.0.clone(), DeploymentStatus::Accepted)
+        );
+        assert_eq!(store.latest_operations(&old.id).await?.len(), 1);
+        assert_eq!(
+            store.get_secret(&store_v1_id.1).await?.expose_secret(),
+            "v1-secret"
+        );
+        let now = cairn_store::Timestamp::from_unix_millis(0);
+        store
+            .acquire_lease("l", "o", now, cairn_store::Timestamp::from_unix_millis(10))
+            .await?;
+        let vault = Vault {
+            id: "/subscriptions/s/resourceGroups/r/providers/Microsoft.KeyVault/vaults/v".into(),
+            name: "v".into(),
+            location: "westus".into(),
+            tags: Default::default(),
+            properties: serde_json::json!({}),
+        };
+        store
+            .put_vault(vault, cairn_store::Precondition::Any, now)
+            .await?;
+        let applied: Vec<i64> =
+            sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
+                .fetch_all(&store.reader)
+                .await?;
+        assert_eq!(applied, [1, 2, 3]);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn a_database_from_a_newer_cairn_is_refused() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await?
+            .close_pools()
+            .await?;
+        let pool = raw_pool(dir.path()).await;
+        sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (99, 'future', 'x', 0)")
+            .execute(&pool)
+            .await?;
+        pool.close().await;
+        let error = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await
+            .expect_err("newer schema");
+        assert!(
+            matches!(
+                error,
+                StoreError::Corrupt {
+                    entity: Entity::Schema,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        assert!(
+            error.to_string().contains("newer than this build"),
+            "{error}"
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn an_edited_migration_is_noticed() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await?
+            .close_pools()
+            .await?;
+        let pool = raw_pool(dir.path()).await;
+        sqlx::query("UPDATE schema_migrations SET checksum = '0000000000000000' WHERE version = 2")
+            .execute(&pool)
+            .await?;
+        pool.close().await;
+        let error = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await
+            .expect_err("edited");
+        assert!(error.to_string().contains("migration 2"), "{error}");
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn rows_in_a_newer_format_are_refused_not_misread() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        let new = cairn_store::conformance::new_deployment("/subscriptions/s", "d", None);
+        let id = new.id.clone();
+        store
+            .put_deployment(new, cairn_store::Precondition::MustNotExist)
+            .await?;
+        sqlx::query("UPDATE deployment_requests SET format_version = 2")
+            .execute(&store.writer)
+            .await?;
+        let error = store
+            .get_deployment_by_id(&id)
+            .await
+            .expect_err("newer format");
+        assert!(
+            matches!(
+                error,
+                StoreError::Corrupt {
+                    entity: Entity::Deployment,
+                    ..
+                }
+            ),
+            "{error:?}"
+        );
+        sqlx::query("UPDATE deployment_requests SET format_version = 1")
+            .execute(&store.writer)
+            .await?;
+        sqlx::query("UPDATE deployments SET status = 'Sleeping'")
+            .execute(&store.writer)
+            .await?;
+        let error = store
+            .get_deployment_by_id(&id)
+            .await
+            .expect_err("unknown status");
+        assert!(error.to_string().contains("Sleeping"), "{error}");
+        Ok(())
+    }
 
     #[test]
     fn migrations_are_numbered_in_order_up_to_latest() {

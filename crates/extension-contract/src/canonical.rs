@@ -24,10 +24,47 @@ pub fn sort_keys(value: &Value) -> Value {
     }
 }
 
-/// The canonical text of `value`.
+/// The canonical text of `value`, written directly (no sorted copy of the tree).
 pub fn to_canonical_string(value: &Value) -> String {
-    // Serializing a `Value` cannot fail (all keys are strings); `to_string` on `Value` is infallible.
-    sort_keys(value).to_string()
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &Value, out: &mut String) {
+    match value {
+        Value::Object(map) => {
+            let mut entries: Vec<(&String, &Value)> = map.iter().collect();
+            entries.sort_by(|(a, _), (b, _)| a.as_bytes().cmp(b.as_bytes()));
+            out.push('{');
+            for (index, (key, inner)) in entries.into_iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_scalar(&Value::String(key.clone()), out);
+                out.push(':');
+                write_canonical(inner, out);
+            }
+            out.push('}');
+        }
+        Value::Array(items) => {
+            out.push('[');
+            for (index, item) in items.iter().enumerate() {
+                if index > 0 {
+                    out.push(',');
+                }
+                write_canonical(item, out);
+            }
+            out.push(']');
+        }
+        scalar => write_scalar(scalar, out),
+    }
+}
+
+fn write_scalar(value: &Value, out: &mut String) {
+    // Scalars print exactly as serde_json's compact `Display` prints them; that cannot fail.
+    use std::fmt::Write;
+    let _ = write!(out, "{value}");
 }
 
 #[cfg(test)]
@@ -43,6 +80,12 @@ mod tests {
             to_canonical_string(&value),
             r#"{"B":1.5,"a":{"x":null,"y":"x:y"},"b":[{"a":2,"z":1}]}"#
         );
+    }
+
+    #[test]
+    fn direct_writer_matches_sorted_copy() {
+        let value = json!({ "z": [ { "b": "\u{7f}", "a": -1.25e-7 } ], "": { "k": [null, true, 18446744073709551615u64] } });
+        assert_eq!(to_canonical_string(&value), sort_keys(&value).to_string());
     }
 
     #[test]

@@ -129,8 +129,10 @@ impl ReferenceId {
         if unique_id.is_empty() {
             return Err(ReferenceIdError::EmptyUniqueId);
         }
+        let length = 3 + utf8_percent_encode(&unique_id, ENCODE_SET)
+            .map(str::len)
+            .sum::<usize>();
         let id = Self { flags, unique_id };
-        let length = id.to_string().len();
         if length > Self::MAX_LEN {
             return Err(ReferenceIdError::TooLong {
                 length,

@@ -760,10 +760,7 @@ impl ExtensionHost {
 
     fn call_headers(&self, context: &CallContext) -> CallHeaders {
         CallHeaders {
-            correlation_id: context
-                .correlation_id
-                .clone()
-                .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+            correlation_id: context.correlation_id.clone().unwrap_or_else(random_uuid),
             traceparent: context.traceparent.clone().unwrap_or_else(new_traceparent),
             context: context.clone(),
         }
@@ -777,7 +774,7 @@ impl ExtensionHost {
                 context
                     .client_request_id
                     .clone()
-                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
+                    .unwrap_or_else(random_uuid),
             ),
             (
                 headers::CORRELATION_REQUEST_ID.to_owned(),
@@ -956,8 +953,16 @@ fn retry_after(response: &TransportResponse) -> Option<Duration> {
     Some(Duration::from_secs(seconds))
 }
 
+/// A v4 UUID from the thread-local RNG (uuid's own `new_v4` makes a getrandom syscall per id, which shows
+/// in the host's per-call overhead).
+fn random_uuid() -> String {
+    uuid::Builder::from_random_bytes(rand::random())
+        .into_uuid()
+        .to_string()
+}
+
 fn new_traceparent() -> String {
-    let trace = uuid::Uuid::new_v4().simple().to_string();
-    let span = &uuid::Uuid::new_v4().simple().to_string()[..16];
-    format!("00-{trace}-{span}-01")
+    let trace: u128 = rand::random();
+    let span: u64 = rand::random();
+    format!("00-{trace:032x}-{span:016x}-01")
 }

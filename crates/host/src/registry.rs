@@ -230,6 +230,17 @@ impl RegisteredExtension {
         }
     }
 
+    /// Sets what `list()` shows as the transport kind (e.g. `"builtin"`) and target (e.g. its name).
+    pub fn with_description(
+        mut self,
+        transport_kind: &'static str,
+        target: impl Into<String>,
+    ) -> Self {
+        self.transport_kind = transport_kind;
+        self.target = target.into();
+        self
+    }
+
     /// Overrides the per-request timeout.
     pub fn with_timeout(mut self, timeout: Duration) -> Self {
         self.timeout = Some(timeout);

@@ -4,6 +4,7 @@
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 
+use crate::models::parameters::Redacted;
 use crate::wire::extensible_enum;
 
 /// Resource tags (`{name: value}`), in the order given.
@@ -65,8 +66,8 @@ extensible_enum! {
     }
 }
 
-/// `templateLink`: a template URI or a template spec version ID.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// `templateLink`: a template URI or a template spec version ID. `Debug` hides `queryString` (a SAS token).
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct TemplateLink {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,20 +77,52 @@ pub struct TemplateLink {
     pub id: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub relative_path: Option<String>,
-    /// A SAS token or similar; it is a credential, so [`TemplateLink`]'s users must not log it.
+    /// A SAS token or similar: a credential.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query_string: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_version: Option<String>,
 }
 
-/// `parametersLink`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+impl std::fmt::Debug for TemplateLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("TemplateLink")
+            .field("uri", &self.uri.as_deref().map(without_query))
+            .field("id", &self.id)
+            .field("relative_path", &self.relative_path)
+            .field(
+                "query_string",
+                &self.query_string.as_ref().map(|_| Redacted),
+            )
+            .field("content_version", &self.content_version)
+            .finish()
+    }
+}
+
+/// A URI for `Debug` output: its query (often a SAS token) replaced by `[REDACTED]`.
+fn without_query(uri: &str) -> String {
+    match uri.split_once('?') {
+        Some((base, _)) => format!("{base}?[REDACTED]"),
+        None => uri.to_owned(),
+    }
+}
+
+/// `parametersLink`. `Debug` hides the URI's query.
+#[derive(Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ParametersLink {
     pub uri: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub content_version: Option<String>,
+}
+
+impl std::fmt::Debug for ParametersLink {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ParametersLink")
+            .field("uri", &without_query(&self.uri))
+            .field("content_version", &self.content_version)
+            .finish()
+    }
 }
 
 /// `debugSetting`: `none`, `requestContent`, `responseContent` or `requestContent,responseContent`.
@@ -162,6 +195,25 @@ mod tests {
             detail_level: Some("none".into()),
         };
         assert!(!none.logs_request_content());
+    }
+
+    #[test]
+    fn link_debug_hides_sas_tokens() {
+        let link = TemplateLink {
+            uri: Some("https://x/t.json?sig=abc".into()),
+            query_string: Some("sig=def".into()),
+            ..TemplateLink::default()
+        };
+        let params = ParametersLink {
+            uri: "https://x/p.json?sig=ghi".into(),
+            content_version: None,
+        };
+        let debug = format!("{link:?} {params:?}");
+        assert!(
+            !debug.contains("abc") && !debug.contains("def") && !debug.contains("ghi"),
+            "{debug}"
+        );
+        assert!(debug.contains("https://x/t.json?[REDACTED]"), "{debug}");
     }
 
     #[test]

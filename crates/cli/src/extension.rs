@@ -1,12 +1,484 @@
-//! `cairn extension ...`: the extension registry and the conformance kit.
+//! `cairn extension ...`: the extension registry, the conformance kit and the built-in Local extension.
 
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
 
-use clap::Subcommand;
+use anyhow::{Context, bail};
+use cairn_conformance::{Options, Profile, Protocol};
+use cairn_extension_contract::ExtensionTransport;
+use cairn_extension_grpc::{LaunchSpec, LocalProcessTransport};
+use cairn_host::http_transport::{HttpV2Transport, default_http_client};
+use cairn_host::{ExtensionListing, GrpcLaunch, Redacted, Registry, TransportFactories};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::Value;
 
 #[derive(Subcommand)]
-pub(crate) enum ExtensionCommand {}
+pub(crate) enum ExtensionCommand {
+    /// List the registered extensions (the built-in Local 1.0.0 is always there).
+    List(ListArgs),
+    /// Run the conformance kit against an extension and print a pass/fail table.
+    Conformance(Box<ConformanceArgs>),
+    /// Serve the built-in Local extension over HTTP v2 and gRPC.
+    ServeLocal(ServeLocalArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct ListArgs {
+    /// Registry file [default: $CAIRN_EXTENSIONS, else $CAIRN_HOME/extensions.json].
+    #[arg(long, value_name = "FILE")]
+    registry: Option<PathBuf>,
+    /// Output format.
+    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
+    output: OutputFormat,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum OutputFormat {
+    Table,
+    Json,
+}
+
+#[derive(Args)]
+// `--version` names the extension version here, not cairn's.
+#[command(disable_version_flag = true)]
+#[command(group = clap::ArgGroup::new("target").required(true).args(["url", "binary", "builtin"]))]
+pub(crate) struct ConformanceArgs {
+    /// Base URL of an HTTP v2 extension, e.g. http://127.0.0.1:8080.
+    #[arg(long)]
+    url: Option<String>,
+    /// A local gRPC extension binary (started with --socket).
+    #[arg(long, value_name = "PATH")]
+    binary: Option<PathBuf>,
+    /// A built-in extension, in process.
+    #[arg(long, value_enum)]
+    builtin: Option<Builtin>,
+    /// Conformance profile: a JSON file, or `local` for the Local extension's shipped profile.
+    #[arg(long, value_name = "FILE|local")]
+    profile: Option<String>,
+    /// Extension version to call (overrides the profile).
+    #[arg(long)]
+    version: Option<String>,
+    /// Resource type of the sample resource (overrides the profile).
+    #[arg(long = "type", value_name = "TYPE")]
+    resource_type: Option<String>,
+    /// API version of the sample resource.
+    #[arg(long)]
+    api_version: Option<String>,
+    /// Sample resource properties as JSON.
+    #[arg(long, value_name = "JSON")]
+    properties: Option<String>,
+    /// Properties for the update step as JSON (same identity).
+    #[arg(long, value_name = "JSON")]
+    updated_properties: Option<String>,
+    /// Properties the extension must reject, as JSON.
+    #[arg(long, value_name = "JSON")]
+    invalid_properties: Option<String>,
+    /// Extension config as JSON (may contain secrets; never printed).
+    #[arg(long, value_name = "JSON")]
+    config: Option<String>,
+    /// A config property that is secret and must not be echoed (repeatable).
+    #[arg(long = "secret-config", value_name = "NAME")]
+    secret_config: Vec<String>,
+    /// Environment variable holding a bearer token for --url.
+    #[arg(long, value_name = "VAR")]
+    bearer_token_env: Option<String>,
+}
+
+#[derive(Clone, Copy, ValueEnum)]
+enum Builtin {
+    Local,
+}
+
+#[derive(Args)]
+#[command(group = clap::ArgGroup::new("listener").required(true).args(["http", "listen", "socket"]))]
+pub(crate) struct ServeLocalArgs {
+    /// Serve HTTP v2 and gRPC on 127.0.0.1:PORT (0 = any free port).
+    #[arg(long, value_name = "PORT")]
+    http: Option<u16>,
+    /// Serve HTTP v2 and gRPC on ADDR, e.g. 0.0.0.0:8080.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<String>,
+    /// Serve gRPC (and HTTP v2) on a Unix domain socket.
+    #[arg(long, value_name = "PATH")]
+    socket: Option<PathBuf>,
+}
 
 pub(crate) fn run(cmd: ExtensionCommand) -> anyhow::Result<ExitCode> {
-    match cmd {}
+    match cmd {
+        ExtensionCommand::List(args) => list(&args),
+        ExtensionCommand::Conformance(args) => conformance(*args),
+        ExtensionCommand::ServeLocal(args) => Ok(serve_local(args)),
+    }
+}
+
+/// The transports this program can build beyond HTTP: the built-in Local extension in process and a gRPC
+/// launcher for local extension binaries. The host needs these to load a registry.
+pub(crate) fn transport_factories() -> TransportFactories {
+    let mut factories = TransportFactories::default();
+    factories.builtins.insert(
+        "local".to_owned(),
+        Arc::new(cairn_ext_local::in_process_transport()),
+    );
+    factories.grpc_launcher = Some(Arc::new(|launch: &GrpcLaunch| {
+        let mut spec = LaunchSpec::new(&launch.binary);
+        spec.args = launch.args.clone();
+        Ok(Arc::new(LocalProcessTransport::new(spec)) as Arc<dyn ExtensionTransport>)
+    }));
+    factories
+}
+
+/// The registry file: `--registry`, else `$CAIRN_EXTENSIONS`, else `$CAIRN_HOME/extensions.json`
+/// (`$CAIRN_HOME` defaults to `~/.cairn`). The boolean says whether it was named explicitly.
+fn registry_path(
+    flag: Option<&Path>,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Option<(PathBuf, bool)> {
+    if let Some(path) = flag {
+        return Some((path.to_path_buf(), true));
+    }
+    if let Some(path) = env("CAIRN_EXTENSIONS").filter(|p| !p.is_empty()) {
+        return Some((PathBuf::from(path), true));
+    }
+    let home = env("CAIRN_HOME")
+        .filter(|p| !p.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| env("HOME").map(|home| Path::new(&home).join(".cairn")))?;
+    Some((home.join("extensions.json"), false))
+}
+
+/// The built-in row, listed unless the registry registers `Local` itself.
+fn builtin_local_listing() -> ExtensionListing {
+    ExtensionListing {
+        name: cairn_ext_local::NAME.to_owned(),
+        version: cairn_ext_local::VERSION.to_owned(),
+        transport: "builtin".to_owned(),
+        target: "local".to_owned(),
+        timeout_seconds: None,
+        bearer_token: false,
+    }
+}
+
+fn load_listings(flag: Option<&Path>) -> anyhow::Result<Vec<ExtensionListing>> {
+    let mut listings = Vec::new();
+    if let Some((path, explicit)) = registry_path(flag, &|name| std::env::var(name).ok())
+        && (explicit || path.exists())
+    {
+        let registry = Registry::load(&path, &transport_factories())
+            .with_context(|| format!("cannot load the extension registry {}", path.display()))?;
+        listings = registry.list();
+    }
+    let local_registered = listings.iter().any(|l| {
+        l.name.eq_ignore_ascii_case(cairn_ext_local::NAME) && l.version == cairn_ext_local::VERSION
+    });
+    if !local_registered {
+        listings.insert(0, builtin_local_listing());
+    }
+    Ok(listings)
+}
+
+fn render_listings(listings: &[ExtensionListing]) -> String {
+    let header = ["NAME", "VERSION", "TRANSPORT", "TARGET", "TIMEOUT", "AUTH"];
+    let rows: Vec<[String; 6]> = listings
+        .iter()
+        .map(|l| {
+            [
+                l.name.clone(),
+                l.version.clone(),
+                l.transport.clone(),
+                l.target.clone(),
+                l.timeout_seconds
+                    .map_or_else(|| "-".to_owned(), |s| format!("{s}s")),
+                if l.bearer_token {
+                    "bearer".to_owned()
+                } else {
+                    "-".to_owned()
+                },
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for row in &rows {
+        for (width, cell) in widths.iter_mut().zip(row) {
+            *width = (*width).max(cell.len());
+        }
+    }
+    let line = |cells: &[&str]| {
+        let padded: Vec<String> = cells
+            .iter()
+            .zip(widths)
+            .map(|(cell, width)| format!("{cell:<width$}"))
+            .collect();
+        padded.join("  ").trim_end().to_owned() + "\n"
+    };
+    let mut out = line(&header);
+    for row in &rows {
+        out.push_str(&line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
+    }
+    out
+}
+
+fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
+    let listings = load_listings(args.registry.as_deref())?;
+    match args.output {
+        OutputFormat::Table => print!("{}", render_listings(&listings)),
+        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&listings)?),
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+fn parse_json(flag: &str, text: &str) -> anyhow::Result<Value> {
+    // The message names the flag and position only: the text may hold secrets.
+    serde_json::from_str(text).map_err(|err| {
+        anyhow::anyhow!(
+            "{flag} is not valid JSON (line {}, column {})",
+            err.line(),
+            err.column()
+        )
+    })
+}
+
+/// Builds the profile from `--profile` and the overriding flags; `${tempDir}` becomes `temp_dir`.
+fn build_profile(args: &ConformanceArgs, temp_dir: &Path) -> anyhow::Result<Profile> {
+    let temp = temp_dir
+        .to_str()
+        .context("the temporary directory path is not UTF-8")?;
+    let variables = [("tempDir", temp)];
+    let mut profile = match args.profile.as_deref() {
+        Some("local") => Profile::parse(cairn_ext_local::CONFORMANCE_PROFILE, &variables)?,
+        Some(file) => {
+            let text = std::fs::read_to_string(file)
+                .with_context(|| format!("cannot read the profile {file}"))?;
+            Profile::parse(&text, &variables).with_context(|| format!("in {file}"))?
+        }
+        None => match (&args.resource_type, &args.properties) {
+            (Some(resource_type), Some(properties)) => Profile::new(
+                args.version.clone().unwrap_or_default(),
+                resource_type.clone(),
+                parse_json("--properties", properties)?,
+            ),
+            _ => bail!("give --profile FILE (or --profile local), or --type and --properties"),
+        },
+    };
+    if let Some(version) = &args.version {
+        profile.extension_version = version.clone();
+    }
+    if profile.extension_version.is_empty() {
+        bail!("give --version (or a profile with extensionVersion)");
+    }
+    if let Some(resource_type) = &args.resource_type {
+        profile.resource_type = resource_type.clone();
+    }
+    if let Some(api_version) = &args.api_version {
+        profile.api_version = Some(api_version.clone());
+    }
+    if let Some(properties) = &args.properties {
+        profile.properties = parse_json("--properties", properties)?;
+    }
+    if let Some(updated) = &args.updated_properties {
+        profile.updated_properties = Some(parse_json("--updated-properties", updated)?);
+    }
+    if let Some(invalid) = &args.invalid_properties {
+        profile.invalid_properties = Some(parse_json("--invalid-properties", invalid)?);
+    }
+    if let Some(config) = &args.config {
+        profile.config = Some(parse_json("--config", config)?);
+    }
+    profile
+        .secret_config_properties
+        .extend(args.secret_config.iter().cloned());
+    Ok(profile)
+}
+
+fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
+    let temp_dir = tempfile::Builder::new()
+        .prefix("cairn-conformance-")
+        .tempdir()?;
+    let profile = build_profile(&args, temp_dir.path())?;
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let report = runtime.block_on(async {
+        if let Some(url) = &args.url {
+            let token =
+                match &args.bearer_token_env {
+                    Some(variable) => Some(Redacted::new(std::env::var(variable).with_context(
+                        || format!("the environment variable {variable} is not set"),
+                    )?)),
+                    None => None,
+                };
+            let transport = HttpV2Transport::new(default_http_client()?, url, token)?;
+            Ok::<_, anyhow::Error>(
+                cairn_conformance::run(&transport, &profile, &Options::new(Protocol::Http)).await,
+            )
+        } else if let Some(binary) = &args.binary {
+            let transport = LocalProcessTransport::new(LaunchSpec::new(binary));
+            transport
+                .start()
+                .await
+                .with_context(|| format!("cannot start {}", binary.display()))?;
+            let report =
+                cairn_conformance::run(&transport, &profile, &Options::new(Protocol::Grpc)).await;
+            transport.shutdown().await;
+            Ok(report)
+        } else {
+            let transport = cairn_ext_local::in_process_transport();
+            Ok(cairn_conformance::run(&transport, &profile, &Options::new(Protocol::Http)).await)
+        }
+    })?;
+    print!("{}", report.render_table());
+    Ok(if report.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(1)
+    })
+}
+
+fn serve_local(args: ServeLocalArgs) -> ExitCode {
+    let mut argv = Vec::new();
+    if let Some(port) = args.http {
+        argv.extend(["--http".to_owned(), port.to_string()]);
+    }
+    if let Some(addr) = args.listen {
+        argv.extend(["--listen".to_owned(), addr]);
+    }
+    if let Some(socket) = args.socket {
+        argv.extend(["--socket".to_owned(), socket.display().to_string()]);
+    }
+    cairn_extension_sdk::serve_main_with_args(cairn_ext_local::extension(), argv)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env_of(pairs: &'static [(&'static str, &'static str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    /// The subcommands as `cairn` mounts them (with cairn's propagated `--version`).
+    fn command() -> clap::Command {
+        use clap::Subcommand as _;
+        ExtensionCommand::augment_subcommands(
+            clap::Command::new("extension")
+                .version("0")
+                .propagate_version(true),
+        )
+    }
+
+    #[test]
+    fn command_line_is_consistent() {
+        command().debug_assert();
+        let matches = command()
+            .try_get_matches_from([
+                "extension",
+                "conformance",
+                "--url",
+                "http://x",
+                "--version",
+                "1.0.0",
+                "--profile",
+                "local",
+            ])
+            .unwrap();
+        let (name, sub) = matches.subcommand().unwrap();
+        assert_eq!(
+            (name, sub.get_one::<String>("version").map(String::as_str)),
+            ("conformance", Some("1.0.0"))
+        );
+        assert!(
+            command()
+                .try_get_matches_from(["extension", "conformance", "--profile", "local"])
+                .is_err()
+        );
+        assert!(
+            command()
+                .try_get_matches_from(["extension", "serve-local"])
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn profile_flags_override_the_profile() {
+        let temp = tempfile::tempdir().unwrap();
+        let matches = command()
+            .try_get_matches_from([
+                "extension",
+                "conformance",
+                "--builtin",
+                "local",
+                "--profile",
+                "local",
+                "--version",
+                "9.9.9",
+                "--properties",
+                r#"{"path":"x","content":"y"}"#,
+                "--secret-config",
+                "token",
+            ])
+            .unwrap();
+        let ExtensionCommand::Conformance(args) =
+            <ExtensionCommand as clap::FromArgMatches>::from_arg_matches(&matches).unwrap()
+        else {
+            panic!("not conformance");
+        };
+        let profile = build_profile(&args, temp.path()).unwrap();
+        assert_eq!(profile.extension_version, "9.9.9");
+        assert_eq!(
+            profile.properties,
+            serde_json::json!({ "path": "x", "content": "y" })
+        );
+        assert_eq!(
+            profile.config.unwrap()["rootDirectory"],
+            temp.path().to_str().unwrap()
+        );
+        assert_eq!(profile.secret_config_properties, ["token"]);
+    }
+
+    #[test]
+    fn registry_path_precedence() {
+        let flag = Path::new("/flag.json");
+        assert_eq!(
+            registry_path(Some(flag), &env_of(&[("CAIRN_EXTENSIONS", "/env.json")])),
+            Some((flag.into(), true))
+        );
+        assert_eq!(
+            registry_path(
+                None,
+                &env_of(&[("CAIRN_EXTENSIONS", "/env.json"), ("CAIRN_HOME", "/h")])
+            ),
+            Some(("/env.json".into(), true))
+        );
+        assert_eq!(
+            registry_path(None, &env_of(&[("CAIRN_HOME", "/h")])),
+            Some(("/h/extensions.json".into(), false))
+        );
+        assert_eq!(
+            registry_path(None, &env_of(&[("HOME", "/home/u")])),
+            Some(("/home/u/.cairn/extensions.json".into(), false))
+        );
+        assert_eq!(registry_path(None, &env_of(&[])), None);
+    }
+
+    #[test]
+    fn listing_table_aligns_columns() {
+        let mut other = builtin_local_listing();
+        other.name = "Kubernetes".into();
+        other.transport = "http".into();
+        other.target = "https://k8s.example/".into();
+        other.timeout_seconds = Some(30);
+        other.bearer_token = true;
+        let table = render_listings(&[builtin_local_listing(), other]);
+        assert_eq!(
+            table,
+            "NAME        VERSION  TRANSPORT  TARGET                TIMEOUT  AUTH\n\
+             Local       1.0.0    builtin    local                 -        -\n\
+             Kubernetes  1.0.0    http       https://k8s.example/  30s      bearer\n"
+        );
+    }
 }

@@ -124,15 +124,14 @@ impl<'e> Evaluator<'e> {
         match cairn_expr::classify(s) {
             TemplateString::Literal(lit) => Ok(Value::String(lit.into_owned())),
             TemplateString::Expression { .. } => {
-                let expr = match cairn_expr::parse_template_string(s) {
-                    Ok(Some(expr)) => expr,
+                let (expr, source) = match parsed(s) {
+                    Ok(Some(parsed)) => parsed,
                     Ok(None) => return Ok(Value::String(s.to_string())),
                     Err(e) => {
                         let span = e.span;
                         return Err(EvalError::new(EvalErrorKind::Syntax(e)).with_span(span));
                     }
                 };
-                let source: Rc<str> = Rc::from(s);
                 match self.eval_expr(&expr, &source) {
                     Err(e) if e.is_unavailable() => {
                         Ok(Value::Unevaluated(Rc::new(Unevaluated { expression: s.to_string() })))
@@ -439,6 +438,36 @@ impl<'e> Evaluator<'e> {
             source: source.clone(),
         })))
     }
+}
+
+/// Parsed template strings, per thread. Copy loops evaluate the same strings many times; parsing each once keeps
+/// expansion linear in the template size. Bounded: cleared when full.
+const PARSE_CACHE_LIMIT: usize = 8192;
+
+type Parsed = (Rc<Expr>, Rc<str>);
+
+thread_local! {
+    static PARSE_CACHE: std::cell::RefCell<std::collections::HashMap<Rc<str>, Parsed>> =
+        std::cell::RefCell::new(std::collections::HashMap::new());
+}
+
+fn parsed(s: &str) -> Result<Option<Parsed>, cairn_expr::ExprError> {
+    if let Some(hit) = PARSE_CACHE.with(|c| c.borrow().get(s).cloned()) {
+        return Ok(Some(hit));
+    }
+    let Some(expr) = cairn_expr::parse_template_string(s)? else {
+        return Ok(None);
+    };
+    let source: Rc<str> = Rc::from(s);
+    let entry = (Rc::new(expr), source.clone());
+    PARSE_CACHE.with(|c| {
+        let mut cache = c.borrow_mut();
+        if cache.len() >= PARSE_CACHE_LIMIT {
+            cache.clear();
+        }
+        cache.insert(source, entry.clone());
+    });
+    Ok(Some(entry))
 }
 
 fn arity_message(min: usize, max: Option<usize>, actual: usize) -> String {

@@ -138,6 +138,11 @@ struct TemplateEnv<'a> {
     vars_in_progress: RefCell<Vec<String>>,
     extensions: RefCell<Vec<PlannedExtension>>,
     state: RefCell<State>,
+    ref_index: RefCell<Option<RefIndex>>,
+    /// `reference`-like call arguments per declaration, for implicit dependencies.
+    implicit_args: RefCell<HashMap<usize, Rc<ImplicitArgs>>>,
+    /// Resource bodies to evaluate, per declaration (the declaration without its control members).
+    body_nodes: RefCell<HashMap<usize, Rc<Node>>>,
     allow_nondeterministic: Cell<bool>,
     guids: Cell<usize>,
     diags: RefCell<Vec<Diagnostic>>,
@@ -221,6 +226,9 @@ impl<'a> TemplateEnv<'a> {
             vars_in_progress: RefCell::new(Vec::new()),
             extensions: RefCell::new(Vec::new()),
             state: RefCell::new(State::default()),
+            ref_index: RefCell::new(None),
+            implicit_args: RefCell::new(HashMap::new()),
+            body_nodes: RefCell::new(HashMap::new()),
             allow_nondeterministic: Cell::new(false),
             guids: Cell::new(0),
             diags: RefCell::new(Vec::new()),
@@ -266,29 +274,26 @@ impl<'a> TemplateEnv<'a> {
             self.evaluate_instance(i);
         }
         let outputs = self.evaluate_outputs();
-        let state = self.state.borrow();
-        let resources = state
-            .instances
-            .iter()
+        // Expansion is over: move the instances into the plan instead of cloning them.
+        let instances = std::mem::take(&mut self.state.borrow_mut().instances);
+        let keys: Vec<String> = instances.iter().map(|i| i.key.clone()).collect();
+        let resources = instances
+            .into_iter()
             .map(|inst| PlannedResource {
-                key: inst.key.clone(),
-                symbolic_name: inst.symbolic.clone(),
-                copy: inst.copy.clone(),
-                id: inst.id.clone(),
-                name: inst.name.clone(),
-                resource_type: inst.resource_type.clone(),
-                api_version: inst.api_version.clone(),
-                extension: inst.extension.clone(),
+                depends_on: inst.depends_on.iter().map(|&d| keys[d].clone()).collect(),
+                path: self.template.resources[inst.decl].path.clone(),
+                key: inst.key,
+                symbolic_name: inst.symbolic,
+                copy: inst.copy,
+                id: inst.id,
+                name: inst.name,
+                resource_type: inst.resource_type,
+                api_version: inst.api_version,
+                extension: inst.extension,
                 condition: inst.condition,
                 existing: inst.existing,
-                depends_on: inst
-                    .depends_on
-                    .iter()
-                    .map(|&d| state.instances[d].key.clone())
-                    .collect(),
-                body: inst.body.clone(),
-                deployment: inst.child.clone(),
-                path: self.template.resources[inst.decl].path.clone(),
+                body: inst.body,
+                deployment: inst.child,
             })
             .collect();
         Some(Plan {
@@ -872,7 +877,7 @@ impl<'a> TemplateEnv<'a> {
                 Err(e) => self.error(diag_from_eval(&e, &join_path(path, "dependsOn"))),
             }
         }
-        self.implicit_refs(ev, node, &mut deps);
+        self.implicit_refs(ev, d, node, &mut deps);
         let existing = decl.existing;
         let extension = extension.map(|e| PlannedExtensionRef {
             alias: e.alias.clone(),
@@ -933,38 +938,25 @@ impl<'a> TemplateEnv<'a> {
 
     /// Implicit dependencies: the first argument of `reference`/`references`/`resourceInfo`/`list*` calls in the
     /// resource body (not inside an inner-scope nested template).
-    fn implicit_refs(&self, ev: &mut Evaluator<'_>, node: &Node, deps: &mut Vec<DepRef>) {
-        let mut strings = Vec::new();
-        collect_expression_strings(node, true, &mut strings);
-        for s in strings {
-            let Ok(Some(expr)) = cairn_expr::parse_template_string(s) else {
-                continue;
-            };
-            let source: Rc<str> = Rc::from(s);
-            let mut calls = Vec::new();
-            expr.walk(&mut |e: &Expr| {
-                if let ExprKind::Call {
-                    namespace: None,
-                    name,
-                    args,
-                } = &e.kind
-                {
-                    let n = name.name.to_ascii_lowercase();
-                    let is_ref = matches!(n.as_str(), "reference" | "references" | "resourceinfo")
-                        || cairn_eval::functions::lookup(&n)
-                            .is_some_and(cairn_eval::functions::is_list_function);
-                    if is_ref && let Some(first) = args.first() {
-                        calls.push(first.clone());
-                    }
-                }
-            });
-            for arg in calls {
-                if let Ok(Value::String(target)) = ev.eval_expr(&arg, &source) {
-                    deps.push(DepRef {
-                        text: target,
-                        explicit: false,
-                    });
-                }
+    fn implicit_refs(
+        &self,
+        ev: &mut Evaluator<'_>,
+        decl: usize,
+        node: &Node,
+        deps: &mut Vec<DepRef>,
+    ) {
+        let args = self
+            .implicit_args
+            .borrow_mut()
+            .entry(decl)
+            .or_insert_with(|| Rc::new(reference_arguments(node)))
+            .clone();
+        for (arg, source) in args.iter() {
+            if let Ok(Value::String(target)) = ev.eval_expr(arg, source) {
+                deps.push(DepRef {
+                    text: target,
+                    explicit: false,
+                });
             }
         }
     }
@@ -995,7 +987,35 @@ impl<'a> TemplateEnv<'a> {
     fn resolve_ref(&self, text: &str) -> Option<Vec<usize>> {
         let state = self.state.borrow();
         let insts = &state.instances;
-        let decls = &self.template.resources;
+        let mut index = self.ref_index.borrow_mut();
+        if index.as_ref().is_none_or(|ix| ix.count != insts.len()) {
+            *index = Some(RefIndex::build(insts));
+        }
+        let ix = index.as_ref().expect("built above");
+        let lower = text.to_ascii_lowercase();
+        if self.template.language_version.symbolic() {
+            let (sym, wanted) = match lower.strip_suffix(']').and_then(|t| t.split_once('[')) {
+                Some((s, i)) => (s, i.trim().parse::<i64>().ok()),
+                None => (lower.as_str(), None),
+            };
+            if let Some(found) = ix.by_symbol.get(sym) {
+                let found: Vec<usize> = found
+                    .iter()
+                    .copied()
+                    .filter(|&n| {
+                        wanted.is_none_or(|w| insts[n].copy.as_ref().is_some_and(|c| c.index == w))
+                    })
+                    .collect();
+                if !found.is_empty() {
+                    return Some(found);
+                }
+            }
+        }
+        for map in [&ix.by_id, &ix.by_copy, &ix.by_name] {
+            if let Some(found) = map.get(&lower) {
+                return Some(found.clone());
+            }
+        }
         let pick = |f: &dyn Fn(&Instance) -> bool| -> Option<Vec<usize>> {
             let found: Vec<usize> = insts
                 .iter()
@@ -1005,42 +1025,6 @@ impl<'a> TemplateEnv<'a> {
                 .collect();
             (!found.is_empty()).then_some(found)
         };
-        if self.template.language_version.symbolic() {
-            let (sym, index) = match text.strip_suffix(']').and_then(|t| t.split_once('[')) {
-                Some((s, i)) => (s, i.trim().parse::<i64>().ok()),
-                None => (text, None),
-            };
-            let by_symbol = pick(&|i: &Instance| {
-                i.symbolic
-                    .as_deref()
-                    .is_some_and(|s| s.eq_ignore_ascii_case(sym))
-                    && index.is_none_or(|want| i.copy.as_ref().is_some_and(|c| c.index == want))
-            });
-            if by_symbol.is_some() {
-                return by_symbol;
-            }
-        }
-        if let Some(found) = pick(&|i: &Instance| {
-            i.id.as_deref()
-                .is_some_and(|id| id.eq_ignore_ascii_case(text))
-        }) {
-            return Some(found);
-        }
-        if let Some(found) = pick(&|i: &Instance| {
-            i.copy
-                .as_ref()
-                .is_some_and(|c| c.name.eq_ignore_ascii_case(text))
-                && decls[i.decl].node.get_ci("copy").is_some()
-        }) {
-            return Some(found);
-        }
-        if let Some(found) = pick(&|i: &Instance| {
-            i.name
-                .as_deref()
-                .is_some_and(|n| n.eq_ignore_ascii_case(text))
-        }) {
-            return Some(found);
-        }
         // `Ns/type/name` without the scope prefix.
         if text.contains('/') && !text.starts_with('/') {
             let suffix = format!("/providers/{}", text.to_ascii_lowercase());
@@ -1172,7 +1156,12 @@ impl<'a> TemplateEnv<'a> {
                 .get_ci("properties")
                 .and_then(|p| p.get_ci("template"))
                 .is_some();
-        let body_node = body_node(&decl.node, is_deployment);
+        let body_node = self
+            .body_nodes
+            .borrow_mut()
+            .entry(inst.decl)
+            .or_insert_with(|| Rc::new(body_node(&decl.node, is_deployment)))
+            .clone();
         let mut ev = Evaluator::new(self);
         let body = match &inst.copy {
             Some(c) => ev.with_copy(&c.name, c.index, CopyKind::Unnamed, |ev| {
@@ -1516,6 +1505,72 @@ enum RefKind {
     One,
     Many,
     Info,
+}
+
+/// The first arguments of `reference`/`references`/`resourceInfo`/`list*` calls in a resource declaration (not
+/// inside an inner-scope nested template), with the source string each belongs to.
+fn reference_arguments(node: &Node) -> Vec<(Expr, Rc<str>)> {
+    let mut strings = Vec::new();
+    collect_expression_strings(node, true, &mut strings);
+    let mut out = Vec::new();
+    for s in strings {
+        let Ok(Some(expr)) = cairn_expr::parse_template_string(s) else {
+            continue;
+        };
+        let source: Rc<str> = Rc::from(s);
+        expr.walk(&mut |e: &Expr| {
+            if let ExprKind::Call {
+                namespace: None,
+                name,
+                args,
+            } = &e.kind
+            {
+                let n = name.name.to_ascii_lowercase();
+                let is_ref = matches!(n.as_str(), "reference" | "references" | "resourceinfo")
+                    || cairn_eval::functions::lookup(&n)
+                        .is_some_and(cairn_eval::functions::is_list_function);
+                if is_ref && let Some(first) = args.first() {
+                    out.push((first.clone(), source.clone()));
+                }
+            }
+        });
+    }
+    out
+}
+
+type ImplicitArgs = Vec<(Expr, Rc<str>)>;
+
+/// Lookup tables over the instances (lower-cased keys), rebuilt when instances are added.
+struct RefIndex {
+    count: usize,
+    by_symbol: HashMap<String, Vec<usize>>,
+    by_id: HashMap<String, Vec<usize>>,
+    by_copy: HashMap<String, Vec<usize>>,
+    by_name: HashMap<String, Vec<usize>>,
+}
+
+impl RefIndex {
+    fn build(insts: &[Instance]) -> RefIndex {
+        let mut ix = RefIndex {
+            count: insts.len(),
+            by_symbol: HashMap::new(),
+            by_id: HashMap::new(),
+            by_copy: HashMap::new(),
+            by_name: HashMap::new(),
+        };
+        for (n, i) in insts.iter().enumerate() {
+            let add = |map: &mut HashMap<String, Vec<usize>>, key: Option<&str>| {
+                if let Some(k) = key {
+                    map.entry(k.to_ascii_lowercase()).or_default().push(n);
+                }
+            };
+            add(&mut ix.by_symbol, i.symbolic.as_deref());
+            add(&mut ix.by_id, i.id.as_deref());
+            add(&mut ix.by_copy, i.copy.as_ref().map(|c| c.name.as_str()));
+            add(&mut ix.by_name, i.name.as_deref());
+        }
+        ix
+    }
 }
 
 /// A dependency named by `dependsOn` (explicit) or by a runtime function argument (implicit).

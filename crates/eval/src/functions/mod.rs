@@ -20,7 +20,6 @@ mod string;
 #[cfg(test)]
 pub(crate) mod test_util;
 
-use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::LazyLock;
 
@@ -87,7 +86,8 @@ impl FunctionDef {
     }
 }
 
-static TABLE: LazyLock<HashMap<String, FunctionDef>> = LazyLock::new(|| {
+/// The table, sorted by lower-case name: lookups binary-search it ignoring case, without allocating.
+static TABLE: LazyLock<Vec<(String, FunctionDef)>> = LazyLock::new(|| {
     let families: [&[FunctionDef]; 12] = [
         core::FUNCTIONS,
         array::FUNCTIONS,
@@ -102,10 +102,13 @@ static TABLE: LazyLock<HashMap<String, FunctionDef>> = LazyLock::new(|| {
         scope::FUNCTIONS,
         resource::FUNCTIONS,
     ];
-    let mut table = HashMap::new();
-    for def in families.into_iter().flatten() {
-        table.insert(def.name.to_ascii_lowercase(), *def);
-    }
+    let mut table: Vec<(String, FunctionDef)> = families
+        .into_iter()
+        .flatten()
+        .map(|def| (def.name.to_ascii_lowercase(), *def))
+        .collect();
+    table.sort_by(|a, b| a.0.cmp(&b.0));
+    table.dedup_by(|a, b| a.0 == b.0);
     table
 });
 
@@ -119,11 +122,16 @@ pub fn is_list_function(def: &FunctionDef) -> bool {
 
 /// Finds a built-in function by name, ignoring case.
 pub fn lookup(name: &str) -> Option<&'static FunctionDef> {
-    let lower = name.to_ascii_lowercase();
-    if let Some(def) = TABLE.get(&lower) {
-        return Some(def);
+    let ci_cmp = |entry: &(String, FunctionDef)| {
+        entry
+            .0
+            .bytes()
+            .cmp(name.bytes().map(|b| b.to_ascii_lowercase()))
+    };
+    if let Ok(i) = TABLE.binary_search_by(ci_cmp) {
+        return Some(&TABLE[i].1);
     }
-    if lower.starts_with("list") {
+    if name.len() >= 4 && name.as_bytes()[..4].eq_ignore_ascii_case(b"list") {
         return Some(&LIST_FUNCTION);
     }
     None
@@ -131,7 +139,7 @@ pub fn lookup(name: &str) -> Option<&'static FunctionDef> {
 
 /// Every built-in function name (for documentation and tests).
 pub fn names() -> Vec<&'static str> {
-    let mut names: Vec<_> = TABLE.values().map(|d| d.name).collect();
+    let mut names: Vec<_> = TABLE.iter().map(|(_, d)| d.name).collect();
     names.sort_unstable_by_key(|n| n.to_ascii_lowercase());
     names
 }

@@ -80,20 +80,15 @@ impl Query {
                 &["provisioningState eq '{state}'"],
             )
         };
-        let mut words = filter
+        let (property, rest) = filter
             .trim()
-            .splitn(3, char::is_whitespace)
-            .filter(|w| !w.is_empty());
-        let (Some(property), Some(operator)) = (words.next(), words.next()) else {
-            return Err(invalid());
-        };
-        let literal = filter
-            .trim()
-            .get(property.len()..)
-            .map(str::trim_start)
-            .and_then(|rest| rest.get(operator.len()..))
-            .map(str::trim)
+            .split_once(char::is_whitespace)
             .ok_or_else(invalid)?;
+        let (operator, literal) = rest
+            .trim_start()
+            .split_once(char::is_whitespace)
+            .ok_or_else(invalid)?;
+        let literal = literal.trim();
         let state = literal
             .strip_prefix('\'')
             .and_then(|s| s.strip_suffix('\''))
@@ -156,6 +151,11 @@ mod tests {
             Query::parse("$filter=provisioningState eq Failed")
                 .provisioning_state_filter()
                 .is_err()
+        );
+        let spaced = Query::parse("$filter=provisioningState%20%20eq%20%20%27Running%27%20");
+        assert_eq!(
+            spaced.provisioning_state_filter().unwrap(),
+            Some("Running".into())
         );
         assert!(
             Query::parse("$filter=provisioningState")

@@ -354,6 +354,10 @@ fn classify_resources_route(path: &str, segments: &[String]) -> Result<Option<Ta
             continue;
         };
         let tail = &segments[start + 3..];
+        // `.../deployments/{name}/providers/...` is an extension resource on the deployment: generic.
+        if tail.get(1).is_some_and(|s| eq_ignore_case(s, "providers")) {
+            continue;
+        }
         let target = match kind {
             ResourcesType::Deployments => deployments_target(scope, tail),
             ResourcesType::DeploymentStacks => stacks_target(scope, tail),
@@ -770,6 +774,9 @@ mod tests {
                 action: "listKeys".into()
             }
         );
+        // An extension resource on a deployment is a generic resource.
+        let lock = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deployments/d/providers/Microsoft.Authorization/locks/l";
+        assert_eq!(target(lock), Target::Resource { id: id(lock) });
         // A deployment named like a keyword is still a deployment.
         let odd = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deployments/providers";
         assert!(matches!(target(odd), Target::Deployment { .. }));

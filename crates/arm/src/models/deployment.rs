@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::ErrorDetail;
+use crate::id::ResourceId;
 use crate::models::common::{
     DebugSetting, ListResult, ParametersLink, SystemData, Tags, TemplateLink, ValidationLevel,
 };
@@ -244,6 +245,16 @@ pub struct DeploymentExtended {
 impl DeploymentExtended {
     /// The resource type, `Microsoft.Resources/deployments`.
     pub const TYPE: &'static str = "Microsoft.Resources/deployments";
+
+    /// A response for the deployment `id` with `id`, `name` and `type` filled in.
+    pub fn for_id(id: &ResourceId) -> Self {
+        Self {
+            id: Some(id.to_string()),
+            name: id.name().map(str::to_owned),
+            resource_type: Some(Self::TYPE.to_owned()),
+            ..Self::default()
+        }
+    }
 }
 
 /// `properties` of a deployment in responses. All fields are read-only and optional.
@@ -487,6 +498,17 @@ mod tests {
         assert!(!DeploymentProvisioningState::Running.is_terminal());
         assert!(DeploymentProvisioningState::Accepted.is_cancelable());
         assert!(!DeploymentProvisioningState::parse("Weird").is_terminal());
+    }
+
+    #[test]
+    fn response_for_an_id_names_the_deployment() {
+        let id = ResourceId::parse("/subscriptions/s/providers/Microsoft.Resources/deployments/d1")
+            .unwrap();
+        let d = DeploymentExtended::for_id(&id);
+        assert_eq!(
+            (d.name.as_deref(), d.resource_type.as_deref()),
+            (Some("d1"), Some(DeploymentExtended::TYPE))
+        );
     }
 
     #[test]

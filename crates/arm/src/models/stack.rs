@@ -118,6 +118,19 @@ pub struct DeploymentStack {
 impl DeploymentStack {
     /// The resource type, `Microsoft.Resources/deploymentStacks`.
     pub const TYPE: &'static str = "Microsoft.Resources/deploymentStacks";
+
+    /// A response for the stack `id` with `id`, `name`, `type` and the given properties.
+    pub fn for_id(id: &ResourceId, properties: DeploymentStackProperties) -> Self {
+        Self {
+            id: Some(id.to_string()),
+            name: id.name().map(str::to_owned),
+            resource_type: Some(Self::TYPE.to_owned()),
+            system_data: None,
+            location: None,
+            tags: None,
+            properties,
+        }
+    }
 }
 
 stack_properties! {

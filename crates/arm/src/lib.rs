@@ -9,6 +9,7 @@
 //! - [`api_version`]: the accepted `api-version` values per API and [`api_version::check`].
 //! - [`error`]: [`ErrorResponse`] / [`ErrorDetail`] and [`ArmError`] (status + detail) constructors.
 //! - [`models`]: request and response bodies.
+//! - [`names`]: name rules for deployments, stacks and resource groups, with ARM-shaped errors.
 //! - [`secure`]: redaction of secure parameters and config values for responses.
 //! - [`time`]: ISO 8601 durations and ARM timestamps.
 //! - [`query`]: query strings and the ARM query parameters with fixed meaning.
@@ -20,6 +21,7 @@ pub mod api_version;
 pub mod error;
 pub mod id;
 pub mod models;
+pub mod names;
 pub mod query;
 pub mod route;
 pub mod secure;

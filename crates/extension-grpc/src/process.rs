@@ -21,7 +21,7 @@ use crate::client::{BicepExtensionClient, unix_socket_channel};
 use crate::mapping;
 
 /// How to start a local extension.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct LaunchSpec {
     /// The extension binary.
     pub program: PathBuf,
@@ -48,6 +48,21 @@ impl LaunchSpec {
             ping_interval: Duration::from_millis(50),
             shutdown_grace: Duration::from_secs(5),
         }
+    }
+}
+
+impl std::fmt::Debug for LaunchSpec {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // Environment values may be credentials: print the names only.
+        let env_names: Vec<&str> = self.env.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("LaunchSpec")
+            .field("program", &self.program)
+            .field("args", &self.args)
+            .field("env_names", &env_names)
+            .field("startup_timeout", &self.startup_timeout)
+            .field("ping_interval", &self.ping_interval)
+            .field("shutdown_grace", &self.shutdown_grace)
+            .finish()
     }
 }
 

@@ -358,33 +358,47 @@ fn reply_from_resource(body: &[u8]) -> LocalExtensibilityOperationResponse {
     }
 }
 
+/// Reports a failure to reach the bridged extension in `errorData`, as the protocol asks, rather than as
+/// a gRPC status.
+fn as_error_data(
+    result: RpcResult<LocalExtensibilityOperationResponse>,
+) -> RpcResult<LocalExtensibilityOperationResponse> {
+    result.or_else(|status| {
+        Ok(mapping::error_reply(mapping::proto_error(
+            cairn_extension_contract::codes::EXTENSION_TRANSPORT_FAILED,
+            None,
+            status.message(),
+        )))
+    })
+}
+
 impl BicepExtension for TransportBridge {
     fn create_or_update(
         &self,
         request: ResourceSpecification,
     ) -> BoxFuture<'_, RpcResult<LocalExtensibilityOperationResponse>> {
-        Box::pin(self.apply(Operation::CreateOrUpdate, request))
+        Box::pin(async move { as_error_data(self.apply(Operation::CreateOrUpdate, request).await) })
     }
 
     fn preview(
         &self,
         request: ResourceSpecification,
     ) -> BoxFuture<'_, RpcResult<LocalExtensibilityOperationResponse>> {
-        Box::pin(self.apply(Operation::Preview, request))
+        Box::pin(async move { as_error_data(self.apply(Operation::Preview, request).await) })
     }
 
     fn get(
         &self,
         request: ResourceReference,
     ) -> BoxFuture<'_, RpcResult<LocalExtensibilityOperationResponse>> {
-        Box::pin(self.lookup(Operation::Get, request))
+        Box::pin(async move { as_error_data(self.lookup(Operation::Get, request).await) })
     }
 
     fn delete(
         &self,
         request: ResourceReference,
     ) -> BoxFuture<'_, RpcResult<LocalExtensibilityOperationResponse>> {
-        Box::pin(self.lookup(Operation::Delete, request))
+        Box::pin(async move { as_error_data(self.lookup(Operation::Delete, request).await) })
     }
 
     fn get_type_files(&self) -> BoxFuture<'_, RpcResult<TypeFilesResponse>> {
@@ -393,5 +407,89 @@ impl BicepExtension for TransportBridge {
                 .clone()
                 .ok_or_else(|| Status::unimplemented("this extension publishes no type files"))
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cairn_extension_contract::transport::TransportError;
+
+    /// A v2 transport that answers from a script, for bridge tests without an SDK.
+    struct Scripted(std::sync::Mutex<Vec<Result<TransportResponse, TransportError>>>);
+
+    impl ExtensionTransport for Scripted {
+        fn send(
+            &self,
+            _request: TransportRequest,
+        ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
+            let next = self.0.lock().ok().map(|mut script| script.remove(0));
+            Box::pin(async move { next.unwrap_or(Err(TransportError::Timeout)) })
+        }
+    }
+
+    fn bridge(script: Vec<Result<TransportResponse, TransportError>>) -> TransportBridge {
+        TransportBridge::new(Arc::new(Scripted(std::sync::Mutex::new(script))), "1.0.0")
+    }
+
+    fn reference() -> ResourceReference {
+        ResourceReference {
+            identifiers: r#"{"n":1}"#.into(),
+            config: None,
+            r#type: "T".into(),
+            api_version: None,
+        }
+    }
+
+    #[tokio::test]
+    async fn transport_failures_become_error_data() {
+        let reply = bridge(vec![Err(TransportError::Timeout)])
+            .get(reference())
+            .await
+            .unwrap();
+        let error = reply.error_data.unwrap().error.unwrap();
+        assert_eq!(
+            error.code,
+            cairn_extension_contract::codes::EXTENSION_TRANSPORT_FAILED
+        );
+    }
+
+    #[tokio::test]
+    async fn failed_lro_delete_becomes_error_data() {
+        let accepted = TransportResponse::json(
+            202,
+            br#"{"status":"Running","retryAfterSeconds":0,"operationHandle":{"id":1}}"#.to_vec(),
+        );
+        let failed = TransportResponse::json(
+            200,
+            br#"{"status":"Failed","error":{"code":"Stuck","message":"m"}}"#.to_vec(),
+        );
+        let reply = bridge(vec![Ok(accepted), Ok(failed)])
+            .delete(reference())
+            .await
+            .unwrap();
+        assert_eq!(reply.error_data.unwrap().error.unwrap().code, "Stuck");
+    }
+
+    #[tokio::test]
+    async fn lro_without_handle_is_reported() {
+        let accepted = TransportResponse::json(202, br#"{"status":"Running"}"#.to_vec());
+        let reply = bridge(vec![Ok(accepted)])
+            .delete(reference())
+            .await
+            .unwrap();
+        assert_eq!(
+            reply.error_data.unwrap().error.unwrap().code,
+            cairn_extension_contract::codes::RESPONSE_MISSING_OPERATION_HANDLE
+        );
+    }
+
+    #[tokio::test]
+    async fn no_content_delete_echoes_the_reference() {
+        let reply = bridge(vec![Ok(TransportResponse::json(204, Vec::new()))])
+            .delete(reference())
+            .await
+            .unwrap();
+        assert_eq!(reply.resource.unwrap().identifiers, r#"{"n":1}"#);
     }
 }

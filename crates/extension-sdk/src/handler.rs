@@ -370,7 +370,7 @@ pub fn from_json<T: DeserializeOwned>(
                 serde_path_to_error::Segment::Unknown => {}
             }
         }
-        let message = err.inner().to_string();
+        let message = redact_serde_message(&err.inner().to_string());
         // serde reports a missing field at its parent; point at the field itself.
         if let Some(field) = message
             .strip_prefix("missing field `")
@@ -381,6 +381,23 @@ pub fn from_json<T: DeserializeOwned>(
         }
         ExtensionError::invalid(code, target, format!("Invalid {}: {message}.", &base[1..]))
     })
+}
+
+/// serde quotes offending values (`invalid type: string "hunter2", expected u32`); properties can hold
+/// write-only secrets, so keep only the kind of value.
+fn redact_serde_message(message: &str) -> String {
+    let message = message.split(" at line ").next().unwrap_or_default();
+    let expected = message.find(", expected").map_or("", |at| &message[at..]);
+    if message.starts_with("unknown variant ") {
+        return format!("unknown variant{expected}");
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some(rest) = message.strip_prefix(prefix) {
+            let kind = rest.split([' ', ',']).next().unwrap_or_default();
+            return format!("{prefix}{kind}{expected}");
+        }
+    }
+    message.to_owned()
 }
 
 #[cfg(test)]
@@ -425,6 +442,34 @@ mod tests {
             "/properties/items/0/size"
         );
         assert_eq!(target_of(json!([])), "/properties");
+    }
+
+    #[test]
+    fn error_messages_never_quote_values() {
+        let err = from_json::<Props>(
+            json!({ "path": "p", "items": [{ "size": "hunter2" }] }),
+            "/properties",
+            "X",
+        )
+        .unwrap_err();
+        let message = &err.error().message;
+        assert!(!message.contains("hunter2"), "{message}");
+        assert!(
+            message.contains("invalid type: string, expected u32"),
+            "{message}"
+        );
+        assert_eq!(
+            redact_serde_message("unknown variant `s3cr3t`, expected one of `a`"),
+            "unknown variant, expected one of `a`"
+        );
+        assert_eq!(
+            redact_serde_message("missing field `path`"),
+            "missing field `path`"
+        );
+        assert_eq!(
+            redact_serde_message("invalid value: integer `5`, expected a port"),
+            "invalid value: integer, expected a port"
+        );
     }
 
     #[test]

@@ -92,6 +92,193 @@ pub fn expand(
     (plan, diags)
 }
 
+/// The child deployment of a nested `Microsoft.Resources/deployments` resource, ready to expand or deploy.
+#[derive(Clone, Debug)]
+pub struct NestedTemplate {
+    pub template: Template,
+    /// Parameter values (inner scope; outer scope reads the parent's parameters).
+    pub parameters: Vec<(String, ParameterValue)>,
+    /// Extension config input per child alias, evaluated in the parent (wrappers).
+    pub extension_configs: Vec<(String, Object)>,
+    /// The child's deployment facts: name, subscription, resource group, location, management group.
+    pub context: DeploymentContext,
+    /// `expressionEvaluationOptions.scope` is `inner`.
+    pub inner: bool,
+    /// JSON path of the nested template in the parent, for diagnostics.
+    pub path: String,
+}
+
+/// One resource instance's identity after phase one.
+#[derive(Clone, Debug)]
+pub struct ResourceIdentity {
+    pub index: usize,
+    pub key: String,
+    pub symbolic_name: Option<String>,
+    pub copy: Option<CopyInfo>,
+    pub id: Option<String>,
+    pub name: Option<String>,
+    pub resource_type: String,
+    pub api_version: Option<String>,
+    pub extension: Option<PlannedExtensionRef>,
+    pub condition: Option<bool>,
+    pub existing: bool,
+    /// Indices of the instances this one waits for.
+    pub depends_on: Vec<usize>,
+    /// A nested deployment with an inline template.
+    pub nested_deployment: bool,
+    pub path: String,
+}
+
+/// A deployment's expansion, step by step, for an engine that deploys as it goes: [`Expansion::start`] settles
+/// parameters, extension configs, identities, dependencies and order; the engine then calls
+/// [`Expansion::evaluate`] for each instance once its dependencies are deployed (so the runtime hook can answer
+/// `reference()`), runs nested deployments through [`Expansion::nested`] / [`Expansion::expand_nested`] and
+/// [`Expansion::set_nested_plan`], and ends with [`Expansion::outputs`] and [`Expansion::finish`].
+///
+/// Not `Send`: drive it from one task (a `LocalSet`), and do provider I/O elsewhere.
+pub struct Expansion<'a> {
+    env: TemplateEnv<'a>,
+    parameters: Vec<(String, PlannedParameter)>,
+    order: Vec<usize>,
+}
+
+impl<'a> Expansion<'a> {
+    /// Phase one. Errors come back as diagnostics.
+    pub fn start(
+        input: DeploymentInput<'a>,
+        hook: &'a dyn RuntimeHook,
+    ) -> Result<Expansion<'a>, Vec<Diagnostic>> {
+        Expansion::start_in(TemplateEnv::new(input, hook, None, 0))
+    }
+
+    fn start_in(env: TemplateEnv<'a>) -> Result<Expansion<'a>, Vec<Diagnostic>> {
+        match env.prepare() {
+            Some((parameters, order)) => Ok(Expansion {
+                env,
+                parameters,
+                order,
+            }),
+            None => Err(env.diags.into_inner()),
+        }
+    }
+
+    /// Non-fatal diagnostics collected so far (warnings), leaving them in place.
+    pub fn diagnostics(&self) -> Vec<Diagnostic> {
+        self.env.diags.borrow().clone()
+    }
+
+    pub fn parameters(&self) -> &[(String, PlannedParameter)] {
+        &self.parameters
+    }
+
+    /// Effective extension configs of this deployment (wrappers: directives, never resolved secrets).
+    pub fn extensions(&self) -> Vec<PlannedExtension> {
+        self.env.extensions.borrow().clone()
+    }
+
+    /// A dependency order of the instances (every instance after everything it depends on).
+    pub fn order(&self) -> &[usize] {
+        &self.order
+    }
+
+    pub fn resources(&self) -> Vec<ResourceIdentity> {
+        let count = self.env.state.borrow().instances.len();
+        (0..count).map(|i| self.resource(i)).collect()
+    }
+
+    pub fn resource(&self, index: usize) -> ResourceIdentity {
+        let nested_deployment = self.env.is_nested_deployment(index);
+        let state = self.env.state.borrow();
+        let inst = &state.instances[index];
+        ResourceIdentity {
+            index,
+            key: inst.key.clone(),
+            symbolic_name: inst.symbolic.clone(),
+            copy: inst.copy.clone(),
+            id: inst.id.clone(),
+            name: inst.name.clone(),
+            resource_type: inst.resource_type.clone(),
+            api_version: inst.api_version.clone(),
+            extension: inst.extension.clone(),
+            condition: inst.condition,
+            existing: inst.existing,
+            depends_on: inst.depends_on.clone(),
+            nested_deployment,
+            path: self.env.template.resources[inst.decl].path.clone(),
+        }
+    }
+
+    /// Phase two for one instance: its evaluated body (`location`, `properties`, ... plus name/type/apiVersion),
+    /// also remembered for later `reference()` answers. `Ok(None)` when its condition is false.
+    pub fn evaluate(&self, index: usize) -> Result<Option<Value>, Vec<Diagnostic>> {
+        if self.env.state.borrow().instances[index].condition == Some(false) {
+            return Ok(None);
+        }
+        let before = self.env.diags.borrow().len();
+        match self.env.evaluate_body(index) {
+            Some(body) => Ok(Some(body)),
+            None => Err(self.env.diags.borrow()[before..].to_vec()),
+        }
+    }
+
+    /// The child deployment of nested deployment `index` (call [`Expansion::evaluate`] first).
+    pub fn nested(&self, index: usize) -> Result<NestedTemplate, Vec<Diagnostic>> {
+        let before = self.env.diags.borrow().len();
+        let nested = self.env.nested_template(index);
+        let new: Vec<Diagnostic> = self.env.diags.borrow()[before..].to_vec();
+        match nested {
+            Some(n) if !new.iter().any(Diagnostic::is_error) => Ok(n),
+            _ => Err(new),
+        }
+    }
+
+    /// Starts the child expansion of a nested deployment; an outer-scope child sees this deployment's
+    /// parameters, variables and functions.
+    pub fn expand_nested<'b>(
+        &'b self,
+        nested: &'b NestedTemplate,
+        hook: &'b dyn RuntimeHook,
+    ) -> Result<Expansion<'b>, Vec<Diagnostic>> {
+        let input = DeploymentInput {
+            template: &nested.template,
+            parameters: nested.parameters.clone(),
+            extension_configs: nested.extension_configs.clone(),
+            context: nested.context.clone(),
+        };
+        let outer = if nested.inner { None } else { Some(&self.env) };
+        Expansion::start_in(TemplateEnv::new(input, hook, outer, self.env.depth + 1)).map_err(
+            |diags| {
+                diags
+                    .into_iter()
+                    .map(|d| prefix_diag(d, &nested.path))
+                    .collect()
+            },
+        )
+    }
+
+    /// Records a nested deployment's result so `reference('<deployment>').outputs` answers from it.
+    pub fn set_nested_plan(&self, index: usize, plan: Plan) {
+        self.env.state.borrow_mut().instances[index].child = Some(Box::new(plan));
+    }
+
+    /// Evaluates the outputs (after every resource).
+    pub fn outputs(&self) -> Result<Vec<(String, PlannedOutput)>, Vec<Diagnostic>> {
+        let before = self.env.diags.borrow().len();
+        let outputs = self.env.evaluate_outputs();
+        let new: Vec<Diagnostic> = self.env.diags.borrow()[before..].to_vec();
+        if new.iter().any(Diagnostic::is_error) {
+            Err(new)
+        } else {
+            Ok(outputs)
+        }
+    }
+
+    /// The plan of what was evaluated.
+    pub fn finish(self, outputs: Vec<(String, PlannedOutput)>) -> Plan {
+        self.env.finish(self.parameters, outputs)
+    }
+}
+
 #[derive(Clone, Debug)]
 struct Instance {
     decl: usize,
@@ -255,6 +442,21 @@ impl<'a> TemplateEnv<'a> {
 
     /// Runs the whole expansion.
     fn run(&self) -> Option<Plan> {
+        let (parameters, order) = self.prepare()?;
+        for i in order {
+            if self.evaluate_body(i).is_some() && self.is_nested_deployment(i) {
+                let child = self
+                    .nested_template(i)
+                    .and_then(|nested| self.run_child(&nested));
+                self.state.borrow_mut().instances[i].child = child.map(Box::new);
+            }
+        }
+        let outputs = self.evaluate_outputs();
+        Some(self.finish(parameters, outputs))
+    }
+
+    /// Parameters, extension configs, identities, dependencies and order. `None` after reporting errors.
+    fn prepare(&self) -> Option<(PlannedParameters, Vec<usize>)> {
         if self.depth > MAX_NESTING_DEPTH {
             self.error(Diagnostic::error(
                 "DeploymentNestingLimitExceeded",
@@ -270,11 +472,15 @@ impl<'a> TemplateEnv<'a> {
             return None;
         }
         let order = self.order()?;
-        for i in order {
-            self.evaluate_instance(i);
-        }
-        let outputs = self.evaluate_outputs();
-        // Expansion is over: move the instances into the plan instead of cloning them.
+        Some((parameters, order))
+    }
+
+    /// Moves the instances into the plan (expansion is over).
+    fn finish(
+        &self,
+        parameters: Vec<(String, PlannedParameter)>,
+        outputs: Vec<(String, PlannedOutput)>,
+    ) -> Plan {
         let instances = std::mem::take(&mut self.state.borrow_mut().instances);
         let keys: Vec<String> = instances.iter().map(|i| i.key.clone()).collect();
         let resources = instances
@@ -296,7 +502,7 @@ impl<'a> TemplateEnv<'a> {
                 deployment: inst.child,
             })
             .collect();
-        Some(Plan {
+        Plan {
             scope: self.template.scope,
             scope_id: self.ctx.scope_id(self.template.scope),
             deployment_name: self.ctx.deployment_name.clone(),
@@ -305,7 +511,7 @@ impl<'a> TemplateEnv<'a> {
             resources,
             extensions: self.extensions.borrow().clone(),
             outputs,
-        })
+        }
     }
 
     // ----- parameters -----
@@ -1141,21 +1347,29 @@ impl<'a> TemplateEnv<'a> {
 
     // ----- phase two: bodies -----
 
-    fn evaluate_instance(&self, idx: usize) {
-        let inst = self.state.borrow().instances[idx].clone();
-        if inst.condition == Some(false) {
-            return;
-        }
-        let decl = &self.template.resources[inst.decl];
-        let is_deployment = inst.extension.is_none()
+    /// Whether instance `idx` is a nested deployment with an inline template.
+    fn is_nested_deployment(&self, idx: usize) -> bool {
+        let state = self.state.borrow();
+        let inst = &state.instances[idx];
+        inst.extension.is_none()
             && inst
                 .resource_type
                 .eq_ignore_ascii_case("Microsoft.Resources/deployments")
-            && decl
+            && self.template.resources[inst.decl]
                 .node
                 .get_ci("properties")
                 .and_then(|p| p.get_ci("template"))
-                .is_some();
+                .is_some()
+    }
+
+    /// Phase two for one instance: evaluates (and records) its body. `None` when it is not deployed or failed.
+    fn evaluate_body(&self, idx: usize) -> Option<Value> {
+        let inst = self.state.borrow().instances[idx].clone();
+        if inst.condition == Some(false) {
+            return None;
+        }
+        let decl = &self.template.resources[inst.decl];
+        let is_deployment = self.is_nested_deployment(idx);
         let body_node = self
             .body_nodes
             .borrow_mut()
@@ -1173,7 +1387,7 @@ impl<'a> TemplateEnv<'a> {
             Ok(b) => b,
             Err(e) => {
                 self.error(diag_from_eval(&e, &decl.path));
-                return;
+                return None;
             }
         };
         if let Value::Object(o) = &mut body {
@@ -1186,13 +1400,32 @@ impl<'a> TemplateEnv<'a> {
             }
         }
         self.state.borrow_mut().instances[idx].body = Some(body.clone());
-        if is_deployment {
-            let child = self.expand_child(&inst, decl, &body);
-            self.state.borrow_mut().instances[idx].child = child.map(Box::new);
-        }
+        Some(body)
     }
 
-    fn expand_child(&self, inst: &Instance, decl: &ResourceDecl, body: &Value) -> Option<Plan> {
+    /// Expands a nested deployment's template as a child plan (outer scope sees this deployment's symbols).
+    fn run_child(&self, nested: &NestedTemplate) -> Option<Plan> {
+        let input = DeploymentInput {
+            template: &nested.template,
+            parameters: nested.parameters.clone(),
+            extension_configs: nested.extension_configs.clone(),
+            context: nested.context.clone(),
+        };
+        let outer = if nested.inner { None } else { Some(self) };
+        let child = TemplateEnv::new(input, self.hook, outer, self.depth + 1);
+        let plan = child.run();
+        for d in child.diags.into_inner() {
+            self.error(prefix_diag(d, &nested.path));
+        }
+        plan
+    }
+
+    /// The child deployment of nested deployment `idx` (after its body was evaluated): template, parameters
+    /// (inner scope), extension configs evaluated here, and the child's deployment context.
+    fn nested_template(&self, idx: usize) -> Option<NestedTemplate> {
+        let inst = self.state.borrow().instances[idx].clone();
+        let decl = &self.template.resources[inst.decl];
+        let body = inst.body.as_ref()?;
         let props_node = decl.node.get_ci("properties")?;
         let template_node = props_node.get_ci("template")?;
         let path = join_path(&join_path(&decl.path, "properties"), "template");
@@ -1292,20 +1525,14 @@ impl<'a> TemplateEnv<'a> {
                 ctx.management_group_object = None;
             }
         }
-        let input = DeploymentInput {
-            template: &child_template,
+        Some(NestedTemplate {
+            template: child_template,
             parameters,
             extension_configs,
             context: ctx,
-        };
-        let outer = if inner { None } else { Some(self) };
-        // Outer scope: the nested template sees the parent's parameters and variables.
-        let child = TemplateEnv::new(input, self.hook, outer, self.depth + 1);
-        let plan = child.run();
-        for d in child.diags.into_inner() {
-            self.error(prefix_diag(d, &path));
-        }
-        plan
+            inner,
+            path,
+        })
     }
 
     // ----- outputs -----
@@ -1539,6 +1766,7 @@ fn reference_arguments(node: &Node) -> Vec<(Expr, Rc<str>)> {
 }
 
 type ImplicitArgs = Vec<(Expr, Rc<str>)>;
+type PlannedParameters = Vec<(String, PlannedParameter)>;
 
 /// Lookup tables over the instances (lower-cased keys), rebuilt when instances are added.
 struct RefIndex {

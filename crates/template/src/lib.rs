@@ -17,7 +17,9 @@ pub mod types;
 
 pub use context::DeploymentContext;
 pub use diagnostics::{Diagnostic, Severity, SourceFile, join_index, join_path};
-pub use expand::{DeploymentInput, MAX_RESOURCES, expand};
+pub use expand::{
+    DeploymentInput, Expansion, MAX_RESOURCES, NestedTemplate, ResourceIdentity, expand,
+};
 pub use model::{LanguageVersion, Template};
 pub use params::{KeyVaultReference, ParameterValue, ParametersFile};
 pub use plan::{Plan, PlannedExtension, PlannedOutput, PlannedResource};

@@ -407,6 +407,23 @@ mod tests {
         );
     }
 
+    proptest::proptest! {
+        /// Whatever an extension sends, parsing returns a value or a violation and never panics; a parsed
+        /// resource always has object identifiers and properties.
+        #[test]
+        fn arbitrary_bodies_never_panic(body in proptest::collection::vec(proptest::num::u8::ANY, 0..256),
+                                        json in "\\{(\"(type|identifiers|properties|status|error|operationHandle)\":(\"x\"|\\{\\}|1|null|\"Failed\"),?){0,6}\\}") {
+            for candidate in [body.as_slice(), json.as_bytes()] {
+                if let Ok(resource) = parse_resource(candidate) {
+                    proptest::prop_assert!(resource.identifiers.is_object() && resource.properties.is_object());
+                }
+                let _ = parse_resource_preview(candidate);
+                let _ = parse_long_running_operation(candidate);
+                let _ = parse_error_response(candidate);
+            }
+        }
+    }
+
     #[test]
     fn messages_never_quote_body_values() {
         let body = br#"{"type":"T","identifiers":{},"properties":{},"config":{"token":"s3cr3t"},"error":{"code":"c","message":"m","details":[{"code":"s3cr3t"}]}}"#;

@@ -145,3 +145,30 @@ async fn a_binary_that_never_answers_ping_fails_startup() {
         "{result:?}"
     );
 }
+
+#[tokio::test]
+async fn responses_larger_than_grpc_default_limit_pass() {
+    let root = tempfile::tempdir().unwrap();
+    // 4.5 MB: above tonic's default 4 MB message limit, below the contract's 20 MB response limit.
+    let content = "x".repeat(4_500_000);
+    std::fs::write(root.path().join("big.txt"), &content).unwrap();
+    let transport = LocalProcessTransport::new(LaunchSpec::new(common::BINARY));
+    let mut get = request(
+        Operation::Get,
+        json!({ "type": "File", "identifiers": { "path": "big.txt" }, "config": { "rootDirectory": root.path() } }),
+    );
+    get.max_response_bytes = 20 * 1024 * 1024;
+    let response = transport.send(get.clone()).await.unwrap();
+    assert_eq!(response.status, 200, "{}", String::from_utf8_lossy(&response.body[..response.body.len().min(500)]));
+    let body: Value = serde_json::from_slice(&response.body).unwrap();
+    assert_eq!(
+        body["properties"]["content"].as_str().map(str::len),
+        Some(content.len())
+    );
+    get.max_response_bytes = 1024;
+    assert!(matches!(
+        transport.send(get).await,
+        Err(TransportError::ResponseTooLarge { limit: 1024 })
+    ));
+    transport.shutdown().await;
+}

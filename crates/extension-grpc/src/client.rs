@@ -10,8 +10,8 @@ use tonic::{Request, Status};
 use tonic_prost::ProstCodec;
 
 use crate::proto::{
-    Empty, LocalExtensibilityOperationResponse, Method, ResourceReference, ResourceSpecification,
-    TypeFilesResponse,
+    Empty, LocalExtensibilityOperationResponse, MAX_MESSAGE_BYTES, Method, ResourceReference,
+    ResourceSpecification, TypeFilesResponse,
 };
 
 /// Boxed error of the underlying channel.
@@ -32,9 +32,10 @@ where
 {
     /// Wraps a channel.
     pub fn new(channel: T) -> Self {
-        Self {
-            inner: Grpc::new(channel),
-        }
+        let inner = Grpc::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        Self { inner }
     }
 
     async fn unary<Req, Resp>(&mut self, method: Method, message: Req) -> Result<Resp, Status>

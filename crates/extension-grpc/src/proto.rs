@@ -7,6 +7,10 @@
 use std::collections::HashMap;
 use std::fmt;
 
+/// The largest gRPC message either side sends or accepts: above the contract's 20 MB single-resource
+/// response limit (tonic's default of 4 MB would cut a legal 4 MB request once framed).
+pub const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+
 /// The gRPC service name, `package.Service`.
 pub const SERVICE_NAME: &str = "extension.BicepExtension";
 

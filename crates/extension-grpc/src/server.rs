@@ -101,6 +101,8 @@ where
         async move { handler(request.into_inner()).await.map(Response::new) }
     });
     Grpc::new(ProstCodec::<Resp, Req>::default())
+        .max_decoding_message_size(proto::MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(proto::MAX_MESSAGE_BYTES)
         .unary(service, request)
         .await
 }

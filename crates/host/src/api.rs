@@ -15,7 +15,8 @@
 //! `Retry-After`, the rewriting seed 004 describes: the host keeps the extension's handle (stepwise LRO)
 //! or resource reference (RELO) under that id, in memory, and a GET on the location polls the extension
 //! once with it and relays `200 {"status": ...}` (`error` when `Failed`/`Canceled`). Pending operations do
-//! not survive a host restart (GET then answers 404 `OperationNotFound`). Errors are ARM-shaped.
+//! not survive a host restart (GET then answers 404 `OperationNotFound`). Errors are ARM-shaped. Every
+//! response carries `x-ms-request-id` (the caller's `x-ms-client-request-id`, else a new id).
 
 use crate::error::{ArmError, HostError, HostErrorKind};
 use crate::host::{
@@ -78,7 +79,28 @@ pub fn router(host: Arc<ExtensionHost>, options: HostApiOptions) -> Router {
             "/extensions/{name}/{version}/operations/{operation_id}",
             get(get_operation),
         )
+        .layer(axum::middleware::from_fn(echo_request_id))
         .with_state(state)
+}
+
+/// Every response carries `x-ms-request-id`: the caller's `x-ms-client-request-id`, or a fresh id.
+async fn echo_request_id(
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let id = request
+        .headers()
+        .get(contract_headers::CLIENT_REQUEST_ID)
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned)
+        .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+    let mut response = next.run(request).await;
+    if let Ok(value) = HeaderValue::from_str(&id) {
+        response
+            .headers_mut()
+            .insert(contract_headers::REQUEST_ID, value);
+    }
+    response
 }
 
 impl IntoResponse for HostError {

@@ -235,8 +235,9 @@ async fn api_lists_and_gets_self_contained_resources() {
         vec![Reply::json(200, queue())],
     );
     let app = api(&fake);
-    let (status, _, body) = send(&app, "GET", "/extensibility/extensions", None).await;
+    let (status, headers, body) = send(&app, "GET", "/extensibility/extensions", None).await;
     assert_eq!(status, StatusCode::OK);
+    assert!(headers.contains_key("x-ms-request-id"));
     assert_eq!(body["value"][0]["name"], json!(NAME));
 
     let id = cairn_id(false);

@@ -8,7 +8,8 @@ use indexmap::IndexMap;
 
 use cairn_expr::Expr;
 
-/// An ordered object. Lookups try the exact key first, then ignore ASCII case, as ARM does for property access.
+/// An ordered object. Keys are exact (`a` and `A` may both exist, as in ARM's JSON objects); lookups try the
+/// exact key first, then ignore ASCII case, as ARM does for property access.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Object(IndexMap<String, Value>);
 
@@ -61,9 +62,15 @@ impl Object {
         self.index_of(key).is_some()
     }
 
-    /// Inserts or replaces (case-insensitively) the value at `key`, keeping the position of an existing key and
-    /// adopting the new spelling.
+    /// Inserts or replaces the value at exactly `key` (keys differing only in case are distinct entries, as in
+    /// ARM's JSON objects; lookups then prefer the exact spelling). Constant time, so building objects is linear.
     pub fn insert(&mut self, key: impl Into<String>, value: Value) {
+        self.0.insert(key.into(), value);
+    }
+
+    /// Like [`Object::insert`], but replaces an entry whose key matches ignoring case (keeping its position and
+    /// adopting the new spelling): for merges where `Name` and `name` mean the same property.
+    pub fn insert_ci(&mut self, key: impl Into<String>, value: Value) {
         let key = key.into();
         match self.index_of(&key) {
             Some(index) => {
@@ -72,7 +79,6 @@ impl Object {
                     .get_index_mut(index)
                     .expect("index_of returned a valid index");
                 *slot = value;
-                // Keep the latest spelling, as a later `union` or duplicate key would.
                 if let Some((old_key, _)) = self.0.get_index(index)
                     && *old_key != key
                 {
@@ -397,9 +403,15 @@ mod tests {
         let mut o = Object::new();
         o.insert("Name", Value::from(1));
         o.insert("name", Value::from(2));
-        assert_eq!(o.len(), 1);
-        assert_eq!(o.get("NAME"), Some(&Value::from(2)));
-        assert_eq!(o.keys().next().map(String::as_str), Some("name"));
+        assert_eq!(o.len(), 2);
+        assert_eq!(o.get("name"), Some(&Value::from(2)));
+        assert_eq!(o.get("Name"), Some(&Value::from(1)));
+        assert_eq!(o.get("NAME"), Some(&Value::from(1)));
+        let mut merged = Object::new();
+        merged.insert_ci("Name", Value::from(1));
+        merged.insert_ci("name", Value::from(2));
+        assert_eq!(merged.len(), 1);
+        assert_eq!(merged.keys().next().map(String::as_str), Some("name"));
     }
 
     #[test]

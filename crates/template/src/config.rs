@@ -114,7 +114,7 @@ fn check_key_vault_reference(v: &Value) -> Result<(), String> {
 pub fn merge_config(defaults: &Object, input: &Object) -> Object {
     let mut out = defaults.clone();
     for (k, v) in input {
-        out.insert(k.clone(), v.clone());
+        out.insert_ci(k.clone(), v.clone());
     }
     out
 }

@@ -30,15 +30,18 @@ pub struct Options {
     pub operation_timeout: Duration,
     /// The longest wait between polls (the contract's default is 60 s; the kit does not wait that long).
     pub max_poll_interval: Duration,
+    /// How long one request may take (the contract's host limit is 60 s).
+    pub request_timeout: Duration,
 }
 
 impl Options {
-    /// Defaults for `protocol`: 60 s per long-running operation, polls at most every 2 s.
+    /// Defaults for `protocol`: 60 s per request and per long-running operation, polls at most every 2 s.
     pub fn new(protocol: Protocol) -> Self {
         Self {
             protocol,
             operation_timeout: Duration::from_secs(60),
             max_poll_interval: Duration::from_secs(2),
+            request_timeout: Duration::from_secs(60),
         }
     }
 }
@@ -263,12 +266,17 @@ impl Kit<'_> {
             ],
             max_response_bytes: 20 * 1024 * 1024,
         };
-        match self.transport.send(request).await {
-            Ok(response) => Ok(Exchange {
+        match tokio::time::timeout(self.options.request_timeout, self.transport.send(request)).await
+        {
+            Ok(Ok(response)) => Ok(Exchange {
                 request_id,
                 response,
             }),
-            Err(err) => Err(format!("{operation} failed: {err}")),
+            Ok(Err(err)) => Err(format!("{operation} failed: {err}")),
+            Err(_) => Err(format!(
+                "{operation} got no answer within {} s",
+                self.options.request_timeout.as_secs()
+            )),
         }
     }
 
@@ -525,9 +533,10 @@ impl Kit<'_> {
 
     async fn run_all(&mut self) {
         self.check_unknown_version().await;
-        self.check_unknown_type().await;
+        let error_exchange = self.check_unknown_type().await;
         self.check_error_shape().await;
         self.check_preview().await;
+        self.check_preview_unevaluated().await;
 
         let created = self.apply(&self.profile.properties.clone(), "create").await;
         self.record_step("create", &created, |(resource, exchange)| {
@@ -555,7 +564,11 @@ impl Kit<'_> {
             self.check_long_running();
             return;
         };
-        self.check_headers(&exchange);
+        let mut exchanges = vec![("create", &exchange)];
+        if let Some(error) = &error_exchange {
+            exchanges.push(("error", error));
+        }
+        self.check_headers(&exchanges);
         self.check_config_echo(&resource);
 
         let identifiers = resource.identifiers.clone();
@@ -720,14 +733,19 @@ impl Kit<'_> {
         self.record_step("unknown-version", &step, Clone::clone);
     }
 
-    async fn check_unknown_type(&mut self) {
+    /// Returns the error exchange, so that headers on error responses can be checked too.
+    async fn check_unknown_type(&mut self) -> Option<Exchange> {
         let mut body = self.reference(&json!({}), None);
         body["type"] = Value::String("Cairn.Conformance/doesNotExist".into());
-        let step = match self.send(Operation::Get, &body).await {
-            Ok(exchange) => Self::expect_client_error(&exchange, "unknown type"),
-            Err(message) => Err(message),
+        let (step, exchange) = match self.send(Operation::Get, &body).await {
+            Ok(exchange) => (
+                Self::expect_client_error(&exchange, "unknown type"),
+                Some(exchange),
+            ),
+            Err(message) => (Err(message), None),
         };
         self.record_step("unknown-type", &step, Clone::clone);
+        exchange
     }
 
     async fn check_error_shape(&mut self) {
@@ -785,27 +803,104 @@ impl Kit<'_> {
         self.record_step("preview", &step, Clone::clone);
     }
 
-    fn check_headers(&mut self, exchange: &Exchange) {
+    /// Every response, errors included, must echo the client request id and carry `Date`.
+    fn check_headers(&mut self, exchanges: &[(&str, &Exchange)]) {
         if !self.http() {
             self.record("header-echo", Outcome::Skip, "gRPC carries no HTTP headers");
             return;
         }
-        let echoed = exchange.response.header(headers::REQUEST_ID);
-        let date = exchange.response.header("date");
-        match (echoed, date) {
-            (Some(id), Some(_)) if id == exchange.request_id => self.record(
+        let mut problems = Vec::new();
+        for (what, exchange) in exchanges {
+            match exchange.response.header(headers::REQUEST_ID) {
+                None => problems.push(format!("{what}: no x-ms-request-id header")),
+                Some(id) if id != exchange.request_id => problems.push(format!(
+                    "{what}: x-ms-request-id differs from x-ms-client-request-id"
+                )),
+                Some(_) => {}
+            }
+            if exchange.response.header("date").is_none() {
+                problems.push(format!("{what}: no Date header"));
+            }
+        }
+        if problems.is_empty() {
+            let names: Vec<&str> = exchanges.iter().map(|(what, _)| *what).collect();
+            self.record(
                 "header-echo",
                 Outcome::Pass,
-                "x-ms-request-id echoes the client request id; Date present",
-            ),
-            (Some(id), _) if id != exchange.request_id => self.record(
-                "header-echo",
-                Outcome::Fail,
-                "x-ms-request-id differs from x-ms-client-request-id",
-            ),
-            (None, _) => self.record("header-echo", Outcome::Fail, "no x-ms-request-id header"),
-            _ => self.record("header-echo", Outcome::Fail, "no Date header"),
+                format!(
+                    "x-ms-request-id echoes the client request id and Date is present ({})",
+                    names.join(", ")
+                ),
+            );
+        } else {
+            self.record("header-echo", Outcome::Fail, problems.join("; "));
         }
+    }
+
+    /// Preview with one property replaced by an unevaluated expression: it must not be validated and must
+    /// come back unchanged (or the extension answers `PreviewNotSupported`).
+    async fn check_preview_unevaluated(&mut self) {
+        let Value::Object(properties) = &self.profile.properties else {
+            self.record(
+                "preview-unevaluated",
+                Outcome::Skip,
+                "the sample properties are not an object",
+            );
+            return;
+        };
+        let Some(key) = properties
+            .iter()
+            .find(|(_, value)| value.is_string())
+            .map(|(key, _)| key.clone())
+        else {
+            self.record(
+                "preview-unevaluated",
+                Outcome::Skip,
+                "the sample has no string property to replace",
+            );
+            return;
+        };
+        let expression = "[parameters('cairnConformance')]";
+        let pointer = format!("/properties/{}", key.replace('~', "~0").replace('/', "~1"));
+        let mut changed = properties.clone();
+        changed.insert(key.clone(), Value::String(expression.to_owned()));
+        let mut body = self.specification(&Value::Object(changed));
+        body["metadata"] = json!({ "unevaluated": [pointer] });
+        let step = match self.send(Operation::Preview, &body).await {
+            Ok(exchange) if exchange.status() == 200 => {
+                validate::parse_resource_preview(&exchange.response.body)
+                    .map_err(|violation| format!("preview: {violation}"))
+                    .and_then(|preview| {
+                        if preview.properties.get(&key)
+                            == Some(&Value::String(expression.to_owned()))
+                        {
+                            Ok(format!("HTTP 200, '{key}' echoed unevaluated"))
+                        } else {
+                            Err(format!("the unevaluated '{key}' was not echoed unchanged"))
+                        }
+                    })
+            }
+            Ok(exchange) => {
+                let code = exchange
+                    .json()
+                    .and_then(|b| b["error"]["code"].as_str().map(str::to_owned));
+                if matches!(exchange.status(), 400 | 422)
+                    && code.as_deref() == Some(codes::PREVIEW_NOT_SUPPORTED)
+                {
+                    Ok(format!(
+                        "HTTP {} PreviewNotSupported (allowed)",
+                        exchange.status()
+                    ))
+                } else {
+                    Err(format!(
+                        "an unevaluated '{key}' was rejected: {}",
+                        describe_error(&exchange)
+                    ))
+                }
+            }
+            Err(message) => Err(message),
+        };
+        self.record_step("preview-unevaluated", &step, Clone::clone);
     }
 
     fn check_config_echo(&mut self, resource: &Resource) {

@@ -383,3 +383,91 @@ async fn unreachable_extension_fails_everything_it_tries() {
     assert_eq!(outcome(&report, "create"), Outcome::Fail);
     assert_eq!(outcome(&report, "get"), Outcome::Skip);
 }
+
+/// Wraps a transport and drops `x-ms-request-id` from error responses.
+struct StripsErrorHeaders(InProcessTransport);
+
+impl cairn_extension_contract::ExtensionTransport for StripsErrorHeaders {
+    fn send(
+        &self,
+        request: cairn_extension_contract::TransportRequest,
+    ) -> cairn_extension_contract::BoxFuture<
+        '_,
+        Result<
+            cairn_extension_contract::TransportResponse,
+            cairn_extension_contract::TransportError,
+        >,
+    > {
+        Box::pin(async move {
+            let mut response = self.0.send(request).await?;
+            if response.status >= 400 {
+                response
+                    .headers
+                    .retain(|(name, _)| name != "x-ms-request-id");
+            }
+            Ok(response)
+        })
+    }
+}
+
+#[tokio::test]
+async fn missing_request_id_on_errors_fails_header_echo() {
+    let _serial = SERIAL.lock().await;
+    *FAULTS.lock().unwrap() = Some((Faults::default(), Arc::default()));
+    let report = run(
+        &StripsErrorHeaders(transport(false)),
+        &profile(),
+        &options(),
+    )
+    .await;
+    *FAULTS.lock().unwrap() = None;
+    let header = report.result("header-echo").unwrap();
+    assert_eq!(header.outcome, Outcome::Fail, "{}", report.render_table());
+    assert!(
+        header.detail.contains("error: no x-ms-request-id"),
+        "{}",
+        header.detail
+    );
+}
+
+#[tokio::test]
+async fn hanging_extension_times_out() {
+    struct Hangs;
+    impl cairn_extension_contract::ExtensionTransport for Hangs {
+        fn send(
+            &self,
+            _request: cairn_extension_contract::TransportRequest,
+        ) -> cairn_extension_contract::BoxFuture<
+            '_,
+            Result<
+                cairn_extension_contract::TransportResponse,
+                cairn_extension_contract::TransportError,
+            >,
+        > {
+            Box::pin(std::future::pending())
+        }
+    }
+    let mut options = options();
+    options.request_timeout = Duration::from_millis(20);
+    let report = run(&Hangs, &profile(), &options).await;
+    let create = report.result("create").unwrap();
+    assert_eq!(create.outcome, Outcome::Fail);
+    assert!(
+        create.detail.contains("no answer within"),
+        "{}",
+        create.detail
+    );
+}
+
+#[tokio::test]
+async fn unevaluated_preview_values_must_come_back_unchanged() {
+    let _serial = SERIAL.lock().await;
+    let report = run_with(Faults::default(), true).await;
+    let check = report.result("preview-unevaluated").unwrap();
+    assert_eq!(check.outcome, Outcome::Pass, "{}", report.render_table());
+    assert!(
+        check.detail.contains("'name' echoed unevaluated"),
+        "{}",
+        check.detail
+    );
+}

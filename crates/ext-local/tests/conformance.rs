@@ -30,6 +30,7 @@ const LIFECYCLE: &[&str] = &[
     "unknown-type",
     "error-shape",
     "preview",
+    "preview-unevaluated",
     "create",
     "get",
     "idempotent-repeat",

@@ -1,8 +1,9 @@
 //! Latency of the Local extension over each transport, and gRPC process startup.
 //!
-//! `cargo bench -p cairn-ext-local --bench transports` (release build). Prints median and p95 of a `get` on
-//! an existing file, in process, over loopback HTTP (the host's `HttpV2Transport`) and over gRPC (the
-//! process transport), and the time from spawning `cairn-ext-local --socket` to its first answered Ping.
+//! `cargo bench -p cairn-ext-local --bench transports`. Prints median and p95 of a `get` on an existing
+//! file, in process, over loopback HTTP (the host's `HttpV2Transport`) and over gRPC (the process
+//! transport), and the time from spawning `cairn-ext-local --socket` to its first answered Ping. Under
+//! `cargo test --all-targets` (no `--bench` argument) it makes a few calls only, as a smoke test.
 
 use std::process::Stdio;
 use std::time::{Duration, Instant};
@@ -11,11 +12,13 @@ use cairn_extension_contract::transport::{ExtensionTransport, Operation, Transpo
 use cairn_extension_grpc::{LaunchSpec, LocalProcessTransport};
 use tokio::io::{AsyncBufReadExt, BufReader};
 
-const CALLS: usize = 2000;
-const STARTS: usize = 10;
+/// Cargo builds the binary with this bench's profile (release under `cargo bench`).
+const BINARY: &str = env!("CARGO_BIN_EXE_cairn-ext-local");
 
 fn get_request(root: &std::path::Path) -> TransportRequest {
-    let body = serde_json::json!({ "type": "File", "identifiers": { "path": "bench.txt" }, "config": { "rootDirectory": root } });
+    let body = serde_json::json!({
+        "type": "File", "identifiers": { "path": "bench.txt" }, "config": { "rootDirectory": root }
+    });
     TransportRequest {
         operation: Operation::Get,
         extension_version: "1.0.0".into(),
@@ -35,35 +38,29 @@ fn summary(mut samples: Vec<Duration>) -> String {
     )
 }
 
-async fn measure(name: &str, transport: &dyn ExtensionTransport, request: &TransportRequest) {
-    for _ in 0..100 {
+async fn measure(
+    name: &str,
+    transport: &dyn ExtensionTransport,
+    request: &TransportRequest,
+    calls: usize,
+) {
+    for _ in 0..calls.min(100) {
         let response = transport.send(request.clone()).await.expect("warm-up call");
         assert_eq!(response.status, 200, "{name}");
     }
-    let mut samples = Vec::with_capacity(CALLS);
-    for _ in 0..CALLS {
+    let mut samples = Vec::with_capacity(calls);
+    for _ in 0..calls {
         let started = Instant::now();
         let response = transport.send(request.clone()).await.expect("call");
         samples.push(started.elapsed());
         assert_eq!(response.status, 200);
     }
-    println!("get, {name:<12} {}  ({CALLS} calls)", summary(samples));
+    println!("get, {name:<12} {}  ({calls} calls)", summary(samples));
 }
 
 fn main() {
-    let binary = std::env::var("CAIRN_EXT_LOCAL").unwrap_or_else(|_| {
-        concat!(
-            env!("CARGO_MANIFEST_DIR"),
-            "/../../target/release/cairn-ext-local"
-        )
-        .to_owned()
-    });
-    if !std::path::Path::new(&binary).exists() {
-        eprintln!(
-            "build the binary first: cargo build --release -p cairn-ext-local (or set CAIRN_EXT_LOCAL)"
-        );
-        std::process::exit(2);
-    }
+    let benchmarking = std::env::args().any(|arg| arg == "--bench");
+    let (calls, starts) = if benchmarking { (2000, 10) } else { (20, 2) };
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -73,9 +70,10 @@ fn main() {
         std::fs::write(root.path().join("bench.txt"), "hello\n").expect("write");
         let request = get_request(root.path());
 
-        measure("in-process", &cairn_ext_local::in_process_transport(), &request).await;
+        let in_process = cairn_ext_local::in_process_transport();
+        measure("in-process", &in_process, &request, calls).await;
 
-        let mut server = tokio::process::Command::new(&binary)
+        let mut server = tokio::process::Command::new(BINARY)
             .args(["--http", "0"])
             .stdout(Stdio::piped())
             .kill_on_drop(true)
@@ -85,27 +83,28 @@ fn main() {
         let line = lines.next_line().await.expect("read").expect("line");
         let base = line.trim_start_matches("listening on ").to_owned();
         let client = cairn_host::http_transport::default_http_client().expect("client");
-        let http = cairn_host::http_transport::HttpV2Transport::new(client, &base, None).expect("transport");
-        measure("http", &http, &request).await;
+        let http = cairn_host::http_transport::HttpV2Transport::new(client, &base, None)
+            .expect("transport");
+        measure("http", &http, &request, calls).await;
         let _ = server.kill().await;
 
-        let grpc = LocalProcessTransport::new(LaunchSpec::new(&binary));
-        measure("grpc", &grpc, &request).await;
+        let grpc = LocalProcessTransport::new(LaunchSpec::new(BINARY));
+        measure("grpc", &grpc, &request, calls).await;
         grpc.shutdown().await;
 
-        let mut starts = Vec::with_capacity(STARTS);
-        for _ in 0..STARTS {
-            let transport = LocalProcessTransport::new(LaunchSpec::new(&binary));
+        let mut times = Vec::with_capacity(starts);
+        for _ in 0..starts {
+            let transport = LocalProcessTransport::new(LaunchSpec::new(BINARY));
             let started = Instant::now();
             transport.start().await.expect("start");
-            starts.push(started.elapsed());
+            times.push(started.elapsed());
             transport.shutdown().await;
         }
-        starts.sort();
+        times.sort();
         println!(
-            "grpc startup (spawn → first Ping answered): median {:.1} ms, max {:.1} ms ({STARTS} starts)",
-            starts[STARTS / 2].as_secs_f64() * 1e3,
-            starts[STARTS - 1].as_secs_f64() * 1e3
+            "grpc startup (spawn → first Ping answered): median {:.1} ms, max {:.1} ms ({starts} starts)",
+            times[starts / 2].as_secs_f64() * 1e3,
+            times[starts - 1].as_secs_f64() * 1e3
         );
     });
 }

@@ -244,8 +244,13 @@ fn build_profile(args: &ConformanceArgs, temp_dir: &Path) -> anyhow::Result<Prof
         .to_str()
         .context("the temporary directory path is not UTF-8")?;
     let variables = [("tempDir", temp)];
+    // The built-in Local extension needs no profile: its own ships with it.
+    let shipped_local = args.profile.as_deref() == Some("local")
+        || (args.profile.is_none()
+            && args.resource_type.is_none()
+            && matches!(args.builtin, Some(Builtin::Local)));
     let mut profile = match args.profile.as_deref() {
-        Some("local") => Profile::parse(cairn_ext_local::CONFORMANCE_PROFILE, &variables)?,
+        _ if shipped_local => Profile::parse(cairn_ext_local::CONFORMANCE_PROFILE, &variables)?,
         Some(file) => {
             let text = std::fs::read_to_string(file)
                 .with_context(|| format!("cannot read the profile {file}"))?;
@@ -264,7 +269,11 @@ fn build_profile(args: &ConformanceArgs, temp_dir: &Path) -> anyhow::Result<Prof
         profile.extension_version = version.clone();
     }
     if profile.extension_version.is_empty() {
-        bail!("give --version (or a profile with extensionVersion)");
+        if args.binary.is_none() {
+            bail!("give --version (or a profile with extensionVersion)");
+        }
+        // gRPC carries no extension version; the transport never sends it.
+        profile.extension_version = "0.0.0".to_owned();
     }
     if let Some(resource_type) = &args.resource_type {
         profile.resource_type = resource_type.clone();
@@ -438,6 +447,64 @@ mod tests {
             temp.path().to_str().unwrap()
         );
         assert_eq!(profile.secret_config_properties, ["token"]);
+    }
+
+    fn conformance_args(argv: &[&str]) -> ConformanceArgs {
+        let matches = command().try_get_matches_from(argv).unwrap();
+        match <ExtensionCommand as clap::FromArgMatches>::from_arg_matches(&matches).unwrap() {
+            ExtensionCommand::Conformance(args) => *args,
+            _ => panic!("not conformance"),
+        }
+    }
+
+    #[test]
+    fn builtin_local_defaults_to_its_profile_and_grpc_needs_no_version() {
+        let temp = tempfile::tempdir().unwrap();
+        let local = build_profile(
+            &conformance_args(&["extension", "conformance", "--builtin", "local"]),
+            temp.path(),
+        );
+        assert_eq!(local.unwrap().resource_type, "File");
+        let grpc = conformance_args(&[
+            "extension",
+            "conformance",
+            "--binary",
+            "/x",
+            "--type",
+            "T",
+            "--properties",
+            "{}",
+        ]);
+        assert_eq!(
+            build_profile(&grpc, temp.path()).unwrap().extension_version,
+            "0.0.0"
+        );
+        let http = conformance_args(&[
+            "extension",
+            "conformance",
+            "--url",
+            "http://x",
+            "--type",
+            "T",
+            "--properties",
+            "{}",
+        ]);
+        assert!(build_profile(&http, temp.path()).is_err());
+        let bad = conformance_args(&[
+            "extension",
+            "conformance",
+            "--url",
+            "http://x",
+            "--type",
+            "T",
+            "--properties",
+            "{",
+        ]);
+        let message = build_profile(&bad, temp.path()).unwrap_err().to_string();
+        assert!(
+            message.contains("--properties is not valid JSON"),
+            "{message}"
+        );
     }
 
     #[test]

@@ -61,7 +61,9 @@ CREATE TABLE deployment_requests (
     format_version INTEGER NOT NULL
 );
 
--- The journal: append-only, one row per operation step; seq counts 1, 2, ... per run.
+-- The journal: append-only, one row per operation step; seq counts 1, 2, ... per run. Clustered on
+-- (deployment_id, seq) (WITHOUT ROWID) with no secondary index, so an append writes at the right edge of its
+-- run's range only; per-operation reads scan the run's range.
 CREATE TABLE deployment_operations (
     deployment_id          TEXT NOT NULL REFERENCES deployments (id) ON DELETE CASCADE,
     seq                    INTEGER NOT NULL,
@@ -79,8 +81,7 @@ CREATE TABLE deployment_operations (
     response_content       TEXT,
     format_version         INTEGER NOT NULL,
     PRIMARY KEY (deployment_id, seq)
-);
-CREATE INDEX deployment_operations_by_operation ON deployment_operations (deployment_id, operation_id, seq);
+) WITHOUT ROWID;
 
 -- Sealed secret values (cairn_store::crypto); associated data = ('secrets', id, 'value').
 CREATE TABLE secrets (

@@ -1,7 +1,9 @@
 -- cairn store schema v2: the managed-resource inventory and the local Key Vault.
+-- managed_resources is a rowid table (new rows append at the right edge) with a unique index on key; listing by
+-- type scans, listing by deployment uses its index.
 
 CREATE TABLE managed_resources (
-    key                  TEXT PRIMARY KEY,
+    key                  TEXT NOT NULL UNIQUE,
     resource_id          TEXT,
     resource_id_key      TEXT,
     resource_type        TEXT NOT NULL,
@@ -20,7 +22,6 @@ CREATE TABLE managed_resources (
 );
 CREATE INDEX managed_resources_by_deployment ON managed_resources (deployment_scope_key, deployment_name_key, key)
     WHERE deployment_scope_key IS NOT NULL;
-CREATE INDEX managed_resources_by_type ON managed_resources (resource_type_key, key);
 
 CREATE TABLE key_vaults (
     id_key         TEXT PRIMARY KEY,

@@ -1,9 +1,11 @@
 //! The managed-resource inventory: keyed upserts under preconditions, filtered listing, deletion.
 
+use cairn_store::Timestamp;
 use cairn_store::{
     DeploymentKey, Entity, ExtensionRef, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
 };
+use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
@@ -54,19 +56,60 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
     })
 }
 
+/// Inserts or overwrites a resource and returns its new version and creation time.
+pub(crate) async fn upsert_resource(
+    conn: &mut SqliteConnection,
+    resource: &ManagedResource,
+) -> StoreResult<(u64, Timestamp)> {
+    let extension = resource
+        .extension
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+    let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
+    let (version, created_at): (i64, i64) = sqlx::query_as(
+        "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
+         api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, \
+         extension, created_at, updated_at, version, format_version) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14) \
+         ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
+         resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
+         resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
+         properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
+         deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
+         deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
+         updated_at = excluded.updated_at, version = managed_resources.version + 1, \
+         format_version = excluded.format_version \
+         RETURNING version, created_at",
+    )
+    .bind(resource.key.as_str())
+    .bind(resource.resource_id.as_deref())
+    .bind(resource.resource_id.as_deref().map(fold_case))
+    .bind(&resource.resource_type)
+    .bind(resource.resource_type.to_lowercase())
+    .bind(resource.api_version.as_deref())
+    .bind(json_text(&resource.properties))
+    .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
+    .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
+    .bind(deployment_keys.as_ref().map(|(scope, _)| scope.as_str()))
+    .bind(deployment_keys.as_ref().map(|(_, name)| name.as_str()))
+    .bind(optional_json_text(extension.as_ref()))
+    .bind(resource.updated_at.unix_millis())
+    .bind(current_format(E))
+    .fetch_one(conn)
+    .await
+    .map_err(backend)?;
+    let version = u64::try_from(version).map_err(|_| StoreError::corrupt(E, "negative version"))?;
+    Ok((version, Timestamp::from_unix_millis(created_at)))
+}
+
 impl SqliteStore {
     pub(crate) async fn put_managed_resource_impl(
         &self,
         resource: ManagedResource,
         precondition: Precondition,
     ) -> StoreResult<ManagedResourceRecord> {
-        let extension = resource
-            .extension
-            .as_ref()
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
-        let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
         let mut tx = self.begin_write().await?;
         let found: Option<i64> =
             sqlx::query_scalar("SELECT version FROM managed_resources WHERE key = ?1")
@@ -75,44 +118,11 @@ impl SqliteStore {
                 .await
                 .map_err(backend)?;
         check_precondition(E, resource.key.as_str(), precondition, found)?;
-        let (version, created_at): (i64, i64) = sqlx::query_as(
-            "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
-             api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, \
-             extension, created_at, updated_at, version, format_version) \
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14) \
-             ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
-             resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
-             resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
-             properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
-             deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
-             deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
-             updated_at = excluded.updated_at, version = managed_resources.version + 1, \
-             format_version = excluded.format_version \
-             RETURNING version, created_at",
-        )
-        .bind(resource.key.as_str())
-        .bind(resource.resource_id.as_deref())
-        .bind(resource.resource_id.as_deref().map(fold_case))
-        .bind(&resource.resource_type)
-        .bind(resource.resource_type.to_lowercase())
-        .bind(resource.api_version.as_deref())
-        .bind(json_text(&resource.properties))
-        .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
-        .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
-        .bind(deployment_keys.as_ref().map(|(scope, _)| scope.as_str()))
-        .bind(deployment_keys.as_ref().map(|(_, name)| name.as_str()))
-        .bind(optional_json_text(extension.as_ref()))
-        .bind(resource.updated_at.unix_millis())
-        .bind(current_format(E))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(backend)?;
+        let (version, created_at) = upsert_resource(&mut tx, &resource).await?;
         tx.commit().await.map_err(backend)?;
-        let version =
-            u64::try_from(version).map_err(|_| StoreError::corrupt(E, "negative version"))?;
         Ok(ManagedResourceRecord {
             resource,
-            created_at: cairn_store::Timestamp::from_unix_millis(created_at),
+            created_at,
             version,
         })
     }

@@ -1,12 +1,15 @@
 //! The deployment operation journal: one appended row per step, numbered per run, read back as the latest step
 //! of each operation or as raw rows.
 
+use cairn_store::InventoryChange;
 use cairn_store::{
     DeploymentId, Entity, ExtensionRef, OperationRecord, OperationStep, StoreError, StoreResult,
 };
+use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
+use crate::inventory::upsert_resource;
 use crate::rows::{
     backend, check_format, current_format, get, optional_json, optional_json_text, signed,
     timestamp, unsigned, write_error,
@@ -51,47 +54,75 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
     })
 }
 
+/// Appends one journal row and returns its sequence number (the run's highest plus one).
+async fn insert_step(conn: &mut SqliteConnection, step: &OperationStep) -> StoreResult<u64> {
+    let extension = step
+        .extension
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+    let sequence: i64 = sqlx::query_scalar(
+        "INSERT INTO deployment_operations (deployment_id, seq, operation_id, provisioning_operation, \
+         provisioning_state, status_code, status_message, target_resource, service_request_id, timestamp, \
+         duration_ms, extension, request_content, response_content, format_version) \
+         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deployment_operations WHERE deployment_id = ?1), \
+         ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq",
+    )
+    .bind(step.deployment_id.as_str())
+    .bind(&step.operation_id)
+    .bind(&step.provisioning_operation)
+    .bind(&step.provisioning_state)
+    .bind(step.status_code.as_deref())
+    .bind(optional_json_text(step.status_message.as_ref()))
+    .bind(optional_json_text(step.target_resource.as_ref()))
+    .bind(step.service_request_id.as_deref())
+    .bind(step.timestamp.unix_millis())
+    .bind(step.duration_ms)
+    .bind(optional_json_text(extension.as_ref()))
+    .bind(optional_json_text(step.request_content.as_ref()))
+    .bind(optional_json_text(step.response_content.as_ref()))
+    .bind(current_format(E))
+    .fetch_one(conn)
+    .await
+    .map_err(|e| match write_error(E, step.deployment_id.as_str(), e) {
+        StoreError::NotFound { .. } => StoreError::not_found(Entity::Deployment, step.deployment_id.as_str()),
+        other => other,
+    })?;
+    u64::try_from(sequence).map_err(|_| StoreError::corrupt(E, "negative sequence number"))
+}
+
 impl SqliteStore {
     pub(crate) async fn append_operation_impl(
         &self,
         step: OperationStep,
     ) -> StoreResult<OperationRecord> {
-        let extension = step
-            .extension
-            .as_ref()
-            .map(serde_json::to_value)
-            .transpose()
-            .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+        let mut conn = self.writer.acquire().await.map_err(backend)?;
         // One statement, one implicit transaction: the sequence number is computed and used under the write lock.
-        let sequence: i64 = sqlx::query_scalar(
-            "INSERT INTO deployment_operations (deployment_id, seq, operation_id, provisioning_operation, \
-             provisioning_state, status_code, status_message, target_resource, service_request_id, timestamp, \
-             duration_ms, extension, request_content, response_content, format_version) \
-             VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deployment_operations WHERE deployment_id = ?1), \
-             ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq",
-        )
-        .bind(step.deployment_id.as_str())
-        .bind(&step.operation_id)
-        .bind(&step.provisioning_operation)
-        .bind(&step.provisioning_state)
-        .bind(step.status_code.as_deref())
-        .bind(optional_json_text(step.status_message.as_ref()))
-        .bind(optional_json_text(step.target_resource.as_ref()))
-        .bind(step.service_request_id.as_deref())
-        .bind(step.timestamp.unix_millis())
-        .bind(step.duration_ms)
-        .bind(optional_json_text(extension.as_ref()))
-        .bind(optional_json_text(step.request_content.as_ref()))
-        .bind(optional_json_text(step.response_content.as_ref()))
-        .bind(current_format(E))
-        .fetch_one(&self.writer)
-        .await
-        .map_err(|e| match write_error(E, step.deployment_id.as_str(), e) {
-            StoreError::NotFound { .. } => StoreError::not_found(Entity::Deployment, step.deployment_id.as_str()),
-            other => other,
-        })?;
-        let sequence = u64::try_from(sequence)
-            .map_err(|_| StoreError::corrupt(E, "negative sequence number"))?;
+        let sequence = insert_step(&mut conn, &step).await?;
+        Ok(OperationRecord { sequence, step })
+    }
+
+    pub(crate) async fn record_step_impl(
+        &self,
+        step: OperationStep,
+        change: InventoryChange,
+    ) -> StoreResult<OperationRecord> {
+        let mut tx = self.begin_write().await?;
+        let sequence = insert_step(&mut tx, &step).await?;
+        match &change {
+            InventoryChange::Put(resource) => {
+                upsert_resource(&mut tx, resource).await?;
+            }
+            InventoryChange::Delete(key) => {
+                sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
+                    .bind(key.as_str())
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(backend)?;
+            }
+        }
+        tx.commit().await.map_err(backend)?;
         Ok(OperationRecord { sequence, step })
     }
 

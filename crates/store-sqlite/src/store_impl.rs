@@ -10,6 +10,8 @@ use cairn_store::{
     VaultRecord, VaultSecret,
 };
 
+use cairn_store::InventoryChange;
+
 use crate::SqliteStore;
 
 impl ResourceGroupStore for SqliteStore {
@@ -150,6 +152,14 @@ impl OperationJournal for SqliteStore {
         limit: u32,
     ) -> StoreFuture<'a, Vec<OperationRecord>> {
         Box::pin(self.operation_journal_impl(deployment, after_sequence, limit))
+    }
+
+    fn record_step<'a>(
+        &'a self,
+        step: OperationStep,
+        change: InventoryChange,
+    ) -> StoreFuture<'a, OperationRecord> {
+        Box::pin(self.record_step_impl(step, change))
     }
 }
 

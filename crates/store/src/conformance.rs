@@ -9,6 +9,7 @@ use std::collections::BTreeSet;
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
 
+use crate::InventoryChange;
 use crate::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
     DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
@@ -27,6 +28,7 @@ pub const CASES: &[&str] = &[
     "deployment_delete_removes_history_only",
     "deployment_claims_and_orphans",
     "operation_journal_appends_and_reads",
+    "record_step_is_atomic_with_inventory",
     "inventory_round_trip_and_filters",
     "key_vault_secret_versions",
     "key_vault_vaults",
@@ -54,6 +56,7 @@ macro_rules! store_conformance_tests {
             deployment_delete_removes_history_only,
             deployment_claims_and_orphans,
             operation_journal_appends_and_reads,
+            record_step_is_atomic_with_inventory,
             inventory_round_trip_and_filters,
             key_vault_secret_versions,
             key_vault_vaults,
@@ -1030,6 +1033,111 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
             .append_operation(step(&DeploymentId::generate(), "x", "Accepted", 1))
             .await,
         "append to unknown run",
+    );
+}
+
+pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
+    let run = store
+        .put_deployment(
+            new_deployment(SCOPE, "atomic", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let id = format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/atomic");
+    let resource = ManagedResource {
+        key: ResourceKey::arm(&id),
+        resource_id: Some(id.clone()),
+        resource_type: "Microsoft.Storage/storageAccounts".into(),
+        api_version: Some("2023-01-01".into()),
+        properties: json!({"sku": {"name": "Standard_LRS"}}),
+        deployment: Some(run.key.clone()),
+        extension: None,
+        updated_at: at(3),
+    };
+    store
+        .append_operation(step(&run.id, "atomic", "Running", 1))
+        .await
+        .expect("running");
+    let recorded = store
+        .record_step(
+            step(&run.id, "atomic", "Succeeded", 2),
+            InventoryChange::Put(Box::new(resource.clone())),
+        )
+        .await
+        .expect("record");
+    assert_eq!(recorded.sequence, 2);
+    let stored = store
+        .get_managed_resource(&resource.key)
+        .await
+        .expect("get")
+        .expect("inventoried");
+    assert_eq!((stored.resource, stored.version), (resource.clone(), 1));
+    let again = store
+        .record_step(
+            step(&run.id, "atomic", "Succeeded", 3),
+            InventoryChange::Put(Box::new(resource.clone())),
+        )
+        .await
+        .expect("record again");
+    assert_eq!(again.sequence, 3);
+    assert_eq!(
+        store
+            .get_managed_resource(&resource.key)
+            .await
+            .expect("get")
+            .expect("present")
+            .version,
+        2
+    );
+
+    let mut orphan = resource.clone();
+    orphan.key = ResourceKey::arm(&format!("{id}-orphan"));
+    assert_not_found(
+        store
+            .record_step(
+                step(&DeploymentId::generate(), "x", "Succeeded", 4),
+                InventoryChange::Put(Box::new(orphan.clone())),
+            )
+            .await,
+        "record for an unknown run",
+    );
+    assert!(
+        store
+            .get_managed_resource(&orphan.key)
+            .await
+            .expect("get")
+            .is_none(),
+        "rolled back with the step"
+    );
+
+    let mut delete = step(&run.id, "atomic-delete", "Succeeded", 5);
+    delete.provisioning_operation = "Delete".into();
+    store
+        .record_step(
+            delete.clone(),
+            InventoryChange::Delete(resource.key.clone()),
+        )
+        .await
+        .expect("delete");
+    assert!(
+        store
+            .get_managed_resource(&resource.key)
+            .await
+            .expect("get")
+            .is_none()
+    );
+    store
+        .record_step(delete, InventoryChange::Delete(resource.key.clone()))
+        .await
+        .expect("delete when gone");
+    assert_eq!(
+        store
+            .operation_journal(&run.id, 0, 100)
+            .await
+            .expect("journal")
+            .len(),
+        5
     );
 }
 

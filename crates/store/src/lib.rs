@@ -40,7 +40,7 @@ pub use error::{Entity, StoreError, StoreResult};
 pub use keys::{DeploymentId, DeploymentKey, ResourceKey, fold_case, write_canonical_json};
 pub use records::{
     DeploymentFilter, DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
-    ExtensionRef, Lease, MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter,
+    ExtensionRef, InventoryChange, Lease, MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, NewDeployment, NewSecretVersion, OperationRecord, OperationStep, Page,
     PageRequest, Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, Tags,
     UnknownStatus, Vault, VaultRecord, VaultSecret,

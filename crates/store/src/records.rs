@@ -335,6 +335,15 @@ pub struct ManagedResourceRecord {
     pub version: u64,
 }
 
+/// The inventory effect of an operation step, recorded in the same transaction as the step.
+#[derive(Clone, Debug, PartialEq)]
+pub enum InventoryChange {
+    /// Create or overwrite the resource (no precondition).
+    Put(Box<ManagedResource>),
+    /// Remove the resource; nothing to do when it is already gone.
+    Delete(ResourceKey),
+}
+
 /// Which managed resources to list.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ManagedResourceFilter {

@@ -9,7 +9,7 @@ use secrecy::SecretString;
 use crate::error::StoreResult;
 use crate::keys::{DeploymentId, DeploymentKey, ResourceKey};
 use crate::records::{
-    DeploymentFilter, DeploymentRecord, DeploymentUpdate, Lease, ManagedResource,
+    DeploymentFilter, DeploymentRecord, DeploymentUpdate, InventoryChange, Lease, ManagedResource,
     ManagedResourceFilter, ManagedResourceRecord, NewDeployment, NewSecretVersion, OperationRecord,
     OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
     SecretVersionInfo, Vault, VaultRecord, VaultSecret,
@@ -147,6 +147,15 @@ pub trait OperationJournal: Send + Sync {
         after_sequence: u64,
         limit: u32,
     ) -> StoreFuture<'a, Vec<OperationRecord>>;
+
+    /// Appends a step together with its inventory effect, atomically: a finished create is journaled and its
+    /// resource inventoried in one commit, so a crash can never leave one without the other (and the store writes
+    /// one commit instead of two). `NotFound` when the deployment run is gone; then nothing changes.
+    fn record_step<'a>(
+        &'a self,
+        step: OperationStep,
+        change: InventoryChange,
+    ) -> StoreFuture<'a, OperationRecord>;
 }
 
 /// The managed-resource inventory of local providers and extension resources.

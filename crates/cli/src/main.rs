@@ -2,6 +2,7 @@
 
 mod extension;
 mod render;
+mod serve;
 mod template;
 
 use std::process::ExitCode;
@@ -24,6 +25,8 @@ enum Command {
     /// Work with extensions: list the registry, run the conformance kit.
     #[command(subcommand)]
     Extension(extension::ExtensionCommand),
+    /// Serve the ARM-compatible API (resource groups, deployments) over HTTP(S).
+    Serve(serve::ServeArgs),
 }
 
 fn main() -> ExitCode {
@@ -31,6 +34,7 @@ fn main() -> ExitCode {
     let result = match cli.command {
         Command::Template(cmd) => template::run(cmd),
         Command::Extension(cmd) => extension::run(cmd),
+        Command::Serve(args) => serve::run_serve(args),
     };
     match result {
         Ok(code) => code,

@@ -1,0 +1,138 @@
+//! `cairn serve`: runs the ARM-compatible API server (see `docs/server.md`).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use cairn_host::{RegisteredExtension, Registry};
+use cairn_server::serve::{ServeConfig, run};
+use cairn_server::{ServerOptions, TlsFiles};
+use clap::Args;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Args)]
+pub(crate) struct ServeArgs {
+    /// Address to listen on (port 0 picks a free port; the bound address is printed).
+    #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:8443")]
+    listen: SocketAddr,
+    /// TLS certificate chain (PEM, leaf first); serves HTTPS with h2 and http/1.1 via ALPN.
+    #[arg(long, value_name = "FILE", requires = "tls_key")]
+    tls_cert: Option<PathBuf>,
+    /// TLS private key (PEM: PKCS#8, PKCS#1 or SEC1).
+    #[arg(long, value_name = "FILE", requires = "tls_cert")]
+    tls_key: Option<PathBuf>,
+    /// Bearer tokens file: one token per line, optionally followed by the resource-id scopes it may use.
+    #[arg(long, value_name = "FILE")]
+    tokens: Option<PathBuf>,
+    /// Serve without authentication on a non-loopback address.
+    #[arg(long)]
+    insecure_no_auth: bool,
+    /// Data directory [default: $CAIRN_HOME, else ~/.cairn].
+    #[arg(long, value_name = "DIR")]
+    data_dir: Option<PathBuf>,
+    /// Extension registry file [default: $CAIRN_EXTENSIONS, else <data dir>/extensions.json when present].
+    #[arg(long, value_name = "FILE")]
+    extensions: Option<PathBuf>,
+    /// Retry-After seconds on long-running operations.
+    #[arg(long, value_name = "SECONDS", default_value_t = 1)]
+    retry_after: u32,
+    /// Public base URL for Location headers when behind a proxy, e.g. https://cairn.example.
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+}
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+fn data_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+    if let Some(dir) = flag {
+        return Ok(dir.to_path_buf());
+    }
+    if let Some(home) = env("CAIRN_HOME") {
+        return Ok(PathBuf::from(home));
+    }
+    let home = env("HOME").context("set --data-dir, CAIRN_HOME or HOME")?;
+    Ok(Path::new(&home).join(".cairn"))
+}
+
+/// The registry from `--extensions`, `$CAIRN_EXTENSIONS` or `<data dir>/extensions.json`, with the
+/// built-in Local extension added when the file does not register it.
+fn registry(flag: Option<&Path>, data_dir: &Path) -> anyhow::Result<Registry> {
+    let named = flag
+        .map(Path::to_path_buf)
+        .or_else(|| env("CAIRN_EXTENSIONS").map(PathBuf::from));
+    let default = data_dir.join("extensions.json");
+    let path = match named {
+        Some(path) => Some(path),
+        None if default.exists() => Some(default),
+        None => None,
+    };
+    let mut registry = match path {
+        Some(path) => Registry::load(&path, &crate::extension::transport_factories())
+            .with_context(|| format!("cannot load the extension registry {}", path.display()))?,
+        None => Registry::new(),
+    };
+    if registry
+        .resolve(cairn_ext_local::NAME, cairn_ext_local::VERSION)
+        .is_none()
+    {
+        registry.register(RegisteredExtension::new(
+            cairn_ext_local::NAME,
+            cairn_ext_local::VERSION,
+            Arc::new(cairn_ext_local::in_process_transport()),
+        ));
+    }
+    Ok(registry)
+}
+
+pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
+    cairn_server::install_crypto_provider();
+    init_logging();
+    let data_dir = data_dir(args.data_dir.as_deref())?;
+    let registry = registry(args.extensions.as_deref(), &data_dir)?;
+    let tls = match (args.tls_cert, args.tls_key) {
+        (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
+        _ => None,
+    };
+    let config = ServeConfig {
+        listen: args.listen,
+        tls,
+        tokens: args.tokens,
+        insecure_no_auth: args.insecure_no_auth,
+        data_dir,
+        registry: Arc::new(registry),
+        options: ServerOptions {
+            retry_after_seconds: args.retry_after,
+            public_base_url: args.public_url,
+            ..ServerOptions::default()
+        },
+    };
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+    runtime.block_on(run(config, CancellationToken::new(), |bound| {
+        let mut out = std::io::stdout().lock();
+        // Tests and scripts read this line for the address (port 0 picks one).
+        let _ = writeln!(out, "cairn serve listening on {}", bound.url());
+        let _ = out.flush();
+        if !bound.authenticated {
+            eprintln!("warning: no --tokens file: requests are not authenticated");
+        }
+    }))?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Logs to stderr, filtered by `RUST_LOG` (default `info` for cairn, `warn` otherwise).
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,cairn_server=info"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr)
+        .try_init();
+}

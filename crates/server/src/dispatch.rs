@@ -1,0 +1,233 @@
+//! The one catch-all handler of the ARM API: classifies the raw path with `cairn_arm::route::classify`
+//! (ARM ids are case-insensitive and arbitrarily deep, so no ARM route lives in axum's router), checks
+//! the api-version, reads the body within the size limit and dispatches to resource groups or
+//! deployments.
+
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::StatusCode;
+use axum::response::Response;
+use cairn_arm::route::{Method, Target};
+use cairn_arm::{ArmError, Route, classify};
+use cairn_store::StoreError;
+use serde::de::DeserializeOwned;
+
+use crate::middleware::RequestIds;
+use crate::response::{base_url, empty_response, error_response, with_header};
+use crate::state::AppState;
+use crate::{deployments, groups};
+
+/// Everything a handler needs to know about a request.
+pub(crate) struct Call {
+    pub route: Route,
+    pub body: Bytes,
+    /// `scheme://authority` for absolute URLs.
+    pub base_url: String,
+    #[allow(dead_code)] // read by the deployment handlers once the engine is wired in
+    pub ids: RequestIds,
+    /// The (checked) api-version, echoed in the URLs the response hands out.
+    pub api_version: String,
+}
+
+pub(crate) type ApiResult = Result<Response, ArmError>;
+
+/// The axum handler for every ARM path.
+pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Response {
+    let is_head = request.method() == axum::http::Method::HEAD;
+    match handle_request(&state, request).await {
+        Ok(response) => response,
+        // HEAD answers carry no body, errors included.
+        Err(error) if is_head => empty_response(
+            StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+        ),
+        Err(error) => error_response(&error),
+    }
+}
+
+async fn handle_request(state: &AppState, request: Request) -> ApiResult {
+    let base_url = base_url(&request, state.options.public_base_url.as_deref());
+    let (parts, body) = request.into_parts();
+    let route = classify(parts.method.as_str(), parts.uri.path(), parts.uri.query())?;
+    route.check_api_version()?;
+    let api_version = route.api_version().unwrap_or_default().trim().to_owned();
+    let body = read_body(body, state.options.max_request_bytes).await?;
+    let ids = parts
+        .extensions
+        .get::<RequestIds>()
+        .cloned()
+        .unwrap_or_else(|| RequestIds {
+            request_id: uuid::Uuid::new_v4().to_string(),
+            correlation_id: uuid::Uuid::new_v4().to_string(),
+        });
+    let call = Call {
+        route,
+        body,
+        base_url,
+        ids,
+        api_version,
+    };
+    dispatch(state, &call).await
+}
+
+async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
+    use Method::*;
+    let method = call.route.method;
+    match &call.route.target {
+        Target::Subscription { subscription } => groups::get_subscription(subscription),
+        Target::Subscriptions => Err(ArmError::new(
+            404,
+            "NotFound",
+            "cairn keeps no subscription list: every subscription id is accepted. Address one with /subscriptions/{subscriptionId}.",
+        )),
+        Target::ResourceGroups { subscription } => groups::list(state, call, subscription).await,
+        Target::ResourceGroup { id } => match method {
+            Get => groups::get(state, id).await,
+            Head => groups::head(state, id).await,
+            Put => groups::put(state, call, id).await,
+            Patch => groups::patch(state, call, id).await,
+            _ => groups::delete(state, id).await,
+        },
+        Target::OperationResult {
+            subscription,
+            operation_id,
+        } => groups::operation_result(state, call, subscription, operation_id),
+        Target::CalculateTemplateHash => deployments::calculate_template_hash(call),
+        Target::Deployments { scope } => deployments::list(state, call, scope).await,
+        Target::Deployment { id } => match method {
+            Get => deployments::get(state, id).await,
+            Head => deployments::head(state, id).await,
+            Put => deployments::put(state, call, id).await,
+            _ => deployments::delete(state, call, id).await,
+        },
+        Target::DeploymentAction { id, action } => {
+            deployments::action(state, call, id, *action).await
+        }
+        Target::DeploymentOperations { deployment } => {
+            deployments::list_operations(state, call, deployment).await
+        }
+        Target::DeploymentOperation {
+            deployment,
+            operation_id,
+        } => deployments::get_operation(state, deployment, operation_id).await,
+        Target::DeploymentOperationStatus {
+            deployment,
+            operation_id,
+        } => deployments::operation_status(state, deployment, operation_id).await,
+        Target::DeploymentStacks { .. }
+        | Target::DeploymentStack { .. }
+        | Target::DeploymentStackAction { .. }
+        | Target::DeploymentStackOperationStatus { .. }
+        | Target::DeploymentStacksWhatIfResults { .. }
+        | Target::DeploymentStacksWhatIfResult { .. }
+        | Target::DeploymentStacksWhatIfResultAction { .. }
+        | Target::DeploymentStacksWhatIfResultOperationStatus { .. } => Err(ArmError::new(
+            501,
+            "NotImplemented",
+            "Deployment stacks are not served by this cairn server yet.",
+        )),
+        Target::Resource { id } => match method {
+            Get | Head | Delete => Err(ArmError::resource_not_found(id)),
+            _ => Err(no_provider(id.namespace().unwrap_or("Microsoft.Resources"))),
+        },
+        Target::Resources { parent, .. } => Err(ArmError::resource_not_found(parent)),
+        Target::ResourceAction { id, .. } => Err(no_provider(id.namespace().unwrap_or_default())),
+    }
+}
+
+/// Resources are created through deployments; cairn registers no ARM resource provider.
+fn no_provider(namespace: &str) -> ArmError {
+    ArmError::new(
+        400,
+        "NoRegisteredProviderFound",
+        format!(
+            "cairn serves no resource provider for namespace '{namespace}'. Deploy resources with a template deployment."
+        ),
+    )
+}
+
+/// Reads the body within `limit` bytes: 413 `RequestTooLarge` beyond it.
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, ArmError> {
+    axum::body::to_bytes(body, limit).await.map_err(|error| {
+        let source = error.into_inner();
+        if source
+            .downcast_ref::<http_body_util::LengthLimitError>()
+            .is_some()
+        {
+            ArmError::request_too_large(limit as u64)
+        } else {
+            ArmError::invalid_request_content("the request body could not be read")
+        }
+    })
+}
+
+/// Deserializes a JSON body: 400 `InvalidRequestContent` naming the position, never the content.
+pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ArmError> {
+    if body.iter().all(u8::is_ascii_whitespace) {
+        return Err(ArmError::invalid_request_content(
+            "the request body is empty",
+        ));
+    }
+    let mut deserializer = serde_json::Deserializer::from_slice(body);
+    let value = T::deserialize(&mut deserializer)
+        .map_err(|e| ArmError::invalid_request_content(position_only(&e)))?;
+    deserializer
+        .end()
+        .map_err(|e| ArmError::invalid_request_content(position_only(&e)))?;
+    Ok(value)
+}
+
+/// A serde error reduced to its category and position: serde's messages may quote values, which may
+/// be secrets. Missing and unknown field names are kept (they are schema, not data).
+fn position_only(error: &serde_json::Error) -> String {
+    let text = error.to_string();
+    let kind = if text.starts_with("missing field") {
+        text.split(" at line")
+            .next()
+            .unwrap_or("missing field")
+            .to_owned()
+    } else {
+        match error.classify() {
+            serde_json::error::Category::Syntax => "invalid JSON".to_owned(),
+            serde_json::error::Category::Eof => "unexpected end of JSON".to_owned(),
+            serde_json::error::Category::Data => "a value has the wrong type or format".to_owned(),
+            serde_json::error::Category::Io => "the body could not be read".to_owned(),
+        }
+    };
+    format!("{kind} at line {}, column {}", error.line(), error.column())
+}
+
+/// Maps a store failure to the client's error: conflicts are 409, the rest 500 with a tracking id
+/// (the cause is logged).
+pub(crate) fn store_error(error: StoreError) -> ArmError {
+    match error {
+        StoreError::Conflict { entity, .. } => ArmError::conflict(format!(
+            "The {entity} was changed by another request at the same time. Retry the request."
+        )),
+        StoreError::NotFound { entity, key } => ArmError::new(
+            404,
+            "NotFound",
+            format!("The {entity} '{key}' could not be found."),
+        ),
+        other => internal_error(&other),
+    }
+}
+
+/// A 500 for an unexpected failure; the cause goes to the log under the tracking id.
+pub(crate) fn internal_error(cause: &dyn std::fmt::Display) -> ArmError {
+    let tracking_id = uuid::Uuid::new_v4().to_string();
+    tracing::error!(tracking_id = %tracking_id, error = %cause, "request failed");
+    ArmError::internal_server_error(&tracking_id)
+}
+
+/// 202 with `Location` and `Retry-After`.
+pub(crate) fn accepted_with_location(state: &AppState, location: &str) -> Response {
+    let response = empty_response(StatusCode::ACCEPTED);
+    let response = with_header(response, "location", location);
+    with_header(
+        response,
+        "retry-after",
+        &state.options.retry_after_seconds.to_string(),
+    )
+}

@@ -1,0 +1,81 @@
+//! `cairn serve`: the ARM-compatible REST API of cairn — resource groups and deployments at resource
+//! group, subscription, management group and tenant scope — over HTTP/1.1 and HTTP/2, with optional TLS
+//! and bearer-token authentication. See `docs/server.md`.
+//!
+//! - [`app`] builds the axum application from an [`AppState`]; tests drive it with
+//!   `tower::ServiceExt::oneshot`, without sockets.
+//! - [`listen::Listener`] binds, terminates TLS and serves an app until a shutdown token fires.
+//! - [`serve::run`] is the whole server as `cairn serve` runs it: store, extension host, engine,
+//!   listener, signals.
+//!
+//! Architecture: one catch-all handler ([`dispatch`]) classifies every ARM path with
+//! `cairn_arm::route::classify`; axum's router holds only the health endpoint and the extension host
+//! API. Layers, outermost first: request ids (`x-ms-request-id`, `x-ms-correlation-request-id`), sensitive
+//! `Authorization` header, tracing (method, path, status, latency; never headers or bodies), catch-panic
+//! (500 in ARM's shape), declared-length limit (413), bearer-token authentication (401/403).
+
+pub mod auth;
+mod deployments;
+mod dispatch;
+mod groups;
+pub mod listen;
+pub mod middleware;
+pub mod response;
+pub mod serve;
+mod state;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::http::{StatusCode, header};
+use axum::response::Response;
+use axum::routing::get;
+use cairn_host::api::HostApiOptions;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
+use tower_http::trace::TraceLayer;
+
+pub use auth::{Caller, HEALTH_PATH, TokenFileError, TokenSet};
+pub use listen::{ListenError, Listener, TlsFiles, install_crypto_provider};
+pub use state::{AppState, DEFAULT_MAX_REQUEST_BYTES, ServerOptions};
+
+/// Where the extension host's API is mounted (exact case): e.g.
+/// `GET /providers/Cairn.Extensibility/extensions`.
+pub const EXTENSIBILITY_PREFIX: &str = "/providers/Cairn.Extensibility";
+
+/// The application: health endpoint, extension host API, the ARM catch-all, and the layers.
+pub fn app(state: AppState) -> Router {
+    let state = Arc::new(state);
+    let mut router = Router::new().route(HEALTH_PATH, get(health));
+    if let Some(host) = &state.host {
+        let host_api = cairn_host::api::router(
+            host.clone(),
+            HostApiOptions {
+                public_base_url: state.options.public_base_url.clone(),
+            },
+        );
+        router = router.nest_service(EXTENSIBILITY_PREFIX, host_api);
+    }
+    router
+        .fallback(dispatch::handle)
+        .with_state(state.clone())
+        .layer(axum::middleware::from_fn_with_state(
+            state.tokens.clone(),
+            auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            state.options.max_request_bytes,
+            middleware::limit_declared_length,
+        ))
+        .layer(CatchPanicLayer::custom(middleware::panic_response))
+        .layer(TraceLayer::new_for_http())
+        .layer(SetSensitiveRequestHeadersLayer::new([
+            header::AUTHORIZATION,
+        ]))
+        .layer(axum::middleware::from_fn(middleware::request_ids))
+}
+
+/// `GET /healthz`: unauthenticated liveness.
+async fn health() -> Response {
+    response::json_response(StatusCode::OK, &serde_json::json!({ "status": "Healthy" }))
+}

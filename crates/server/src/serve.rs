@@ -1,0 +1,143 @@
+//! The whole server as `cairn serve` runs it: checks the configuration, opens the SQLite store in the
+//! data directory, builds the extension host over the given registry, binds the listener, reports the
+//! bound address, and serves until SIGTERM or Ctrl-C.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use cairn_host::{ExtensionHost, HostSettings, Registry};
+use cairn_store::Store;
+use cairn_store_sqlite::SqliteStore;
+use tokio_util::sync::CancellationToken;
+
+use crate::auth::{TokenFileError, TokenSet};
+use crate::listen::{ListenError, Listener, TlsFiles};
+use crate::state::{AppState, ServerOptions};
+
+/// Everything `cairn serve` is configured with.
+pub struct ServeConfig {
+    pub listen: SocketAddr,
+    pub tls: Option<TlsFiles>,
+    /// The tokens file; without one, requests are not authenticated.
+    pub tokens: Option<PathBuf>,
+    /// Allows serving without tokens on a non-loopback address.
+    pub insecure_no_auth: bool,
+    pub data_dir: PathBuf,
+    pub registry: Arc<Registry>,
+    pub options: ServerOptions,
+}
+
+/// Why `cairn serve` could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error(
+        "refusing to serve without authentication on {0}, which is not a loopback address: pass --tokens FILE (or --insecure-no-auth)"
+    )]
+    UnauthenticatedNonLoopback(SocketAddr),
+    #[error(transparent)]
+    Tokens(#[from] TokenFileError),
+    #[error(transparent)]
+    Listen(#[from] ListenError),
+    #[error("create the data directory {path}: {source}")]
+    DataDir {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("open the store: {0}")]
+    Store(#[from] cairn_store::StoreError),
+}
+
+/// What [`run`] reports once it listens.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bound {
+    pub addr: SocketAddr,
+    pub tls: bool,
+    pub authenticated: bool,
+}
+
+impl Bound {
+    /// `https://127.0.0.1:8443`.
+    pub fn url(&self) -> String {
+        format!(
+            "{}://{}",
+            if self.tls { "https" } else { "http" },
+            self.addr
+        )
+    }
+}
+
+/// Runs the server until `shutdown` fires (or a signal arrives), calling `on_bound` once listening.
+pub async fn run(
+    config: ServeConfig,
+    shutdown: CancellationToken,
+    on_bound: impl FnOnce(Bound),
+) -> Result<(), ServeError> {
+    let tokens = config.tokens.as_deref().map(TokenSet::load).transpose()?;
+    if tokens.is_none() && !config.insecure_no_auth && !config.listen.ip().is_loopback() {
+        return Err(ServeError::UnauthenticatedNonLoopback(config.listen));
+    }
+    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
+        path: config.data_dir.clone(),
+        source,
+    })?;
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.data_dir).await?);
+    let listener = Listener::bind(config.listen, config.tls.as_ref()).await?;
+    let bound = Bound {
+        addr: listener.local_addr(),
+        tls: listener.is_tls(),
+        authenticated: tokens.is_some(),
+    };
+    let host = Arc::new(ExtensionHost::new(
+        config.registry.clone(),
+        HostSettings::default(),
+        bound.url(),
+    ));
+    let mut state = AppState::new(store.clone())
+        .with_options(config.options)
+        .with_extension_host(host);
+    if let Some(tokens) = tokens {
+        state = state.with_tokens(tokens);
+    }
+    let app = crate::app(state);
+    on_bound(bound);
+
+    let signal_shutdown = shutdown.clone();
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        tracing::info!("shutdown signal received");
+        signal_shutdown.cancel();
+    });
+    listener.serve(app, shutdown).await;
+    if let Err(error) = store.close().await {
+        tracing::warn!(%error, "closing the store failed");
+    }
+    Ok(())
+}
+
+/// Resolves on Ctrl-C or (on Unix) SIGTERM.
+async fn wait_for_signal() {
+    let ctrl_c = async {
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    {
+        let terminate = async {
+            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+                Ok(mut signal) => {
+                    signal.recv().await;
+                }
+                Err(_) => std::future::pending::<()>().await,
+            }
+        };
+        tokio::select! {
+            () = ctrl_c => {}
+            () = terminate => {}
+        }
+    }
+    #[cfg(not(unix))]
+    ctrl_c.await;
+}

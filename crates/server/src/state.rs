@@ -1,0 +1,141 @@
+//! What every request handler shares: the store, the options, the tokens, the extension host and the
+//! in-memory results of operations polled through `Location`.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::http::StatusCode;
+use cairn_host::ExtensionHost;
+use cairn_store::Store;
+use serde_json::Value;
+
+use crate::auth::TokenSet;
+
+/// The default request-size limit (ARM's): 4 MB.
+pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+
+/// Tunable behaviour of the API.
+#[derive(Clone, Debug)]
+pub struct ServerOptions {
+    /// `Retry-After` (seconds) on long-running operations. ARM says 15+; locally 1 keeps clients quick.
+    pub retry_after_seconds: u32,
+    /// Requests with a larger body get 413 `RequestTooLarge`.
+    pub max_request_bytes: usize,
+    /// `scheme://host[:port]` for absolute URLs in responses; when unset, the request's scheme and
+    /// `Host` are used (right for direct clients, wrong behind a proxy that rewrites `Host`).
+    pub public_base_url: Option<String>,
+}
+
+impl Default for ServerOptions {
+    fn default() -> Self {
+        Self {
+            retry_after_seconds: 1,
+            max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            public_base_url: None,
+        }
+    }
+}
+
+/// The state shared by all handlers.
+pub struct AppState {
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) options: ServerOptions,
+    pub(crate) tokens: Option<Arc<TokenSet>>,
+    pub(crate) host: Option<Arc<ExtensionHost>>,
+    pub(crate) operation_results: OperationResults,
+}
+
+impl AppState {
+    /// State over `store` with default options, no authentication and no extension host.
+    pub fn new(store: Arc<dyn Store>) -> Self {
+        Self {
+            store,
+            options: ServerOptions::default(),
+            tokens: None,
+            host: None,
+            operation_results: OperationResults::default(),
+        }
+    }
+
+    /// Sets the options.
+    pub fn with_options(mut self, options: ServerOptions) -> Self {
+        self.options = options;
+        self
+    }
+
+    /// Requires a bearer token from `tokens` on every request but the health endpoint.
+    pub fn with_tokens(mut self, tokens: TokenSet) -> Self {
+        self.tokens = Some(Arc::new(tokens));
+        self
+    }
+
+    /// Mounts the extension host's API (see [`crate::EXTENSIBILITY_PREFIX`]).
+    pub fn with_extension_host(mut self, host: Arc<ExtensionHost>) -> Self {
+        self.host = Some(host);
+        self
+    }
+
+    /// The options.
+    pub fn options(&self) -> &ServerOptions {
+        &self.options
+    }
+}
+
+/// The final answer of an operation polled through `Location` (`/subscriptions/{s}/operationresults/{id}`).
+#[derive(Clone, Debug)]
+#[allow(dead_code)] // written by deployment deletes once the engine is wired in
+pub(crate) enum OperationOutcome {
+    /// Still running: 202 with `Location` and `Retry-After`.
+    Running,
+    /// Done: this status and optional body.
+    Done {
+        status: StatusCode,
+        body: Option<Value>,
+    },
+}
+
+struct TrackedResult {
+    subscription: String,
+    outcome: OperationOutcome,
+    expires: Instant,
+}
+
+/// Operation results kept in memory for an hour; they do not survive a restart (a GET then answers 404).
+#[derive(Default)]
+#[allow(dead_code)] // written by deployment deletes once the engine is wired in
+pub(crate) struct OperationResults {
+    entries: Mutex<HashMap<String, TrackedResult>>,
+}
+
+#[allow(dead_code)]
+const RESULT_LIFETIME: Duration = Duration::from_secs(3600);
+
+#[allow(dead_code)]
+impl OperationResults {
+    /// Records (or updates) an operation's outcome under a subscription.
+    pub(crate) fn record(&self, subscription: &str, id: &str, outcome: OperationOutcome) {
+        let now = Instant::now();
+        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries.retain(|_, e| e.expires > now);
+        entries.insert(
+            id.to_owned(),
+            TrackedResult {
+                subscription: subscription.to_ascii_lowercase(),
+                outcome,
+                expires: now + RESULT_LIFETIME,
+            },
+        );
+    }
+
+    /// The outcome, when the id is known under this subscription.
+    pub(crate) fn get(&self, subscription: &str, id: &str) -> Option<OperationOutcome> {
+        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        entries
+            .get(id)
+            .filter(|e| {
+                e.subscription == subscription.to_ascii_lowercase() && e.expires > Instant::now()
+            })
+            .map(|e| e.outcome.clone())
+    }
+}

@@ -1,0 +1,142 @@
+//! Test helpers: an app over an in-memory SQLite store, and one-shot requests with decoded answers.
+#![allow(dead_code)]
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Body;
+use axum::http::{HeaderMap, Request, StatusCode};
+use cairn_server::{AppState, ServerOptions, TokenSet};
+use cairn_store::Store;
+use cairn_store::crypto::MasterKey;
+use cairn_store_sqlite::SqliteStore;
+use serde_json::Value;
+use tower::ServiceExt;
+
+pub struct TestApp {
+    pub router: Router,
+    pub store: Arc<dyn Store>,
+}
+
+impl TestApp {
+    pub async fn new() -> Self {
+        Self::build(None).await
+    }
+
+    pub async fn with_tokens(tokens: &str) -> Self {
+        Self::build(Some(TokenSet::parse(tokens).unwrap())).await
+    }
+
+    async fn build(tokens: Option<TokenSet>) -> Self {
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open_in_memory(&MasterKey::from_bytes([7; 32]))
+                .await
+                .unwrap(),
+        );
+        let mut state = AppState::new(store.clone()).with_options(ServerOptions {
+            retry_after_seconds: 0,
+            ..ServerOptions::default()
+        });
+        if let Some(tokens) = tokens {
+            state = state.with_tokens(tokens);
+        }
+        Self {
+            router: cairn_server::app(state),
+            store,
+        }
+    }
+}
+
+pub struct Answer {
+    pub status: StatusCode,
+    pub headers: HeaderMap,
+    pub text: String,
+    /// The body as JSON (`Null` when empty or not JSON).
+    pub json: Value,
+}
+
+pub async fn call(
+    router: &Router,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+    authorization: Option<&str>,
+) -> Answer {
+    let headers: Vec<(&str, &str)> = authorization
+        .map(|a| vec![("authorization", a)])
+        .unwrap_or_default();
+    call_with_headers(router, method, path, body, &headers).await
+}
+
+pub async fn call_with_headers(
+    router: &Router,
+    method: &str,
+    path: &str,
+    body: Option<String>,
+    headers: &[(&str, &str)],
+) -> Answer {
+    let mut builder = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "cairn.test");
+    for (name, value) in headers {
+        builder = builder.header(*name, *value);
+    }
+    let request = match body {
+        Some(body) => builder
+            .header("content-type", "application/json")
+            .header("content-length", body.len())
+            .body(Body::from(body)),
+        None => builder.body(Body::empty()),
+    }
+    .unwrap();
+    send(router, request).await
+}
+
+/// A request whose body has no declared length.
+pub async fn call_streamed(router: &Router, method: &str, path: &str, body: String) -> Answer {
+    let chunks = body
+        .as_bytes()
+        .chunks(64 * 1024)
+        .map(bytes::Bytes::copy_from_slice)
+        .collect();
+    let request = Request::builder()
+        .method(method)
+        .uri(path)
+        .header("host", "cairn.test")
+        .body(Body::new(Chunked(chunks)))
+        .unwrap();
+    send(router, request).await
+}
+
+/// A body of data frames with no size hint, like a chunked upload.
+struct Chunked(std::collections::VecDeque<bytes::Bytes>);
+
+impl http_body::Body for Chunked {
+    type Data = bytes::Bytes;
+    type Error = std::convert::Infallible;
+
+    fn poll_frame(
+        mut self: std::pin::Pin<&mut Self>,
+        _: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<Result<http_body::Frame<Self::Data>, Self::Error>>> {
+        std::task::Poll::Ready(self.0.pop_front().map(|b| Ok(http_body::Frame::data(b))))
+    }
+}
+
+pub async fn send(router: &Router, request: Request<Body>) -> Answer {
+    let response = router.clone().oneshot(request).await.unwrap();
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = axum::body::to_bytes(response.into_body(), usize::MAX)
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&bytes).into_owned();
+    let json = serde_json::from_str(&text).unwrap_or(Value::Null);
+    Answer {
+        status,
+        headers,
+        text,
+        json,
+    }
+}

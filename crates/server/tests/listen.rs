@@ -1,0 +1,160 @@
+//! The listener over real sockets: TLS with a self-signed certificate, HTTP/2 by ALPN and HTTP/1.1,
+//! h2c by prior knowledge, bad key files, and graceful shutdown.
+
+mod common;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::time::Duration;
+
+use cairn_server::{Listener, TlsFiles};
+use common::TestApp;
+use tokio_util::sync::CancellationToken;
+
+struct Served {
+    url: String,
+    shutdown: CancellationToken,
+    task: tokio::task::JoinHandle<()>,
+}
+
+async fn start(tls: Option<&TlsFiles>) -> Served {
+    let app = TestApp::with_tokens("tls-token\n").await;
+    let addr: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let listener = Listener::bind(addr, tls)
+        .await
+        .unwrap()
+        .with_grace_period(Duration::from_secs(5));
+    let scheme = if listener.is_tls() { "https" } else { "http" };
+    let url = format!("{scheme}://{}", listener.local_addr());
+    let shutdown = CancellationToken::new();
+    let task = tokio::spawn(listener.serve(app.router, shutdown.clone()));
+    Served {
+        url,
+        shutdown,
+        task,
+    }
+}
+
+fn write_certificate(dir: &Path) -> (TlsFiles, String) {
+    let certified =
+        rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()]).unwrap();
+    let cert_pem = certified.cert.pem();
+    let files = TlsFiles {
+        cert: dir.join("cert.pem"),
+        key: dir.join("key.pem"),
+    };
+    std::fs::write(&files.cert, &cert_pem).unwrap();
+    std::fs::write(&files.key, certified.signing_key.serialize_pem()).unwrap();
+    (files, cert_pem)
+}
+
+#[tokio::test]
+async fn tls_serves_h2_by_alpn_and_http1_and_absolute_urls_use_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let (files, cert_pem) = write_certificate(dir.path());
+    let served = start(Some(&files)).await;
+    let root = reqwest::Certificate::from_pem(cert_pem.as_bytes()).unwrap();
+
+    let h2 = reqwest::Client::builder()
+        .add_root_certificate(root.clone())
+        .build()
+        .unwrap();
+    let health = h2
+        .get(format!("{}/healthz", served.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.status(), 200);
+    assert_eq!(health.version(), reqwest::Version::HTTP_2);
+
+    let http1 = reqwest::Client::builder()
+        .add_root_certificate(root)
+        .http1_only()
+        .build()
+        .unwrap();
+    let unauthenticated = http1
+        .get(format!(
+            "{}/subscriptions/s/resourcegroups?api-version=2025-04-01",
+            served.url
+        ))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(unauthenticated.version(), reqwest::Version::HTTP_11);
+    assert_eq!(unauthenticated.status(), 401);
+
+    // nextLink and Location are built from the request's scheme and authority.
+    for i in 0..3 {
+        let response = h2
+            .put(format!(
+                "{}/subscriptions/s/resourcegroups/rg{i}?api-version=2025-04-01",
+                served.url
+            ))
+            .bearer_auth("tls-token")
+            .json(&serde_json::json!({"location": "westus"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(response.status(), 201);
+    }
+    let groups: serde_json::Value = h2
+        .get(format!(
+            "{}/subscriptions/s/resourcegroups?api-version=2025-04-01",
+            served.url
+        ))
+        .bearer_auth("tls-token")
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(groups["value"].as_array().unwrap().len(), 3);
+
+    served.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), served.task)
+        .await
+        .expect("the server stops after the shutdown signal")
+        .unwrap();
+}
+
+#[tokio::test]
+async fn plain_http_serves_h2c_by_prior_knowledge() {
+    let served = start(None).await;
+    let client = reqwest::Client::builder()
+        .http2_prior_knowledge()
+        .build()
+        .unwrap();
+    let health = client
+        .get(format!("{}/healthz", served.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(health.version(), reqwest::Version::HTTP_2);
+    assert_eq!(health.status(), 200);
+    served.shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(10), served.task)
+        .await
+        .unwrap()
+        .unwrap();
+}
+
+#[tokio::test]
+async fn unusable_key_files_are_reported_without_their_content() {
+    let dir = tempfile::tempdir().unwrap();
+    let (mut files, _) = write_certificate(dir.path());
+    std::fs::write(dir.path().join("bad.pem"), "not a key SECRETMATERIAL").unwrap();
+    files.key = dir.path().join("bad.pem");
+    let Err(error) = Listener::bind("127.0.0.1:0".parse().unwrap(), Some(&files)).await else {
+        panic!("a file without a key must be refused");
+    };
+    let message = error.to_string();
+    assert!(message.contains("bad.pem"), "{message}");
+    assert!(!message.contains("SECRETMATERIAL"), "{message}");
+    files.key = dir.path().join("missing.pem");
+    assert!(
+        Listener::bind("127.0.0.1:0".parse().unwrap(), Some(&files))
+            .await
+            .is_err()
+    );
+}

@@ -17,8 +17,10 @@
 //!   with a checksum per migration); a database from a newer cairn is refused.
 //! - Runtime queries only (no compile-time macros), so no database is needed to build.
 //! - Secret values are sealed with the store's data key (see `cairn_store::crypto`) before they reach SQL.
-//! - Per-resource writes are small: journal appends, inventory upserts, and updates of a deployment row that never
-//!   includes the request (kept in `deployment_requests`, written once).
+//! - Per-resource writes are small and do not grow with deployment size: journal appends at the edge of the run's
+//!   range, inventory upserts, updates of a deployment row that never includes the request (kept in
+//!   `deployment_requests`, written once), and a 4,000-page checkpoint interval ([`SqliteOptions`]). The
+//!   `bytes_per_resource` bench measures it; `docs/store.md` and `docs/benchmarks-store.md` explain the choices.
 
 mod deployments;
 mod groups;

@@ -208,6 +208,49 @@ mod tests {
         );
     }
 
+    fn json_value() -> impl proptest::strategy::Strategy<Value = Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::Bool),
+            any::<i64>().prop_map(Value::from),
+            ".{0,8}".prop_map(Value::String),
+        ];
+        leaf.prop_recursive(3, 24, 4, |inner| {
+            prop_oneof![
+                proptest::collection::vec(inner.clone(), 0..4).prop_map(Value::Array),
+                proptest::collection::vec((".{0,6}", inner), 0..4)
+                    .prop_map(|entries| Value::Object(entries.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn reversed_keys(value: &Value) -> Value {
+        match value {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .rev()
+                    .map(|(k, v)| (k.clone(), reversed_keys(v)))
+                    .collect(),
+            ),
+            Value::Array(items) => Value::Array(items.iter().map(reversed_keys).collect()),
+            scalar => scalar.clone(),
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn canonical_json_parses_back_and_ignores_key_order(value in json_value()) {
+            let mut text = String::new();
+            write_canonical_json(&value, &mut text);
+            let parsed: Value = serde_json::from_str(&text).expect("canonical JSON parses");
+            proptest::prop_assert_eq!(&parsed, &value);
+            let mut reordered = String::new();
+            write_canonical_json(&reversed_keys(&value), &mut reordered);
+            proptest::prop_assert_eq!(text, reordered);
+        }
+    }
+
     #[test]
     fn canonical_json_escapes_keys() {
         let mut out = String::new();

@@ -15,14 +15,14 @@
 //!
 //! - No SQL here and nothing backend-specific: the engine sees only `dyn Store`. The SQLite store
 //!   (`cairn-store-sqlite`) is the embedded default; a PostgreSQL store for several server replicas implements the
-//!   same traits and must pass the same [`conformance`] suite (feature `testing`).
+//!   same traits and must pass the same `conformance` suite (feature `testing`).
 //! - No secret value is ever stored in plaintext, printed by `Debug`, or put in an error message. Secret values
 //!   travel as [`SecretString`] and are sealed by [`crypto::DataKey`] (XChaCha20-Poly1305, random nonce per record,
 //!   associated data = table + row ID + column) under a data key wrapped by the [`crypto::MasterKey`].
 //! - Writes are journaled: per-resource writes are appends and small keyed upserts, so the bytes written per
 //!   resource do not grow with deployment size.
 //! - The store never reads a clock: callers pass `now` and record timestamps ([`Timestamp`], Unix milliseconds).
-//! - Every row holding JSON records its format version ([`format`]); readers accept older versions.
+//! - Every row holding JSON records its format version (see the `format` module); readers accept older versions.
 
 pub mod crypto;
 mod error;

@@ -1,0 +1,918 @@
+//! [`Engine`]: the public, `Send` API the server and CLI call. It owns a coordinator thread (a tokio runtime with
+//! a `LocalSet`) where deployments run, since template expansion is single-threaded; calls from other runtimes
+//! send it jobs over a channel. Reads (get, list, operations) go straight to the store.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use cairn_arm::models::deployment::{
+    Deployment, DeploymentExportResult, DeploymentExtended, DeploymentMode,
+    DeploymentResourceReference, DeploymentValidateResult, DeploymentWhatIf,
+};
+use cairn_arm::models::operation::DeploymentOperation;
+use cairn_arm::models::what_if::WhatIfOperationResult;
+use cairn_arm::{ArmError, ErrorDetail};
+use cairn_host::ExtensionHost;
+use cairn_store::{
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus,
+    DeploymentUpdate, NewDeployment, PageRequest, Precondition, SecretOwner, Store, StoreError,
+    Timestamp,
+};
+use serde_json::Value as Json;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio_util::sync::CancellationToken;
+
+use crate::error::EngineError;
+use crate::events::DeploymentEvent;
+use crate::inflight::LocalFuture;
+use crate::provider::Providers;
+use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
+use crate::root::{RootStart, interrupted_resources, prepare, resource_group_location, run_root};
+use crate::run::{EngineEnv, scope_key};
+use crate::secrets::{seal_request, unseal};
+use crate::settings::{EngineSettings, RecoveryPolicy};
+
+type Job = Box<dyn FnOnce(Arc<EngineEnv>) -> LocalFuture<'static, ()> + Send>;
+
+enum Command {
+    Job(Job),
+    Shutdown,
+}
+
+/// Options of a deployment PUT.
+#[derive(Clone, Debug, Default)]
+pub struct DeployOptions {
+    /// Started by a deployment stack: the record then shows extension configs (non-secret values and directives).
+    pub stack_initiated: bool,
+    /// The caller's `x-ms-correlation-request-id`; generated when absent.
+    pub correlation_id: Option<String>,
+}
+
+/// A page of deployments.
+#[derive(Clone, Debug, Default)]
+pub struct DeploymentPage {
+    pub value: Vec<DeploymentExtended>,
+    pub continuation: Option<String>,
+}
+
+/// What `recover()` did.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RecoveryReport {
+    /// Root deployments started again from their stored requests.
+    pub resumed: Vec<DeploymentKey>,
+    /// Deployments ended `Failed`, with what their operations created listed.
+    pub failed: Vec<DeploymentKey>,
+}
+
+struct RunControl {
+    id: DeploymentId,
+    cancel: CancellationToken,
+}
+
+/// The deployments running on this engine, by folded key.
+#[derive(Default)]
+pub(crate) struct RunRegistry {
+    runs: Mutex<HashMap<(String, String), RunControl>>,
+}
+
+impl RunRegistry {
+    fn insert(&self, key: &DeploymentKey, control: RunControl) {
+        if let Ok(mut runs) = self.runs.lock() {
+            runs.insert(key.folded(), control);
+        }
+    }
+
+    pub(crate) fn finish(&self, key: &DeploymentKey) {
+        if let Ok(mut runs) = self.runs.lock() {
+            runs.remove(&key.folded());
+        }
+    }
+
+    fn cancel(&self, key: &DeploymentKey, id: &DeploymentId) -> bool {
+        let Ok(runs) = self.runs.lock() else {
+            return false;
+        };
+        match runs.get(&key.folded()) {
+            Some(control) if &control.id == id => {
+                control.cancel.cancel();
+                true
+            }
+            _ => false,
+        }
+    }
+}
+
+struct Inner {
+    env: Arc<EngineEnv>,
+    commands: mpsc::UnboundedSender<Command>,
+    registry: Arc<RunRegistry>,
+}
+
+impl Drop for Inner {
+    fn drop(&mut self) {
+        let _ = self.commands.send(Command::Shutdown);
+    }
+}
+
+/// The deployment engine. Cheap to clone; dropping the last clone stops the coordinator at once (running
+/// deployments stay `Running` in the store until `recover()` on the next start takes them over).
+#[derive(Clone)]
+pub struct Engine {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for Engine {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Engine")
+            .field("owner", &self.inner.env.settings.owner_id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A deployment accepted by [`Engine::create_or_update`]; it runs in the background.
+pub struct DeploymentHandle {
+    engine: Engine,
+    pub key: DeploymentKey,
+    pub id: DeploymentId,
+    /// The record as accepted (`Accepted`).
+    pub accepted: DeploymentExtended,
+    events: Option<mpsc::UnboundedReceiver<DeploymentEvent>>,
+    done: watch::Receiver<bool>,
+}
+
+impl std::fmt::Debug for DeploymentHandle {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DeploymentHandle")
+            .field("key", &self.key)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+impl DeploymentHandle {
+    /// The progress events (once; the stream ends when the deployment does).
+    pub fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<DeploymentEvent>> {
+        self.events.take()
+    }
+
+    /// Waits for the deployment to end and returns its record.
+    pub async fn wait(&mut self) -> Result<DeploymentExtended, EngineError> {
+        while !*self.done.borrow() {
+            if self.done.changed().await.is_err() {
+                break;
+            }
+        }
+        self.engine.get(&self.key.scope, &self.key.name).await
+    }
+}
+
+fn store_error(e: StoreError) -> EngineError {
+    EngineError::Store(e)
+}
+
+fn not_found(name: &str) -> EngineError {
+    EngineError::Arm(ArmError::deployment_not_found(name))
+}
+
+impl Engine {
+    /// An engine over `store` and `host`. The built-in providers (resource groups, deployments, Key Vault) are
+    /// always there; `providers` adds or replaces types.
+    pub fn new(
+        store: Arc<dyn Store>,
+        host: Arc<ExtensionHost>,
+        providers: Providers,
+        settings: EngineSettings,
+    ) -> Result<Engine, EngineError> {
+        let mut all = Providers::builtin(store.clone());
+        all.extend(providers);
+        let env = Arc::new(EngineEnv {
+            store,
+            host,
+            providers: Arc::new(all),
+            settings,
+        });
+        let (tx, rx) = mpsc::unbounded_channel();
+        let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+        let thread_env = env.clone();
+        std::thread::Builder::new()
+            .name("cairn-engine".into())
+            .spawn(move || coordinator(thread_env, rx, ready_tx))
+            .map_err(|_| EngineError::ShutDown)?;
+        match ready_rx.recv() {
+            Ok(true) => {}
+            _ => return Err(EngineError::ShutDown),
+        }
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                env,
+                commands: tx,
+                registry: Arc::new(RunRegistry::default()),
+            }),
+        })
+    }
+
+    pub fn settings(&self) -> &EngineSettings {
+        &self.inner.env.settings
+    }
+
+    pub fn store(&self) -> &Arc<dyn Store> {
+        &self.inner.env.store
+    }
+
+    /// Runs `job` on the coordinator thread and returns its result.
+    async fn on_coordinator<T: Send + 'static>(
+        &self,
+        job: impl FnOnce(Arc<EngineEnv>) -> LocalFuture<'static, T> + Send + 'static,
+    ) -> Result<T, EngineError> {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let job: Job = Box::new(move |env| {
+            Box::pin(async move {
+                let _ = reply_tx.send(job(env).await);
+            })
+        });
+        self.inner
+            .commands
+            .send(Command::Job(job))
+            .map_err(|_| EngineError::ShutDown)?;
+        reply_rx.await.map_err(|_| EngineError::ShutDown)
+    }
+
+    fn key(scope: &str, name: &str) -> DeploymentKey {
+        DeploymentKey::new(scope_key(scope), name)
+    }
+
+    async fn record(&self, key: &DeploymentKey) -> Result<DeploymentRecord, EngineError> {
+        self.inner
+            .env
+            .store
+            .get_deployment(key)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(&key.name))
+    }
+
+    /// The location a deployment records, and the resource group's for resource-group deployments (checking
+    /// that the group exists).
+    async fn locations(
+        &self,
+        key: &DeploymentKey,
+        location: Option<&str>,
+    ) -> Result<(Option<String>, Option<String>), EngineError> {
+        let env = &self.inner.env;
+        let rg_location = resource_group_location(env.store.as_ref(), key).await;
+        let is_rg = cairn_arm::ResourceId::parse(&key.scope)
+            .ok()
+            .is_some_and(|id| id.resource_group_name().is_some());
+        if is_rg && rg_location.is_none() && env.settings.require_resource_groups {
+            let name = cairn_arm::ResourceId::parse(&key.scope)
+                .ok()
+                .and_then(|id| id.resource_group_name().map(str::to_string))
+                .unwrap_or_default();
+            return Err(EngineError::Arm(ArmError::resource_group_not_found(&name)));
+        }
+        Ok((location.map(str::to_string), rg_location))
+    }
+
+    /// Starts (or replaces) the deployment `name` at `scope`. Returns once the request is validated and stored;
+    /// the deployment runs in the background. 409 `DeploymentActive` while a previous run is active.
+    pub async fn create_or_update(
+        &self,
+        scope: &str,
+        name: &str,
+        request: Deployment,
+        options: DeployOptions,
+    ) -> Result<DeploymentHandle, EngineError> {
+        cairn_arm::names::validate_deployment_name(name)?;
+        let env = self.inner.env.clone();
+        let key = Self::key(scope, name);
+        let existing = env.store.get_deployment(&key).await.map_err(store_error)?;
+        if let Some(old) = &existing
+            && !old.status.is_terminal()
+        {
+            let started = cairn_arm::time::format_timestamp(crate::records::system_time(
+                old.started_at.unwrap_or(old.created_at),
+            ));
+            return Err(EngineError::Arm(ArmError::deployment_active(
+                name, &started,
+            )));
+        }
+        if request.properties.mode == DeploymentMode::Complete {
+            return Err(EngineError::arm(
+                400,
+                "InvalidDeploymentMode",
+                "cairn runs deployments in 'Incremental' mode only; 'Complete' mode (deleting resources the template \
+                 does not name) is not supported.",
+            ));
+        }
+        let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
+        let correlation_id = options
+            .correlation_id
+            .clone()
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let annotation = EngineAnnotation {
+            utc_now: cairn_arm::time::format_timestamp(std::time::SystemTime::now()),
+            new_guids: (0..16).map(|_| uuid::Uuid::new_v4().to_string()).collect(),
+            ..EngineAnnotation::default()
+        };
+        let properties = request.properties.clone();
+        let (prepared, _) = {
+            let key = key.clone();
+            let correlation = correlation_id.clone();
+            let location = location.clone();
+            let rg_location = rg_location.clone();
+            self.on_coordinator(move |env| {
+                Box::pin(async move {
+                    prepare(
+                        &env,
+                        &key,
+                        &properties,
+                        location.as_deref(),
+                        rg_location.as_deref(),
+                        annotation,
+                        &correlation,
+                    )
+                })
+            })
+            .await??
+        };
+        let id = DeploymentId::generate();
+        let mut sealed = serde_json::to_value(&request.properties).unwrap_or(Json::Null);
+        seal_request(
+            env.store.as_ref(),
+            &SecretOwner::Deployment(id.clone()),
+            &mut sealed,
+            &prepared.secure_parameters,
+        )
+        .await
+        .map_err(store_error)?;
+        if let Json::Object(p) = &mut sealed {
+            p.insert(
+                ENGINE_MEMBER.into(),
+                serde_json::to_value(&prepared.annotation).unwrap_or(Json::Null),
+            );
+        }
+        let precondition = match &existing {
+            Some(old) => Precondition::Version(old.version),
+            None => Precondition::MustNotExist,
+        };
+        let now = Timestamp::now();
+        let record = env
+            .store
+            .put_deployment(
+                NewDeployment {
+                    id: id.clone(),
+                    key: key.clone(),
+                    parent: None,
+                    location: location.clone(),
+                    tags: request
+                        .tags
+                        .as_ref()
+                        .map(|t| t.iter().map(|(k, v)| (k.clone(), v.clone())).collect())
+                        .unwrap_or_default(),
+                    request: sealed,
+                    status: DeploymentStatus::Accepted,
+                    correlation_id,
+                    stack_initiated: options.stack_initiated,
+                    created_at: now,
+                    owner: Some(cairn_store::DeploymentOwner {
+                        owner: env.settings.owner_id.clone(),
+                        expires_at: now.saturating_add(env.settings.claim_ttl),
+                    }),
+                },
+                precondition,
+            )
+            .await
+            .map_err(|e| match e {
+                StoreError::Conflict { .. } | StoreError::NotFound { .. } => {
+                    EngineError::Arm(ArmError::deployment_active(name, "now"))
+                }
+                other => EngineError::Store(other),
+            })?;
+        let accepted = deployment_extended(&record);
+        let handle = self.start(record, request.properties, prepared.annotation, true)?;
+        let (events, done) = handle;
+        Ok(DeploymentHandle {
+            engine: self.clone(),
+            key,
+            id,
+            accepted,
+            events,
+            done,
+        })
+    }
+
+    /// Hands a stored record to the coordinator.
+    #[allow(clippy::type_complexity)]
+    fn start(
+        &self,
+        record: DeploymentRecord,
+        properties: cairn_arm::models::deployment::DeploymentProperties,
+        annotation: EngineAnnotation,
+        with_events: bool,
+    ) -> Result<
+        (
+            Option<mpsc::UnboundedReceiver<DeploymentEvent>>,
+            watch::Receiver<bool>,
+        ),
+        EngineError,
+    > {
+        let (events_tx, events_rx) = if with_events {
+            let (tx, rx) = mpsc::unbounded_channel();
+            (Some(tx), Some(rx))
+        } else {
+            (None, None)
+        };
+        let cancel = CancellationToken::new();
+        let (done_tx, done_rx) = watch::channel(false);
+        self.inner.registry.insert(
+            &record.key,
+            RunControl {
+                id: record.id.clone(),
+                cancel: cancel.clone(),
+            },
+        );
+        let registry = self.inner.registry.clone();
+        let start = RootStart {
+            record,
+            properties,
+            annotation,
+            events: events_tx,
+            cancel,
+            done: done_tx,
+            registry,
+        };
+        let job: Job = Box::new(move |env| Box::pin(run_root(env, start)));
+        self.inner
+            .commands
+            .send(Command::Job(job))
+            .map_err(|_| EngineError::ShutDown)?;
+        Ok((events_rx, done_rx))
+    }
+
+    /// The deployment record (`GET`).
+    pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentExtended, EngineError> {
+        let key = Self::key(scope, name);
+        Ok(deployment_extended(&self.record(&key).await?))
+    }
+
+    /// The deployments of a scope, optionally only those in one state (`$filter=provisioningState eq '...'`).
+    pub async fn list(
+        &self,
+        scope: &str,
+        status: Option<DeploymentStatus>,
+        page: PageRequest,
+    ) -> Result<DeploymentPage, EngineError> {
+        let page = self
+            .inner
+            .env
+            .store
+            .list_deployments(
+                &scope_key(scope),
+                DeploymentFilter {
+                    status,
+                    parent: None,
+                    page,
+                },
+            )
+            .await
+            .map_err(store_error)?;
+        Ok(DeploymentPage {
+            value: page.items.iter().map(deployment_extended).collect(),
+            continuation: page.continuation,
+        })
+    }
+
+    /// The deployment's operations (the latest step of each).
+    pub async fn operations(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<Vec<DeploymentOperation>, EngineError> {
+        let key = Self::key(scope, name);
+        let record = self.record(&key).await?;
+        let rows = self
+            .inner
+            .env
+            .store
+            .latest_operations(&record.id)
+            .await
+            .map_err(store_error)?;
+        Ok(rows.iter().map(|r| deployment_operation(&key, r)).collect())
+    }
+
+    /// One operation.
+    pub async fn operation(
+        &self,
+        scope: &str,
+        name: &str,
+        operation_id: &str,
+    ) -> Result<DeploymentOperation, EngineError> {
+        let key = Self::key(scope, name);
+        let record = self.record(&key).await?;
+        let row = self
+            .inner
+            .env
+            .store
+            .get_operation(&record.id, operation_id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| {
+                EngineError::arm(
+                    404,
+                    "DeploymentOperationNotFound",
+                    format!("Deployment operation '{operation_id}' could not be found."),
+                )
+            })?;
+        Ok(deployment_operation(&key, &row))
+    }
+
+    /// Deletes the deployment's history (never its resources). 409 while it is running.
+    pub async fn delete(&self, scope: &str, name: &str) -> Result<(), EngineError> {
+        let key = Self::key(scope, name);
+        let record = self.record(&key).await?;
+        if !record.status.is_terminal() {
+            return Err(EngineError::Arm(ArmError::deployment_active_delete(name)));
+        }
+        match self
+            .inner
+            .env
+            .store
+            .delete_deployment(&key, Precondition::Version(record.version))
+            .await
+        {
+            Ok(()) | Err(StoreError::NotFound { .. }) => Ok(()),
+            Err(StoreError::Conflict { .. }) => {
+                Err(EngineError::Arm(ArmError::deployment_active_delete(name)))
+            }
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    /// Cancels a running deployment: nothing new is scheduled, operations in flight finish, and it ends
+    /// `Canceled` (resources stay as far as they got). 409 when it is not running.
+    pub async fn cancel(&self, scope: &str, name: &str) -> Result<(), EngineError> {
+        let key = Self::key(scope, name);
+        let record = self.record(&key).await?;
+        if record.status.is_terminal() {
+            return Err(EngineError::arm(
+                409,
+                "DeploymentCannotBeCanceled",
+                format!(
+                    "The deployment '{name}' cannot be canceled because it is in state '{}'.",
+                    record.status
+                ),
+            ));
+        }
+        if self.inner.registry.cancel(&key, &record.id) {
+            return Ok(());
+        }
+        // Not running here: take it over if its engine is gone, else it belongs to a live replica.
+        let env = &self.inner.env;
+        let now = Timestamp::now();
+        match env
+            .store
+            .claim_deployment(
+                &record.id,
+                &env.settings.owner_id,
+                now.saturating_add(env.settings.claim_ttl),
+                now,
+            )
+            .await
+        {
+            Ok(claimed) => {
+                let update = DeploymentUpdate {
+                    status: Some(DeploymentStatus::Canceled),
+                    finished_at: Some(now),
+                    ..DeploymentUpdate::at(now)
+                };
+                env.store
+                    .update_deployment(&claimed.id, claimed.version, update)
+                    .await
+                    .map_err(store_error)?;
+                let _ = env
+                    .store
+                    .release_deployment(&claimed.id, &env.settings.owner_id)
+                    .await;
+                Ok(())
+            }
+            Err(StoreError::Conflict { .. }) => Err(EngineError::arm(
+                409,
+                "DeploymentRunningElsewhere",
+                format!(
+                    "The deployment '{name}' is running on another engine replica; cancel it there."
+                ),
+            )),
+            Err(e) => Err(store_error(e)),
+        }
+    }
+
+    /// The template of a stored deployment (`exportTemplate`).
+    pub async fn export_template(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<DeploymentExportResult, EngineError> {
+        let key = Self::key(scope, name);
+        let record = self.record(&key).await?;
+        Ok(DeploymentExportResult {
+            template: record.request.get("template").cloned(),
+        })
+    }
+
+    /// Validates a deployment request without deploying (`POST .../validate`). An invalid template is
+    /// `Err` with ARM's 400 `InvalidTemplateDeployment` (the server wraps it in a `DeploymentValidateResult`).
+    pub async fn validate(
+        &self,
+        scope: &str,
+        name: &str,
+        request: Deployment,
+    ) -> Result<DeploymentValidateResult, EngineError> {
+        cairn_arm::names::validate_deployment_name(name)?;
+        let key = Self::key(scope, name);
+        let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
+        let tracking = uuid::Uuid::new_v4().to_string();
+        let properties = request.properties.clone();
+        let prepare_key = key.clone();
+        let (prepared, identities) = self
+            .on_coordinator(move |env| {
+                Box::pin(async move {
+                    prepare(
+                        &env,
+                        &prepare_key,
+                        &properties,
+                        location.as_deref(),
+                        rg_location.as_deref(),
+                        EngineAnnotation {
+                            utc_now: cairn_arm::time::format_timestamp(std::time::SystemTime::now()),
+                            ..EngineAnnotation::default()
+                        },
+                        &tracking,
+                    )
+                })
+            })
+            .await??;
+        let template = crate::root::template_json(&request.properties)?;
+        let validated: Vec<DeploymentResourceReference> = identities
+            .iter()
+            .filter(|r| r.condition != Some(false) && !r.existing)
+            .map(|r| match &r.extension {
+                Some(e) => DeploymentResourceReference {
+                    extension: Some(cairn_arm::models::extension::DeploymentExtension {
+                        alias: None,
+                        name: e.name.clone(),
+                        version: e.version.clone(),
+                        config_id: None,
+                        config_hash: None,
+                        config: None,
+                    }),
+                    resource_type: Some(r.resource_type.clone()),
+                    api_version: r.api_version.clone(),
+                    symbolic_name_path: r.symbolic_name.clone().map(|s| vec![s]),
+                    ..DeploymentResourceReference::default()
+                },
+                None => DeploymentResourceReference {
+                    id: r.id.clone(),
+                    ..DeploymentResourceReference::default()
+                },
+            })
+            .collect();
+        let parameters = request
+            .properties
+            .parameters
+            .as_ref()
+            .map(|p| cairn_arm::secure::response_parameters(p, &template));
+        let mut shown = DeploymentExtended::for_id(
+            &cairn_arm::ResourceId::parse(&key.to_string())
+                .map_err(|e| EngineError::Arm(e.to_arm_error(&key.to_string())))?,
+        );
+        shown.properties.provisioning_state =
+            Some(cairn_arm::models::deployment::DeploymentProvisioningState::Succeeded);
+        shown.properties.mode = Some(request.properties.mode.clone());
+        shown.properties.parameters = parameters;
+        shown.properties.template_hash = prepared.annotation.template_hash.clone();
+        shown.properties.dependencies = Some(prepared.annotation.dependencies.clone());
+        shown.properties.validated_resources = Some(validated);
+        shown.properties.timestamp = Some(cairn_arm::time::format_timestamp(
+            std::time::SystemTime::now(),
+        ));
+        Ok(DeploymentValidateResult {
+            error: None,
+            id: shown.id.clone(),
+            name: shown.name.clone(),
+            resource_type: shown.resource_type.clone(),
+            properties: Some(shown.properties),
+        })
+    }
+
+    /// Predicts what a deployment would change (`POST .../whatIf`).
+    pub async fn what_if(
+        &self,
+        scope: &str,
+        name: &str,
+        request: DeploymentWhatIf,
+    ) -> Result<WhatIfOperationResult, EngineError> {
+        cairn_arm::names::validate_deployment_name(name)?;
+        let key = Self::key(scope, name);
+        let (properties, settings) = request.properties.into_parts();
+        let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
+        self.on_coordinator(move |env| {
+            Box::pin(async move {
+                crate::what_if::what_if(&env, &key, &properties, settings, location, rg_location)
+                    .await
+            })
+        })
+        .await?
+    }
+
+    /// Takes over deployments whose engine died (claims expired): resumes them or ends them `Failed`, per
+    /// [`EngineSettings::recovery`]. Call once at startup (and periodically with several replicas).
+    pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
+        let env = self.inner.env.clone();
+        let now = Timestamp::now();
+        let orphans = env
+            .store
+            .list_orphaned_deployments(now, 1_000)
+            .await
+            .map_err(store_error)?;
+        let mut report = RecoveryReport::default();
+        // Children are handled with their root; a child whose root is gone or finished is failed on its own.
+        let mut roots = Vec::new();
+        let mut children = Vec::new();
+        for record in orphans {
+            if record.parent.is_none() {
+                roots.push(record);
+            } else {
+                children.push(record);
+            }
+        }
+        let root_ids: Vec<DeploymentId> = roots.iter().map(|r| r.id.clone()).collect();
+        for child in children {
+            let root = self.root_of(&child).await;
+            if root.as_ref().is_some_and(|r| root_ids.contains(&r.id)) {
+                // Fails the stale child; a resumed root replaces it with a fresh run.
+                self.fail_interrupted(child, &mut report).await;
+            } else {
+                self.fail_interrupted(child, &mut report).await;
+            }
+        }
+        for root in roots {
+            let claimed = match env
+                .store
+                .claim_deployment(
+                    &root.id,
+                    &env.settings.owner_id,
+                    now.saturating_add(env.settings.claim_ttl),
+                    now,
+                )
+                .await
+            {
+                Ok(r) => r,
+                Err(StoreError::Conflict { .. }) => continue,
+                Err(e) => return Err(store_error(e)),
+            };
+            if env.settings.recovery == RecoveryPolicy::Resume
+                && let Some((properties, annotation)) = self.resumable(&claimed).await
+            {
+                let key = claimed.key.clone();
+                self.start(claimed, properties, annotation, false)?;
+                report.resumed.push(key);
+            } else {
+                self.fail_interrupted(claimed, &mut report).await;
+            }
+        }
+        Ok(report)
+    }
+
+    async fn root_of(&self, record: &DeploymentRecord) -> Option<DeploymentRecord> {
+        let mut current = record.clone();
+        for _ in 0..=cairn_template::expand::MAX_NESTING_DEPTH {
+            let Some(parent) = current.parent.clone() else {
+                return Some(current);
+            };
+            current = self
+                .inner
+                .env
+                .store
+                .get_deployment_by_id(&parent)
+                .await
+                .ok()
+                .flatten()?;
+        }
+        None
+    }
+
+    /// The stored request with its secrets, when the run can be started again.
+    async fn resumable(
+        &self,
+        record: &DeploymentRecord,
+    ) -> Option<(
+        cairn_arm::models::deployment::DeploymentProperties,
+        EngineAnnotation,
+    )> {
+        let mut request = record.request.clone();
+        let annotation = EngineAnnotation::read(&request);
+        if let Json::Object(map) = &mut request {
+            map.remove(ENGINE_MEMBER);
+        }
+        if let Err(e) = unseal(self.inner.env.store.as_ref(), &mut request).await {
+            tracing::warn!(deployment = %record.key, error = %e, "cannot resume: the request's secrets are unreadable");
+            return None;
+        }
+        match serde_json::from_value(request) {
+            Ok(properties) => Some((properties, annotation)),
+            Err(_) => {
+                tracing::warn!(deployment = %record.key, "cannot resume: the stored request does not parse");
+                None
+            }
+        }
+    }
+
+    /// Ends an interrupted deployment `Failed`, listing what its operations created or were creating.
+    async fn fail_interrupted(&self, record: DeploymentRecord, report: &mut RecoveryReport) {
+        let env = &self.inner.env;
+        let now = Timestamp::now();
+        let claimed = match env
+            .store
+            .claim_deployment(
+                &record.id,
+                &env.settings.owner_id,
+                now.saturating_add(env.settings.claim_ttl),
+                now,
+            )
+            .await
+        {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::warn!(deployment = %record.key, error = %e, "could not claim an interrupted deployment");
+                return;
+            }
+        };
+        let (resources, extensions) =
+            interrupted_resources(env.store.as_ref(), &claimed.id, 0).await;
+        let error = ErrorDetail::new(
+            "DeploymentInterrupted",
+            "The engine running this deployment stopped before it finished. The resources its operations created, \
+             or were creating, are listed in outputResources; run the deployment again to finish it.",
+        );
+        let update = DeploymentUpdate {
+            status: Some(DeploymentStatus::Failed),
+            finished_at: Some(now),
+            error: serde_json::to_value(ArmError::deployment_failed([error]).into_detail()).ok(),
+            output_resources: serde_json::to_value(&resources).ok(),
+            extensions: serde_json::to_value(&extensions).ok(),
+            ..DeploymentUpdate::at(now)
+        };
+        match env
+            .store
+            .update_deployment(&claimed.id, claimed.version, update)
+            .await
+        {
+            Ok(_) => report.failed.push(claimed.key.clone()),
+            Err(e) => {
+                tracing::warn!(deployment = %claimed.key, error = %e, "could not fail an interrupted deployment")
+            }
+        }
+        let _ = env
+            .store
+            .release_deployment(&claimed.id, &env.settings.owner_id)
+            .await;
+    }
+}
+
+/// The coordinator thread: a runtime whose `LocalSet` runs deployments; provider and extension calls are spawned
+/// onto its worker threads.
+fn coordinator(
+    env: Arc<EngineEnv>,
+    mut commands: mpsc::UnboundedReceiver<Command>,
+    ready: std::sync::mpsc::Sender<bool>,
+) {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("cairn-engine-io")
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => {
+            tracing::error!(error = %e, "the engine runtime could not start");
+            let _ = ready.send(false);
+            return;
+        }
+    };
+    let _ = ready.send(true);
+    let local = tokio::task::LocalSet::new();
+    local.block_on(&runtime, async move {
+        while let Some(command) = commands.recv().await {
+            match command {
+                Command::Job(job) => {
+                    tokio::task::spawn_local(job(env.clone()));
+                }
+                Command::Shutdown => break,
+            }
+        }
+    });
+    // Dropping the local set drops every running deployment where it stands, like a crash: nothing more is
+    // written, and the claims expire so `recover()` can take the runs over.
+    drop(local);
+    runtime.shutdown_background();
+}

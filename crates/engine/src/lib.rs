@@ -1,0 +1,34 @@
+//! The deployment engine: validates, expands and runs ARM/Bicep deployments. Resources go to providers (ARM types,
+//! with built-in local resource groups, deployments and Key Vault) or through the extensibility host (Bicep
+//! extensions); nested deployments run as child deployments with their own records; everything a run needs to
+//! resume after a crash is in the store.
+//!
+//! Entry point: [`Engine`] (`create_or_update`, `get`, `list`, `operations`, `delete`, `cancel`, `validate`,
+//! `what_if`, `export_template`, `recover`). See `docs/engine.md`.
+//!
+//! # Architecture
+//!
+//! - The public API is `Send` and async; deployments run on the engine's own coordinator thread (template
+//!   expansion is single-threaded), which spawns provider and extension calls onto worker threads.
+//! - Secrets (secure parameters, extension configs, Key Vault values) live only in memory and in the store's
+//!   encrypted secret API; records, operations, errors and events never hold them.
+
+pub mod config;
+mod engine;
+pub mod error;
+pub mod events;
+mod hook;
+mod inflight;
+pub mod provider;
+pub mod records;
+mod root;
+mod run;
+pub mod secrets;
+pub mod settings;
+mod what_if;
+
+pub use engine::{DeployOptions, DeploymentHandle, DeploymentPage, Engine, RecoveryReport};
+pub use error::EngineError;
+pub use events::{DeploymentEvent, EventKind};
+pub use provider::{ProviderError, Providers, PutOutcome, ResourceProvider};
+pub use settings::{EngineSettings, RecoveryPolicy};

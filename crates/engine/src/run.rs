@@ -1,0 +1,1584 @@
+//! Running one deployment tree: the scheduler that walks a deployment's resource graph with bounded parallelism,
+//! evaluates each body once its dependencies are deployed, calls providers and extensions, runs nested
+//! deployments as child deployments with their own records, journals every operation and writes the record.
+//!
+//! Everything here runs on the engine's coordinator thread (`Expansion` is not `Send`); provider and extension
+//! calls are spawned onto the engine runtime's worker threads and their results awaited here.
+
+use std::cell::{Cell, RefCell};
+use std::collections::{HashMap, VecDeque};
+use std::rc::Rc;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_arm::models::deployment::{BasicDependency, Dependency, DeploymentResourceReference};
+use cairn_arm::models::extension::DeploymentExtension;
+use cairn_arm::models::operation::{StatusMessage, TargetResource};
+use cairn_arm::{ErrorDetail, ResourceId, ResourceIdKind};
+use cairn_eval::Value;
+use cairn_host::{
+    CallContext, CreateOrUpdateRequest, DeployedResource, EchoedConfig, ExtensionConfig,
+    ExtensionHost, ExtensionKey, HostError, ResourceLocator,
+};
+use cairn_store::{
+    DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord, DeploymentStatus,
+    DeploymentUpdate, ExtensionRef, ManagedResource, NewDeployment, OperationStep, Precondition,
+    ResourceKey, SecretOwner, Store, Timestamp,
+};
+use cairn_template::plan::PlannedOutput;
+use cairn_template::{
+    DeploymentContext, Diagnostic, Expansion, NestedTemplate, ResourceIdentity, Template,
+};
+use serde_json::{Map, Value as Json, json};
+use tokio::sync::{OnceCell, Semaphore, mpsc};
+use tokio_util::sync::CancellationToken;
+
+use crate::config::{public_config, resolve_config};
+use crate::events::{DeploymentEvent, EventKind};
+use crate::hook::{EngineHook, Miss, RuntimeValues};
+use crate::inflight::{InFlight, LocalFuture};
+use crate::provider::{ProviderError, Providers, status_name};
+use crate::records::{ENGINE_MEMBER, EngineAnnotation};
+use crate::secrets::{read_key_vault_secret, seal_request};
+use crate::settings::EngineSettings;
+
+/// What the coordinator needs from the engine.
+pub(crate) struct EngineEnv {
+    pub store: Arc<dyn Store>,
+    pub host: Arc<ExtensionHost>,
+    pub providers: Arc<Providers>,
+    pub settings: EngineSettings,
+}
+
+/// State shared by a root deployment and every deployment nested in it.
+pub(crate) struct Tree {
+    pub env: Arc<EngineEnv>,
+    /// Leaf operations in flight across the whole tree.
+    pub permits: Arc<Semaphore>,
+    pub cancel: CancellationToken,
+    pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
+    pub stack_initiated: bool,
+    pub correlation_id: String,
+    pub values: Rc<RuntimeValues>,
+    /// Records of this tree that are still active (their claims are renewed by the heartbeat).
+    pub active: RefCell<Vec<DeploymentId>>,
+}
+
+impl Tree {
+    pub(crate) fn emit(&self, event: DeploymentEvent) {
+        if let Some(tx) = &self.events {
+            let _ = tx.send(event);
+        }
+    }
+
+    fn claim(&self) -> DeploymentOwner {
+        DeploymentOwner {
+            owner: self.env.settings.owner_id.clone(),
+            expires_at: Timestamp::now().saturating_add(self.env.settings.claim_ttl),
+        }
+    }
+
+    fn call_context(&self) -> CallContext {
+        CallContext {
+            correlation_id: Some(self.correlation_id.clone()),
+            ..CallContext::default()
+        }
+    }
+
+    /// Renews the claims of the tree's active records until `stop` fires.
+    pub(crate) async fn heartbeat(self: Rc<Self>, stop: CancellationToken) {
+        let interval = self.env.settings.heartbeat_interval;
+        loop {
+            tokio::select! {
+                _ = stop.cancelled() => return,
+                _ = tokio::time::sleep(interval) => {}
+            }
+            let ids: Vec<DeploymentId> = self.active.borrow().clone();
+            for id in ids {
+                let now = Timestamp::now();
+                let until = now.saturating_add(self.env.settings.claim_ttl);
+                if let Err(e) = self
+                    .env
+                    .store
+                    .claim_deployment(&id, &self.env.settings.owner_id, until, now)
+                    .await
+                {
+                    tracing::warn!(deployment = %id, error = %e, "could not renew the deployment claim");
+                }
+            }
+        }
+    }
+}
+
+/// How one resource operation ended.
+enum Outcome {
+    Done(Box<Done>),
+    Skipped,
+    Failed(ErrorDetail),
+    NotStarted,
+    Canceled,
+}
+
+#[derive(Default)]
+struct Done {
+    output_resources: Vec<DeploymentResourceReference>,
+    extensions: Vec<DeploymentExtension>,
+}
+
+/// A deployment's end.
+pub(crate) struct Finished {
+    pub status: DeploymentStatus,
+    pub error: Option<ErrorDetail>,
+    pub outputs: Option<Vec<(String, PlannedOutput)>>,
+    pub output_resources: Vec<DeploymentResourceReference>,
+    pub extensions: Vec<DeploymentExtension>,
+}
+
+/// The resolved config of one extension alias, with what its calls reported.
+struct ResolvedAlias {
+    config: ExtensionConfig,
+}
+
+#[derive(Default)]
+struct AliasSlot {
+    resolved: OnceCell<Result<Rc<ResolvedAlias>, ErrorDetail>>,
+    config_id: RefCell<Option<String>>,
+    echoed: RefCell<Option<EchoedConfig>>,
+}
+
+/// One deployment (one record) of a tree.
+pub(crate) struct Run {
+    pub tree: Rc<Tree>,
+    pub id: DeploymentId,
+    pub key: DeploymentKey,
+    pub depth: usize,
+    version: Cell<u64>,
+    aliases: RefCell<HashMap<String, Rc<AliasSlot>>>,
+    /// Config properties declared secure, per alias (lower case).
+    secure_config: HashMap<String, Vec<String>>,
+    started: Instant,
+}
+
+fn now() -> Timestamp {
+    Timestamp::now()
+}
+
+fn elapsed_ms(since: Instant) -> i64 {
+    i64::try_from(since.elapsed().as_millis()).unwrap_or(i64::MAX)
+}
+
+/// A stable operation ID for a resource of a deployment run (16 upper-case hex digits, like ARM's).
+pub(crate) fn operation_id(deployment: &DeploymentId, key: &str) -> String {
+    let id = uuid::Uuid::new_v5(
+        &uuid::Uuid::NAMESPACE_OID,
+        format!("{deployment}/{}", key.to_ascii_lowercase()).as_bytes(),
+    );
+    id.simple().to_string()[..16].to_ascii_uppercase()
+}
+
+pub(crate) fn diagnostic_detail(d: &Diagnostic) -> ErrorDetail {
+    let mut e = ErrorDetail::new(d.code.clone(), d.message.clone());
+    if !d.target.is_empty() {
+        e = e.with_target(d.target.clone());
+    }
+    e
+}
+
+/// The error of a template that cannot be expanded: one `InvalidTemplate` with the diagnostics as details.
+pub(crate) fn template_error(diags: &[Diagnostic]) -> ErrorDetail {
+    let errors: Vec<ErrorDetail> = diags
+        .iter()
+        .filter(|d| d.is_error())
+        .map(diagnostic_detail)
+        .collect();
+    match errors.as_slice() {
+        [one] => one.clone(),
+        _ => ErrorDetail::new(
+            "InvalidTemplate",
+            "The template is not valid; see the details.",
+        )
+        .with_details(errors),
+    }
+}
+
+fn host_error(e: &HostError) -> (u16, ErrorDetail) {
+    let arm = e.error();
+    let mut detail = ErrorDetail::new(arm.code.clone(), arm.message.clone());
+    detail.target = arm.target.clone();
+    if !arm.details.is_empty() {
+        detail = detail.with_details(arm.details.iter().map(|d| {
+            let mut x = ErrorDetail::new(d.code.clone(), d.message.clone());
+            x.target = d.target.clone();
+            x
+        }));
+    }
+    (e.status(), detail)
+}
+
+/// The first unevaluated expression inside a value.
+fn first_unevaluated(value: &Value) -> Option<String> {
+    match value {
+        Value::Unevaluated(u) => Some(u.expression.clone()),
+        Value::Array(items) => items.iter().find_map(first_unevaluated),
+        Value::Object(o) => o.values().find_map(first_unevaluated),
+        _ => None,
+    }
+}
+
+/// ARM's spelling of an output or parameter type in responses.
+pub(crate) fn display_type(declared: &str) -> String {
+    match declared.to_ascii_lowercase().as_str() {
+        "string" => "String".into(),
+        "securestring" => "SecureString".into(),
+        "int" => "Int".into(),
+        "bool" => "Bool".into(),
+        "array" => "Array".into(),
+        "object" => "Object".into(),
+        "secureobject" => "SecureObject".into(),
+        other => other.to_string(),
+    }
+}
+
+/// Outputs as a record stores them (`{name: {type, value}}`); secure outputs are left out.
+pub(crate) fn outputs_json(outputs: &[(String, PlannedOutput)]) -> Json {
+    let mut map = Map::new();
+    for (name, o) in outputs {
+        if o.secure {
+            continue;
+        }
+        map.insert(
+            name.clone(),
+            json!({ "type": display_type(&o.output_type), "value": o.value.to_json() }),
+        );
+    }
+    Json::Object(map)
+}
+
+/// `dependencies[]` of a deployment from its resource identities.
+pub(crate) fn dependencies(identities: &[ResourceIdentity]) -> Vec<Dependency> {
+    let basic = |r: &ResourceIdentity| BasicDependency {
+        id: r.id.clone(),
+        resource_type: Some(r.resource_type.clone()),
+        resource_name: r.name.clone().or_else(|| r.symbolic_name.clone()),
+    };
+    identities
+        .iter()
+        .filter(|r| !r.depends_on.is_empty())
+        .map(|r| Dependency {
+            depends_on: Some(
+                r.depends_on
+                    .iter()
+                    .map(|&d| basic(&identities[d]))
+                    .collect(),
+            ),
+            id: r.id.clone(),
+            resource_type: Some(r.resource_type.clone()),
+            resource_name: r.name.clone().or_else(|| r.symbolic_name.clone()),
+        })
+        .collect()
+}
+
+/// The deployment context (scope facts) of a deployment at `key`.
+pub(crate) fn context_for(
+    key: &DeploymentKey,
+    location: Option<&str>,
+    resource_group_location: Option<&str>,
+    annotation: &EngineAnnotation,
+    settings: &EngineSettings,
+) -> DeploymentContext {
+    let mut ctx = DeploymentContext {
+        tenant_id: settings.tenant_id.clone(),
+        deployment_name: key.name.clone(),
+        location: location.map(str::to_string),
+        utc_now: Some(annotation.utc_now.clone()).filter(|s| !s.is_empty()),
+        new_guids: annotation.new_guids.clone(),
+        ..DeploymentContext::default()
+    };
+    if let Ok(scope) = ResourceId::parse(&key.scope) {
+        if let Some(sub) = scope.subscription_id() {
+            ctx.subscription_id = sub.to_string();
+        }
+        if let Some(rg) = scope.resource_group_name() {
+            ctx.resource_group = rg.to_string();
+            ctx.resource_group_location = resource_group_location.unwrap_or_default().to_string();
+        }
+        if let Some(mg) = scope.management_group_name() {
+            ctx.management_group = Some(mg.to_string());
+        }
+    }
+    ctx
+}
+
+/// The store scope key of a deployment: the scope ID (`""` for the tenant).
+pub(crate) fn scope_key(scope: &str) -> String {
+    let trimmed = scope.trim_end_matches('/');
+    trimmed.to_string()
+}
+
+impl Run {
+    pub(crate) fn new(
+        tree: Rc<Tree>,
+        id: DeploymentId,
+        key: DeploymentKey,
+        depth: usize,
+        version: u64,
+        secure_config: HashMap<String, Vec<String>>,
+    ) -> Run {
+        Run {
+            tree,
+            id,
+            key,
+            depth,
+            version: Cell::new(version),
+            aliases: RefCell::new(HashMap::new()),
+            secure_config,
+            started: Instant::now(),
+        }
+    }
+
+    fn env(&self) -> &EngineEnv {
+        &self.tree.env
+    }
+
+    fn event(
+        &self,
+        kind: EventKind,
+        resource: &str,
+        resource_type: &str,
+        status: &str,
+        duration: Option<Duration>,
+        error: Option<ErrorDetail>,
+    ) {
+        self.tree.emit(DeploymentEvent {
+            kind,
+            deployment: self.key.name.clone(),
+            depth: self.depth,
+            resource: resource.to_string(),
+            resource_type: resource_type.to_string(),
+            status: status.to_string(),
+            duration,
+            error,
+        });
+    }
+
+    /// Applies an update to this run's record, tracking the row version.
+    pub(crate) async fn update(&self, update: DeploymentUpdate) {
+        match self
+            .env()
+            .store
+            .update_deployment(&self.id, self.version.get(), update)
+            .await
+        {
+            Ok(record) => self.version.set(record.version),
+            Err(e) => {
+                tracing::warn!(deployment = %self.key, error = %e, "could not update the deployment record")
+            }
+        }
+    }
+
+    async fn journal(&self, step: OperationStep) {
+        if let Err(e) = self.env().store.append_operation(step).await {
+            tracing::warn!(deployment = %self.key, error = %e, "could not journal a deployment operation");
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn step(
+        &self,
+        operation_id: &str,
+        target: &TargetResource,
+        operation: &str,
+        state: &str,
+        status_code: Option<&str>,
+        error: Option<&ErrorDetail>,
+        duration_ms: Option<i64>,
+        extension: Option<ExtensionRef>,
+    ) -> OperationStep {
+        OperationStep {
+            deployment_id: self.id.clone(),
+            operation_id: operation_id.to_string(),
+            target_resource: serde_json::to_value(target).ok(),
+            provisioning_operation: operation.to_string(),
+            provisioning_state: state.to_string(),
+            status_code: status_code.map(str::to_string),
+            status_message: error.map(|e| {
+                serde_json::to_value(StatusMessage {
+                    status: Some("Failed".into()),
+                    error: Some(e.clone()),
+                })
+                .unwrap_or(Json::Null)
+            }),
+            service_request_id: None,
+            timestamp: now(),
+            duration_ms,
+            extension,
+            request_content: None,
+            response_content: None,
+        }
+    }
+
+    /// Fetches what runtime functions asked for.
+    async fn fetch(&self, misses: Vec<Miss>) -> Result<(), ErrorDetail> {
+        let env = self.env();
+        for miss in misses {
+            match miss {
+                Miss::Read { id, api_version } => {
+                    let parsed = ResourceId::parse(&id).map_err(|e| {
+                        ErrorDetail::new("InvalidResourceId", format!("'{id}': {e}."))
+                    })?;
+                    let api = api_version.unwrap_or_default();
+                    let provider = env
+                        .providers
+                        .require(&parsed.resource_type(), &api)
+                        .map_err(|e| *e.error)?;
+                    match provider.get(&parsed, &api).await.map_err(|e| *e.error)? {
+                        Some(envelope) => self.tree.values.put_arm(&id, envelope),
+                        None => return Err(*ProviderError::not_found(&parsed).error),
+                    }
+                }
+                Miss::List {
+                    key,
+                    id,
+                    function,
+                    api_version,
+                    body,
+                } => {
+                    let parsed = ResourceId::parse(&id).map_err(|e| {
+                        ErrorDetail::new("InvalidResourceId", format!("'{id}': {e}."))
+                    })?;
+                    let provider = env
+                        .providers
+                        .require(&parsed.resource_type(), &api_version)
+                        .map_err(|e| *e.error)?;
+                    let response = provider
+                        .action(&parsed, &api_version, &function, body.as_ref())
+                        .await
+                        .map_err(|e| *e.error)?;
+                    self.tree.values.put_list(key, response);
+                }
+                Miss::Secret(reference) => {
+                    let secret = read_key_vault_secret(env.store.as_ref(), &reference).await?;
+                    use cairn_store::ExposeSecret;
+                    self.tree
+                        .values
+                        .put_secret(&reference, secret.expose_secret().to_string());
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Calls `attempt` until the hook has answered every runtime value it needed (fetching misses in between).
+    pub(crate) async fn with_runtime_values<T>(
+        &self,
+        hook: &EngineHook,
+        mut attempt: impl FnMut() -> Result<T, Vec<Diagnostic>>,
+    ) -> Result<T, ErrorDetail> {
+        let rounds = self.env().settings.max_runtime_rounds.max(1);
+        for _ in 0..rounds {
+            let result = attempt();
+            let misses = hook.take_misses();
+            if misses.is_empty() {
+                return result.map_err(|d| template_error(&d));
+            }
+            drop(result);
+            self.fetch(misses).await?;
+        }
+        Err(ErrorDetail::new(
+            "InvalidTemplate",
+            "Runtime values kept changing while the template was evaluated; giving up.",
+        ))
+    }
+
+    /// A resource body with every runtime value answered; `None` when its condition is false.
+    async fn evaluate(
+        &self,
+        expansion: &Expansion<'_>,
+        hook: &EngineHook,
+        identity: &ResourceIdentity,
+    ) -> Result<Option<Json>, ErrorDetail> {
+        let body = self
+            .with_runtime_values(hook, || expansion.evaluate(identity.index))
+            .await?;
+        let Some(body) = body else {
+            return Ok(None);
+        };
+        if let Some(expr) = first_unevaluated(&body) {
+            return Err(ErrorDetail::new(
+                "InvalidTemplate",
+                format!(
+                    "The template resource '{}' could not be evaluated: the value of '{expr}' is not known.",
+                    identity.key
+                ),
+            )
+            .with_target(identity.path.clone()));
+        }
+        Ok(Some(body.to_json()))
+    }
+
+    fn slot(&self, alias: &str) -> Rc<AliasSlot> {
+        self.aliases
+            .borrow_mut()
+            .entry(alias.to_ascii_lowercase())
+            .or_default()
+            .clone()
+    }
+
+    /// The resolved config of an alias (resolved once per deployment).
+    async fn alias_config(
+        &self,
+        expansion: &Expansion<'_>,
+        alias: &str,
+    ) -> Result<Rc<ResolvedAlias>, ErrorDetail> {
+        let slot = self.slot(alias);
+        slot.resolved
+            .get_or_init(|| async {
+                let planned = expansion
+                    .extensions()
+                    .into_iter()
+                    .find(|e| e.alias.eq_ignore_ascii_case(alias))
+                    .ok_or_else(|| {
+                        ErrorDetail::new(
+                            "InvalidTemplate",
+                            format!("The extension alias '{alias}' is not declared."),
+                        )
+                    })?;
+                let mut wrappers = Map::new();
+                for (prop, item) in planned.config.iter() {
+                    if let Some(expr) = first_unevaluated(item) {
+                        return Err(ErrorDetail::new(
+                            crate::config::CONFIG_FAILED,
+                            format!(
+                                "The config property '{prop}' of extension '{alias}' is not known ('{expr}'): give it in the deployment's extensionConfigs."
+                            ),
+                        )
+                        .with_target(format!("extensionConfigs.{alias}.{prop}")));
+                    }
+                    wrappers.insert(prop.clone(), item.to_json());
+                }
+                let config = resolve_config(
+                    self.env().store.as_ref(),
+                    &self.env().providers,
+                    alias,
+                    &wrappers,
+                )
+                .await?;
+                Ok(Rc::new(ResolvedAlias { config }))
+            })
+            .await
+            .clone()
+    }
+
+    /// The flat config of an alias, for a preview.
+    pub(crate) async fn alias_config_for_preview(
+        &self,
+        expansion: &Expansion<'_>,
+        alias: &str,
+    ) -> Result<ExtensionConfig, ErrorDetail> {
+        self.alias_config(expansion, alias)
+            .await
+            .map(|r| r.config.clone())
+    }
+
+    /// The extensions of this deployment as its record lists them.
+    fn extensions_of(&self, expansion: &Expansion<'_>) -> Vec<DeploymentExtension> {
+        expansion
+            .extensions()
+            .into_iter()
+            .map(|e| {
+                let slot = self.slot(&e.alias);
+                let config_id = slot.config_id.borrow().clone();
+                let config = self.tree.stack_initiated.then(|| {
+                    let wrappers: Map<String, Json> = e
+                        .config
+                        .iter()
+                        .filter(|(_, v)| first_unevaluated(v).is_none())
+                        .map(|(k, v)| (k.clone(), v.to_json()))
+                        .collect();
+                    let secure = self
+                        .secure_config
+                        .get(&e.alias.to_ascii_lowercase())
+                        .cloned()
+                        .unwrap_or_default();
+                    public_config(&wrappers, slot.echoed.borrow().as_ref(), &secure)
+                });
+                DeploymentExtension {
+                    alias: Some(e.alias.clone()),
+                    name: e.name.clone(),
+                    version: e.version.clone(),
+                    config_id,
+                    config_hash: None,
+                    config,
+                }
+            })
+            .collect()
+    }
+
+    /// Runs the deployment's resource graph, then its outputs, and writes the final record.
+    pub(crate) async fn execute(&self, expansion: &Expansion<'_>, hook: &EngineHook) -> Finished {
+        self.update(DeploymentUpdate {
+            status: Some(DeploymentStatus::Running),
+            started_at: Some(now()),
+            ..DeploymentUpdate::at(now())
+        })
+        .await;
+        self.event(EventKind::DeploymentStarted, "", "", "Running", None, None);
+
+        let identities = expansion.resources();
+        let count = identities.len();
+        let mut waiting: Vec<usize> = identities.iter().map(|r| r.depends_on.len()).collect();
+        let mut dependents: Vec<Vec<usize>> = vec![Vec::new(); count];
+        for r in &identities {
+            for &d in &r.depends_on {
+                dependents[d].push(r.index);
+            }
+        }
+        let mut ready: VecDeque<usize> = expansion
+            .order()
+            .iter()
+            .copied()
+            .filter(|&i| waiting[i] == 0)
+            .collect();
+        let stop = Cell::new(false);
+        let mut failures: Vec<ErrorDetail> = Vec::new();
+        let mut canceled = false;
+        let mut output_resources = Vec::new();
+        let mut nested_extensions = Vec::new();
+        let mut inflight: InFlight<'_, (usize, Outcome)> = InFlight::new();
+        loop {
+            if self.tree.cancel.is_cancelled() {
+                canceled = true;
+                stop.set(true);
+            }
+            if !stop.get() {
+                while let Some(i) = ready.pop_front() {
+                    inflight.push(self.resource_future(expansion, hook, &identities[i], &stop));
+                }
+            }
+            let Some((i, outcome)) = inflight.next().await else {
+                break;
+            };
+            let satisfied = match outcome {
+                Outcome::Done(done) => {
+                    output_resources.push((i, done.output_resources));
+                    nested_extensions.push((i, done.extensions));
+                    true
+                }
+                Outcome::Skipped => true,
+                Outcome::Failed(error) => {
+                    failures.push(error);
+                    stop.set(true);
+                    false
+                }
+                Outcome::Canceled => {
+                    canceled = true;
+                    stop.set(true);
+                    false
+                }
+                Outcome::NotStarted => false,
+            };
+            if satisfied {
+                for &d in &dependents[i] {
+                    waiting[d] -= 1;
+                    if waiting[d] == 0 {
+                        ready.push_back(d);
+                    }
+                }
+            }
+        }
+        drop(inflight);
+
+        // Completion order varies run to run; records list resources in the template's order.
+        let position: HashMap<usize, usize> = expansion
+            .order()
+            .iter()
+            .enumerate()
+            .map(|(p, &i)| (i, p))
+            .collect();
+        let by_position = |i: &usize| position.get(i).copied().unwrap_or(usize::MAX);
+        output_resources.sort_by_key(|(i, _)| by_position(i));
+        nested_extensions.sort_by_key(|(i, _)| by_position(i));
+        let output_resources: Vec<DeploymentResourceReference> =
+            output_resources.into_iter().flat_map(|(_, r)| r).collect();
+        let mut extensions = self.extensions_of(expansion);
+        for (_, nested) in nested_extensions {
+            for e in nested {
+                if !extensions
+                    .iter()
+                    .any(|x| x.same_identity(&e) && x.alias == e.alias)
+                {
+                    extensions.push(e);
+                }
+            }
+        }
+        let (status, error, outputs) = if canceled && failures.is_empty() {
+            (DeploymentStatus::Canceled, None, None)
+        } else if !failures.is_empty() {
+            let error = cairn_arm::ArmError::deployment_failed(failures).into_detail();
+            (DeploymentStatus::Failed, Some(error), None)
+        } else {
+            match self
+                .with_runtime_values(hook, || expansion.outputs())
+                .await
+            {
+                Ok(outputs) => match outputs.iter().find_map(|(_, o)| first_unevaluated(&o.value)) {
+                    Some(expr) => (
+                        DeploymentStatus::Failed,
+                        Some(ErrorDetail::new(
+                            "DeploymentOutputEvaluationFailed",
+                            format!("Unable to evaluate template outputs: the value of '{expr}' is not known."),
+                        )),
+                        None,
+                    ),
+                    None => (DeploymentStatus::Succeeded, None, Some(outputs)),
+                },
+                Err(e) => (
+                    DeploymentStatus::Failed,
+                    Some(
+                        ErrorDetail::new(
+                            "DeploymentOutputEvaluationFailed",
+                            "Unable to evaluate template outputs. Please see error details and deployment operations. Please see https://aka.ms/arm-common-errors for usage details.",
+                        )
+                        .with_details([e]),
+                    ),
+                    None,
+                ),
+            }
+        };
+        let succeeded = status == DeploymentStatus::Succeeded;
+        self.update(DeploymentUpdate {
+            status: Some(status),
+            finished_at: Some(now()),
+            outputs: outputs.as_deref().map(outputs_json),
+            error: error.as_ref().and_then(|e| serde_json::to_value(e).ok()),
+            output_resources: succeeded
+                .then(|| serde_json::to_value(&output_resources).ok())
+                .flatten(),
+            extensions: serde_json::to_value(&extensions).ok(),
+            ..DeploymentUpdate::at(now())
+        })
+        .await;
+        self.release().await;
+        self.event(
+            EventKind::DeploymentFinished,
+            "",
+            "",
+            status.as_str(),
+            Some(self.started.elapsed()),
+            error.clone(),
+        );
+        Finished {
+            status,
+            error,
+            outputs,
+            output_resources,
+            extensions,
+        }
+    }
+
+    /// Drops this run's claim (its record is terminal).
+    pub(crate) async fn release(&self) {
+        self.tree.active.borrow_mut().retain(|id| id != &self.id);
+        if let Err(e) = self
+            .env()
+            .store
+            .release_deployment(&self.id, &self.env().settings.owner_id)
+            .await
+        {
+            tracing::warn!(deployment = %self.key, error = %e, "could not release the deployment claim");
+        }
+    }
+
+    fn resource_future<'f>(
+        &'f self,
+        expansion: &'f Expansion<'_>,
+        hook: &'f EngineHook,
+        identity: &'f ResourceIdentity,
+        stop: &'f Cell<bool>,
+    ) -> LocalFuture<'f, (usize, Outcome)> {
+        Box::pin(async move {
+            let index = identity.index;
+            if identity.condition == Some(false) {
+                self.event(
+                    EventKind::ResourceSkipped,
+                    &identity.key,
+                    &identity.resource_type,
+                    "Skipped",
+                    None,
+                    None,
+                );
+                return (index, Outcome::Skipped);
+            }
+            if identity.nested_deployment {
+                if stop.get() || self.tree.cancel.is_cancelled() {
+                    return (index, Outcome::NotStarted);
+                }
+                return (index, self.deploy_nested(expansion, hook, identity).await);
+            }
+            let permit = tokio::select! {
+                permit = self.tree.permits.clone().acquire_owned() => permit.ok(),
+                _ = self.tree.cancel.cancelled() => None,
+            };
+            let Some(permit) = permit else {
+                return (index, Outcome::NotStarted);
+            };
+            if stop.get() || self.tree.cancel.is_cancelled() {
+                return (index, Outcome::NotStarted);
+            }
+            let outcome = self.deploy_leaf(expansion, hook, identity, permit).await;
+            (index, outcome)
+        })
+    }
+
+    fn azure_target(identity: &ResourceIdentity) -> TargetResource {
+        TargetResource {
+            id: identity.id.clone(),
+            resource_name: identity.name.clone(),
+            resource_type: Some(identity.resource_type.clone()),
+            api_version: identity.api_version.clone(),
+            symbolic_name: identity.symbolic_name.clone(),
+            ..TargetResource::default()
+        }
+    }
+
+    fn extension_target(identity: &ResourceIdentity, config_id: Option<String>) -> TargetResource {
+        let ext = identity.extension.as_ref();
+        TargetResource {
+            resource_type: Some(identity.resource_type.clone()),
+            api_version: identity.api_version.clone(),
+            symbolic_name: identity
+                .symbolic_name
+                .clone()
+                .or_else(|| Some(identity.key.clone())),
+            extension: ext.map(|e| DeploymentExtension {
+                alias: Some(e.alias.clone()),
+                name: e.name.clone(),
+                version: e.version.clone(),
+                config_id,
+                config_hash: None,
+                config: None,
+            }),
+            ..TargetResource::default()
+        }
+    }
+
+    /// A provider or extension resource: evaluate, call, record.
+    async fn deploy_leaf(
+        &self,
+        expansion: &Expansion<'_>,
+        hook: &EngineHook,
+        identity: &ResourceIdentity,
+        permit: tokio::sync::OwnedSemaphorePermit,
+    ) -> Outcome {
+        let started = Instant::now();
+        let op_id = operation_id(&self.id, &identity.key);
+        let operation = if identity.existing { "Read" } else { "Create" };
+        let mut target = match identity.extension {
+            Some(_) => Self::extension_target(identity, None),
+            None => Self::azure_target(identity),
+        };
+        let display = identity.id.clone().unwrap_or_else(|| identity.key.clone());
+        let body = match self.evaluate(expansion, hook, identity).await {
+            Ok(Some(body)) => body,
+            Ok(None) => {
+                self.event(
+                    EventKind::ResourceSkipped,
+                    &display,
+                    &identity.resource_type,
+                    "Skipped",
+                    None,
+                    None,
+                );
+                return Outcome::Skipped;
+            }
+            Err(error) => {
+                return self
+                    .fail(
+                        &op_id, &target, operation, 400, error, started, &display, identity, None,
+                    )
+                    .await;
+            }
+        };
+        self.journal(self.step(
+            &op_id, &target, operation, "Running", None, None, None, None,
+        ))
+        .await;
+        self.event(
+            EventKind::ResourceStarted,
+            &display,
+            &identity.resource_type,
+            "Running",
+            None,
+            None,
+        );
+        match &identity.extension {
+            Some(ext) => {
+                let resolved = match self.alias_config(expansion, &ext.alias).await {
+                    Ok(r) => r,
+                    Err(error) => {
+                        return self
+                            .fail(
+                                &op_id, &target, operation, 400, error, started, &display,
+                                identity, None,
+                            )
+                            .await;
+                    }
+                };
+                let key = ExtensionKey::new(ext.name.clone(), ext.version.clone());
+                let properties = body.get("properties").cloned().unwrap_or_else(|| json!({}));
+                let config = (!resolved.config.is_empty()).then(|| resolved.config.clone());
+                let host = self.env().host.clone();
+                let ctx = self.tree.call_context();
+                let resource_type = identity.resource_type.clone();
+                let api_version = identity.api_version.clone();
+                let existing = identity.existing;
+                let call = tokio::spawn(async move {
+                    let _permit = permit;
+                    if existing {
+                        let locator = ResourceLocator {
+                            resource_type,
+                            api_version,
+                            identifiers: properties,
+                            config,
+                            config_id: None,
+                        };
+                        match host.get(&key, &locator, &ctx).await {
+                            Ok(Some(r)) => Ok((r, false)),
+                            Ok(None) => Err((
+                                404,
+                                ErrorDetail::new(
+                                    "ResourceNotFound",
+                                    "The existing resource was not found by its extension.",
+                                ),
+                            )),
+                            Err(e) => Err(host_error(&e)),
+                        }
+                    } else {
+                        let request = CreateOrUpdateRequest {
+                            resource_type,
+                            api_version,
+                            properties,
+                            config,
+                            config_id: None,
+                            known_identifiers: None,
+                        };
+                        host.create_or_update(&key, request, &ctx)
+                            .await
+                            .map(|r| (r, true))
+                            .map_err(|e| host_error(&e))
+                    }
+                });
+                let result = match call.await {
+                    Ok(r) => r,
+                    Err(_) => Err((
+                        500,
+                        ErrorDetail::new("InternalServerError", "The extension call was aborted."),
+                    )),
+                };
+                match result {
+                    Ok((deployed, written)) => {
+                        self.extension_succeeded(
+                            hook, identity, ext, &resolved, deployed, written, &op_id, operation,
+                            started, &display,
+                        )
+                        .await
+                    }
+                    Err((status, error)) => {
+                        self.fail(
+                            &op_id, &target, operation, status, error, started, &display, identity,
+                            None,
+                        )
+                        .await
+                    }
+                }
+            }
+            None => {
+                let Some(id_text) = identity.id.clone() else {
+                    let error = ErrorDetail::new("InvalidTemplate", "The resource has no ID.");
+                    return self
+                        .fail(
+                            &op_id, &target, operation, 400, error, started, &display, identity,
+                            None,
+                        )
+                        .await;
+                };
+                let id = match ResourceId::parse(&id_text) {
+                    Ok(id) => id,
+                    Err(e) => {
+                        let error = ErrorDetail::new(
+                            "InvalidResourceId",
+                            format!("The resource ID '{id_text}' is not valid: {e}."),
+                        );
+                        return self
+                            .fail(
+                                &op_id, &target, operation, 400, error, started, &display,
+                                identity, None,
+                            )
+                            .await;
+                    }
+                };
+                let api = identity.api_version.clone().unwrap_or_default();
+                let provider = match self.env().providers.require(&identity.resource_type, &api) {
+                    Ok(p) => p.clone(),
+                    Err(e) => {
+                        return self
+                            .fail(
+                                &op_id, &target, operation, e.status, *e.error, started, &display,
+                                identity, None,
+                            )
+                            .await;
+                    }
+                };
+                let existing = identity.existing;
+                let call_id = id.clone();
+                let call = tokio::spawn(async move {
+                    let _permit = permit;
+                    if existing {
+                        match provider.get(&call_id, &api).await {
+                            Ok(Some(r)) => Ok((r, 200)),
+                            Ok(None) => Err(ProviderError::not_found(&call_id)),
+                            Err(e) => Err(e),
+                        }
+                    } else {
+                        provider
+                            .put(&call_id, &api, &body)
+                            .await
+                            .map(|o| (o.resource, if o.created { 201 } else { 200 }))
+                    }
+                });
+                let result = match call.await {
+                    Ok(r) => r,
+                    Err(_) => Err(ProviderError::internal("finish the call (aborted)")),
+                };
+                match result {
+                    Ok((envelope, status)) => {
+                        self.tree.values.put_arm(&id_text, envelope.clone());
+                        if !existing {
+                            let record = ManagedResource {
+                                key: ResourceKey::arm(&id_text),
+                                resource_id: Some(id_text.clone()),
+                                resource_type: identity.resource_type.clone(),
+                                api_version: identity.api_version.clone(),
+                                properties: envelope,
+                                deployment: Some(self.key.clone()),
+                                extension: None,
+                                updated_at: now(),
+                            };
+                            if let Err(e) = self
+                                .env()
+                                .store
+                                .put_managed_resource(record, Precondition::Any)
+                                .await
+                            {
+                                tracing::warn!(resource = %id_text, error = %e, "could not record the managed resource");
+                            }
+                        }
+                        target.id = Some(id_text.clone());
+                        self.journal(self.step(
+                            &op_id,
+                            &target,
+                            operation,
+                            "Succeeded",
+                            Some(status_name(status)),
+                            None,
+                            Some(elapsed_ms(started)),
+                            None,
+                        ))
+                        .await;
+                        self.event(
+                            EventKind::ResourceFinished,
+                            &display,
+                            &identity.resource_type,
+                            "Succeeded",
+                            Some(started.elapsed()),
+                            None,
+                        );
+                        let mut done = Done::default();
+                        if !existing {
+                            done.output_resources.push(DeploymentResourceReference {
+                                id: Some(id_text),
+                                ..DeploymentResourceReference::default()
+                            });
+                        }
+                        Outcome::Done(Box::new(done))
+                    }
+                    Err(e) => {
+                        self.fail(
+                            &op_id, &target, operation, e.status, *e.error, started, &display,
+                            identity, None,
+                        )
+                        .await
+                    }
+                }
+            }
+        }
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn extension_succeeded(
+        &self,
+        hook: &EngineHook,
+        identity: &ResourceIdentity,
+        ext: &cairn_template::plan::PlannedExtensionRef,
+        resolved: &ResolvedAlias,
+        deployed: DeployedResource,
+        written: bool,
+        op_id: &str,
+        operation: &str,
+        started: Instant,
+        display: &str,
+    ) -> Outcome {
+        let _ = resolved;
+        let slot = self.slot(&ext.alias);
+        if deployed.config_id.is_some() {
+            *slot.config_id.borrow_mut() = deployed.config_id.clone();
+        }
+        if let Some(echoed) = &deployed.echoed_config {
+            *slot.echoed.borrow_mut() = Some(echoed.clone());
+        }
+        hook.put_extension(
+            &identity.key,
+            json!({
+                "type": deployed.resource_type,
+                "apiVersion": deployed.api_version,
+                "identifiers": deployed.identifiers,
+                "properties": deployed.properties,
+            }),
+        );
+        let extension_ref = ExtensionRef {
+            alias: Some(ext.alias.clone()),
+            name: Some(ext.name.clone()),
+            version: Some(ext.version.clone()),
+            config_id: deployed.config_id.clone(),
+            reference_id: Some(deployed.reference_id.to_string()),
+            identifiers: Some(deployed.identifiers.clone()),
+        };
+        if written {
+            let record = ManagedResource {
+                key: ResourceKey::extension(
+                    &ext.name,
+                    deployed.config_id.as_deref(),
+                    &deployed.identifiers,
+                ),
+                resource_id: None,
+                resource_type: identity.resource_type.clone(),
+                api_version: identity.api_version.clone(),
+                properties: deployed.properties.clone(),
+                deployment: Some(self.key.clone()),
+                extension: Some(extension_ref.clone()),
+                updated_at: now(),
+            };
+            if let Err(e) = self
+                .env()
+                .store
+                .put_managed_resource(record, Precondition::Any)
+                .await
+            {
+                tracing::warn!(resource = %identity.key, error = %e, "could not record the managed resource");
+            }
+        }
+        let mut target = Self::extension_target(identity, deployed.config_id.clone());
+        target.identifiers = Some(deployed.identifiers.clone());
+        self.journal(self.step(
+            op_id,
+            &target,
+            operation,
+            "Succeeded",
+            Some("OK"),
+            None,
+            Some(elapsed_ms(started)),
+            Some(extension_ref),
+        ))
+        .await;
+        self.event(
+            EventKind::ResourceFinished,
+            display,
+            &identity.resource_type,
+            "Succeeded",
+            Some(started.elapsed()),
+            None,
+        );
+        let mut done = Done::default();
+        if written {
+            done.output_resources.push(DeploymentResourceReference {
+                extension: Some(DeploymentExtension {
+                    alias: None,
+                    name: ext.name.clone(),
+                    version: ext.version.clone(),
+                    config_id: deployed.config_id.clone(),
+                    config_hash: None,
+                    config: None,
+                }),
+                resource_type: Some(identity.resource_type.clone()),
+                identifiers: Some(deployed.identifiers),
+                api_version: identity.api_version.clone(),
+                reference_id: Some(deployed.reference_id.to_string()),
+                ..DeploymentResourceReference::default()
+            });
+        }
+        Outcome::Done(Box::new(done))
+    }
+
+    /// Journals and reports a failed operation.
+    #[allow(clippy::too_many_arguments)]
+    async fn fail(
+        &self,
+        op_id: &str,
+        target: &TargetResource,
+        operation: &str,
+        status: u16,
+        mut error: ErrorDetail,
+        started: Instant,
+        display: &str,
+        identity: &ResourceIdentity,
+        extension: Option<ExtensionRef>,
+    ) -> Outcome {
+        self.journal(self.step(
+            op_id,
+            target,
+            operation,
+            "Failed",
+            Some(status_name(status)),
+            Some(&error),
+            Some(elapsed_ms(started)),
+            extension,
+        ))
+        .await;
+        self.event(
+            EventKind::ResourceFinished,
+            display,
+            &identity.resource_type,
+            "Failed",
+            Some(started.elapsed()),
+            Some(error.clone()),
+        );
+        if error.target.is_none() {
+            error.target = Some(display.to_string());
+        }
+        Outcome::Failed(error)
+    }
+
+    /// A nested deployment: a child deployment with its own record, journal and outputs.
+    async fn deploy_nested(
+        &self,
+        expansion: &Expansion<'_>,
+        hook: &EngineHook,
+        identity: &ResourceIdentity,
+    ) -> Outcome {
+        let started = Instant::now();
+        let op_id = operation_id(&self.id, &identity.key);
+        let mut target = Self::azure_target(identity);
+        let display = identity.id.clone().unwrap_or_else(|| identity.key.clone());
+        let (op_ref, display_ref) = (&op_id, &display);
+        let fail_early = |error: ErrorDetail, target: TargetResource| async move {
+            self.fail(
+                op_ref,
+                &target,
+                "Create",
+                400,
+                error,
+                started,
+                display_ref,
+                identity,
+                None,
+            )
+            .await
+        };
+        let body = match self.evaluate(expansion, hook, identity).await {
+            Ok(Some(body)) => body,
+            Ok(None) => return Outcome::Skipped,
+            Err(error) => return fail_early(error, target).await,
+        };
+        let mut nested = match expansion.nested(identity.index) {
+            Ok(n) => n,
+            Err(diags) => return fail_early(template_error(&diags), target).await,
+        };
+        let child_key = DeploymentKey::new(
+            scope_key(&nested.context.scope_id(nested.template.scope)),
+            nested.context.deployment_name.clone(),
+        );
+        target.id = Some(child_key.to_string());
+        if let Err(error) = self.check_scope(&mut nested, &child_key).await {
+            return fail_early(error, target).await;
+        }
+        let child_hook = EngineHook::new(self.tree.values.clone());
+        let child_expansion = match self
+            .with_runtime_values(&child_hook, || {
+                expansion.expand_nested(&nested, &child_hook)
+            })
+            .await
+        {
+            Ok(x) => x,
+            Err(error) => return fail_early(error, target).await,
+        };
+        let record = match self
+            .create_child(&child_key, &body, &nested, &child_expansion)
+            .await
+        {
+            Ok(r) => r,
+            Err(error) => return fail_early(error, target).await,
+        };
+        self.journal(self.step(&op_id, &target, "Create", "Running", None, None, None, None))
+            .await;
+        self.event(
+            EventKind::ResourceStarted,
+            &display,
+            &identity.resource_type,
+            "Running",
+            None,
+            None,
+        );
+        let child = Run::new(
+            self.tree.clone(),
+            record.id.clone(),
+            child_key.clone(),
+            self.depth + 1,
+            record.version,
+            secure_config(Some(&nested.template), request_secure_items(&body)),
+        );
+        let finished: Finished = {
+            let run: LocalFuture<'_, Finished> =
+                Box::pin(child.execute(&child_expansion, &child_hook));
+            run.await
+        };
+        match finished.status {
+            DeploymentStatus::Succeeded => {
+                if let Some(outputs) = finished.outputs {
+                    let plan = child_expansion.finish(outputs);
+                    expansion.set_nested_plan(identity.index, plan);
+                }
+                self.journal(self.step(
+                    &op_id,
+                    &target,
+                    "Create",
+                    "Succeeded",
+                    Some("OK"),
+                    None,
+                    Some(elapsed_ms(started)),
+                    None,
+                ))
+                .await;
+                self.event(
+                    EventKind::ResourceFinished,
+                    &display,
+                    &identity.resource_type,
+                    "Succeeded",
+                    Some(started.elapsed()),
+                    None,
+                );
+                Outcome::Done(Box::new(Done {
+                    output_resources: finished.output_resources,
+                    extensions: finished.extensions,
+                }))
+            }
+            DeploymentStatus::Canceled => Outcome::Canceled,
+            _ => {
+                let mut error = finished.error.unwrap_or_else(|| {
+                    ErrorDetail::new("DeploymentFailed", "The nested deployment failed.")
+                });
+                error.target = Some(child_key.to_string());
+                self.fail(
+                    &op_id, &target, "Create", 400, error, started, &display, identity, None,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Checks that a nested deployment's target scope exists (resource groups) and fills in its facts.
+    async fn check_scope(
+        &self,
+        nested: &mut NestedTemplate,
+        child_key: &DeploymentKey,
+    ) -> Result<(), ErrorDetail> {
+        let Ok(scope) = ResourceId::parse(&child_key.scope) else {
+            return Ok(());
+        };
+        if scope.kind() != ResourceIdKind::ResourceGroup {
+            return Ok(());
+        }
+        let (Some(sub), Some(rg)) = (scope.subscription_id(), scope.resource_group_name()) else {
+            return Ok(());
+        };
+        match self.env().store.get_resource_group(sub, rg).await {
+            Ok(Some(group)) => {
+                nested.context.resource_group_location = group.group.location.clone();
+                nested.context.resource_group = group.group.name.clone();
+                Ok(())
+            }
+            Ok(None) if !self.env().settings.require_resource_groups => Ok(()),
+            Ok(None) => Err(ErrorDetail::new(
+                "ResourceGroupNotFound",
+                format!("Resource group '{rg}' could not be found."),
+            )),
+            Err(e) => {
+                tracing::warn!(error = %e, "could not read a resource group");
+                Err(ErrorDetail::new(
+                    "InternalServerError",
+                    "The resource group could not be read.",
+                ))
+            }
+        }
+    }
+
+    /// Writes the child deployment's record (claimed by this engine) with its sealed request.
+    async fn create_child(
+        &self,
+        key: &DeploymentKey,
+        body: &Json,
+        nested: &NestedTemplate,
+        expansion: &Expansion<'_>,
+    ) -> Result<DeploymentRecord, ErrorDetail> {
+        let store = &self.env().store;
+        let internal = |e: &dyn std::fmt::Display| {
+            tracing::warn!(deployment = %key, error = %e, "could not create a nested deployment record");
+            ErrorDetail::new(
+                "InternalServerError",
+                "The nested deployment record could not be written.",
+            )
+        };
+        match store.get_deployment(key).await {
+            Ok(Some(existing)) if !existing.status.is_terminal() => {
+                return Err(ErrorDetail::new(
+                    "DeploymentActive",
+                    format!(
+                        "Unable to edit or replace deployment '{}': a previous deployment is still active.",
+                        key.name
+                    ),
+                ));
+            }
+            Ok(_) => {}
+            Err(e) => return Err(internal(&e)),
+        }
+        let id = DeploymentId::generate();
+        let mut properties = match body.get("properties") {
+            Some(Json::Object(p)) => Json::Object(p.clone()),
+            _ => json!({}),
+        };
+        let template_json = nested.template.root.to_json();
+        let secure: Vec<String> = nested
+            .template
+            .parameters
+            .iter()
+            .filter(|p| {
+                cairn_arm::secure::template_parameter_type(&template_json, &p.name)
+                    .is_some_and(|t| cairn_arm::secure::is_secure_type(&t))
+            })
+            .map(|p| p.name.clone())
+            .collect();
+        seal_request(
+            store.as_ref(),
+            &SecretOwner::Deployment(id.clone()),
+            &mut properties,
+            &secure,
+        )
+        .await
+        .map_err(|e| internal(&e))?;
+        if let Json::Object(p) = &mut properties {
+            p.insert("template".into(), template_json);
+            let annotation = EngineAnnotation {
+                dependencies: dependencies(&expansion.resources()),
+                location: nested.context.location.clone(),
+                ..EngineAnnotation::default()
+            };
+            p.insert(
+                ENGINE_MEMBER.into(),
+                serde_json::to_value(annotation).unwrap_or(Json::Null),
+            );
+        }
+        let record = store
+            .put_deployment(
+                NewDeployment {
+                    id: id.clone(),
+                    key: key.clone(),
+                    parent: Some(self.id.clone()),
+                    location: body
+                        .get("location")
+                        .and_then(Json::as_str)
+                        .map(str::to_string),
+                    tags: Default::default(),
+                    request: properties,
+                    status: DeploymentStatus::Accepted,
+                    correlation_id: self.tree.correlation_id.clone(),
+                    stack_initiated: self.tree.stack_initiated,
+                    created_at: now(),
+                    owner: Some(self.tree.claim()),
+                },
+                Precondition::Any,
+            )
+            .await
+            .map_err(|e| internal(&e))?;
+        self.tree.active.borrow_mut().push(id);
+        Ok(record)
+    }
+}
+
+/// Config items a nested deployment's evaluated `extensionConfigs` (or a request's) mark `SecureString` /
+/// `SecureObject`, per alias.
+pub(crate) fn request_secure_items(body_or_properties: &Json) -> HashMap<String, Vec<String>> {
+    let configs = body_or_properties
+        .get("properties")
+        .and_then(|p| p.get("extensionConfigs"))
+        .or_else(|| body_or_properties.get("extensionConfigs"));
+    let mut out: HashMap<String, Vec<String>> = HashMap::new();
+    if let Some(Json::Object(aliases)) = configs {
+        for (alias, items) in aliases {
+            if let Json::Object(items) = items {
+                for (prop, item) in items {
+                    let secure = item
+                        .get("type")
+                        .and_then(Json::as_str)
+                        .is_some_and(cairn_arm::secure::is_secure_type);
+                    if secure {
+                        out.entry(alias.to_ascii_lowercase())
+                            .or_default()
+                            .push(prop.clone());
+                    }
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Config properties declared secure per alias (lower case): by the template's extension declarations and by the
+/// request's item types.
+pub(crate) fn secure_config(
+    template: Option<&Template>,
+    request_items: HashMap<String, Vec<String>>,
+) -> HashMap<String, Vec<String>> {
+    let mut out = request_items;
+    for e in template
+        .map(|t| t.extensions.as_slice())
+        .unwrap_or_default()
+    {
+        out.entry(e.alias.to_ascii_lowercase())
+            .or_default()
+            .extend(e.secure_properties.iter().cloned());
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn operation_ids_are_stable_and_arm_shaped() {
+        let d = DeploymentId::from_string("run-1");
+        let a = operation_id(&d, "/subscriptions/s/x");
+        assert_eq!(a, operation_id(&d, "/SUBSCRIPTIONS/S/X"));
+        assert_ne!(a, operation_id(&d, "/subscriptions/s/y"));
+        assert_eq!(a.len(), 16);
+        assert!(
+            a.chars()
+                .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_lowercase())
+        );
+    }
+
+    #[test]
+    fn output_types_use_arm_spelling() {
+        assert_eq!(display_type("securestring"), "SecureString");
+        assert_eq!(display_type("object"), "Object");
+    }
+}

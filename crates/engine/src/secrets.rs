@@ -1,0 +1,279 @@
+//! Secrets: reading Key Vault secrets for parameter references and `keyVaultReference` config items, and sealing
+//! deployment requests before they are stored (secure parameter values and extension-config values go to the
+//! store's encrypted secret API; the stored request holds `SecretRef` markers instead) and unsealing them for a
+//! resumed run.
+
+use cairn_arm::ErrorDetail;
+use cairn_store::{
+    ExposeSecret, SecretOwner, SecretRef, SecretString, Store, StoreError, StoreResult, Timestamp,
+};
+use serde_json::{Map, Value};
+
+/// The code of every Key Vault resolution failure (ARM's for parameter references).
+pub const KEY_VAULT_FAILED: &str = "KeyVaultParameterReferenceSecretRetrieveFailed";
+
+/// A Key Vault secret reference in plain form.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretReference {
+    pub vault_id: String,
+    pub secret_name: String,
+    pub secret_version: Option<String>,
+}
+
+impl SecretReference {
+    /// Reads `{ keyVault: { id }, secretName, secretVersion? }`.
+    pub fn from_json(value: &Value) -> Option<SecretReference> {
+        let o = value.as_object()?;
+        Some(SecretReference {
+            vault_id: o.get("keyVault")?.get("id")?.as_str()?.to_string(),
+            secret_name: o.get("secretName")?.as_str()?.to_string(),
+            secret_version: o
+                .get("secretVersion")
+                .and_then(Value::as_str)
+                .filter(|v| !v.is_empty())
+                .map(str::to_string),
+        })
+    }
+
+    /// The cache key (vault and name compare ignoring case, as Key Vault does).
+    pub fn cache_key(&self) -> String {
+        format!(
+            "{}|{}|{}",
+            self.vault_id.to_ascii_lowercase(),
+            self.secret_name.to_ascii_lowercase(),
+            self.secret_version.as_deref().unwrap_or("")
+        )
+    }
+}
+
+/// The value of a Key Vault secret from the local Key Vault.
+pub async fn read_key_vault_secret(
+    store: &dyn Store,
+    reference: &SecretReference,
+) -> Result<SecretString, ErrorDetail> {
+    let fail = |reason: &str| {
+        ErrorDetail::new(
+            KEY_VAULT_FAILED,
+            format!(
+                "Unable to retrieve secret '{}' from the Key Vault '{}': {reason}",
+                reference.secret_name, reference.vault_id
+            ),
+        )
+    };
+    let found = store
+        .get_vault_secret(
+            &reference.vault_id,
+            &reference.secret_name,
+            reference.secret_version.as_deref(),
+        )
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "key vault read failed");
+            fail("the vault could not be read.")
+        })?;
+    let Some(secret) = found else {
+        return Err(fail("the vault or the secret (version) does not exist."));
+    };
+    if !secret.info.enabled {
+        return Err(fail("the secret version is disabled."));
+    }
+    let now = Timestamp::now();
+    if secret.info.expires.is_some_and(|exp| exp <= now)
+        || secret.info.not_before.is_some_and(|nbf| nbf > now)
+    {
+        return Err(fail("the secret version is not valid at this time."));
+    }
+    Ok(secret.value)
+}
+
+/// A stored document's secret: its JSON serialized into the secret store.
+async fn seal_value(
+    store: &dyn Store,
+    owner: &SecretOwner,
+    name: &str,
+    value: &Value,
+) -> StoreResult<Value> {
+    let text = SecretString::from(value.to_string());
+    let reference = store
+        .put_secret(owner, name, &text, Timestamp::now())
+        .await?;
+    Ok(reference.to_marker())
+}
+
+/// Replaces, in a request's `properties` JSON, the `value` of every parameter named in `secure_parameters` and the
+/// `value` of every extension-config item with a secret marker, storing the values under `owner`.
+pub async fn seal_request(
+    store: &dyn Store,
+    owner: &SecretOwner,
+    properties: &mut Value,
+    secure_parameters: &[String],
+) -> StoreResult<()> {
+    if let Some(Value::Object(params)) = properties.get_mut("parameters") {
+        for (name, entry) in params.iter_mut() {
+            if !secure_parameters
+                .iter()
+                .any(|s| s.eq_ignore_ascii_case(name))
+            {
+                continue;
+            }
+            if let Some(value) = entry.get_mut("value") {
+                *value = seal_value(store, owner, &format!("parameters/{name}"), value).await?;
+            }
+        }
+    }
+    if let Some(Value::Object(configs)) = properties.get_mut("extensionConfigs") {
+        for (alias, config) in configs.iter_mut() {
+            let Value::Object(items) = config else {
+                // A whole-alias expression in a nested template evaluates to an object; anything else holds no
+                // value to protect, but may still hold one: store it whole.
+                if !config.is_null() {
+                    *config =
+                        seal_value(store, owner, &format!("extensionConfigs/{alias}"), config)
+                            .await?;
+                }
+                continue;
+            };
+            for (prop, item) in items.iter_mut() {
+                match item {
+                    Value::Object(fields) => {
+                        if let Some(value) = fields.get_mut("value") {
+                            *value = seal_value(
+                                store,
+                                owner,
+                                &format!("extensionConfigs/{alias}/{prop}"),
+                                value,
+                            )
+                            .await?;
+                        }
+                    }
+                    other => {
+                        *other = seal_value(
+                            store,
+                            owner,
+                            &format!("extensionConfigs/{alias}/{prop}"),
+                            other,
+                        )
+                        .await?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Replaces every secret marker in `value` with the stored secret.
+pub async fn unseal(store: &dyn Store, value: &mut Value) -> StoreResult<()> {
+    let mut markers = Vec::new();
+    collect_markers(value, &mut Vec::new(), &mut markers);
+    for (path, reference) in markers {
+        let secret = store.get_secret(&reference).await?;
+        let parsed: Value = serde_json::from_str(secret.expose_secret()).map_err(|_| {
+            StoreError::corrupt(
+                cairn_store::Entity::Secret,
+                "a sealed request value is not JSON",
+            )
+        })?;
+        if let Some(slot) = pointer_mut(value, &path) {
+            *slot = parsed;
+        }
+    }
+    Ok(())
+}
+
+enum Step {
+    Key(String),
+    Index(usize),
+}
+
+fn collect_markers(value: &Value, path: &mut Vec<Step>, out: &mut Vec<(Vec<String>, SecretRef)>) {
+    if let Some(reference) = SecretRef::from_marker(value) {
+        out.push((
+            path.iter()
+                .map(|s| match s {
+                    Step::Key(k) => k.clone(),
+                    Step::Index(i) => i.to_string(),
+                })
+                .collect(),
+            reference,
+        ));
+        return;
+    }
+    match value {
+        Value::Object(map) => {
+            for (k, v) in map {
+                path.push(Step::Key(k.clone()));
+                collect_markers(v, path, out);
+                path.pop();
+            }
+        }
+        Value::Array(items) => {
+            for (i, v) in items.iter().enumerate() {
+                path.push(Step::Index(i));
+                collect_markers(v, path, out);
+                path.pop();
+            }
+        }
+        _ => {}
+    }
+}
+
+fn pointer_mut<'v>(value: &'v mut Value, path: &[String]) -> Option<&'v mut Value> {
+    let mut current = value;
+    for step in path {
+        current = match current {
+            Value::Object(map) => map.get_mut(step)?,
+            Value::Array(items) => items.get_mut(step.parse::<usize>().ok()?)?,
+            _ => return None,
+        };
+    }
+    Some(current)
+}
+
+/// Whether a JSON document holds any secret marker.
+pub fn has_markers(value: &Value) -> bool {
+    let mut found = Vec::new();
+    collect_markers(value, &mut Vec::new(), &mut found);
+    !found.is_empty()
+}
+
+/// A copy of `map` without the members named in `names` (ignoring case).
+pub fn without(map: &Map<String, Value>, names: &[String]) -> Map<String, Value> {
+    map.iter()
+        .filter(|(k, _)| !names.iter().any(|n| n.eq_ignore_ascii_case(k)))
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn references_read_all_fields() {
+        let r = SecretReference::from_json(
+            &json!({"keyVault": {"id": "/V"}, "secretName": "S", "secretVersion": "abc"}),
+        )
+        .unwrap();
+        assert_eq!(r.cache_key(), "/v|s|abc");
+        assert!(SecretReference::from_json(&json!({"secretName": "S"})).is_none());
+    }
+
+    #[test]
+    fn marker_paths_cover_arrays_and_objects() {
+        let doc = json!({"a": [{"$cairnSecretRef": "r1"}], "b": {"c": {"$cairnSecretRef": "r2"}}});
+        let mut found = Vec::new();
+        collect_markers(&doc, &mut Vec::new(), &mut found);
+        let paths: Vec<Vec<String>> = found.into_iter().map(|(p, _)| p).collect();
+        assert_eq!(
+            paths,
+            vec![
+                vec!["a".to_string(), "0".into()],
+                vec!["b".into(), "c".into()]
+            ]
+        );
+        assert!(has_markers(&doc));
+        assert!(!has_markers(&json!({"a": 1})));
+    }
+}

@@ -1,0 +1,51 @@
+//! Engine settings: parallelism, claim and heartbeat timing, recovery policy and the local tenant's identity.
+
+use std::time::Duration;
+
+/// What `recover()` does with a deployment whose engine died.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum RecoveryPolicy {
+    /// Re-run it from its stored request: every resource is applied again (idempotently) and the run continues.
+    #[default]
+    Resume,
+    /// End it `Failed`, listing every resource its operations created or were creating.
+    Fail,
+}
+
+/// How the engine runs deployments.
+#[derive(Clone, Debug)]
+pub struct EngineSettings {
+    /// Resource operations (provider and extension calls) in flight at once per root deployment, nested
+    /// deployments included.
+    pub parallelism: usize,
+    /// This engine replica's name in deployment claims (unique per process).
+    pub owner_id: String,
+    /// How long a claim on a running deployment lasts without a heartbeat; after that another replica (or a
+    /// restarted engine) treats the deployment as orphaned.
+    pub claim_ttl: Duration,
+    /// How often running deployments renew their claims (well below `claim_ttl`).
+    pub heartbeat_interval: Duration,
+    pub recovery: RecoveryPolicy,
+    /// The tenant ID scope functions report.
+    pub tenant_id: String,
+    /// Refuse resource-group deployments whose group does not exist (ARM's `ResourceGroupNotFound`).
+    pub require_resource_groups: bool,
+    /// How many times a resource body is re-evaluated after fetching runtime values (`list*`, Key Vault, reads of
+    /// resources outside the template) before giving up.
+    pub max_runtime_rounds: usize,
+}
+
+impl Default for EngineSettings {
+    fn default() -> Self {
+        EngineSettings {
+            parallelism: 16,
+            owner_id: format!("cairn-engine-{}", uuid::Uuid::new_v4()),
+            claim_ttl: Duration::from_secs(60),
+            heartbeat_interval: Duration::from_secs(15),
+            recovery: RecoveryPolicy::Resume,
+            tenant_id: "00000000-0000-0000-0000-000000000000".into(),
+            require_resource_groups: true,
+            max_runtime_rounds: 8,
+        }
+    }
+}

@@ -1,0 +1,365 @@
+//! Test scaffolding: a scriptable in-process fake extension (latency, failures, concurrency tracking, config
+//! capture), an engine over a temp-dir SQLite store with the built-in Local extension, and template builders.
+
+#![allow(dead_code)]
+
+use std::collections::{HashMap, HashSet};
+use std::path::Path;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cairn_engine::{DeployOptions, Engine, EngineSettings, Providers};
+use cairn_extension_contract::transport::{
+    BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
+};
+use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
+use cairn_store::{Precondition, ResourceGroup, Store, Tags, Timestamp};
+use cairn_store_sqlite::SqliteStore;
+use serde_json::{Value, json};
+
+pub const SUB: &str = "00000000-0000-0000-0000-000000000001";
+pub const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
+pub const SUB_SCOPE: &str = "/subscriptions/00000000-0000-0000-0000-000000000001";
+
+/// The fake extension's config properties it never echoes (so they count as secret).
+pub const SECRET_CONFIG: [&str; 2] = ["token", "kubeConfig"];
+
+#[derive(Default)]
+pub struct FakeState {
+    /// (type, name) → properties.
+    pub resources: Mutex<HashMap<(String, String), Value>>,
+    /// Every createOrUpdate's flat config, in call order.
+    pub configs: Mutex<Vec<Value>>,
+    /// Names of resources in createOrUpdate call order (when the call started).
+    pub started: Mutex<Vec<String>>,
+    /// Names of resources in completion order.
+    pub finished: Mutex<Vec<String>>,
+    pub in_flight: AtomicUsize,
+    pub max_in_flight: AtomicUsize,
+    pub creates: AtomicUsize,
+}
+
+/// A fake extension `Fake` 1.0.0: resources keyed by `properties.name`, a fixed latency per createOrUpdate, and
+/// scripted failures for names in `fail`.
+pub struct FakeExtension {
+    pub state: Arc<FakeState>,
+    pub latency: Mutex<Duration>,
+    pub fail: Mutex<HashSet<String>>,
+}
+
+impl FakeExtension {
+    pub fn new(latency: Duration) -> Arc<Self> {
+        Arc::new(FakeExtension {
+            state: Arc::new(FakeState::default()),
+            latency: Mutex::new(latency),
+            fail: Mutex::new(HashSet::new()),
+        })
+    }
+
+    pub fn fail_on(&self, name: &str) {
+        self.fail.lock().unwrap().insert(name.to_string());
+    }
+
+    pub fn resource(&self, ty: &str, name: &str) -> Option<Value> {
+        self.state
+            .resources
+            .lock()
+            .unwrap()
+            .get(&(ty.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    pub fn count(&self) -> usize {
+        self.state.resources.lock().unwrap().len()
+    }
+
+    pub fn names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .state
+            .resources
+            .lock()
+            .unwrap()
+            .keys()
+            .map(|(_, n)| n.clone())
+            .collect();
+        names.sort();
+        names
+    }
+
+    fn echo(config: &Value) -> Value {
+        match config {
+            Value::Object(map) => Value::Object(
+                map.iter()
+                    .filter(|(k, _)| !SECRET_CONFIG.contains(&k.as_str()))
+                    .map(|(k, v)| (k.clone(), v.clone()))
+                    .collect(),
+            ),
+            _ => Value::Null,
+        }
+    }
+
+    fn config_id(config: &Value) -> String {
+        config
+            .get("cluster")
+            .and_then(Value::as_str)
+            .unwrap_or("default")
+            .to_string()
+    }
+
+    fn error(status: u16, code: &str, message: &str) -> TransportResponse {
+        TransportResponse::json(
+            status,
+            json!({"error": {"code": code, "message": message, "target": "/properties/name"}})
+                .to_string()
+                .into_bytes(),
+        )
+    }
+
+    async fn handle(&self, request: TransportRequest) -> TransportResponse {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let ty = body
+            .get("type")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let config = body.get("config").cloned().unwrap_or(Value::Null);
+        match request.operation {
+            Operation::CreateOrUpdate => {
+                let properties = body.get("properties").cloned().unwrap_or(json!({}));
+                let name = properties
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                self.state.configs.lock().unwrap().push(config.clone());
+                self.state.started.lock().unwrap().push(name.clone());
+                let now = self.state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+                self.state.max_in_flight.fetch_max(now, Ordering::SeqCst);
+                let latency = *self.latency.lock().unwrap();
+                tokio::time::sleep(latency).await;
+                self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
+                if self.fail.lock().unwrap().contains(&name) {
+                    self.state.finished.lock().unwrap().push(name.clone());
+                    return Self::error(
+                        400,
+                        "ScriptedFailure",
+                        &format!("widget '{name}' is broken"),
+                    );
+                }
+                let mut stored = properties.clone();
+                stored["createdBy"] = json!("fake");
+                self.state
+                    .resources
+                    .lock()
+                    .unwrap()
+                    .insert((ty.clone(), name.clone()), stored.clone());
+                self.state.creates.fetch_add(1, Ordering::SeqCst);
+                self.state.finished.lock().unwrap().push(name.clone());
+                let response = json!({
+                    "type": ty, "apiVersion": body.get("apiVersion"),
+                    "identifiers": {"name": name}, "properties": stored,
+                    "config": Self::echo(&config), "configId": Self::config_id(&config),
+                    "status": "Succeeded"
+                });
+                TransportResponse::json(200, response.to_string().into_bytes())
+            }
+            Operation::Get => {
+                let name = body
+                    .pointer("/identifiers/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                match self.resource(&ty, &name) {
+                    Some(props) => TransportResponse::json(
+                        200,
+                        json!({"type": ty, "apiVersion": body.get("apiVersion"), "identifiers": {"name": name},
+                               "properties": props, "config": Self::echo(&config),
+                               "configId": Self::config_id(&config), "status": "Succeeded"})
+                        .to_string()
+                        .into_bytes(),
+                    ),
+                    None => Self::error(404, "ResourceNotFound", "no such widget"),
+                }
+            }
+            Operation::Preview => {
+                let properties = body.get("properties").cloned().unwrap_or(json!({}));
+                let name = properties.get("name").cloned().unwrap_or(Value::Null);
+                let mut predicted = properties.clone();
+                predicted["createdBy"] = json!("fake");
+                TransportResponse::json(
+                    200,
+                    json!({"type": ty, "apiVersion": body.get("apiVersion"), "identifiers": {"name": name},
+                           "properties": predicted, "config": Self::echo(&config),
+                           "configId": Self::config_id(&config),
+                           "metadata": {"readOnly": ["/properties/createdBy"]}})
+                    .to_string()
+                    .into_bytes(),
+                )
+            }
+            Operation::Delete => {
+                let name = body
+                    .pointer("/identifiers/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                self.state.resources.lock().unwrap().remove(&(ty, name));
+                TransportResponse::json(204, Vec::new())
+            }
+            Operation::GetLongRunningOperation => {
+                Self::error(400, "NotSupported", "no long-running operations here")
+            }
+        }
+    }
+}
+
+/// The transport handle registered with the host.
+pub struct FakeTransport(pub Arc<FakeExtension>);
+
+impl ExtensionTransport for FakeTransport {
+    fn send(
+        &self,
+        request: TransportRequest,
+    ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
+        Box::pin(async move { Ok(self.0.handle(request).await) })
+    }
+}
+
+pub fn host_with(fake: &Arc<FakeExtension>) -> Arc<ExtensionHost> {
+    let mut registry = Registry::new();
+    registry.register(RegisteredExtension::new(
+        "Fake",
+        "1.0.0",
+        Arc::new(FakeTransport(fake.clone())),
+    ));
+    registry.register(RegisteredExtension::new(
+        cairn_ext_local::NAME,
+        cairn_ext_local::VERSION,
+        Arc::new(cairn_ext_local::in_process_transport()),
+    ));
+    let settings = HostSettings {
+        relo_poll_interval: Duration::from_millis(10),
+        min_poll_interval: Duration::from_millis(10),
+        retry: RetryPolicy::none(),
+        ..HostSettings::default()
+    };
+    Arc::new(ExtensionHost::new(
+        Arc::new(registry),
+        settings,
+        "http://localhost/cairn-test",
+    ))
+}
+
+pub struct TestEnv {
+    pub dir: tempfile::TempDir,
+    pub store: Arc<dyn Store>,
+    pub engine: Engine,
+    pub fake: Arc<FakeExtension>,
+}
+
+pub fn settings() -> EngineSettings {
+    EngineSettings {
+        parallelism: 8,
+        claim_ttl: Duration::from_secs(30),
+        heartbeat_interval: Duration::from_secs(5),
+        ..EngineSettings::default()
+    }
+}
+
+pub async fn open_store(dir: &Path) -> Arc<dyn Store> {
+    Arc::new(SqliteStore::open(dir).await.expect("open the store"))
+}
+
+pub async fn create_group(store: &Arc<dyn Store>, name: &str) {
+    store
+        .put_resource_group(
+            ResourceGroup {
+                subscription_id: SUB.into(),
+                name: name.into(),
+                location: "westus".into(),
+                tags: Tags::new(),
+                managed_by: None,
+                provisioning_state: "Succeeded".into(),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .expect("create the resource group");
+}
+
+pub async fn setup_with(
+    settings: EngineSettings,
+    latency: Duration,
+    providers: Providers,
+) -> TestEnv {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path()).await;
+    create_group(&store, "rg1").await;
+    let fake = FakeExtension::new(latency);
+    let engine = Engine::new(store.clone(), host_with(&fake), providers, settings).expect("engine");
+    TestEnv {
+        dir,
+        store,
+        engine,
+        fake,
+    }
+}
+
+pub async fn setup() -> TestEnv {
+    setup_with(settings(), Duration::from_millis(5), Providers::empty()).await
+}
+
+/// A v2 (`extensions`) template with the fake extension as `fake` (config defaults `cluster`) and `resources`.
+pub fn fake_template(resources: Value, outputs: Value) -> Value {
+    json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.2-experimental",
+        "contentVersion": "1.0.0.0",
+        "extensions": {
+            "fake": { "name": "Fake", "version": "1.0.0", "config": { "cluster": { "defaultValue": "c1" } } }
+        },
+        "resources": resources,
+        "outputs": outputs
+    })
+}
+
+/// A widget resource of the fake extension.
+pub fn widget(name: &str, extra: Value) -> Value {
+    let mut properties = json!({ "name": name });
+    if let (Value::Object(p), Value::Object(e)) = (&mut properties, extra) {
+        p.extend(e);
+    }
+    json!({ "extension": "fake", "type": "widget", "apiVersion": "v1", "properties": properties })
+}
+
+pub fn request(template: Value, parameters: Value) -> cairn_arm::models::deployment::Deployment {
+    serde_json::from_value(json!({
+        "properties": { "mode": "Incremental", "template": template, "parameters": parameters }
+    }))
+    .expect("a deployment request")
+}
+
+/// Deploys and waits; returns the final record as JSON.
+pub async fn deploy(
+    engine: &Engine,
+    scope: &str,
+    name: &str,
+    req: cairn_arm::models::deployment::Deployment,
+) -> Value {
+    let mut handle = engine
+        .create_or_update(scope, name, req, DeployOptions::default())
+        .await
+        .expect("accepted");
+    let done = tokio::time::timeout(Duration::from_secs(60), handle.wait())
+        .await
+        .expect("the deployment finishes in time")
+        .expect("record");
+    serde_json::to_value(done).unwrap()
+}
+
+pub fn state(record: &Value) -> &str {
+    record["properties"]["provisioningState"]
+        .as_str()
+        .unwrap_or_default()
+}

@@ -1,0 +1,346 @@
+//! End-to-end deployments against the fake extension, the Local extension and the built-in providers: order,
+//! parallelism, copy loops, records and operations, failures, cancel and re-runs.
+
+mod common;
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use cairn_engine::{DeployOptions, EngineSettings, EventKind, Providers};
+use common::*;
+use serde_json::json;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dependencies_order_resources_and_reference_answers_from_the_extension() {
+    let env = setup().await;
+    let template = fake_template(
+        json!({
+            "a": widget("a", json!({})),
+            "b": widget("b", json!({"peer": "[reference('a').createdBy]"})),
+            "c": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                   "dependsOn": ["b"], "properties": { "name": "c" } }
+        }),
+        json!({ "fromB": { "type": "string", "value": "[reference('b').peer]" } }),
+    );
+    let record = deploy(&env.engine, RG, "order", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    let started = env.fake.state.started.lock().unwrap().clone();
+    assert_eq!(started, vec!["a", "b", "c"]);
+    assert_eq!(env.fake.resource("widget", "b").unwrap()["peer"], "fake");
+    let p = &record["properties"];
+    assert_eq!(
+        p["outputs"]["fromB"],
+        json!({"type": "String", "value": "fake"})
+    );
+    assert_eq!(p["outputResources"].as_array().unwrap().len(), 3);
+    let first = &p["outputResources"][0];
+    assert_eq!(
+        first["extension"],
+        json!({"name": "Fake", "version": "1.0.0", "configId": "c1"})
+    );
+    assert_eq!(first["resourceType"], "widget");
+    assert_eq!(first["identifiers"], json!({"name": "a"}));
+    assert!(first["referenceId"].as_str().unwrap().starts_with("01-"));
+    assert_eq!(
+        p["extensions"],
+        json!([{"alias": "fake", "name": "Fake", "version": "1.0.0", "configId": "c1"}])
+    );
+    assert!(p["correlationId"].is_string() && p["duration"].as_str().unwrap().starts_with("PT"));
+    let deps = p["dependencies"].as_array().unwrap();
+    assert_eq!(deps.len(), 2, "{deps:?}");
+
+    let ops = env.engine.operations(RG, "order").await.unwrap();
+    assert_eq!(ops.len(), 3);
+    let op = serde_json::to_value(&ops[1]).unwrap();
+    assert_eq!(op["properties"]["provisioningOperation"], "Create");
+    assert_eq!(op["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(op["properties"]["statusCode"], "OK");
+    let target = &op["properties"]["targetResource"];
+    assert_eq!(target["symbolicName"], "b");
+    assert_eq!(target["identifiers"], json!({"name": "b"}));
+    assert_eq!(target["extension"]["alias"], "fake");
+    assert_eq!(target["extension"]["configId"], "c1");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallelism_is_bounded() {
+    let settings = EngineSettings {
+        parallelism: 3,
+        ..common::settings()
+    };
+    let env = setup_with(settings, Duration::from_millis(40), Providers::empty()).await;
+    let template = fake_template(
+        json!({
+            "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                      "copy": { "name": "many", "count": 10 },
+                      "properties": { "name": "[format('w{0}', copyIndex())]" } }
+        }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "wide", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(env.fake.count(), 10);
+    assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 3);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn serial_copy_with_batch_size_runs_in_batches() {
+    let env = setup_with(
+        common::settings(),
+        Duration::from_millis(30),
+        Providers::empty(),
+    )
+    .await;
+    let template = fake_template(
+        json!({
+            "batch": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                       "copy": { "name": "batch", "count": 6, "mode": "serial", "batchSize": 2 },
+                       "properties": { "name": "[format('b{0}', copyIndex())]" } }
+        }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "serial", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 2);
+    let started = env.fake.state.started.lock().unwrap().clone();
+    let position = |n: &str| started.iter().position(|s| s == n).unwrap();
+    // Batch k+1 starts only after batch k.
+    assert!(position("b2") > position("b0") && position("b2") > position("b1"));
+    assert!(position("b4") > position("b3"));
+    let finished = env.fake.state.finished.lock().unwrap().clone();
+    let done = |n: &str| finished.iter().position(|s| s == n).unwrap();
+    assert!(done("b1") < position("b2") + 2 && done("b0") < done("b2"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_resource_gives_arms_error_tree_and_other_branches_finish() {
+    let env = setup_with(
+        common::settings(),
+        Duration::from_millis(20),
+        Providers::empty(),
+    )
+    .await;
+    env.fake.fail_on("bad");
+    let template = fake_template(
+        json!({
+            "bad": widget("bad", json!({})),
+            "afterBad": { "extension": "fake", "type": "widget", "apiVersion": "v1", "dependsOn": ["bad"],
+                          "properties": { "name": "afterBad" } },
+            "slow": widget("slow", json!({})),
+            "storage": { "type": "Microsoft.Storage/storageAccounts", "apiVersion": "2023-01-01",
+                         "name": "st1", "location": "westus", "properties": {} }
+        }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "broken", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Failed");
+    let error = &record["properties"]["error"];
+    assert_eq!(error["code"], "DeploymentFailed");
+    assert_eq!(
+        error["message"],
+        "At least one resource deployment operation failed. Please list deployment operations for details. Please see https://aka.ms/arm-deployment-operations for usage details."
+    );
+    let details = error["details"].as_array().unwrap();
+    let codes: Vec<&str> = details
+        .iter()
+        .map(|d| d["code"].as_str().unwrap())
+        .collect();
+    assert!(codes.contains(&"ScriptedFailure"), "{details:?}");
+    assert!(codes.contains(&"NoRegisteredProviderFound"), "{details:?}");
+    let storage = details
+        .iter()
+        .find(|d| d["code"] == "NoRegisteredProviderFound")
+        .unwrap();
+    assert!(
+        storage["message"]
+            .as_str()
+            .unwrap()
+            .contains("Microsoft.Storage/storageAccounts")
+    );
+    let scripted = details
+        .iter()
+        .find(|d| d["code"] == "ScriptedFailure")
+        .unwrap();
+    assert_eq!(scripted["target"], "/properties/name");
+    // The independent branch finished; the dependent one never started.
+    assert!(env.fake.resource("widget", "slow").is_some());
+    assert!(env.fake.resource("widget", "afterBad").is_none());
+    assert!(record["properties"].get("outputResources").is_none());
+    let ops = env.engine.operations(RG, "broken").await.unwrap();
+    let failed: Vec<_> = ops
+        .iter()
+        .filter(|o| o.properties.provisioning_state.as_ref().map(|s| s.as_str()) == Some("Failed"))
+        .collect();
+    assert_eq!(failed.len(), 2);
+    let failed_op = serde_json::to_value(failed[0]).unwrap();
+    assert!(failed_op["properties"]["statusMessage"]["error"]["code"].is_string());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_stops_scheduling_and_ends_canceled() {
+    let settings = EngineSettings {
+        parallelism: 1,
+        ..common::settings()
+    };
+    let env = setup_with(settings, Duration::from_millis(150), Providers::empty()).await;
+    let template = fake_template(
+        json!({
+            "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                      "copy": { "name": "many", "count": 10 },
+                      "properties": { "name": "[format('w{0}', copyIndex())]" } }
+        }),
+        json!({}),
+    );
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "cancelme",
+            request(template, json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    env.engine.cancel(RG, "cancelme").await.unwrap();
+    let record = serde_json::to_value(handle.wait().await.unwrap()).unwrap();
+    assert_eq!(state(&record), "Canceled");
+    let created = env.fake.count();
+    assert!((1..10).contains(&created), "created {created}");
+    // A finished deployment cannot be canceled again, but can be deleted.
+    let err = env.engine.cancel(RG, "cancelme").await.unwrap_err();
+    assert_eq!(err.to_arm().status(), 409);
+    env.engine.delete(RG, "cancelme").await.unwrap();
+    assert_eq!(
+        env.engine
+            .get(RG, "cancelme")
+            .await
+            .unwrap_err()
+            .to_arm()
+            .status(),
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rerunning_reapplies_idempotently_and_running_deployments_conflict() {
+    let env = setup_with(
+        common::settings(),
+        Duration::from_millis(100),
+        Providers::empty(),
+    )
+    .await;
+    let template = fake_template(
+        json!({ "a": widget("a", json!({"size": 1})), "b": widget("b", json!({})) }),
+        json!({}),
+    );
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "again",
+            request(template.clone(), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    let busy = env
+        .engine
+        .create_or_update(
+            RG,
+            "again",
+            request(template.clone(), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap_err();
+    assert_eq!(busy.to_arm().code(), "DeploymentActive");
+    assert_eq!(
+        env.engine
+            .delete(RG, "again")
+            .await
+            .unwrap_err()
+            .to_arm()
+            .status(),
+        409
+    );
+    let first = serde_json::to_value(handle.wait().await.unwrap()).unwrap();
+    assert_eq!(state(&first), "Succeeded");
+    let second = deploy(&env.engine, RG, "again", request(template, json!({}))).await;
+    assert_eq!(state(&second), "Succeeded");
+    assert_eq!(env.fake.count(), 2);
+    assert_eq!(env.fake.state.creates.load(Ordering::SeqCst), 4);
+    assert_eq!(
+        first["properties"]["outputResources"],
+        second["properties"]["outputResources"]
+    );
+    let page = env.engine.list(RG, None, Default::default()).await.unwrap();
+    assert_eq!(page.value.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn events_report_progress() {
+    let env = setup().await;
+    let template = fake_template(json!({ "a": widget("a", json!({})) }), json!({}));
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "events",
+            request(template, json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    let mut events = handle.take_events().unwrap();
+    handle.wait().await.unwrap();
+    let mut kinds = Vec::new();
+    while let Some(e) = events.recv().await {
+        kinds.push((e.kind, e.status));
+    }
+    assert_eq!(
+        kinds,
+        vec![
+            (EventKind::DeploymentStarted, "Running".to_string()),
+            (EventKind::ResourceStarted, "Running".to_string()),
+            (EventKind::ResourceFinished, "Succeeded".to_string()),
+            (EventKind::DeploymentFinished, "Succeeded".to_string()),
+        ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn invalid_templates_are_rejected_before_anything_is_stored() {
+    let env = setup().await;
+    let template = fake_template(
+        json!({ "a": { "extension": "fake", "type": "widget", "apiVersion": "v1", "dependsOn": ["nope"],
+                       "properties": { "name": "a" } } }),
+        json!({}),
+    );
+    let err = env
+        .engine
+        .create_or_update(
+            RG,
+            "invalid",
+            request(template, json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap_err()
+        .to_arm();
+    assert_eq!(err.status(), 400);
+    assert_eq!(err.code(), "InvalidTemplateDeployment");
+    assert!(env.engine.get(RG, "invalid").await.is_err());
+    let missing_group = env
+        .engine
+        .create_or_update(
+            "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/nope",
+            "x",
+            request(fake_template(json!({}), json!({})), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap_err()
+        .to_arm();
+    assert_eq!(missing_group.code(), "ResourceGroupNotFound");
+}

@@ -29,8 +29,8 @@ pub const SECRET_CONFIG: [&str; 2] = ["token", "kubeConfig"];
 pub struct FakeState {
     /// (type, name) → properties.
     pub resources: Mutex<HashMap<(String, String), Value>>,
-    /// Every createOrUpdate's flat config, in call order.
-    pub configs: Mutex<Vec<Value>>,
+    /// Every createOrUpdate's resource name and flat config, in call order.
+    pub configs: Mutex<Vec<(String, Value)>>,
     /// Names of resources in createOrUpdate call order (when the call started).
     pub started: Mutex<Vec<String>>,
     /// Names of resources in completion order.
@@ -132,7 +132,11 @@ impl FakeExtension {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
-                self.state.configs.lock().unwrap().push(config.clone());
+                self.state
+                    .configs
+                    .lock()
+                    .unwrap()
+                    .push((name.clone(), config.clone()));
                 self.state.started.lock().unwrap().push(name.clone());
                 let now = self.state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 self.state.max_in_flight.fetch_max(now, Ordering::SeqCst);
@@ -248,6 +252,109 @@ pub fn host_with(fake: &Arc<FakeExtension>) -> Arc<ExtensionHost> {
         settings,
         "http://localhost/cairn-test",
     ))
+}
+
+impl FakeExtension {
+    /// The config the last createOrUpdate of `name` carried.
+    pub fn config_of(&self, name: &str) -> Option<Value> {
+        self.state
+            .configs
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|(n, _)| n == name)
+            .map(|(_, c)| c.clone())
+    }
+}
+
+/// A test provider for `Test.Rp/clusters`: keeps PUT bodies in memory; `listCredentials` returns a kubeconfig.
+#[derive(Default)]
+pub struct ClusterProvider {
+    pub resources: Mutex<HashMap<String, Value>>,
+    pub actions: AtomicUsize,
+}
+
+pub const CLUSTER_TYPE: &str = "Test.Rp/clusters";
+pub const API_KUBECONFIG: &str = "kubeconfig-from-the-api";
+
+impl cairn_engine::ResourceProvider for ClusterProvider {
+    fn put<'a>(
+        &'a self,
+        id: &'a cairn_arm::ResourceId,
+        _api_version: &'a str,
+        body: &'a Value,
+    ) -> cairn_engine::provider::ProviderFuture<'a, cairn_engine::PutOutcome> {
+        Box::pin(async move {
+            let mut resource = json!({"id": id.to_string(), "name": id.name(), "type": CLUSTER_TYPE,
+                                      "properties": body.get("properties").cloned().unwrap_or(json!({}))});
+            resource["properties"]["provisioningState"] = json!("Succeeded");
+            let created = self
+                .resources
+                .lock()
+                .unwrap()
+                .insert(id.to_string().to_lowercase(), resource.clone())
+                .is_none();
+            Ok(cairn_engine::PutOutcome { resource, created })
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        id: &'a cairn_arm::ResourceId,
+        _api_version: &'a str,
+    ) -> cairn_engine::provider::ProviderFuture<'a, Option<Value>> {
+        Box::pin(async move {
+            Ok(self
+                .resources
+                .lock()
+                .unwrap()
+                .get(&id.to_string().to_lowercase())
+                .cloned())
+        })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        id: &'a cairn_arm::ResourceId,
+        _api_version: &'a str,
+    ) -> cairn_engine::provider::ProviderFuture<'a, bool> {
+        Box::pin(async move {
+            Ok(self
+                .resources
+                .lock()
+                .unwrap()
+                .remove(&id.to_string().to_lowercase())
+                .is_some())
+        })
+    }
+
+    fn action<'a>(
+        &'a self,
+        id: &'a cairn_arm::ResourceId,
+        _api_version: &'a str,
+        action: &'a str,
+        _body: Option<&'a Value>,
+    ) -> cairn_engine::provider::ProviderFuture<'a, Value> {
+        Box::pin(async move {
+            self.actions.fetch_add(1, Ordering::SeqCst);
+            if !action.eq_ignore_ascii_case("listCredentials") {
+                return Err(cairn_engine::ProviderError::bad_request(
+                    "UnknownAction",
+                    "no such action",
+                ));
+            }
+            if !self
+                .resources
+                .lock()
+                .unwrap()
+                .contains_key(&id.to_string().to_lowercase())
+            {
+                return Err(cairn_engine::ProviderError::not_found(id));
+            }
+            Ok(json!({"kubeconfigs": [{"name": "admin", "value": API_KUBECONFIG}]}))
+        })
+    }
 }
 
 pub struct TestEnv {

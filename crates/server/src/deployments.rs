@@ -1,23 +1,381 @@
-//! Deployments (`{scope}/providers/Microsoft.Resources/deployments/...`) and `calculateTemplateHash`.
+//! Deployments (`{scope}/providers/Microsoft.Resources/deployments/...`) over the engine: PUT as a
+//! long-running operation (201 + `Azure-AsyncOperation` + `Location` + `Retry-After`), GET, HEAD, LIST,
+//! DELETE (202 + `Location` → 204), validate, whatIf (202 + `Location` → 200), cancel, exportTemplate,
+//! operations, operation statuses, and `calculateTemplateHash`.
+//!
+//! The `Azure-AsyncOperation` id of a PUT is the id of the deployment run it started, so its status is
+//! read from the store and survives a server restart.
 
 use axum::http::StatusCode;
-use cairn_arm::ArmError;
-use cairn_arm::ResourceId;
-use cairn_arm::models::deployment::TemplateHashResult;
+use cairn_arm::api_version::ApiKind;
+use cairn_arm::models::common::ListResult;
+use cairn_arm::models::deployment::{
+    Deployment, DeploymentValidateResult, DeploymentWhatIf, TemplateHashResult,
+};
+use cairn_arm::models::lro::{OperationStatus, OperationStatusResult};
 use cairn_arm::route::DeploymentAction;
-use cairn_store::{DeploymentFilter, DeploymentKey, PageRequest, Precondition};
+use cairn_arm::{ArmError, ErrorDetail, ResourceId};
+use cairn_engine::{DeployOptions, EngineError};
+use cairn_store::{
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentStatus, PageRequest, Precondition,
+};
+use serde::Serialize;
 use serde_json::Value;
 
-use crate::dispatch::{ApiResult, Call, parse_body, store_error};
-use crate::response::json_response;
-use crate::state::AppState;
+use crate::dispatch::{ApiResult, Call, accepted_with_location, parse_body, store_error};
+use crate::response::{
+    empty_response, encode_id_path, encode_query_value, json_response, with_header,
+};
+use crate::state::{AppState, OperationOutcome};
 
-fn engine_unavailable() -> ArmError {
-    ArmError::new(
-        503,
-        "ServiceUnavailable",
-        "The deployment engine is not available in this build of the server.",
+/// The engine's error as the client's: ARM errors as they are, store failures logged and hidden.
+fn engine_error(error: EngineError) -> ArmError {
+    match error {
+        EngineError::Arm(arm) => arm,
+        EngineError::Store(store) => store_error(store),
+        other => other.to_arm(),
+    }
+}
+
+/// `(scope, name)` of a deployment id; the scope is what the engine keys deployments by.
+fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
+    let scope = id.scope_id().ok_or_else(|| {
+        ArmError::invalid_resource_id(&id.to_string(), "a deployment needs a scope")
+    })?;
+    let name = id.name().ok_or_else(|| {
+        ArmError::invalid_resource_id(&id.to_string(), "a deployment needs a name")
+    })?;
+    Ok((scope_string(&scope), name.to_owned()))
+}
+
+/// The engine's and store's scope form: the id without a trailing `/` (`""` for the tenant).
+fn scope_string(scope: &ResourceId) -> String {
+    scope.to_string().trim_end_matches('/').to_owned()
+}
+
+/// `{base}{path}?api-version={v}` for an ARM path.
+fn url(call: &Call, path: &str, api_version: &str) -> String {
+    format!(
+        "{}{}?api-version={}",
+        call.base_url,
+        encode_id_path(path),
+        encode_query_value(api_version)
     )
+}
+
+/// `Location` polling URLs go to `/subscriptions/{s}/operationresults/{id}`, a resource-groups route:
+/// keep the caller's api-version when that route accepts it, else use its latest.
+fn operation_result_version(call: &Call) -> &str {
+    if ApiKind::ResourceGroups.supports(&call.api_version) {
+        &call.api_version
+    } else {
+        ApiKind::ResourceGroups.latest()
+    }
+}
+
+/// Finishes a long-running POST or DELETE: at subscription-based scopes 202 + `Location` whose poll
+/// answers `status` (+ `body`); elsewhere (tenant, management group) the answer itself.
+fn finish_lro(
+    state: &AppState,
+    call: &Call,
+    id: &ResourceId,
+    status: StatusCode,
+    body: Option<Value>,
+) -> ApiResult {
+    let Some(subscription) = id.subscription_id() else {
+        return Ok(match body {
+            Some(body) => json_response(status, &body),
+            None => empty_response(status),
+        });
+    };
+    let operation_id = uuid::Uuid::new_v4().to_string();
+    state.operation_results.record(
+        subscription,
+        &operation_id,
+        OperationOutcome { status, body },
+    );
+    let location = format!(
+        "{}/subscriptions/{}/operationresults/{}?api-version={}",
+        call.base_url,
+        encode_query_value(subscription),
+        encode_query_value(&operation_id),
+        encode_query_value(operation_result_version(call))
+    );
+    Ok(accepted_with_location(state, &location))
+}
+
+fn to_value<T: Serialize>(value: &T) -> Result<Value, ArmError> {
+    serde_json::to_value(value).map_err(|e| crate::dispatch::internal_error(&e))
+}
+
+pub(crate) async fn get(state: &AppState, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let deployment = state
+        .engine
+        .get(&scope, &name)
+        .await
+        .map_err(engine_error)?;
+    Ok(json_response(StatusCode::OK, &deployment))
+}
+
+pub(crate) async fn head(state: &AppState, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    match state.engine.get(&scope, &name).await {
+        Ok(_) => Ok(empty_response(StatusCode::NO_CONTENT)),
+        Err(EngineError::Arm(e)) if e.status() == 404 => Ok(empty_response(StatusCode::NOT_FOUND)),
+        Err(e) => Err(engine_error(e)),
+    }
+}
+
+/// PUT: validates and stores the deployment, starts it in the background, and answers 201 with the
+/// accepted record and the polling headers.
+pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let request: Deployment = parse_body(&call.body)?;
+    let handle = state
+        .engine
+        .create_or_update(
+            &scope,
+            &name,
+            request,
+            DeployOptions {
+                stack_initiated: false,
+                correlation_id: Some(call.ids.correlation_id.clone()),
+            },
+        )
+        .await
+        .map_err(engine_error)?;
+    let deployment_path = handle.key.to_string();
+    let status_path = format!("{deployment_path}/operationStatuses/{}", handle.id);
+    let response = json_response(StatusCode::CREATED, &handle.accepted);
+    let response = with_header(
+        response,
+        "azure-asyncoperation",
+        &url(call, &status_path, &call.api_version),
+    );
+    let response = with_header(
+        response,
+        "location",
+        &url(call, &deployment_path, &call.api_version),
+    );
+    Ok(with_header(
+        response,
+        "retry-after",
+        &state.options.retry_after_seconds.to_string(),
+    ))
+}
+
+/// DELETE: removes the deployment's history (never its resources); 409 `DeploymentActive` while it
+/// runs; 204 when there is nothing to delete.
+pub(crate) async fn delete(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    match state.engine.delete(&scope, &name).await {
+        Ok(()) => finish_lro(state, call, id, StatusCode::NO_CONTENT, None),
+        Err(EngineError::Arm(e)) if e.status() == 404 => Ok(empty_response(StatusCode::NO_CONTENT)),
+        Err(e) => Err(engine_error(e)),
+    }
+}
+
+pub(crate) async fn action(
+    state: &AppState,
+    call: &Call,
+    id: &ResourceId,
+    action: DeploymentAction,
+) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    match action {
+        DeploymentAction::Cancel => {
+            state
+                .engine
+                .cancel(&scope, &name)
+                .await
+                .map_err(engine_error)?;
+            Ok(empty_response(StatusCode::NO_CONTENT))
+        }
+        DeploymentAction::ExportTemplate => {
+            let exported = state
+                .engine
+                .export_template(&scope, &name)
+                .await
+                .map_err(engine_error)?;
+            Ok(json_response(StatusCode::OK, &exported))
+        }
+        DeploymentAction::Validate => {
+            let request: Deployment = parse_body(&call.body)?;
+            match state.engine.validate(&scope, &name, request).await {
+                Ok(result) => Ok(json_response(StatusCode::OK, &result)),
+                // ARM answers a failed validation with the validate-result model, not a plain error.
+                Err(EngineError::Arm(e)) if e.status() == 400 => Ok(json_response(
+                    StatusCode::BAD_REQUEST,
+                    &DeploymentValidateResult {
+                        error: Some(e.into_detail()),
+                        ..DeploymentValidateResult::default()
+                    },
+                )),
+                Err(e) => Err(engine_error(e)),
+            }
+        }
+        DeploymentAction::WhatIf => {
+            let request: DeploymentWhatIf = parse_body(&call.body)?;
+            let result = state
+                .engine
+                .what_if(&scope, &name, request)
+                .await
+                .map_err(engine_error)?;
+            finish_lro(state, call, id, StatusCode::OK, Some(to_value(&result)?))
+        }
+    }
+}
+
+/// GET `{scope}/providers/Microsoft.Resources/deployments[?$filter=provisioningState eq 'X'][&$top=N]`.
+pub(crate) async fn list(state: &AppState, call: &Call, scope: &ResourceId) -> ApiResult {
+    let query = &call.route.query;
+    let status = match query.provisioning_state_filter()? {
+        None => None,
+        Some(text) => match text.parse::<DeploymentStatus>() {
+            Ok(status) => Some(status),
+            // A state no deployment of cairn's is ever in matches nothing.
+            Err(_) => {
+                return Ok(json_response(
+                    StatusCode::OK,
+                    &ListResult::<Value>::default(),
+                ));
+            }
+        },
+    };
+    let top = query.top()?;
+    let page = state
+        .engine
+        .list(
+            &scope_string(scope),
+            status,
+            PageRequest {
+                limit: top,
+                continuation: query.get("$skiptoken").map(str::to_owned),
+            },
+        )
+        .await
+        .map_err(engine_error)?;
+    // `$top` asks for that many results in all, so it ends the listing.
+    let next_link = match (&page.continuation, top) {
+        (Some(token), None) => {
+            let mut link = url(
+                call,
+                &format!(
+                    "{}/providers/Microsoft.Resources/deployments",
+                    scope_string(scope)
+                ),
+                &call.api_version,
+            );
+            if let Some(filter) = query.get("$filter") {
+                link.push_str(&format!("&$filter={}", encode_query_value(filter)));
+            }
+            link.push_str(&format!("&$skiptoken={}", encode_query_value(token)));
+            Some(link)
+        }
+        _ => None,
+    };
+    Ok(json_response(
+        StatusCode::OK,
+        &ListResult {
+            value: page.value,
+            next_link,
+        },
+    ))
+}
+
+/// GET `.../deployments/{name}/operations[?$top=N]`.
+pub(crate) async fn list_operations(
+    state: &AppState,
+    call: &Call,
+    deployment: &ResourceId,
+) -> ApiResult {
+    let (scope, name) = scope_and_name(deployment)?;
+    let mut operations = state
+        .engine
+        .operations(&scope, &name)
+        .await
+        .map_err(engine_error)?;
+    if let Some(top) = call.route.query.top()? {
+        operations.truncate(top as usize);
+    }
+    Ok(json_response(StatusCode::OK, &ListResult::new(operations)))
+}
+
+/// GET `.../deployments/{name}/operations/{operationId}`.
+pub(crate) async fn get_operation(
+    state: &AppState,
+    deployment: &ResourceId,
+    operation_id: &str,
+) -> ApiResult {
+    let (scope, name) = scope_and_name(deployment)?;
+    let operation = state
+        .engine
+        .operation(&scope, &name, operation_id)
+        .await
+        .map_err(engine_error)?;
+    Ok(json_response(StatusCode::OK, &operation))
+}
+
+/// GET `.../deployments/{name}/operationStatuses/{id}`: the status of the run a PUT started.
+pub(crate) async fn operation_status(
+    state: &AppState,
+    deployment: &ResourceId,
+    operation_id: &str,
+) -> ApiResult {
+    let (scope, name) = scope_and_name(deployment)?;
+    let not_found = || {
+        ArmError::new(
+            404,
+            "OperationNotFound",
+            format!("The operation '{operation_id}' of deployment '{name}' could not be found."),
+        )
+    };
+    let record = state
+        .store
+        .get_deployment_by_id(&DeploymentId::from_string(operation_id))
+        .await
+        .map_err(store_error)?
+        .filter(|record| {
+            record
+                .key
+                .matches(&DeploymentKey::new(scope.clone(), name.clone()))
+        })
+        .ok_or_else(not_found)?;
+    let status = match record.status {
+        DeploymentStatus::Accepted => OperationStatus::Accepted,
+        DeploymentStatus::Running => OperationStatus::Running,
+        DeploymentStatus::Succeeded => OperationStatus::Succeeded,
+        DeploymentStatus::Failed => OperationStatus::Failed,
+        DeploymentStatus::Canceled => OperationStatus::Canceled,
+    };
+    let timestamp = |t: cairn_store::Timestamp| {
+        let time = std::time::UNIX_EPOCH
+            + std::time::Duration::from_millis(u64::try_from(t.unix_millis()).unwrap_or(0));
+        cairn_arm::time::format_timestamp(time)
+    };
+    let error = match record.status {
+        DeploymentStatus::Failed => Some(
+            record
+                .error
+                .as_ref()
+                .and_then(|e| serde_json::from_value::<ErrorDetail>(e.clone()).ok())
+                .unwrap_or_else(|| ArmError::deployment_failed([]).into_detail()),
+        ),
+        DeploymentStatus::Canceled => Some(ErrorDetail::new(
+            "DeploymentCanceled",
+            format!("The deployment '{name}' was canceled."),
+        )),
+        _ => None,
+    };
+    let mut result = OperationStatusResult::new(status);
+    result.id = Some(format!("{}/operationStatuses/{operation_id}", record.key));
+    result.name = Some(operation_id.to_owned());
+    result.start_time = Some(timestamp(record.started_at.unwrap_or(record.created_at)));
+    result.end_time = record.finished_at.map(timestamp);
+    result.error = error;
+    result.resource_id = Some(record.key.to_string());
+    Ok(json_response(StatusCode::OK, &result))
 }
 
 /// `POST /providers/Microsoft.Resources/calculateTemplateHash`: the body is the template; the answer is
@@ -70,67 +428,13 @@ pub(crate) async fn delete_history_at_scope(state: &AppState, scope: &str) -> Re
             return Ok(());
         }
         for record in &page.items {
-            let key: &DeploymentKey = &record.key;
             state
                 .store
-                .delete_deployment(key, Precondition::Any)
+                .delete_deployment(&record.key, Precondition::Any)
                 .await
                 .map_err(store_error)?;
         }
     }
-}
-
-pub(crate) async fn list(_state: &AppState, _call: &Call, _scope: &ResourceId) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn get(_state: &AppState, _id: &ResourceId) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn head(_state: &AppState, _id: &ResourceId) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn put(_state: &AppState, _call: &Call, _id: &ResourceId) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn delete(_state: &AppState, _call: &Call, _id: &ResourceId) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn action(
-    _state: &AppState,
-    _call: &Call,
-    _id: &ResourceId,
-    _action: DeploymentAction,
-) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn list_operations(
-    _state: &AppState,
-    _call: &Call,
-    _deployment: &ResourceId,
-) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn get_operation(
-    _state: &AppState,
-    _deployment: &ResourceId,
-    _operation_id: &str,
-) -> ApiResult {
-    Err(engine_unavailable())
-}
-
-pub(crate) async fn operation_status(
-    _state: &AppState,
-    _deployment: &ResourceId,
-    _operation_id: &str,
-) -> ApiResult {
-    Err(engine_unavailable())
 }
 
 #[cfg(test)]
@@ -141,5 +445,19 @@ mod tests {
     fn template_hash_is_stable_and_content_sensitive() {
         assert_eq!(template_hash(""), "14695981039346656037");
         assert_ne!(template_hash("{\"a\":1}"), template_hash("{\"a\":2}"));
+    }
+
+    #[test]
+    fn scopes_are_the_ids_without_a_trailing_slash() {
+        let tenant = ResourceId::parse("/providers/Microsoft.Resources/deployments/d").unwrap();
+        assert_eq!(scope_and_name(&tenant).unwrap(), ("".into(), "d".into()));
+        let rg = ResourceId::parse(
+            "/subscriptions/s/resourcegroups/RG/providers/Microsoft.Resources/deployments/D",
+        )
+        .unwrap();
+        assert_eq!(
+            scope_and_name(&rg).unwrap(),
+            ("/subscriptions/s/resourceGroups/RG".into(), "D".into())
+        );
     }
 }

@@ -25,7 +25,6 @@ pub(crate) struct Call {
     pub body: Bytes,
     /// `scheme://authority` for absolute URLs.
     pub base_url: String,
-    #[allow(dead_code)] // read by the deployment handlers once the engine is wired in
     pub ids: RequestIds,
     /// The (checked) api-version, echoed in the URLs the response hands out.
     pub api_version: String,
@@ -49,7 +48,12 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
 async fn handle_request(state: &AppState, request: Request) -> ApiResult {
     let base_url = base_url(&request, state.options.public_base_url.as_deref());
     let (parts, body) = request.into_parts();
-    let route = classify(parts.method.as_str(), parts.uri.path(), parts.uri.query())?;
+    let path = legacy_deployment_path(parts.uri.path());
+    let route = classify(
+        parts.method.as_str(),
+        path.as_deref().unwrap_or(parts.uri.path()),
+        parts.uri.query(),
+    )?;
     route.check_api_version()?;
     let api_version = route.api_version().unwrap_or_default().trim().to_owned();
     let body = read_body(body, state.options.max_request_bytes).await?;
@@ -92,7 +96,7 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
         Target::OperationResult {
             subscription,
             operation_id,
-        } => groups::operation_result(state, call, subscription, operation_id),
+        } => groups::operation_result(state, subscription, operation_id),
         Target::CalculateTemplateHash => deployments::calculate_template_hash(call),
         Target::Deployments { scope } => deployments::list(state, call, scope).await,
         Target::Deployment { id } => match method {
@@ -133,6 +137,28 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
         },
         Target::Resources { parent, .. } => Err(ArmError::resource_not_found(parent)),
         Target::ResourceAction { id, .. } => Err(no_provider(id.namespace().unwrap_or_default())),
+    }
+}
+
+/// ARM also serves resource-group deployment operations without the provider segment,
+/// `/subscriptions/{s}/resourcegroups/{rg}/deployments/{name}/operations[/{id}]`, and the SDKs use that
+/// form: it is rewritten to `.../resourcegroups/{rg}/providers/Microsoft.Resources/deployments/...`.
+fn legacy_deployment_path(path: &str) -> Option<String> {
+    let segments: Vec<&str> = path.trim_start_matches('/').split('/').collect();
+    match segments.as_slice() {
+        [subscriptions, _, resource_groups, _, deployments, _, ..]
+            if subscriptions.eq_ignore_ascii_case("subscriptions")
+                && resource_groups.eq_ignore_ascii_case("resourcegroups")
+                && deployments.eq_ignore_ascii_case("deployments") =>
+        {
+            let (head, tail) = segments.split_at(4);
+            Some(format!(
+                "/{}/providers/Microsoft.Resources/{}",
+                head.join("/"),
+                tail.join("/")
+            ))
+        }
+        _ => None,
     }
 }
 
@@ -230,4 +256,30 @@ pub(crate) fn accepted_with_location(state: &AppState, location: &str) -> Respon
         "retry-after",
         &state.options.retry_after_seconds.to_string(),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn legacy_operation_paths_gain_the_provider_segment() {
+        assert_eq!(
+            legacy_deployment_path("/subscriptions/s/resourcegroups/rg/deployments/d/operations/o")
+                .as_deref(),
+            Some(
+                "/subscriptions/s/resourcegroups/rg/providers/Microsoft.Resources/deployments/d/operations/o"
+            )
+        );
+        assert_eq!(
+            legacy_deployment_path(
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deployments/d"
+            ),
+            None
+        );
+        assert_eq!(
+            legacy_deployment_path("/subscriptions/s/resourcegroups/rg/deployments"),
+            None
+        );
+    }
 }

@@ -262,33 +262,21 @@ pub(crate) async fn list(state: &AppState, call: &Call, subscription: &str) -> A
     ))
 }
 
-/// `GET /subscriptions/{s}/operationresults/{id}`: `Location` polling.
+/// `GET /subscriptions/{s}/operationresults/{id}`: `Location` polling of a finished operation.
 pub(crate) fn operation_result(
     state: &AppState,
-    call: &Call,
     subscription: &str,
     operation_id: &str,
 ) -> ApiResult {
-    use crate::state::OperationOutcome;
     match state.operation_results.get(subscription, operation_id) {
         None => Err(ArmError::new(
             404,
             "OperationNotFound",
             format!("The operation '{operation_id}' could not be found."),
         )),
-        Some(OperationOutcome::Running) => Ok(crate::dispatch::accepted_with_location(
-            state,
-            &format!(
-                "{}/subscriptions/{}/operationresults/{}?api-version={}",
-                call.base_url,
-                encode_query_value(subscription),
-                encode_query_value(operation_id),
-                encode_query_value(&call.api_version)
-            ),
-        )),
-        Some(OperationOutcome::Done { status, body }) => Ok(match body {
-            Some(body) => json_response(status, &body),
-            None => empty_response(status),
+        Some(outcome) => Ok(match outcome.body {
+            Some(body) => json_response(outcome.status, &body),
+            None => empty_response(outcome.status),
         }),
     }
 }

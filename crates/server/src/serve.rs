@@ -1,11 +1,13 @@
 //! The whole server as `cairn serve` runs it: checks the configuration, opens the SQLite store in the
-//! data directory, builds the extension host over the given registry, binds the listener, reports the
-//! bound address, and serves until SIGTERM or Ctrl-C.
+//! data directory, builds the extension host over the given registry and the engine (recovering
+//! deployments an earlier run left unfinished), binds the listener, reports the bound address, and serves
+//! until SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use cairn_engine::{Engine, EngineError, EngineSettings, Providers};
 use cairn_host::{ExtensionHost, HostSettings, Registry};
 use cairn_store::Store;
 use cairn_store_sqlite::SqliteStore;
@@ -47,6 +49,8 @@ pub enum ServeError {
     },
     #[error("open the store: {0}")]
     Store(#[from] cairn_store::StoreError),
+    #[error("start the deployment engine: {0}")]
+    Engine(#[from] EngineError),
 }
 
 /// What [`run`] reports once it listens.
@@ -94,7 +98,22 @@ pub async fn run(
         HostSettings::default(),
         bound.url(),
     ));
-    let mut state = AppState::new(store.clone())
+    let engine = Engine::new(
+        store.clone(),
+        host.clone(),
+        Providers::empty(),
+        EngineSettings::default(),
+    )?;
+    // Deployments whose server died mid-run are resumed (or failed) before new requests arrive.
+    let recovered = engine.recover().await?;
+    if !recovered.resumed.is_empty() || !recovered.failed.is_empty() {
+        tracing::info!(
+            resumed = recovered.resumed.len(),
+            failed = recovered.failed.len(),
+            "recovered interrupted deployments"
+        );
+    }
+    let mut state = AppState::new(engine)
         .with_options(config.options)
         .with_extension_host(host);
     if let Some(tokens) = tokens {

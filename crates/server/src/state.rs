@@ -6,6 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::http::StatusCode;
+use cairn_engine::Engine;
 use cairn_host::ExtensionHost;
 use cairn_store::Store;
 use serde_json::Value;
@@ -39,6 +40,7 @@ impl Default for ServerOptions {
 
 /// The state shared by all handlers.
 pub struct AppState {
+    pub(crate) engine: Engine,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) options: ServerOptions,
     pub(crate) tokens: Option<Arc<TokenSet>>,
@@ -47,10 +49,12 @@ pub struct AppState {
 }
 
 impl AppState {
-    /// State over `store` with default options, no authentication and no extension host.
-    pub fn new(store: Arc<dyn Store>) -> Self {
+    /// State over `engine` (and its store) with default options, no authentication and no extension host
+    /// API.
+    pub fn new(engine: Engine) -> Self {
         Self {
-            store,
+            store: engine.store().clone(),
+            engine,
             options: ServerOptions::default(),
             tokens: None,
             host: None,
@@ -83,16 +87,11 @@ impl AppState {
 }
 
 /// The final answer of an operation polled through `Location` (`/subscriptions/{s}/operationresults/{id}`).
+/// cairn's deletes and what-ifs finish before the first answer, so an operation is recorded done.
 #[derive(Clone, Debug)]
-#[allow(dead_code)] // written by deployment deletes once the engine is wired in
-pub(crate) enum OperationOutcome {
-    /// Still running: 202 with `Location` and `Retry-After`.
-    Running,
-    /// Done: this status and optional body.
-    Done {
-        status: StatusCode,
-        body: Option<Value>,
-    },
+pub(crate) struct OperationOutcome {
+    pub status: StatusCode,
+    pub body: Option<Value>,
 }
 
 struct TrackedResult {
@@ -103,15 +102,12 @@ struct TrackedResult {
 
 /// Operation results kept in memory for an hour; they do not survive a restart (a GET then answers 404).
 #[derive(Default)]
-#[allow(dead_code)] // written by deployment deletes once the engine is wired in
 pub(crate) struct OperationResults {
     entries: Mutex<HashMap<String, TrackedResult>>,
 }
 
-#[allow(dead_code)]
 const RESULT_LIFETIME: Duration = Duration::from_secs(3600);
 
-#[allow(dead_code)]
 impl OperationResults {
     /// Records (or updates) an operation's outcome under a subscription.
     pub(crate) fn record(&self, subscription: &str, id: &str, outcome: OperationOutcome) {

@@ -326,3 +326,34 @@ async fn subscriptions_exist_implicitly() {
     assert_eq!(sub.status, StatusCode::OK);
     assert_eq!(sub.json["subscriptionId"], "abc");
 }
+
+#[tokio::test]
+async fn the_extension_host_api_is_mounted_behind_authentication() {
+    let app = TestApp::with_tokens("host-token\n").await;
+    let path = "/providers/Cairn.Extensibility/extensions";
+    let denied = call(&app.router, "GET", path, None, None).await;
+    assert_eq!(denied.status, StatusCode::UNAUTHORIZED);
+    let listed = call(&app.router, "GET", path, None, Some("Bearer host-token")).await;
+    assert_eq!(listed.status, StatusCode::OK, "{}", listed.text);
+    assert_eq!(listed.json["value"][0]["name"], "Local");
+    assert!(listed.headers.contains_key("x-ms-correlation-request-id"));
+}
+
+#[test]
+fn a_panicking_handler_answers_500_in_arm_shape() {
+    let response = cairn_server::middleware::panic_response(Box::new("secret detail"));
+    assert_eq!(response.status(), StatusCode::INTERNAL_SERVER_ERROR);
+    let body = response_body(response);
+    let json: Value = serde_json::from_slice(&body).unwrap();
+    assert_eq!(json["error"]["code"], "InternalServerError");
+    assert!(!String::from_utf8_lossy(&body).contains("secret detail"));
+}
+
+fn response_body(response: axum::response::Response) -> Vec<u8> {
+    tokio::runtime::Builder::new_current_thread()
+        .build()
+        .unwrap()
+        .block_on(axum::body::to_bytes(response.into_body(), usize::MAX))
+        .unwrap()
+        .to_vec()
+}

@@ -6,6 +6,8 @@ use std::sync::Arc;
 use axum::Router;
 use axum::body::Body;
 use axum::http::{HeaderMap, Request, StatusCode};
+use cairn_engine::{Engine, EngineSettings, Providers};
+use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry};
 use cairn_server::{AppState, ServerOptions, TokenSet};
 use cairn_store::Store;
 use cairn_store::crypto::MasterKey;
@@ -16,6 +18,27 @@ use tower::ServiceExt;
 pub struct TestApp {
     pub router: Router,
     pub store: Arc<dyn Store>,
+    pub engine: Engine,
+}
+
+/// An extension host with the built-in Local extension in process.
+pub fn host() -> Arc<ExtensionHost> {
+    let mut registry = Registry::new();
+    registry.register(RegisteredExtension::new(
+        cairn_ext_local::NAME,
+        cairn_ext_local::VERSION,
+        Arc::new(cairn_ext_local::in_process_transport()),
+    ));
+    Arc::new(ExtensionHost::new(
+        Arc::new(registry),
+        HostSettings::default(),
+        "http://cairn.test",
+    ))
+}
+
+/// An engine over `store` with the built-in Local extension in process.
+pub fn engine(store: Arc<dyn Store>, host: Arc<ExtensionHost>) -> Engine {
+    Engine::new(store, host, Providers::empty(), EngineSettings::default()).unwrap()
 }
 
 impl TestApp {
@@ -33,16 +56,21 @@ impl TestApp {
                 .await
                 .unwrap(),
         );
-        let mut state = AppState::new(store.clone()).with_options(ServerOptions {
-            retry_after_seconds: 0,
-            ..ServerOptions::default()
-        });
+        let host = host();
+        let engine = engine(store.clone(), host.clone());
+        let mut state = AppState::new(engine.clone())
+            .with_options(ServerOptions {
+                retry_after_seconds: 0,
+                ..ServerOptions::default()
+            })
+            .with_extension_host(host);
         if let Some(tokens) = tokens {
             state = state.with_tokens(tokens);
         }
         Self {
             router: cairn_server::app(state),
             store,
+            engine,
         }
     }
 }

@@ -1,0 +1,499 @@
+//! Deployments through the API without sockets: the PUT long-running operation and its polling
+//! headers, GET/HEAD/LIST, operations, validate, what-if, export, cancel and delete, at resource group and
+//! subscription scope, with the built-in Local extension.
+
+mod common;
+
+use std::time::Duration;
+
+use axum::http::StatusCode;
+use cairn_store::{
+    DeploymentId, DeploymentKey, DeploymentStatus, NewDeployment, Precondition, Timestamp,
+};
+use common::{Answer, TestApp, call, call_with_headers};
+use serde_json::{Value, json};
+
+const SUB: &str = "/subscriptions/00000000-0000-0000-0000-000000000002";
+const V: &str = "api-version=2025-04-01";
+
+fn rg(name: &str) -> String {
+    format!("{SUB}/resourcegroups/{name}")
+}
+
+fn deployment(scope: &str, name: &str) -> String {
+    format!("{scope}/providers/Microsoft.Resources/deployments/{name}")
+}
+
+async fn create_group(app: &TestApp, name: &str) {
+    let answer = call(
+        &app.router,
+        "PUT",
+        &format!("{}?{V}", rg(name)),
+        Some(json!({"location": "westus"}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(answer.status, StatusCode::CREATED);
+}
+
+fn outputs_template() -> Value {
+    json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": {"who": {"type": "string"}},
+        "resources": [],
+        "outputs": {"greeting": {"type": "string", "value": "[format('hello {0}', parameters('who'))]"}}
+    })
+}
+
+fn body(template: Value, parameters: Value) -> String {
+    json!({"properties": {"mode": "Incremental", "template": template, "parameters": parameters}})
+        .to_string()
+}
+
+/// The path and query of an absolute URL the server handed out.
+fn local_path(url: &str) -> String {
+    let rest = url
+        .strip_prefix("http://cairn.test")
+        .unwrap_or_else(|| panic!("{url} is not on this server"));
+    rest.to_owned()
+}
+
+/// Polls an `Azure-AsyncOperation` URL until its status is terminal.
+async fn poll_status(app: &TestApp, url: &str) -> Answer {
+    for _ in 0..200 {
+        let answer = call(&app.router, "GET", &local_path(url), None, None).await;
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.text);
+        let status = answer.json["status"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        if ["Succeeded", "Failed", "Canceled"].contains(&status.as_str()) {
+            return answer;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("the operation at {url} did not finish");
+}
+
+#[tokio::test]
+async fn put_is_a_long_running_operation_polled_to_success() {
+    let app = TestApp::new().await;
+    create_group(&app, "rg1").await;
+    let path = deployment(&rg("rg1"), "greet");
+    let put = call_with_headers(
+        &app.router,
+        "PUT",
+        &format!("{path}?api-version=2026-06-01"),
+        Some(body(outputs_template(), json!({"who": {"value": "cairn"}}))),
+        &[("x-ms-correlation-request-id", "corr-put")],
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+    assert!(
+        ["Accepted", "Running"].contains(
+            &put.json["properties"]["provisioningState"]
+                .as_str()
+                .unwrap()
+        ),
+        "{}",
+        put.text
+    );
+    assert_eq!(put.json["properties"]["correlationId"], "corr-put");
+    assert_eq!(put.headers["retry-after"], "0");
+    let async_url = put.headers["azure-asyncoperation"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    let location = put.headers["location"].to_str().unwrap().to_owned();
+    assert!(async_url.starts_with(&format!(
+        "http://cairn.test{SUB}/resourceGroups/rg1/providers/Microsoft.Resources/deployments/greet/operationStatuses/"
+    )));
+    assert!(async_url.ends_with("?api-version=2026-06-01"));
+    assert_eq!(
+        location,
+        format!(
+            "http://cairn.test{SUB}/resourceGroups/rg1/providers/Microsoft.Resources/deployments/greet?api-version=2026-06-01"
+        )
+    );
+
+    let status = poll_status(&app, &async_url).await;
+    assert_eq!(status.json["status"], "Succeeded", "{}", status.text);
+    assert!(status.json["endTime"].is_string());
+
+    // The SDK's final GET goes to the Location.
+    let got = call(&app.router, "GET", &local_path(&location), None, None).await;
+    assert_eq!(got.status, StatusCode::OK);
+    assert_eq!(got.json["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(
+        got.json["properties"]["outputs"]["greeting"]["value"],
+        "hello cairn"
+    );
+    assert_eq!(got.json["name"], "greet");
+    assert_eq!(got.json["type"], "Microsoft.Resources/deployments");
+
+    let head = call(&app.router, "HEAD", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(head.status, StatusCode::NO_CONTENT);
+    let missing = call(
+        &app.router,
+        "HEAD",
+        &format!("{}?{V}", deployment(&rg("rg1"), "nope")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(missing.status, StatusCode::NOT_FOUND);
+
+    let list = call(
+        &app.router,
+        "GET",
+        &format!(
+            "{}/providers/Microsoft.Resources/deployments?{V}",
+            rg("RG1")
+        ),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(list.json["value"][0]["name"], "greet");
+    let filtered = call(
+        &app.router,
+        "GET",
+        &format!(
+            "{}/providers/Microsoft.Resources/deployments?{V}&$filter=provisioningState%20eq%20'Failed'",
+            rg("rg1")
+        ),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(filtered.json["value"], json!([]));
+
+    let exported = call(
+        &app.router,
+        "POST",
+        &format!("{path}/exportTemplate?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        exported.json["template"]["outputs"],
+        outputs_template()["outputs"]
+    );
+
+    // A finished deployment cannot be canceled.
+    let cancel = call(
+        &app.router,
+        "POST",
+        &format!("{path}/cancel?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(cancel.status, StatusCode::CONFLICT);
+}
+
+#[tokio::test]
+async fn local_extension_resources_are_deployed_and_listed_as_operations() {
+    let app = TestApp::new().await;
+    let root = tempfile::tempdir().unwrap();
+    create_group(&app, "files").await;
+    let template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.0",
+        "contentVersion": "1.0.0.0",
+        "parameters": {"root": {"type": "string"}},
+        "imports": {"local": {"provider": "Local", "version": "1.0.0", "config": {"rootDirectory": "[parameters('root')]"}}},
+        "resources": {"note": {"import": "local", "type": "File", "properties": {"path": "a/note.txt", "content": "written by cairn"}}},
+        "outputs": {"path": {"type": "string", "value": "[reference('note').path]"}}
+    });
+    let path = deployment(&rg("files"), "local");
+    let parameters = json!({"root": {"value": root.path().to_str().unwrap()}});
+
+    let what_if = call(
+        &app.router,
+        "POST",
+        &format!("{path}/whatIf?{V}"),
+        Some(body(template.clone(), parameters.clone())),
+        None,
+    )
+    .await;
+    assert_eq!(what_if.status, StatusCode::ACCEPTED, "{}", what_if.text);
+    let result_url = what_if.headers["location"].to_str().unwrap().to_owned();
+    let result = call(&app.router, "GET", &local_path(&result_url), None, None).await;
+    assert_eq!(result.status, StatusCode::OK);
+    assert_eq!(result.json["status"], "Succeeded", "{}", result.text);
+    assert_eq!(
+        result.json["properties"]["changes"][0]["changeType"], "Create",
+        "{}",
+        result.text
+    );
+
+    let validate = call(
+        &app.router,
+        "POST",
+        &format!("{path}/validate?{V}"),
+        Some(body(template.clone(), parameters.clone())),
+        None,
+    )
+    .await;
+    assert_eq!(validate.status, StatusCode::OK, "{}", validate.text);
+
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{path}?{V}"),
+        Some(body(template, parameters)),
+        None,
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+    let status = poll_status(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    assert_eq!(status.json["status"], "Succeeded", "{}", status.text);
+    assert_eq!(
+        std::fs::read_to_string(root.path().join("a/note.txt")).unwrap(),
+        "written by cairn"
+    );
+    let got = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(
+        got.json["properties"]["outputs"]["path"]["value"],
+        "a/note.txt"
+    );
+
+    let operations = call(
+        &app.router,
+        "GET",
+        &format!("{path}/operations?{V}"),
+        None,
+        None,
+    )
+    .await;
+    let list = operations.json["value"].as_array().unwrap();
+    assert!(!list.is_empty(), "{}", operations.text);
+    let operation_id = list[0]["operationId"].as_str().unwrap();
+    let one = call(
+        &app.router,
+        "GET",
+        &format!("{path}/operations/{operation_id}?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(one.status, StatusCode::OK);
+    assert_eq!(one.json["operationId"], operation_id);
+    let top = call(
+        &app.router,
+        "GET",
+        &format!("{path}/operations?{V}&$top=0"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(top.json["value"], json!([]));
+
+    // Delete: 202 + Location, whose poll answers 204; the file stays.
+    let deleted = call(
+        &app.router,
+        "DELETE",
+        &format!("{path}?api-version=2026-06-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status, StatusCode::ACCEPTED);
+    let location = deleted.headers["location"].to_str().unwrap().to_owned();
+    assert!(location.contains("/operationresults/"), "{location}");
+    let done = call(&app.router, "GET", &local_path(&location), None, None).await;
+    assert_eq!(done.status, StatusCode::NO_CONTENT);
+    let gone = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(gone.json["error"]["code"], "DeploymentNotFound");
+    assert!(root.path().join("a/note.txt").exists());
+    let again = call(&app.router, "DELETE", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(again.status, StatusCode::NO_CONTENT);
+}
+
+#[tokio::test]
+async fn failures_are_arm_shaped() {
+    let app = TestApp::new().await;
+    let missing_group = call(
+        &app.router,
+        "PUT",
+        &format!("{}?{V}", deployment(&rg("absent"), "d")),
+        Some(body(outputs_template(), json!({"who": {"value": "x"}}))),
+        None,
+    )
+    .await;
+    assert_eq!(missing_group.status, StatusCode::NOT_FOUND);
+    assert_eq!(missing_group.json["error"]["code"], "ResourceGroupNotFound");
+
+    create_group(&app, "errs").await;
+    let path = deployment(&rg("errs"), "d");
+    let no_mode = call(
+        &app.router,
+        "PUT",
+        &format!("{path}?{V}"),
+        Some(json!({"properties": {"template": outputs_template()}}).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(no_mode.status, StatusCode::BAD_REQUEST);
+    assert_eq!(no_mode.json["error"]["code"], "InvalidRequestContent");
+
+    // A missing parameter fails validation with the validate-result model.
+    let invalid = call(
+        &app.router,
+        "POST",
+        &format!("{path}/validate?{V}"),
+        Some(body(outputs_template(), json!({}))),
+        None,
+    )
+    .await;
+    assert_eq!(invalid.status, StatusCode::BAD_REQUEST, "{}", invalid.text);
+    assert!(
+        invalid.json["error"]["code"].is_string(),
+        "{}",
+        invalid.text
+    );
+
+    let bad_name = call(
+        &app.router,
+        "PUT",
+        &format!("{}?{V}", deployment(&rg("errs"), "bad%23name")),
+        Some(body(outputs_template(), json!({"who": {"value": "x"}}))),
+        None,
+    )
+    .await;
+    assert_eq!(bad_name.status, StatusCode::BAD_REQUEST);
+
+    let unknown_status = call(
+        &app.router,
+        "GET",
+        &format!("{path}/operationStatuses/{}?{V}", uuid_like()),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(unknown_status.status, StatusCode::NOT_FOUND);
+}
+
+fn uuid_like() -> String {
+    "0b5f2f8e-0000-4000-8000-000000000000".to_owned()
+}
+
+#[tokio::test]
+async fn running_deployments_block_deletes() {
+    let app = TestApp::new().await;
+    create_group(&app, "busy").await;
+    let scope = format!("{SUB}/resourceGroups/busy");
+    app.store
+        .put_deployment(
+            NewDeployment {
+                id: DeploymentId::generate(),
+                key: DeploymentKey::new(scope.clone(), "long"),
+                parent: None,
+                location: None,
+                tags: Default::default(),
+                request: json!({"mode": "Incremental", "template": outputs_template()}),
+                status: DeploymentStatus::Running,
+                correlation_id: "c".into(),
+                stack_initiated: false,
+                created_at: Timestamp::now(),
+                owner: None,
+            },
+            Precondition::MustNotExist,
+        )
+        .await
+        .unwrap();
+    let path = deployment(&scope, "long");
+    let delete = call(&app.router, "DELETE", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(delete.status, StatusCode::CONFLICT);
+    assert_eq!(delete.json["error"]["code"], "DeploymentActive");
+    let group = call(
+        &app.router,
+        "DELETE",
+        &format!("{}?{V}", rg("busy")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(group.status, StatusCode::CONFLICT);
+    let replace = call(
+        &app.router,
+        "PUT",
+        &format!("{path}?{V}"),
+        Some(body(outputs_template(), json!({"who": {"value": "x"}}))),
+        None,
+    )
+    .await;
+    assert_eq!(replace.status, StatusCode::CONFLICT);
+    assert_eq!(replace.json["error"]["code"], "DeploymentActive");
+}
+
+#[tokio::test]
+async fn subscription_scope_deployments_and_group_deletion_cleans_history() {
+    let app = TestApp::new().await;
+    let path = deployment(SUB, "sub-level");
+    let mut template = outputs_template();
+    template["$schema"] = json!(
+        "https://schema.management.azure.com/schemas/2018-05-01/subscriptionDeploymentTemplate.json#"
+    );
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{path}?{V}"),
+        Some(
+            json!({"location": "westus", "properties": {"mode": "Incremental", "template": template,
+                   "parameters": {"who": {"value": "sub"}}}})
+            .to_string(),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+    let status = poll_status(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    assert_eq!(status.json["status"], "Succeeded", "{}", status.text);
+    let list = call(
+        &app.router,
+        "GET",
+        &format!("{SUB}/providers/Microsoft.Resources/deployments?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(list.json["value"].as_array().unwrap().len(), 1);
+
+    create_group(&app, "temp").await;
+    let inner = deployment(&rg("temp"), "d");
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{inner}?{V}"),
+        Some(body(outputs_template(), json!({"who": {"value": "x"}}))),
+        None,
+    )
+    .await;
+    poll_status(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    let deleted = call(
+        &app.router,
+        "DELETE",
+        &format!("{}?{V}", rg("temp")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    create_group(&app, "temp").await;
+    let history = call(
+        &app.router,
+        "GET",
+        &format!(
+            "{}/providers/Microsoft.Resources/deployments?{V}",
+            rg("temp")
+        ),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(history.json["value"], json!([]));
+}

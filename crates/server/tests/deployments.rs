@@ -386,10 +386,11 @@ async fn running_deployments_block_deletes() {
     let app = TestApp::new().await;
     create_group(&app, "busy").await;
     let scope = format!("{SUB}/resourceGroups/busy");
+    let run = DeploymentId::generate();
     app.store
         .put_deployment(
             NewDeployment {
-                id: DeploymentId::generate(),
+                id: run.clone(),
                 key: DeploymentKey::new(scope.clone(), "long"),
                 parent: None,
                 location: None,
@@ -428,6 +429,31 @@ async fn running_deployments_block_deletes() {
     .await;
     assert_eq!(replace.status, StatusCode::CONFLICT);
     assert_eq!(replace.json["error"]["code"], "DeploymentActive");
+
+    // Its engine is gone (no claim), so cancel takes it over and ends it; then it can be deleted.
+    let cancel = call(
+        &app.router,
+        "POST",
+        &format!("{path}/cancel?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(cancel.status, StatusCode::NO_CONTENT, "{}", cancel.text);
+    let status = call(
+        &app.router,
+        "GET",
+        &format!("{path}/operationStatuses/{run}?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(status.json["status"], "Canceled", "{}", status.text);
+    assert_eq!(status.json["error"]["code"], "DeploymentCanceled");
+    let got = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(got.json["properties"]["provisioningState"], "Canceled");
+    let delete = call(&app.router, "DELETE", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(delete.status, StatusCode::ACCEPTED);
 }
 
 #[tokio::test]

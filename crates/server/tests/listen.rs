@@ -158,3 +158,76 @@ async fn unusable_key_files_are_reported_without_their_content() {
             .is_err()
     );
 }
+
+#[tokio::test]
+async fn serving_without_tokens_beyond_loopback_is_refused() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = cairn_server::serve::ServeConfig {
+        listen: "0.0.0.0:0".parse().unwrap(),
+        tls: None,
+        tokens: None,
+        insecure_no_auth: false,
+        data_dir: dir.path().join("data"),
+        registry: std::sync::Arc::new(cairn_host::Registry::new()),
+        options: cairn_server::ServerOptions::default(),
+    };
+    let result = cairn_server::serve::run(config, CancellationToken::new(), |_| {
+        panic!("must not start listening")
+    })
+    .await;
+    assert!(matches!(
+        result,
+        Err(cairn_server::serve::ServeError::UnauthenticatedNonLoopback(
+            _
+        ))
+    ));
+    assert!(
+        !dir.path().join("data").exists(),
+        "nothing is created before the check"
+    );
+}
+
+#[tokio::test]
+async fn serve_runs_until_shutdown_and_reports_its_address() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("tokens"), "serve-token\n").unwrap();
+    let config = cairn_server::serve::ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        tls: None,
+        tokens: Some(dir.path().join("tokens")),
+        insecure_no_auth: false,
+        data_dir: dir.path().join("data"),
+        registry: std::sync::Arc::new(cairn_host::Registry::new()),
+        options: cairn_server::ServerOptions::default(),
+    };
+    let shutdown = CancellationToken::new();
+    let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();
+    let server = tokio::spawn(cairn_server::serve::run(
+        config,
+        shutdown.clone(),
+        move |bound| {
+            let _ = bound_tx.send(bound);
+        },
+    ));
+    let bound = bound_rx.await.unwrap();
+    assert!(bound.authenticated && !bound.tls);
+    let client = reqwest::Client::new();
+    let group = client
+        .put(format!(
+            "{}/subscriptions/s/resourcegroups/rg?api-version=2025-04-01",
+            bound.url()
+        ))
+        .bearer_auth("serve-token")
+        .json(&serde_json::json!({"location": "westus"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(group.status(), 201);
+    shutdown.cancel();
+    tokio::time::timeout(Duration::from_secs(30), server)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(dir.path().join("data/cairn.db").exists());
+}

@@ -117,7 +117,7 @@ def test_resource_group_and_deployment_lifecycle(server):
     exported = deployments.deployments.export_template(group_name, deployment_name)
     assert exported.template["resources"]["note"]["type"] == "File"
     hashed = deployments.deployments.calculate_template_hash(local_file_template())
-    assert hashed.template_hash
+    assert hashed.template_hash == result.properties.template_hash
 
     # A deployment that is not running can be deleted; its resources stay.
     deployments.deployments.begin_delete(group_name, deployment_name).result()

@@ -131,6 +131,20 @@ async fn put_is_a_long_running_operation_polled_to_success() {
     );
     assert_eq!(got.json["name"], "greet");
     assert_eq!(got.json["type"], "Microsoft.Resources/deployments");
+    // calculateTemplateHash agrees with the hash the deployment records.
+    let hashed = call(
+        &app.router,
+        "POST",
+        "/providers/Microsoft.Resources/calculateTemplateHash?api-version=2026-06-01",
+        Some(outputs_template().to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(
+        hashed.json["templateHash"], got.json["properties"]["templateHash"],
+        "{}",
+        got.text
+    );
 
     let head = call(&app.router, "HEAD", &format!("{path}?{V}"), None, None).await;
     assert_eq!(head.status, StatusCode::NO_CONTENT);

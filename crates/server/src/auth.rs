@@ -272,6 +272,7 @@ pub async fn require_token(
 mod tests {
     use super::*;
     use cairn_arm::error::codes;
+    use proptest::prop_assert;
 
     fn tokens() -> TokenSet {
         TokenSet::parse(
@@ -348,6 +349,27 @@ mod tests {
                 })
                 .map_err(|(s, c)| (s, c.to_owned()));
             assert_eq!(got, expected, "{header:?} {path}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsing_and_checking_never_panic(text in "\\PC{0,200}", header in proptest::collection::vec(proptest::num::u8::ANY, 0..80), path in "\\PC{0,60}") {
+            if let Ok(set) = TokenSet::parse(&text) {
+                prop_assert!(!set.is_empty());
+                if let Ok(value) = HeaderValue::from_bytes(&header) {
+                    let _ = set.authenticate(Some(&value), &Method::GET, &path);
+                }
+            }
+        }
+
+        #[test]
+        fn every_listed_token_is_accepted(tokens in proptest::collection::vec("[A-Za-z0-9._~+/=-]{1,40}", 1..5)) {
+            let set = TokenSet::parse(&tokens.join("\n")).unwrap();
+            for token in &tokens {
+                let header = HeaderValue::from_str(&format!("Bearer {token}")).unwrap();
+                prop_assert!(set.authenticate(Some(&header), &Method::GET, "/x").is_ok());
+            }
         }
     }
 

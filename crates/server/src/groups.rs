@@ -10,7 +10,8 @@ use cairn_arm::models::resource_group::{ResourceGroup, ResourceGroupPatchable};
 use cairn_arm::names::validate_resource_group_name;
 use cairn_arm::{ArmError, ResourceId};
 use cairn_store::{
-    DeploymentFilter, DeploymentStatus, PageRequest, Precondition, ResourceGroupRecord, Timestamp,
+    DeploymentFilter, DeploymentStatus, ManagedResourceFilter, PageRequest, Precondition,
+    ResourceGroupRecord, Timestamp,
 };
 use serde_json::json;
 
@@ -185,9 +186,9 @@ pub(crate) async fn patch(state: &AppState, call: &Call, id: &ResourceId) -> Api
     Ok(json_response(StatusCode::OK, &to_response(&record)?))
 }
 
-/// Deletes the group and the deployment history at its scope. A group with a deployment still
-/// `Accepted` or `Running` is 409 `Conflict`. Resources that extensions deployed are not part of an ARM
-/// resource group and stay.
+/// Deletes the group, the deployment history at its scope and the local resources in it (see
+/// [`delete_contained_resources`]). A group with a deployment still `Accepted` or `Running` is 409
+/// `Conflict`.
 pub(crate) async fn delete(state: &AppState, id: &ResourceId) -> ApiResult {
     let (subscription, name) = names(id)?;
     let record = require(state, subscription, name).await?;
@@ -213,12 +214,90 @@ pub(crate) async fn delete(state: &AppState, id: &ResourceId) -> ApiResult {
         }
     }
     crate::deployments::delete_history_at_scope(state, &scope).await?;
+    delete_contained_resources(state, &scope).await?;
     state
         .store
         .delete_resource_group(subscription, name, Precondition::Version(record.version))
         .await
         .map_err(store_error)?;
     Ok(empty_response(StatusCode::OK))
+}
+
+/// Whether `id` lies inside the scope `scope` (segment boundary, ignoring case): the store's prefix
+/// filters would also match `rg10` for `rg1`.
+fn is_inside(scope: &str, id: &str) -> bool {
+    let scope = scope.trim_end_matches('/');
+    id.len() > scope.len()
+        && id.is_char_boundary(scope.len())
+        && id[..scope.len()].eq_ignore_ascii_case(scope)
+        && id[scope.len()..].starts_with('/')
+}
+
+/// Deletes what ARM deletes with a group that cairn holds itself: the local Key Vault's vaults (with
+/// their secrets) and the inventory records of ARM resources in the group. Resources that extensions
+/// deployed are not inside an ARM group and stay.
+async fn delete_contained_resources(state: &AppState, scope: &str) -> Result<(), ArmError> {
+    let mut continuation = None;
+    loop {
+        let page = state
+            .store
+            .list_vaults(
+                scope,
+                PageRequest {
+                    limit: None,
+                    continuation: continuation.take(),
+                },
+            )
+            .await
+            .map_err(store_error)?;
+        for vault in page.items.iter().filter(|v| is_inside(scope, &v.vault.id)) {
+            match state.store.delete_vault(&vault.vault.id).await {
+                Ok(()) | Err(cairn_store::StoreError::NotFound { .. }) => {}
+                Err(e) => return Err(store_error(e)),
+            }
+        }
+        match page.continuation {
+            Some(next) => continuation = Some(next),
+            None => break,
+        }
+    }
+    let mut continuation = None;
+    loop {
+        let page = state
+            .store
+            .list_managed_resources(ManagedResourceFilter {
+                deployment: None,
+                resource_type: None,
+                scope: Some(scope.to_owned()),
+                page: PageRequest {
+                    limit: None,
+                    continuation: continuation.take(),
+                },
+            })
+            .await
+            .map_err(store_error)?;
+        for resource in &page.items {
+            let inside = resource
+                .resource
+                .resource_id
+                .as_deref()
+                .is_some_and(|id| is_inside(scope, id));
+            if inside {
+                match state
+                    .store
+                    .delete_managed_resource(&resource.resource.key, Precondition::Any)
+                    .await
+                {
+                    Ok(()) | Err(cairn_store::StoreError::NotFound { .. }) => {}
+                    Err(e) => return Err(store_error(e)),
+                }
+            }
+        }
+        match page.continuation {
+            Some(next) => continuation = Some(next),
+            None => return Ok(()),
+        }
+    }
 }
 
 pub(crate) async fn list(state: &AppState, call: &Call, subscription: &str) -> ApiResult {
@@ -278,5 +357,25 @@ pub(crate) fn operation_result(
             Some(body) => json_response(outcome.status, &body),
             None => empty_response(outcome.status),
         }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_inside;
+
+    #[test]
+    fn inside_means_below_a_segment_boundary() {
+        let rg = "/subscriptions/s/resourceGroups/rg1";
+        assert!(is_inside(
+            rg,
+            "/subscriptions/s/resourcegroups/RG1/providers/A.B/t/n"
+        ));
+        assert!(!is_inside(
+            rg,
+            "/subscriptions/s/resourceGroups/rg10/providers/A.B/t/n"
+        ));
+        assert!(!is_inside(rg, rg));
+        assert!(!is_inside(rg, "/subscriptions/s"));
     }
 }

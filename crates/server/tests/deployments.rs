@@ -537,3 +537,87 @@ async fn subscription_scope_deployments_and_group_deletion_cleans_history() {
     .await;
     assert_eq!(history.json["value"], json!([]));
 }
+
+#[tokio::test]
+async fn deleting_a_group_deletes_its_local_key_vaults() {
+    let app = TestApp::new().await;
+    let vault_template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "resources": [
+            {"type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01", "name": "vault1", "location": "westus",
+             "properties": {"tenantId": "[subscription().tenantId]", "sku": {"family": "A", "name": "standard"}}},
+            {"type": "Microsoft.KeyVault/vaults/secrets", "apiVersion": "2023-07-01", "name": "vault1/s1",
+             "dependsOn": ["[resourceId('Microsoft.KeyVault/vaults', 'vault1')]"], "properties": {"value": "hidden"}}
+        ]
+    });
+    // `kv` and `kv2`: a prefix sibling must survive.
+    for group in ["kv", "kv2"] {
+        create_group(&app, group).await;
+        let put = call(
+            &app.router,
+            "PUT",
+            &format!("{}?{V}", deployment(&rg(group), "vault")),
+            Some(body(vault_template.clone(), json!({}))),
+            None,
+        )
+        .await;
+        assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+        let status = poll_status(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+        assert_eq!(status.json["status"], "Succeeded", "{}", status.text);
+    }
+    let vault_id = |group: &str| {
+        format!("{SUB}/resourceGroups/{group}/providers/Microsoft.KeyVault/vaults/vault1")
+    };
+    assert!(
+        app.store
+            .get_vault(&vault_id("kv"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+
+    let deleted = call(
+        &app.router,
+        "DELETE",
+        &format!("{}?{V}", rg("kv")),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(deleted.status, StatusCode::OK);
+    assert!(
+        app.store
+            .get_vault(&vault_id("kv"))
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        app.store
+            .get_vault_secret(&vault_id("kv"), "s1", None)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert!(
+        app.store
+            .get_vault(&vault_id("kv2"))
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let inventory = app
+        .store
+        .get_managed_resource(&cairn_store::ResourceKey::arm(&vault_id("kv")))
+        .await
+        .unwrap();
+    assert!(inventory.is_none());
+    assert!(
+        app.store
+            .get_managed_resource(&cairn_store::ResourceKey::arm(&vault_id("kv2")))
+            .await
+            .unwrap()
+            .is_some()
+    );
+}

@@ -127,10 +127,12 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// Logs to stderr, filtered by `RUST_LOG` (default `info` for cairn, `warn` otherwise).
+/// Logs to stderr, filtered by `RUST_LOG` (default: the server's messages and one line per request at
+/// `info`, everything else at `warn`).
 fn init_logging() {
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,cairn_server=info"));
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
+        tracing_subscriber::EnvFilter::new("warn,cairn_server=info,tower_http=info")
+    });
     let _ = tracing_subscriber::fmt()
         .with_env_filter(filter)
         .with_writer(std::io::stderr)

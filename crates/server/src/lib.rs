@@ -33,7 +33,8 @@ use axum::routing::get;
 use cairn_host::api::HostApiOptions;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
-use tower_http::trace::TraceLayer;
+use tower_http::trace::{DefaultMakeSpan, DefaultOnResponse, TraceLayer};
+use tracing::Level;
 
 pub use auth::{Caller, HEALTH_PATH, TokenFileError, TokenSet};
 pub use listen::{ListenError, Listener, TlsFiles, install_crypto_provider};
@@ -68,7 +69,12 @@ pub fn app(state: AppState) -> Router {
             middleware::limit_declared_length,
         ))
         .layer(CatchPanicLayer::custom(middleware::panic_response))
-        .layer(TraceLayer::new_for_http())
+        .layer(
+            // Method, URI, version, then status and latency at INFO; headers and bodies are never recorded.
+            TraceLayer::new_for_http()
+                .make_span_with(DefaultMakeSpan::new().level(Level::INFO))
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]))

@@ -47,7 +47,7 @@ pub async fn request_ids(mut request: Request, next: Next) -> Response {
     };
     request.extensions_mut().insert(ids);
     let span = tracing::info_span!(
-        "request",
+        "ids",
         request_id = %request_id,
         correlation_id = %correlation_id
     );

@@ -381,13 +381,23 @@ impl Engine {
                 },
                 precondition,
             )
-            .await
-            .map_err(|e| match e {
-                StoreError::Conflict { .. } | StoreError::NotFound { .. } => {
-                    EngineError::Arm(ArmError::deployment_active(name, "now"))
-                }
-                other => EngineError::Store(other),
-            })?;
+            .await;
+        let record = match record {
+            Ok(r) => r,
+            Err(e) => {
+                // The sealed secrets belong to a run that was never stored.
+                let _ = env
+                    .store
+                    .delete_secrets(&SecretOwner::Deployment(id.clone()))
+                    .await;
+                return Err(match e {
+                    StoreError::Conflict { .. } | StoreError::NotFound { .. } => {
+                        EngineError::Arm(ArmError::deployment_active(name, "now"))
+                    }
+                    other => EngineError::Store(other),
+                });
+            }
+        };
         let accepted = deployment_extended(&record);
         let handle = self.start(record, request.properties, prepared.annotation, true)?;
         let (events, done) = handle;
@@ -746,14 +756,13 @@ impl Engine {
             }
         }
         let root_ids: Vec<DeploymentId> = roots.iter().map(|r| r.id.clone()).collect();
+        // A nested run cannot be resumed on its own (its inputs come from its parent's evaluation): it ends
+        // `Failed`, and a resumed root replaces it with a fresh run under the same name.
         for child in children {
             let root = self.root_of(&child).await;
-            if root.as_ref().is_some_and(|r| root_ids.contains(&r.id)) {
-                // Fails the stale child; a resumed root replaces it with a fresh run.
-                self.fail_interrupted(child, &mut report).await;
-            } else {
-                self.fail_interrupted(child, &mut report).await;
-            }
+            let with_root = root.as_ref().is_some_and(|r| root_ids.contains(&r.id));
+            tracing::info!(deployment = %child.key, with_root, "ending an interrupted nested deployment");
+            self.fail_interrupted(child, &mut report).await;
         }
         for root in roots {
             let claimed = match env

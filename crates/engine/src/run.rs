@@ -157,6 +157,8 @@ pub(crate) struct Run {
     /// Config properties declared secure, per alias (lower case).
     secure_config: HashMap<String, Vec<String>>,
     started: Instant,
+    /// Store writes in flight, by operation ID.
+    writes: RefCell<HashMap<String, tokio::task::JoinHandle<()>>>,
 }
 
 fn now() -> Timestamp {
@@ -333,6 +335,7 @@ impl Run {
             aliases: RefCell::new(HashMap::new()),
             secure_config,
             started: Instant::now(),
+            writes: RefCell::new(HashMap::new()),
         }
     }
 
@@ -376,9 +379,46 @@ impl Run {
         }
     }
 
-    async fn journal(&self, step: OperationStep) {
-        if let Err(e) = self.env().store.append_operation(step).await {
-            tracing::warn!(deployment = %self.key, error = %e, "could not journal a deployment operation");
+    /// Queues a store write for operation `op_id`. Writes of one operation run in order; nothing waits for them
+    /// but the deployment's end ([`Run::flush_writes`]), so dependents start as soon as a call returns.
+    fn write(&self, op_id: &str, work: impl std::future::Future<Output = ()> + Send + 'static) {
+        let previous = self.writes.borrow_mut().remove(op_id);
+        let handle = tokio::spawn(async move {
+            if let Some(previous) = previous {
+                let _ = previous.await;
+            }
+            work.await;
+        });
+        self.writes.borrow_mut().insert(op_id.to_string(), handle);
+    }
+
+    fn journal(&self, step: OperationStep) {
+        let store = self.env().store.clone();
+        let key = self.key.to_string();
+        let op_id = step.operation_id.clone();
+        self.write(&op_id, async move {
+            if let Err(e) = store.append_operation(step).await {
+                tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation");
+            }
+        });
+    }
+
+    fn record_resource(&self, op_id: &str, resource: ManagedResource) {
+        let store = self.env().store.clone();
+        self.write(op_id, async move {
+            let key = resource.key.to_string();
+            if let Err(e) = store.put_managed_resource(resource, Precondition::Any).await {
+                tracing::warn!(resource = %key, error = %e, "could not record the managed resource");
+            }
+        });
+    }
+
+    /// Waits for every queued write of this run.
+    pub(crate) async fn flush_writes(&self) {
+        let pending: Vec<tokio::task::JoinHandle<()>> =
+            self.writes.borrow_mut().drain().map(|(_, h)| h).collect();
+        for handle in pending {
+            let _ = handle.await;
         }
     }
 
@@ -746,6 +786,7 @@ impl Run {
             }
         };
         let succeeded = status == DeploymentStatus::Succeeded;
+        self.flush_writes().await;
         self.update(DeploymentUpdate {
             status: Some(status),
             finished_at: Some(now()),
@@ -901,8 +942,7 @@ impl Run {
         };
         self.journal(self.step(
             &op_id, &target, operation, "Running", None, None, None, None,
-        ))
-        .await;
+        ));
         self.event(
             EventKind::ResourceStarted,
             &display,
@@ -1064,14 +1104,7 @@ impl Run {
                                 extension: None,
                                 updated_at: now(),
                             };
-                            if let Err(e) = self
-                                .env()
-                                .store
-                                .put_managed_resource(record, Precondition::Any)
-                                .await
-                            {
-                                tracing::warn!(resource = %id_text, error = %e, "could not record the managed resource");
-                            }
+                            self.record_resource(&op_id, record);
                         }
                         target.id = Some(id_text.clone());
                         self.journal(self.step(
@@ -1083,8 +1116,7 @@ impl Run {
                             None,
                             Some(elapsed_ms(started)),
                             None,
-                        ))
-                        .await;
+                        ));
                         self.event(
                             EventKind::ResourceFinished,
                             &display,
@@ -1168,14 +1200,7 @@ impl Run {
                 extension: Some(extension_ref.clone()),
                 updated_at: now(),
             };
-            if let Err(e) = self
-                .env()
-                .store
-                .put_managed_resource(record, Precondition::Any)
-                .await
-            {
-                tracing::warn!(resource = %identity.key, error = %e, "could not record the managed resource");
-            }
+            self.record_resource(op_id, record);
         }
         let mut target = Self::extension_target(identity, deployed.config_id.clone());
         target.identifiers = Some(deployed.identifiers.clone());
@@ -1188,8 +1213,7 @@ impl Run {
             None,
             Some(elapsed_ms(started)),
             Some(extension_ref),
-        ))
-        .await;
+        ));
         self.event(
             EventKind::ResourceFinished,
             display,
@@ -1242,8 +1266,7 @@ impl Run {
             Some(&error),
             Some(elapsed_ms(started)),
             extension,
-        ))
-        .await;
+        ));
         self.event(
             EventKind::ResourceFinished,
             display,
@@ -1318,8 +1341,7 @@ impl Run {
             Ok(r) => r,
             Err(error) => return fail_early(error, target).await,
         };
-        self.journal(self.step(&op_id, &target, "Create", "Running", None, None, None, None))
-            .await;
+        self.journal(self.step(&op_id, &target, "Create", "Running", None, None, None, None));
         self.event(
             EventKind::ResourceStarted,
             &display,
@@ -1356,8 +1378,7 @@ impl Run {
                     None,
                     Some(elapsed_ms(started)),
                     None,
-                ))
-                .await;
+                ));
                 self.event(
                     EventKind::ResourceFinished,
                     &display,

@@ -1,0 +1,183 @@
+//! Crash recovery: an engine dropped mid-deployment (a slow fake extension keeps it busy) leaves the run
+//! `Running`; a new engine on the same data directory takes it over with `recover()` and either resumes it or
+//! ends it `Failed` with the created resources listed. Nothing stays `Running`.
+
+mod common;
+
+use std::time::Duration;
+
+use cairn_engine::{DeployOptions, Engine, EngineSettings, Providers, RecoveryPolicy};
+use common::*;
+use serde_json::{Value, json};
+
+fn chain(n: usize) -> Value {
+    let mut resources = serde_json::Map::new();
+    for i in 0..n {
+        let mut w = widget(&format!("w{i}"), json!({}));
+        if i > 0 {
+            w["dependsOn"] = json!([format!("r{}", i - 1)]);
+        }
+        resources.insert(format!("r{i}"), w);
+    }
+    fake_template(Value::Object(resources), json!({}))
+}
+
+fn crash_settings(policy: RecoveryPolicy) -> EngineSettings {
+    EngineSettings {
+        parallelism: 2,
+        claim_ttl: Duration::from_millis(400),
+        heartbeat_interval: Duration::from_millis(100),
+        recovery: policy,
+        ..EngineSettings::default()
+    }
+}
+
+/// Starts a 5-step chain, lets two steps finish, then drops the engine while the third is in flight.
+async fn crash_mid_deployment(policy: RecoveryPolicy) -> (TestEnv, std::sync::Arc<FakeExtension>) {
+    let env = setup_with(
+        crash_settings(policy),
+        Duration::from_millis(300),
+        Providers::empty(),
+    )
+    .await;
+    let handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "crashy",
+            request(chain(5), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let ops = env.engine.operations(RG, "crashy").await.unwrap();
+        let done = ops
+            .iter()
+            .filter(|o| {
+                o.properties.provisioning_state.as_ref().map(|s| s.as_str()) == Some("Succeeded")
+            })
+            .count();
+        if done >= 2 {
+            break;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the deployment did not progress"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(handle);
+    let fake = env.fake.clone();
+    let TestEnv {
+        dir, store, engine, ..
+    } = env;
+    drop(engine);
+    // The coordinator stops at once; give its thread a moment to drop what it held.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let record = serde_json::to_value(cairn_engine::records::deployment_extended(
+        &store
+            .get_deployment(&cairn_store::DeploymentKey::new(RG, "crashy"))
+            .await
+            .unwrap()
+            .unwrap(),
+    ))
+    .unwrap();
+    assert_eq!(state(&record), "Running", "the dead engine left it running");
+    drop(store);
+    // Let the dead engine's claim expire.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let store = open_store(dir.path()).await;
+    let engine = Engine::new(
+        store.clone(),
+        host_with(&fake),
+        Providers::empty(),
+        crash_settings(policy),
+    )
+    .unwrap();
+    (
+        TestEnv {
+            dir,
+            store,
+            engine,
+            fake: fake.clone(),
+        },
+        fake,
+    )
+}
+
+async fn wait_terminal(engine: &Engine, name: &str) -> Value {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let record = serde_json::to_value(engine.get(RG, name).await.unwrap()).unwrap();
+        if !matches!(state(&record), "Running" | "Accepted") {
+            return record;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "still running: {record:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+async fn nothing_running(engine: &Engine) {
+    let page = engine.list(RG, None, Default::default()).await.unwrap();
+    for d in page.value {
+        let state = d.properties.provisioning_state.unwrap();
+        assert!(state.is_terminal(), "{:?} is {state}", d.name);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_new_engine_resumes_an_interrupted_deployment() {
+    let (env, fake) = crash_mid_deployment(RecoveryPolicy::Resume).await;
+    let created_before = fake.count();
+    assert!((2..5).contains(&created_before), "{created_before}");
+    let report = env.engine.recover().await.unwrap();
+    assert_eq!(report.resumed.len(), 1, "{report:?}");
+    assert!(report.failed.is_empty());
+    let record = wait_terminal(&env.engine, "crashy").await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(fake.names(), vec!["w0", "w1", "w2", "w3", "w4"]);
+    assert_eq!(
+        record["properties"]["outputResources"]
+            .as_array()
+            .unwrap()
+            .len(),
+        5
+    );
+    nothing_running(&env.engine).await;
+    // A second recover finds nothing to do.
+    let again = env.engine.recover().await.unwrap();
+    assert!(again.resumed.is_empty() && again.failed.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_the_fail_policy_an_interrupted_deployment_fails_listing_what_it_created() {
+    let (env, fake) = crash_mid_deployment(RecoveryPolicy::Fail).await;
+    let report = env.engine.recover().await.unwrap();
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    let record = serde_json::to_value(env.engine.get(RG, "crashy").await.unwrap()).unwrap();
+    assert_eq!(state(&record), "Failed");
+    assert_eq!(
+        record["properties"]["error"]["details"][0]["code"],
+        "DeploymentInterrupted"
+    );
+    let listed: Vec<String> = record["properties"]["outputResources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["identifiers"]["name"].as_str().map(str::to_string))
+        .collect();
+    let created = fake.names();
+    assert!(!created.is_empty());
+    for name in &created {
+        assert!(
+            listed.contains(name),
+            "{name} created but not listed: {listed:?}"
+        );
+    }
+    nothing_running(&env.engine).await;
+}

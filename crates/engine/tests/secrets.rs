@@ -1,0 +1,156 @@
+//! Secret canary: secure parameters, unechoed extension-config values and Key Vault secrets reach the providers
+//! and extensions but never the records, operations, events, or any file in the data directory.
+
+mod common;
+
+use std::path::Path;
+
+use cairn_engine::DeployOptions;
+use common::*;
+use serde_json::{Value, json};
+
+const PARAM_CANARY: &str = "CANARY-PARAM-7f3a9e";
+const CONFIG_CANARY: &str = "CANARY-CONFIG-91b2c4";
+const VAULT_CANARY: &str = "CANARY-VAULT-55c1d8";
+
+fn files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_dir() {
+            files(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+fn contains(haystack: &[u8], needle: &str) -> bool {
+    haystack
+        .windows(needle.len())
+        .any(|w| w == needle.as_bytes())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_never_reach_records_or_the_data_directory() {
+    let env = setup().await;
+    // A vault secret, created from a secure parameter through the Key Vault provider.
+    let vault = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": { "v": { "type": "securestring" } },
+        "resources": [
+            { "type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01", "name": "kv", "location": "westus", "properties": {} },
+            { "type": "Microsoft.KeyVault/vaults/secrets", "apiVersion": "2023-07-01", "name": "kv/s",
+              "dependsOn": ["[resourceId('Microsoft.KeyVault/vaults', 'kv')]"], "properties": { "value": "[parameters('v')]" } }
+        ]
+    });
+    let first = deploy(
+        &env.engine,
+        RG,
+        "vault",
+        request(vault, json!({ "v": { "value": VAULT_CANARY } })),
+    )
+    .await;
+    assert_eq!(state(&first), "Succeeded", "{first:#}");
+
+    let vault_id = format!("{RG}/providers/Microsoft.KeyVault/vaults/kv");
+    let child = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.2-experimental",
+        "contentVersion": "1.0.0.0",
+        "extensions": { "fake": { "name": "Fake", "version": "1.0.0" } },
+        "parameters": { "secret": { "type": "securestring" } },
+        "resources": { "w": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                              "properties": { "name": "child", "len": "[length(parameters('secret'))]" } } }
+    });
+    let template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.2-experimental",
+        "contentVersion": "1.0.0.0",
+        "parameters": { "pw": { "type": "securestring" } },
+        "extensions": { "fake": { "name": "Fake", "version": "1.0.0", "config": { "cluster": { "defaultValue": "c1" } } } },
+        "resources": {
+            "w": widget("root", json!({ "len": "[length(parameters('pw'))]" })),
+            "m": { "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "mod",
+                   "properties": { "mode": "Incremental", "expressionEvaluationOptions": { "scope": "inner" },
+                                   "parameters": { "secret": { "value": "[parameters('pw')]" } },
+                                   "extensionConfigs": { "fake": "[extensions('fake').config]" },
+                                   "template": child } },
+            "broken": { "type": "Microsoft.Storage/storageAccounts", "apiVersion": "2023-01-01", "name": "st",
+                        "location": "westus", "properties": { "note": "[length(parameters('pw'))]" } }
+        },
+        "outputs": { "secretOut": { "type": "securestring", "value": "[parameters('pw')]" } }
+    });
+    let req: cairn_arm::models::deployment::Deployment = serde_json::from_value(json!({
+        "properties": {
+            "mode": "Incremental",
+            "template": template,
+            "parameters": { "pw": { "value": PARAM_CANARY } },
+            "extensionConfigs": { "fake": {
+                "token": { "value": CONFIG_CANARY },
+                "kubeConfig": { "keyVaultReference": { "keyVault": { "id": vault_id }, "secretName": "s" } }
+            } }
+        }
+    }))
+    .unwrap();
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "canary",
+            req,
+            DeployOptions {
+                stack_initiated: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut events = handle.take_events().unwrap();
+    let record = serde_json::to_value(handle.wait().await.unwrap()).unwrap();
+    // The storage account has no provider: the deployment fails, after everything else ran.
+    assert_eq!(state(&record), "Failed", "{record:#}");
+    let config = env.fake.config_of("root").unwrap();
+    assert_eq!(
+        config["token"], CONFIG_CANARY,
+        "the extension got the config"
+    );
+    assert_eq!(
+        config["kubeConfig"], VAULT_CANARY,
+        "the Key Vault reference was resolved"
+    );
+    assert_eq!(env.fake.config_of("child").unwrap()["token"], CONFIG_CANARY);
+
+    let mut seen = vec![record.clone()];
+    for name in ["canary", "mod", "vault"] {
+        seen.push(serde_json::to_value(env.engine.get(RG, name).await.unwrap()).unwrap());
+        seen.push(serde_json::to_value(env.engine.operations(RG, name).await.unwrap()).unwrap());
+        seen.push(
+            serde_json::to_value(env.engine.export_template(RG, name).await.unwrap()).unwrap(),
+        );
+    }
+    while let Ok(e) = events.try_recv() {
+        seen.push(Value::String(format!("{e:?}")));
+    }
+    let text = serde_json::to_string(&seen).unwrap();
+    for canary in [PARAM_CANARY, CONFIG_CANARY, VAULT_CANARY] {
+        assert!(!text.contains(canary), "{canary} in a response");
+    }
+
+    // Close everything and scan the data directory byte by byte.
+    let TestEnv {
+        dir, store, engine, ..
+    } = env;
+    drop(engine);
+    store.close().await.unwrap();
+    drop(store);
+    let mut all = Vec::new();
+    files(dir.path(), &mut all);
+    assert!(all.iter().any(|p| p.ends_with("cairn.db")), "{all:?}");
+    for path in all {
+        let bytes = std::fs::read(&path).unwrap();
+        for canary in [PARAM_CANARY, CONFIG_CANARY, VAULT_CANARY] {
+            assert!(!contains(&bytes, canary), "{canary} in {}", path.display());
+        }
+    }
+}

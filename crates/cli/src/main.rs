@@ -1,6 +1,14 @@
 //! The `cairn` binary: parses the command line and dispatches to the library crates.
 
+mod backend;
+mod client;
+mod deployment;
 mod extension;
+mod group;
+mod keyvault;
+mod local;
+mod output;
+mod progress;
 mod render;
 mod serve;
 mod template;
@@ -27,6 +35,12 @@ enum Command {
     Extension(extension::ExtensionCommand),
     /// Serve the ARM-compatible API (resource groups, deployments) over HTTP(S).
     Serve(serve::ServeArgs),
+    /// Resource groups: create, show, list, delete.
+    Group(group::GroupArgs),
+    /// Deployments at resource group or subscription scope, and their operations.
+    Deployment(deployment::DeploymentArgs),
+    /// The local Key Vault: vaults and secrets.
+    Keyvault(keyvault::KeyvaultArgs),
 }
 
 fn main() -> ExitCode {
@@ -35,6 +49,9 @@ fn main() -> ExitCode {
         Command::Template(cmd) => template::run(cmd),
         Command::Extension(cmd) => extension::run(cmd),
         Command::Serve(args) => serve::run_serve(args),
+        Command::Group(args) => group::run(args),
+        Command::Deployment(args) => deployment::run(args),
+        Command::Keyvault(args) => keyvault::run(args),
     };
     match result {
         Ok(code) => code,

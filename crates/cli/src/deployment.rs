@@ -1,0 +1,889 @@
+//! `cairn deployment group|sub create|show|list|delete|validate|what-if|cancel|export` and
+//! `cairn deployment operation group|sub list`, with az's flags: `-g`, `-n`, `-f`, `-p` (repeatable: `@file.json`,
+//! `file.json`, `name=value`, parameter files with `extensionConfigs`), `-l`, `--mode`, `--no-wait`, `-o`.
+//!
+//! A template or parameters file that is not valid JSON, or a template the model rejects, is reported with file
+//! positions before anything is sent (exit 2); the engine's own validation errors come back as ARM errors (400,
+//! exit 2). A deployment that ends `Failed` or `Canceled` prints ARM's error tree on stderr and exits 1.
+
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+use cairn_arm::models::deployment::{
+    Deployment, DeploymentMode, DeploymentProperties, DeploymentWhatIf, DeploymentWhatIfProperties,
+};
+use cairn_arm::models::extension::ExtensionConfigs;
+use cairn_arm::models::parameters::DeploymentParameters;
+use cairn_template::{Diagnostic, ParameterValue, ParametersFile, SourceFile, Template};
+use clap::{Args, Subcommand, ValueEnum};
+use serde_json::{Map, Value, json};
+
+use crate::backend::TargetArgs;
+use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format};
+use crate::progress::Progress;
+
+#[derive(Args)]
+pub(crate) struct DeploymentArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    #[command(subcommand)]
+    command: DeploymentCommand,
+}
+
+#[derive(Subcommand)]
+enum DeploymentCommand {
+    /// Deployments at resource group scope.
+    #[command(subcommand)]
+    Group(ScopedCommand),
+    /// Deployments at subscription scope.
+    #[command(subcommand)]
+    Sub(ScopedCommand),
+    /// Deployment operations.
+    #[command(subcommand)]
+    Operation(OperationCommand),
+}
+
+#[derive(Subcommand)]
+enum ScopedCommand {
+    /// Start a deployment and follow it to its end (progress on stderr, the deployment on stdout).
+    Create(CreateArgs),
+    /// Show a deployment.
+    Show(NamedArgs),
+    /// List the deployments of the scope (nested deployments included).
+    List(ListArgs),
+    /// Delete a deployment's history (never its resources).
+    Delete(NamedArgs),
+    /// Check a template and parameters without deploying.
+    Validate(TemplateArgs),
+    /// Predict what a deployment would change.
+    WhatIf(WhatIfArgs),
+    /// Cancel a running deployment.
+    Cancel(NamedArgs),
+    /// Print the template a deployment ran.
+    Export(NamedArgs),
+}
+
+#[derive(Subcommand)]
+enum OperationCommand {
+    /// Operations of a resource group deployment.
+    #[command(subcommand)]
+    Group(OperationListCommand),
+    /// Operations of a subscription deployment.
+    #[command(subcommand)]
+    Sub(OperationListCommand),
+}
+
+#[derive(Subcommand)]
+enum OperationListCommand {
+    /// List a deployment's operations (one per resource, with status, duration and errors).
+    List(NamedArgs),
+}
+
+/// `-g` (resource group commands) or nothing (subscription commands).
+#[derive(Args, Clone)]
+struct ScopeArgs {
+    /// Resource group (required for `deployment group` commands).
+    #[arg(short = 'g', long = "resource-group", value_name = "NAME")]
+    resource_group: Option<String>,
+}
+
+#[derive(Args)]
+struct TemplateArgs {
+    #[command(flatten)]
+    scope: ScopeArgs,
+    /// Deployment name [default: the template file's name without extension].
+    #[arg(short = 'n', long)]
+    name: Option<String>,
+    /// The ARM JSON template (as `bicep build` writes it).
+    #[arg(short = 'f', long = "template-file", value_name = "FILE")]
+    template_file: PathBuf,
+    /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`) or
+    /// `name=value` (JSON if it parses, else a string). Repeatable; later values win.
+    #[arg(short = 'p', long = "parameters", value_name = "PARAMS")]
+    parameters: Vec<String>,
+    /// Location for the deployment's data (required for `deployment sub`).
+    #[arg(short = 'l', long)]
+    location: Option<String>,
+    /// Deployment mode (cairn runs Incremental only).
+    #[arg(long, value_enum, default_value_t = Mode::Incremental)]
+    mode: Mode,
+    /// Output format [default: json; for what-if, the change summary].
+    #[arg(short = 'o', long, value_enum)]
+    output: Option<Format>,
+}
+
+impl TemplateArgs {
+    fn format(&self) -> Format {
+        self.output.unwrap_or_default()
+    }
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    #[command(flatten)]
+    template: TemplateArgs,
+    /// Return once the deployment is accepted (with --server; the in-process engine always runs it to its end).
+    #[arg(long)]
+    no_wait: bool,
+    /// No progress view on stderr.
+    #[arg(long)]
+    no_progress: bool,
+    /// Print only this part of the result: a dotted path such as `properties.outputs`.
+    #[arg(long, value_name = "PATH")]
+    query: Option<String>,
+}
+
+#[derive(Args)]
+struct WhatIfArgs {
+    #[command(flatten)]
+    template: TemplateArgs,
+    /// Print the what-if result as JSON instead of the change summary (same as `-o json`).
+    #[arg(long)]
+    no_pretty_print: bool,
+}
+
+#[derive(Args)]
+struct NamedArgs {
+    #[command(flatten)]
+    scope: ScopeArgs,
+    /// Deployment name.
+    #[arg(short = 'n', long)]
+    name: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
+    output: Format,
+    /// Print only this part of the result: a dotted path such as `properties.outputs`.
+    #[arg(long, value_name = "PATH")]
+    query: Option<String>,
+}
+
+#[derive(Args)]
+struct ListArgs {
+    #[command(flatten)]
+    scope: ScopeArgs,
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
+    output: Format,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
+enum Mode {
+    Incremental,
+    Complete,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ScopeKind {
+    Group,
+    Subscription,
+}
+
+const DEPLOYMENT_COLUMNS: &[(&str, &str)] = &[
+    ("Name", "/name"),
+    ("State", "/properties/provisioningState"),
+    ("Timestamp", "/properties/timestamp"),
+    ("Duration", "/properties/duration"),
+    ("Mode", "/properties/mode"),
+];
+
+/// Columns of `operation ... list -o table`, over [`operation_row`]s.
+const OPERATION_COLUMNS: &[(&str, &str)] = &[
+    ("Resource", "/resource"),
+    ("Type", "/type"),
+    ("Operation", "/operation"),
+    ("State", "/state"),
+    ("Status", "/status"),
+    ("Duration", "/duration"),
+    ("Error", "/error"),
+];
+
+/// An operation flattened for a table: the resource's short id (or `symbolicName` for extension resources).
+fn operation_row(op: &Value) -> Value {
+    let p = &op["properties"];
+    let target = &p["targetResource"];
+    let resource = target["id"]
+        .as_str()
+        .map(|id| short_id(id).to_string())
+        .or_else(|| target["symbolicName"].as_str().map(str::to_string));
+    json!({
+        "resource": resource,
+        "type": target["resourceType"],
+        "operation": p["provisioningOperation"],
+        "state": p["provisioningState"],
+        "status": p["statusCode"],
+        "duration": p["duration"],
+        "error": p.pointer("/statusMessage/error/code"),
+    })
+}
+
+pub(crate) fn run(args: DeploymentArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let target = args.target;
+    Ok(runtime.block_on(async move {
+        match execute(&target, args.command).await {
+            Ok(code) => code,
+            Err(failure) => failure.report(),
+        }
+    }))
+}
+
+async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
+    let (kind, command) = match command {
+        DeploymentCommand::Group(c) => (ScopeKind::Group, c),
+        DeploymentCommand::Sub(c) => (ScopeKind::Subscription, c),
+        DeploymentCommand::Operation(OperationCommand::Group(OperationListCommand::List(a))) => {
+            return operations(target, ScopeKind::Group, a).await;
+        }
+        DeploymentCommand::Operation(OperationCommand::Sub(OperationListCommand::List(a))) => {
+            return operations(target, ScopeKind::Subscription, a).await;
+        }
+    };
+    match command {
+        ScopedCommand::Create(a) => create(target, kind, a).await,
+        ScopedCommand::Show(a) => {
+            let scope = scope_of(target, kind, &a.scope)?;
+            let backend = target.connect().await?;
+            let record = backend.get_deployment(&scope, &a.name).await;
+            backend.close().await;
+            let record = without_secure_outputs(record?);
+            print_record(a.output, &record, a.query.as_deref())?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ScopedCommand::List(a) => {
+            let scope = scope_of(target, kind, &a.scope)?;
+            let backend = target.connect().await?;
+            let list = backend.list_deployments(&scope).await;
+            backend.close().await;
+            let list: Vec<Value> = list?.into_iter().map(without_secure_outputs).collect();
+            output::emit_list(a.output, &list, DEPLOYMENT_COLUMNS)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ScopedCommand::Delete(a) => {
+            let scope = scope_of(target, kind, &a.scope)?;
+            let backend = target.connect().await?;
+            let result = backend.delete_deployment(&scope, &a.name).await;
+            backend.close().await;
+            result?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ScopedCommand::Cancel(a) => {
+            let scope = scope_of(target, kind, &a.scope)?;
+            let backend = target.connect().await?;
+            let result = backend.cancel(&scope, &a.name).await;
+            backend.close().await;
+            result?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ScopedCommand::Export(a) => {
+            let scope = scope_of(target, kind, &a.scope)?;
+            let backend = target.connect().await?;
+            let exported = backend.export(&scope, &a.name).await;
+            backend.close().await;
+            // az prints the template itself.
+            let template = exported?.get("template").cloned().unwrap_or(Value::Null);
+            output::emit_one(
+                a.output,
+                &template,
+                &[("Content version", "/contentVersion")],
+            )?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ScopedCommand::Validate(a) => {
+            let scope = scope_of(target, kind, &a.scope)?;
+            let (name, request) = build_request(&a, kind)?;
+            let backend = target.connect().await?;
+            let result = backend.validate(&scope, &name, request).await;
+            backend.close().await;
+            let result = result?;
+            if let Some(error) = result.get("error").filter(|e| !e.is_null()) {
+                let detail: cairn_arm::ErrorDetail =
+                    serde_json::from_value(error.clone()).unwrap_or_default();
+                return Err(Failure::Arm(cairn_arm::ArmError::from_detail(400, detail)));
+            }
+            output::emit_one(a.format(), &result, DEPLOYMENT_COLUMNS)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        ScopedCommand::WhatIf(a) => what_if(target, kind, a).await,
+    }
+}
+
+fn scope_of(target: &TargetArgs, kind: ScopeKind, scope: &ScopeArgs) -> Result<String, Failure> {
+    match (kind, &scope.resource_group) {
+        (ScopeKind::Group, Some(group)) => target.group_scope(group),
+        (ScopeKind::Group, None) => Err(Failure::usage(
+            "the following argument is required: -g/--resource-group",
+        )),
+        (ScopeKind::Subscription, Some(_)) => Err(Failure::usage(
+            "-g/--resource-group is for `deployment group`; `deployment sub` deploys at subscription scope",
+        )),
+        (ScopeKind::Subscription, None) => target.subscription_scope(),
+    }
+}
+
+async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdResult {
+    let scope = scope_of(target, kind, &args.template.scope)?;
+    let (name, request) = build_request(&args.template, kind)?;
+    let backend = target.connect().await?;
+    let mut progress = if args.no_progress {
+        Progress::off()
+    } else {
+        Progress::for_stderr(true)
+    };
+    let result = backend
+        .deploy(&scope, &name, request, !args.no_wait, &mut progress)
+        .await;
+    backend.close().await;
+    let record = without_secure_outputs(result?);
+    let state = record
+        .pointer("/properties/provisioningState")
+        .and_then(Value::as_str)
+        .unwrap_or("");
+    if matches!(state, "Failed" | "Canceled") {
+        let error = record
+            .pointer("/properties/error")
+            .cloned()
+            .and_then(|e| serde_json::from_value(e).ok())
+            .unwrap_or_else(|| {
+                cairn_arm::ErrorDetail::new(
+                    "DeploymentCanceled",
+                    format!("The deployment '{name}' was canceled."),
+                )
+            });
+        output::print_error_json(&error);
+        return Ok(ExitCode::from(EXIT_FAILED));
+    }
+    print_record(args.template.format(), &record, args.query.as_deref())?;
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdResult {
+    let scope = scope_of(target, kind, &args.template.scope)?;
+    let (name, request) = build_request(&args.template, kind)?;
+    let request = DeploymentWhatIf {
+        location: request.location,
+        properties: what_if_properties(request.properties),
+    };
+    let backend = target.connect().await?;
+    let result = backend.what_if(&scope, &name, request).await;
+    backend.close().await;
+    let result = redact_what_if(result?);
+    if let Some(error) = result.get("error").filter(|e| !e.is_null()) {
+        let detail: cairn_arm::ErrorDetail =
+            serde_json::from_value(error.clone()).unwrap_or_default();
+        return Err(Failure::Arm(cairn_arm::ArmError::from_detail(400, detail)));
+    }
+    let format = match (args.template.output, args.no_pretty_print) {
+        (None, false) => None,
+        (output, _) => Some(output.unwrap_or_default()),
+    };
+    match format {
+        Some(Format::None) => {}
+        Some(Format::Json) => output::emit_one(Format::Json, &result, &[])?,
+        Some(Format::Table) => output::emit_list(
+            Format::Table,
+            result
+                .pointer("/properties/changes")
+                .and_then(Value::as_array)
+                .map(Vec::as_slice)
+                .unwrap_or(&[]),
+            &[
+                ("Change", "/changeType"),
+                ("Resource", "/resourceId"),
+                ("Symbolic name", "/symbolicName"),
+                ("Type", "/resourceType"),
+            ],
+        )?,
+        None => crate::render::print_stdout(&what_if_summary(&scope, &result))
+            .map_err(|e| Failure::Other(e.into()))?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn operations(target: &TargetArgs, kind: ScopeKind, args: NamedArgs) -> CmdResult {
+    let scope = scope_of(target, kind, &args.scope)?;
+    let backend = target.connect().await?;
+    let ops = backend.operations(&scope, &args.name).await;
+    backend.close().await;
+    let ops = ops?;
+    match &args.query {
+        Some(path) => print_record(args.output, &Value::Array(ops), Some(path))?,
+        None if args.output == Format::Table => {
+            let rows: Vec<Value> = ops.iter().map(operation_row).collect();
+            output::emit_list(Format::Table, &rows, OPERATION_COLUMNS)?
+        }
+        None => output::emit_list(args.output, &ops, &[])?,
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Prints a deployment (or its `--query` part).
+fn print_record(format: Format, record: &Value, query: Option<&str>) -> CmdResult<()> {
+    match query {
+        None => output::emit_one(format, record, DEPLOYMENT_COLUMNS),
+        Some(path) => {
+            let part = select(record, path)
+                .ok_or_else(|| Failure::usage(format!("--query '{path}' selects nothing")))?;
+            match format {
+                Format::Table => match part {
+                    Value::Array(items) => output::emit_list(format, items, &[]),
+                    _ => output::emit(Format::Json, part, &[], &[]),
+                },
+                _ => output::emit(format, part, &[], &[]),
+            }
+        }
+    }
+}
+
+/// A dotted path (`properties.outputs.greeting.value`; `[n]` indexes arrays), matched ignoring case.
+fn select<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
+    let mut current = value;
+    for part in path.split('.').filter(|p| !p.is_empty()) {
+        let (key, index) = match part.split_once('[') {
+            Some((key, rest)) => (key, Some(rest.strip_suffix(']')?.parse::<usize>().ok()?)),
+            None => (part, None),
+        };
+        if !key.is_empty() {
+            current = current
+                .as_object()?
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case(key))
+                .map(|(_, v)| v)?;
+        }
+        if let Some(i) = index {
+            current = current.as_array()?.get(i)?;
+        }
+    }
+    Some(current)
+}
+
+/// Drops outputs of secure type (the engine leaves them out; a server of another make might not).
+fn without_secure_outputs(mut record: Value) -> Value {
+    if let Some(Value::Object(outputs)) = record.pointer_mut("/properties/outputs") {
+        outputs.retain(|_, o| {
+            !o.get("type").and_then(Value::as_str).is_some_and(|t| {
+                t.eq_ignore_ascii_case("securestring") || t.eq_ignore_ascii_case("secureobject")
+            })
+        });
+    }
+    record
+}
+
+/// Key Vault secret values in what-if's `after` and deltas are replaced: a template's secret value is the one
+/// thing what-if must not echo.
+fn redact_what_if(mut result: Value) -> Value {
+    let changes = result
+        .pointer_mut("/properties/changes")
+        .and_then(Value::as_array_mut);
+    for change in changes.into_iter().flatten() {
+        let resource_type = change
+            .get("resourceType")
+            .and_then(Value::as_str)
+            .map(str::to_string)
+            .or_else(|| {
+                let id = change.get("resourceId").and_then(Value::as_str)?;
+                Some(cairn_arm::ResourceId::parse(id).ok()?.resource_type())
+            });
+        let is_secret = resource_type
+            .is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.KeyVault/vaults/secrets"));
+        if !is_secret {
+            continue;
+        }
+        for side in ["before", "after"] {
+            if let Some(props) = change
+                .get_mut(side)
+                .and_then(|s| s.get_mut("properties"))
+                .and_then(Value::as_object_mut)
+                && props.contains_key("value")
+            {
+                props.insert("value".into(), json!("<redacted>"));
+            }
+        }
+        if let Some(delta) = change.get_mut("delta").and_then(Value::as_array_mut) {
+            for d in delta.iter_mut() {
+                if d.get("path")
+                    .and_then(Value::as_str)
+                    .is_some_and(|p| p.eq_ignore_ascii_case("properties.value"))
+                {
+                    for side in ["before", "after"] {
+                        if d.get(side).is_some() {
+                            d[side] = json!("<redacted>");
+                        }
+                    }
+                }
+            }
+        }
+    }
+    result
+}
+
+/// az's what-if text: one line per resource with the change symbol, property changes below, and a count.
+fn what_if_summary(scope: &str, result: &Value) -> String {
+    let changes = result
+        .pointer("/properties/changes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    let symbol = |kind: &str| match kind {
+        "Create" => "+",
+        "Delete" => "-",
+        "Modify" => "~",
+        "Deploy" => "!",
+        "NoChange" => "=",
+        "Ignore" => "*",
+        _ => "x",
+    };
+    let mut out = vec![
+        "Resource and property changes are indicated with these symbols:".to_string(),
+        "  + Create  ~ Modify  = Nochange  ! Deploy  * Ignore  x Unsupported".to_string(),
+        String::new(),
+        "The deployment will update the following scope:".to_string(),
+        String::new(),
+        format!("Scope: {scope}"),
+        String::new(),
+    ];
+    let mut counts: Vec<(String, usize)> = Vec::new();
+    for change in &changes {
+        let kind = change["changeType"].as_str().unwrap_or("Unsupported");
+        let name = change["resourceId"]
+            .as_str()
+            .map(|id| short_id(id).to_string())
+            .or_else(|| {
+                change["symbolicName"].as_str().map(|s| {
+                    format!(
+                        "{s} ({} {})",
+                        change["resourceType"].as_str().unwrap_or(""),
+                        change
+                            .pointer("/identifiers")
+                            .map(|i| i.to_string())
+                            .unwrap_or_default()
+                    )
+                })
+            })
+            .unwrap_or_default();
+        out.push(format!("  {} {name}", symbol(kind)));
+        if let Some(reason) = change["unsupportedReason"].as_str() {
+            out.push(format!("      {reason}"));
+        }
+        for d in change["delta"].as_array().into_iter().flatten() {
+            let path = d["path"].as_str().unwrap_or("");
+            let before = d.get("before").map(Value::to_string).unwrap_or_default();
+            let after = d.get("after").map(Value::to_string).unwrap_or_default();
+            let line = match d["propertyChangeType"].as_str() {
+                Some("Create") => format!("      + {path}: {after}"),
+                Some("Delete") => format!("      - {path}: {before}"),
+                _ => format!("      ~ {path}: {before} => {after}"),
+            };
+            out.push(line);
+        }
+        match counts.iter_mut().find(|(k, _)| k == kind) {
+            Some((_, n)) => *n += 1,
+            None => counts.push((kind.to_string(), 1)),
+        }
+    }
+    let summary: Vec<String> = counts
+        .iter()
+        .map(|(kind, n)| {
+            let what = match kind.as_str() {
+                "Create" => "to create",
+                "Modify" => "to modify",
+                "Delete" => "to delete",
+                "NoChange" => "no change",
+                "Deploy" => "to deploy",
+                "Ignore" => "to ignore",
+                _ => "unsupported",
+            };
+            format!("{n} {what}")
+        })
+        .collect();
+    out.push(String::new());
+    out.push(if summary.is_empty() {
+        "Resource changes: none.".to_string()
+    } else {
+        format!("Resource changes: {}.", summary.join(", "))
+    });
+    out.join("\n")
+}
+
+/// The part of an ARM id after its last `/providers/`.
+fn short_id(id: &str) -> &str {
+    let lower = id.to_ascii_lowercase();
+    match lower.rfind("/providers/") {
+        Some(i) => &id[i + "/providers/".len()..],
+        None => id,
+    }
+}
+
+fn what_if_properties(p: DeploymentProperties) -> DeploymentWhatIfProperties {
+    DeploymentWhatIfProperties {
+        template: p.template,
+        template_link: p.template_link,
+        parameters: p.parameters,
+        parameters_link: p.parameters_link,
+        external_inputs: p.external_inputs,
+        external_input_definitions: p.external_input_definitions,
+        extension_configs: p.extension_configs,
+        mode: p.mode,
+        debug_setting: p.debug_setting,
+        on_error_deployment: p.on_error_deployment,
+        expression_evaluation_options: p.expression_evaluation_options,
+        validation_level: p.validation_level,
+        what_if_settings: None,
+    }
+}
+
+/// Reads the template and parameters into a deployment request; diagnostics with positions end the command
+/// (exit 2) before anything is sent.
+fn build_request(args: &TemplateArgs, kind: ScopeKind) -> Result<(String, Deployment), Failure> {
+    let name = match &args.name {
+        Some(name) => name.clone(),
+        None => args
+            .template_file
+            .file_stem()
+            .and_then(|s| s.to_str())
+            .map(str::to_string)
+            .ok_or_else(|| {
+                Failure::usage("pass -n/--name: the template file has no usable name")
+            })?,
+    };
+    if kind == ScopeKind::Subscription && args.location.is_none() {
+        return Err(Failure::usage(
+            "the following argument is required for `deployment sub`: -l/--location",
+        ));
+    }
+    if args
+        .template_file
+        .extension()
+        .is_some_and(|e| e.eq_ignore_ascii_case("bicep") || e.eq_ignore_ascii_case("bicepparam"))
+    {
+        return Err(Failure::usage(format!(
+            "{} is Bicep source: cairn deploys ARM JSON; run `bicep build {}` and pass the .json file",
+            args.template_file.display(),
+            args.template_file.display()
+        )));
+    }
+    let mut sources = Vec::new();
+    let mut diagnostics = Vec::new();
+    let template_source = read_source(&args.template_file)?;
+    let template = match cairn_json::parse(&template_source.text) {
+        Ok(root) => {
+            let (_, diags) = Template::parse(root.clone());
+            diagnostics.extend(
+                diags
+                    .into_iter()
+                    .filter(Diagnostic::is_error)
+                    .map(|d| template_source.locate(d)),
+            );
+            root.to_json()
+        }
+        Err(e) => {
+            diagnostics.push(
+                template_source.locate(
+                    Diagnostic::error(
+                        "InvalidTemplate",
+                        format!("The template is not valid JSON: {e}."),
+                        "",
+                    )
+                    .with_span(e.span),
+                ),
+            );
+            Value::Null
+        }
+    };
+    sources.push(template_source);
+    let mut inputs = Inputs::default();
+    for arg in &args.parameters {
+        inputs.add(arg, &mut sources, &mut diagnostics)?;
+    }
+    if !diagnostics.is_empty() {
+        crate::render::print_diagnostics(&diagnostics, &sources, crate::render::OutputFormat::Text);
+        return Err(Failure::Reported);
+    }
+    let mut properties = DeploymentProperties::new(match args.mode {
+        Mode::Incremental => DeploymentMode::Incremental,
+        Mode::Complete => DeploymentMode::Complete,
+    });
+    properties.template = Some(template);
+    if !inputs.parameters.is_empty() {
+        properties.parameters = Some(DeploymentParameters(inputs.parameters));
+    }
+    if !inputs.extension_configs.is_empty() {
+        let configs: ExtensionConfigs =
+            serde_json::from_value(Value::Object(inputs.extension_configs))
+                .map_err(|e| Failure::usage(format!("the extension configs are not valid: {e}")))?;
+        properties.extension_configs = Some(configs);
+    }
+    if let Some(defs) = inputs.external_input_definitions {
+        properties.external_input_definitions = serde_json::from_value(defs).ok();
+    }
+    Ok((
+        name,
+        Deployment {
+            location: args.location.clone(),
+            properties,
+            tags: None,
+            identity: None,
+        },
+    ))
+}
+
+fn read_source(path: &Path) -> Result<SourceFile, Failure> {
+    let text = std::fs::read_to_string(path)
+        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
+    Ok(SourceFile::new(path.display().to_string(), text))
+}
+
+/// Parameters and extension configs gathered from every `-p`, in ARM's request shapes.
+#[derive(Default)]
+struct Inputs {
+    parameters: Map<String, Value>,
+    extension_configs: Map<String, Value>,
+    external_input_definitions: Option<Value>,
+}
+
+impl Inputs {
+    /// One `-p`: `@file.json`, `file.json`, or `name=value` (JSON if it parses, else a string), as az takes it.
+    fn add(
+        &mut self,
+        arg: &str,
+        sources: &mut Vec<SourceFile>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) -> Result<(), Failure> {
+        let as_file = arg.strip_prefix('@').unwrap_or(arg);
+        if let Some((name, value)) = arg.split_once('=')
+            && !arg.starts_with('@')
+            && !Path::new(as_file).exists()
+        {
+            if name.is_empty() {
+                return Err(Failure::usage(format!("-p '{arg}' names no parameter")));
+            }
+            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
+            self.set_parameter(name, json!({ "value": value }));
+            return Ok(());
+        }
+        let source = read_source(Path::new(as_file))?;
+        match cairn_json::parse(&source.text) {
+            Ok(root) => {
+                let (file, diags) = ParametersFile::parse(&root);
+                diagnostics.extend(
+                    diags
+                        .into_iter()
+                        .filter(Diagnostic::is_error)
+                        .map(|d| source.locate(d)),
+                );
+                self.merge(file);
+            }
+            Err(e) => diagnostics.push(
+                source.locate(
+                    Diagnostic::error(
+                        "InvalidParameterFile",
+                        format!("The parameters file is not valid JSON: {e}."),
+                        "",
+                    )
+                    .with_span(e.span),
+                ),
+            ),
+        }
+        sources.push(source);
+        Ok(())
+    }
+
+    fn set_parameter(&mut self, name: &str, entry: Value) {
+        self.parameters.retain(|k, _| !k.eq_ignore_ascii_case(name));
+        self.parameters.insert(name.to_string(), entry);
+    }
+
+    fn merge(&mut self, file: ParametersFile) {
+        for p in file.parameters {
+            let entry = match p.value {
+                ParameterValue::Value(v) => json!({ "value": v.to_json() }),
+                ParameterValue::KeyVault(r) => {
+                    let mut reference = json!({
+                        "keyVault": { "id": r.vault_id },
+                        "secretName": r.secret_name,
+                    });
+                    if let Some(version) = r.secret_version {
+                        reference["secretVersion"] = json!(version);
+                    }
+                    json!({ "reference": reference })
+                }
+                ParameterValue::Expression(e) => json!({ "expression": e }),
+            };
+            self.set_parameter(&p.name, entry);
+        }
+        for config in file.extension_configs {
+            let key = self
+                .extension_configs
+                .keys()
+                .find(|k| k.eq_ignore_ascii_case(&config.alias))
+                .cloned()
+                .unwrap_or(config.alias);
+            let slot = self
+                .extension_configs
+                .entry(key)
+                .or_insert_with(|| Value::Object(Map::new()));
+            if let Value::Object(items) = slot {
+                for (property, item) in config.items {
+                    items.retain(|k, _| !k.eq_ignore_ascii_case(&property));
+                    items.insert(property, item.to_json());
+                }
+            }
+        }
+        if let Some(defs) = file.external_input_definitions {
+            self.external_input_definitions = Some(defs.to_json());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queries_follow_dotted_paths_ignoring_case() {
+        let v = json!({"properties": {"outputs": {"greeting": {"value": "hi"}}, "list": [1, 2]}});
+        assert_eq!(
+            select(&v, "properties.Outputs.greeting.value"),
+            Some(&json!("hi"))
+        );
+        assert_eq!(select(&v, "properties.list[1]"), Some(&json!(2)));
+        assert_eq!(select(&v, "properties.missing"), None);
+        assert_eq!(select(&v, "properties.list[x]"), None);
+    }
+
+    #[test]
+    fn secure_outputs_are_dropped() {
+        let record = json!({"properties": {"outputs": {
+            "a": {"type": "String", "value": "x"}, "b": {"type": "SecureString", "value": "s"}}}});
+        assert_eq!(
+            without_secure_outputs(record)["properties"]["outputs"],
+            json!({"a": {"type": "String", "value": "x"}})
+        );
+    }
+
+    #[test]
+    fn what_if_hides_secret_values() {
+        let result = json!({"properties": {"changes": [{
+            "resourceId": "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/v/secrets/x",
+            "changeType": "Modify",
+            "after": {"properties": {"value": "hunter2"}},
+            "delta": [{"path": "properties.value", "propertyChangeType": "Create", "after": "hunter2"}]
+        }]}});
+        let text = redact_what_if(result).to_string();
+        assert!(!text.contains("hunter2"), "{text}");
+    }
+
+    #[test]
+    fn parameters_later_values_win_ignoring_case() {
+        let mut inputs = Inputs::default();
+        let (mut sources, mut diags) = (Vec::new(), Vec::new());
+        inputs.add("Name=one", &mut sources, &mut diags).unwrap();
+        inputs.add("name=2", &mut sources, &mut diags).unwrap();
+        inputs
+            .add("obj={\"a\":1}", &mut sources, &mut diags)
+            .unwrap();
+        assert_eq!(
+            Value::Object(inputs.parameters),
+            json!({"name": {"value": 2}, "obj": {"value": {"a": 1}}})
+        );
+    }
+}

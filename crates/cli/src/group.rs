@@ -1,0 +1,187 @@
+//! `cairn group create|show|list|delete`: resource groups, with az's flags (`-n`, `-l`, `--tags`, `-y`, `-o`).
+
+use std::io::{BufRead as _, IsTerminal as _, Write as _};
+use std::process::ExitCode;
+
+use clap::{Args, Subcommand};
+use serde_json::{Map, Value, json};
+
+use crate::backend::TargetArgs;
+use crate::output::{self, CmdResult, Failure, Format};
+
+#[derive(Args)]
+pub(crate) struct GroupArgs {
+    #[command(flatten)]
+    target: TargetArgs,
+    #[command(subcommand)]
+    command: GroupCommand,
+}
+
+#[derive(Subcommand)]
+enum GroupCommand {
+    /// Create a resource group (or update its tags).
+    Create(CreateArgs),
+    /// Show a resource group.
+    Show(NameArgs),
+    /// List the resource groups of the subscription.
+    List(ListArgs),
+    /// Delete a resource group with its deployment history and Key Vault vaults.
+    Delete(DeleteArgs),
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    /// Resource group name.
+    #[arg(
+        short = 'n',
+        long = "name",
+        visible_alias = "resource-group",
+        short_alias = 'g'
+    )]
+    name: String,
+    /// Location (any name: cairn has no regions; `local` is customary).
+    #[arg(short = 'l', long)]
+    location: String,
+    /// Tags: `key=value` pairs (space separated, repeatable).
+    #[arg(long, num_args = 0.., value_name = "KEY=VALUE")]
+    tags: Vec<String>,
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
+    output: Format,
+}
+
+#[derive(Args)]
+struct NameArgs {
+    /// Resource group name.
+    #[arg(
+        short = 'n',
+        long = "name",
+        visible_alias = "resource-group",
+        short_alias = 'g'
+    )]
+    name: String,
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
+    output: Format,
+}
+
+#[derive(Args)]
+struct ListArgs {
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
+    output: Format,
+}
+
+#[derive(Args)]
+struct DeleteArgs {
+    /// Resource group name.
+    #[arg(
+        short = 'n',
+        long = "name",
+        visible_alias = "resource-group",
+        short_alias = 'g'
+    )]
+    name: String,
+    /// Do not ask for confirmation (it is only asked on a terminal).
+    #[arg(short = 'y', long)]
+    yes: bool,
+}
+
+const GROUP_COLUMNS: &[(&str, &str)] = &[
+    ("Name", "/name"),
+    ("Location", "/location"),
+    ("Status", "/properties/provisioningState"),
+];
+
+pub(crate) fn run(args: GroupArgs) -> anyhow::Result<ExitCode> {
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()?;
+    let target = args.target;
+    Ok(runtime.block_on(async move {
+        match execute(&target, args.command).await {
+            Ok(code) => code,
+            Err(failure) => failure.report(),
+        }
+    }))
+}
+
+async fn execute(target: &TargetArgs, command: GroupCommand) -> CmdResult {
+    match command {
+        GroupCommand::Create(a) => {
+            let id = target.group_scope(&a.name)?;
+            let mut body = json!({ "location": a.location });
+            if !a.tags.is_empty() {
+                body["tags"] = Value::Object(parse_tags(&a.tags)?);
+            }
+            let backend = target.connect().await?;
+            let group = backend.put_group(&id, &body).await;
+            backend.close().await;
+            output::emit_one(a.output, &group?, GROUP_COLUMNS)?;
+        }
+        GroupCommand::Show(a) => {
+            let id = target.group_scope(&a.name)?;
+            let backend = target.connect().await?;
+            let group = backend.get_group(&id).await;
+            backend.close().await;
+            output::emit_one(a.output, &group?, GROUP_COLUMNS)?;
+        }
+        GroupCommand::List(a) => {
+            target.subscription_scope()?;
+            let backend = target.connect().await?;
+            let groups = backend.list_groups(&target.subscription).await;
+            backend.close().await;
+            output::emit_list(a.output, &groups?, GROUP_COLUMNS)?;
+        }
+        GroupCommand::Delete(a) => {
+            let id = target.group_scope(&a.name)?;
+            if !a.yes && !confirm(&a.name)? {
+                return Err(Failure::usage(
+                    "not deleted: the deletion was not confirmed",
+                ));
+            }
+            let backend = target.connect().await?;
+            let result = backend.delete_group(&id).await;
+            backend.close().await;
+            result?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `key=value` tags (a bare `key` has an empty value, as in az).
+fn parse_tags(tags: &[String]) -> Result<Map<String, Value>, Failure> {
+    let mut out = Map::new();
+    for tag in tags {
+        let (key, value) = tag.split_once('=').unwrap_or((tag, ""));
+        if key.is_empty() {
+            return Err(Failure::usage(format!("tag '{tag}' has no name")));
+        }
+        out.insert(key.to_string(), json!(value));
+    }
+    Ok(out)
+}
+
+/// Asks on a terminal; scripts (stdin not a terminal) are not asked, as `--yes` is implied.
+fn confirm(name: &str) -> Result<bool, Failure> {
+    if !std::io::stdin().is_terminal() {
+        return Ok(true);
+    }
+    eprint!("Delete resource group '{name}' with its deployment history and vaults? (y/n): ");
+    let _ = std::io::stderr().flush();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .map_err(|e| Failure::Other(e.into()))?;
+    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_are_key_value_pairs() {
+        let tags = parse_tags(&["env=dev".into(), "owner".into()]).unwrap();
+        assert_eq!(Value::Object(tags), json!({"env": "dev", "owner": ""}));
+        assert!(parse_tags(&["=x".into()]).is_err());
+    }
+}

@@ -1,0 +1,524 @@
+//! The embedded default: the deployment engine in this process over the SQLite store in `$CAIRN_HOME` (default
+//! `~/.cairn`, the same directory `cairn serve` uses), with the extension registry of `--registry`,
+//! `$CAIRN_EXTENSIONS` or `$CAIRN_HOME/extensions.json` and the built-in Local extension.
+//!
+//! The engine runs only while a command does, so deployments another command left unfinished (killed mid-run)
+//! are ended `Failed` on the next start (`RecoveryPolicy::Fail`, listing what they created) rather than resumed
+//! in a command that may exit a moment later; re-running the deployment finishes it.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cairn_arm::models::deployment::{Deployment, DeploymentWhatIf};
+use cairn_arm::{ArmError, ResourceId};
+use cairn_engine::provider::{
+    KeyVaultProvider, RESOURCE_GROUPS_TYPE, ResourceGroupProvider, ResourceProvider, SECRETS_TYPE,
+};
+use cairn_engine::{DeployOptions, Engine, EngineSettings, Providers, RecoveryPolicy};
+use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry};
+use cairn_store::{
+    ExposeSecret, NewSecretVersion, PageRequest, ResourceGroupRecord, SecretString,
+    SecretVersionInfo, Store, Timestamp, VaultRecord,
+};
+use cairn_store_sqlite::SqliteStore;
+use serde_json::{Value, json};
+
+use crate::backend::SecretView;
+use crate::output::Failure;
+use crate::progress::Progress;
+
+/// The API version the local providers are called with (they accept any).
+const PROVIDER_API_VERSION: &str = "2024-03-01";
+
+fn env(name: &str) -> Option<String> {
+    std::env::var(name).ok().filter(|v| !v.is_empty())
+}
+
+/// `$CAIRN_HOME`, else `~/.cairn`.
+pub(crate) fn cairn_home() -> Result<PathBuf, Failure> {
+    if let Some(home) = env("CAIRN_HOME") {
+        return Ok(PathBuf::from(home));
+    }
+    let home = env("HOME").or_else(|| env("USERPROFILE")).ok_or_else(|| {
+        Failure::usage("set CAIRN_HOME (or HOME) to say where cairn keeps its data")
+    })?;
+    Ok(Path::new(&home).join(".cairn"))
+}
+
+/// The registry of `--registry`, `$CAIRN_EXTENSIONS` or `<home>/extensions.json`, plus the built-in Local.
+fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
+    let named = flag
+        .map(Path::to_path_buf)
+        .or_else(|| env("CAIRN_EXTENSIONS").map(PathBuf::from));
+    let default = home.join("extensions.json");
+    let path = match named {
+        Some(path) => Some(path),
+        None if default.exists() => Some(default),
+        None => None,
+    };
+    let mut registry = match path {
+        Some(path) => Registry::load(&path, &crate::extension::transport_factories())
+            .with_context(|| format!("cannot load the extension registry {}", path.display()))
+            .map_err(|e| Failure::Usage(format!("{e:#}")))?,
+        None => Registry::new(),
+    };
+    if registry
+        .resolve(cairn_ext_local::NAME, cairn_ext_local::VERSION)
+        .is_none()
+    {
+        registry.register(RegisteredExtension::new(
+            cairn_ext_local::NAME,
+            cairn_ext_local::VERSION,
+            Arc::new(cairn_ext_local::in_process_transport()),
+        ));
+    }
+    Ok(registry)
+}
+
+/// The in-process engine and the store it runs on.
+pub(crate) struct LocalBackend {
+    engine: Engine,
+    store: Arc<dyn Store>,
+    groups: ResourceGroupProvider,
+    key_vault: KeyVaultProvider,
+}
+
+impl LocalBackend {
+    pub(crate) async fn open(registry_flag: Option<&Path>) -> Result<Self, Failure> {
+        let home = cairn_home()?;
+        let registry = registry(registry_flag, &home)?;
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&home).await.with_context(|| {
+                format!("cannot open the cairn data directory {}", home.display())
+            })?);
+        let host = Arc::new(ExtensionHost::new(
+            Arc::new(registry),
+            HostSettings::default(),
+            "cairn://cli",
+        ));
+        let settings = EngineSettings {
+            recovery: RecoveryPolicy::Fail,
+            // A command killed mid-run leaves its deployment to the next command sooner than a server would.
+            claim_ttl: Duration::from_secs(20),
+            heartbeat_interval: Duration::from_secs(5),
+            ..EngineSettings::default()
+        };
+        let engine = Engine::new(store.clone(), host, Providers::empty(), settings)?;
+        let recovered = engine.recover().await?;
+        for key in &recovered.failed {
+            eprintln!(
+                "note: deployment '{}' was interrupted by an earlier command and is now Failed; run it again to \
+                 finish it",
+                key.name
+            );
+        }
+        Ok(LocalBackend {
+            engine,
+            groups: ResourceGroupProvider::new(store.clone()),
+            key_vault: KeyVaultProvider::new(store.clone()),
+            store,
+        })
+    }
+
+    pub(crate) async fn close(self) {
+        let LocalBackend { engine, store, .. } = self;
+        drop(engine);
+        let _ = store.close().await;
+    }
+
+    pub(crate) async fn put_group(&self, id: &str, body: &Value) -> Result<Value, Failure> {
+        let id = parse_id(id)?;
+        let outcome = self
+            .groups
+            .put(&id, PROVIDER_API_VERSION, body)
+            .await
+            .map_err(provider_error)?;
+        Ok(outcome.resource)
+    }
+
+    pub(crate) async fn get_group(&self, id: &str) -> Result<Value, Failure> {
+        let parsed = parse_id(id)?;
+        self.groups
+            .get(&parsed, PROVIDER_API_VERSION)
+            .await
+            .map_err(provider_error)?
+            .ok_or_else(|| {
+                Failure::Arm(ArmError::resource_group_not_found(
+                    parsed.resource_group_name().unwrap_or_default(),
+                ))
+            })
+    }
+
+    pub(crate) async fn list_groups(&self, subscription: &str) -> Result<Vec<Value>, Failure> {
+        let mut groups = Vec::new();
+        let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
+        loop {
+            let result = self
+                .store
+                .list_resource_groups(subscription, page.clone())
+                .await?;
+            groups.extend(result.items.iter().map(group_json));
+            match result.continuation {
+                Some(next) => page.continuation = Some(next),
+                None => return Ok(groups),
+            }
+        }
+    }
+
+    /// Deletes the group with its deployment history and Key Vault vaults (the local resources it holds);
+    /// 409 while a deployment in it runs. Extension resources (files, ...) are not the group's to delete.
+    pub(crate) async fn delete_group(&self, id: &str) -> Result<(), Failure> {
+        let parsed = parse_id(id)?;
+        let (Some(subscription), Some(name)) =
+            (parsed.subscription_id(), parsed.resource_group_name())
+        else {
+            return Err(Failure::usage(format!("'{id}' is not a resource group id")));
+        };
+        if self
+            .store
+            .get_resource_group(subscription, name)
+            .await?
+            .is_none()
+        {
+            return Err(Failure::Arm(ArmError::resource_group_not_found(name)));
+        }
+        let deployments = self.all_deployments(id).await?;
+        if let Some(active) = deployments.iter().find(|d| {
+            !d.properties
+                .provisioning_state
+                .as_ref()
+                .is_some_and(|s| s.is_terminal())
+        }) {
+            return Err(Failure::Arm(ArmError::conflict(format!(
+                "The resource group '{name}' cannot be deleted while deployment '{}' is running. Cancel it or \
+                 wait for it to finish.",
+                active.name.as_deref().unwrap_or_default()
+            ))));
+        }
+        for d in &deployments {
+            if let Some(deployment) = &d.name {
+                match self.engine.delete(id, deployment).await {
+                    Ok(()) => {}
+                    Err(e) if e.to_arm().status() == 404 => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+        }
+        loop {
+            let vaults = self
+                .store
+                .list_vaults(id, PageRequest::first(cairn_store::MAX_PAGE_SIZE))
+                .await?;
+            if vaults.items.is_empty() {
+                break;
+            }
+            for vault in &vaults.items {
+                self.store.delete_vault(&vault.vault.id).await?;
+            }
+        }
+        self.store
+            .delete_resource_group(subscription, name, cairn_store::Precondition::Any)
+            .await?;
+        Ok(())
+    }
+
+    async fn all_deployments(
+        &self,
+        scope: &str,
+    ) -> Result<Vec<cairn_arm::models::deployment::DeploymentExtended>, Failure> {
+        let mut all = Vec::new();
+        let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
+        loop {
+            let result = self.engine.list(scope, None, page.clone()).await?;
+            all.extend(result.value);
+            match result.continuation {
+                Some(next) => page.continuation = Some(next),
+                None => return Ok(all),
+            }
+        }
+    }
+
+    pub(crate) async fn deploy(
+        &self,
+        scope: &str,
+        name: &str,
+        request: Deployment,
+        wait: bool,
+        progress: &mut Progress,
+    ) -> Result<Value, Failure> {
+        if !wait {
+            // The engine lives in this process: a deployment left behind would stop when the command exits.
+            eprintln!(
+                "note: --no-wait needs --server; the in-process engine runs the deployment to its end first"
+            );
+        }
+        let mut handle = self
+            .engine
+            .create_or_update(scope, name, request, DeployOptions::default())
+            .await?;
+        if let Some(mut events) = handle.take_events() {
+            progress.start(name);
+            let mut ticker = tokio::time::interval(Duration::from_millis(200));
+            ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+            let cancel = tokio::signal::ctrl_c();
+            tokio::pin!(cancel);
+            let mut canceled = false;
+            loop {
+                tokio::select! {
+                    event = events.recv() => match event {
+                        Some(event) => progress.event(&event),
+                        None => break,
+                    },
+                    _ = ticker.tick() => progress.tick(),
+                    _ = &mut cancel, if !canceled => {
+                        canceled = true;
+                        eprintln!("canceling deployment '{name}' (operations in flight finish first)...");
+                        // Ending here without a cancel would leave the deployment Running until the claim expires.
+                        if let Err(e) = self.engine.cancel(scope, name).await {
+                            warn_cancel_failed(&e.to_arm());
+                        }
+                    }
+                }
+            }
+            progress.finish();
+        }
+        let record = handle.wait().await?;
+        to_json(&record)
+    }
+
+    pub(crate) async fn get_deployment(&self, scope: &str, name: &str) -> Result<Value, Failure> {
+        to_json(&self.engine.get(scope, name).await?)
+    }
+
+    pub(crate) async fn list_deployments(&self, scope: &str) -> Result<Vec<Value>, Failure> {
+        self.all_deployments(scope)
+            .await?
+            .iter()
+            .map(to_json)
+            .collect()
+    }
+
+    pub(crate) async fn delete_deployment(&self, scope: &str, name: &str) -> Result<(), Failure> {
+        Ok(self.engine.delete(scope, name).await?)
+    }
+
+    pub(crate) async fn validate(
+        &self,
+        scope: &str,
+        name: &str,
+        request: Deployment,
+    ) -> Result<Value, Failure> {
+        to_json(&self.engine.validate(scope, name, request).await?)
+    }
+
+    pub(crate) async fn what_if(
+        &self,
+        scope: &str,
+        name: &str,
+        request: DeploymentWhatIf,
+    ) -> Result<Value, Failure> {
+        to_json(&self.engine.what_if(scope, name, request).await?)
+    }
+
+    pub(crate) async fn cancel(&self, scope: &str, name: &str) -> Result<(), Failure> {
+        Ok(self.engine.cancel(scope, name).await?)
+    }
+
+    pub(crate) async fn export(&self, scope: &str, name: &str) -> Result<Value, Failure> {
+        to_json(&self.engine.export_template(scope, name).await?)
+    }
+
+    pub(crate) async fn operations(&self, scope: &str, name: &str) -> Result<Vec<Value>, Failure> {
+        self.engine
+            .operations(scope, name)
+            .await?
+            .iter()
+            .map(to_json)
+            .collect()
+    }
+
+    pub(crate) async fn put_vault(&self, id: &str, body: &Value) -> Result<Value, Failure> {
+        let parsed = parse_id(id)?;
+        let outcome = self
+            .key_vault
+            .put(&parsed, PROVIDER_API_VERSION, body)
+            .await
+            .map_err(provider_error)?;
+        Ok(outcome.resource)
+    }
+
+    pub(crate) async fn find_vault(
+        &self,
+        subscription_scope: &str,
+        group_scope: Option<&str>,
+        name: &str,
+    ) -> Result<String, Failure> {
+        let scope = group_scope.unwrap_or(subscription_scope);
+        let mut found: Vec<VaultRecord> = Vec::new();
+        let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
+        loop {
+            let result = self.store.list_vaults(scope, page.clone()).await?;
+            found.extend(
+                result
+                    .items
+                    .into_iter()
+                    .filter(|v| v.vault.name.eq_ignore_ascii_case(name)),
+            );
+            match result.continuation {
+                Some(next) => page.continuation = Some(next),
+                None => break,
+            }
+        }
+        match found.len() {
+            1 => Ok(found.remove(0).vault.id),
+            0 => Err(Failure::Arm(ArmError::new(
+                404,
+                "VaultNotFound",
+                format!("The vault '{name}' was not found in scope '{scope}'."),
+            ))),
+            _ => Err(Failure::usage(format!(
+                "several vaults are named '{name}' in the subscription; pass -g/--resource-group to pick one"
+            ))),
+        }
+    }
+
+    pub(crate) async fn set_secret(
+        &self,
+        vault_id: &str,
+        name: &str,
+        value: SecretString,
+        content_type: Option<String>,
+    ) -> Result<SecretView, Failure> {
+        let secret_id = format!("{vault_id}/secrets/{name}");
+        let parsed = parse_id(&secret_id)?;
+        if !parsed.resource_type().eq_ignore_ascii_case(SECRETS_TYPE) {
+            return Err(Failure::usage(format!(
+                "'{name}' is not a valid secret name"
+            )));
+        }
+        let latest = self.store.get_vault_secret(vault_id, name, None).await?;
+        // The same value again keeps the current version, as a re-run deployment does.
+        if let Some(latest) = latest
+            && latest.value.expose_secret() == value.expose_secret()
+            && latest.info.content_type == content_type
+            && latest.info.enabled
+        {
+            return Ok(secret_view(&latest.info, None));
+        }
+        let info = self
+            .store
+            .set_vault_secret(NewSecretVersion {
+                vault_id: vault_id.to_string(),
+                name: name.to_string(),
+                value,
+                content_type,
+                enabled: true,
+                not_before: None,
+                expires: None,
+                tags: Default::default(),
+                created_at: Timestamp::now(),
+            })
+            .await?;
+        Ok(secret_view(&info, None))
+    }
+
+    pub(crate) async fn show_secret(
+        &self,
+        vault_id: &str,
+        name: &str,
+        version: Option<&str>,
+    ) -> Result<SecretView, Failure> {
+        let secret = self
+            .store
+            .get_vault_secret(vault_id, name, version)
+            .await?
+            .ok_or_else(|| {
+                Failure::Arm(ArmError::new(
+                    404,
+                    "SecretNotFound",
+                    format!(
+                        "A secret with (name/id) {name}{} was not found in this key vault.",
+                        version.map(|v| format!("/{v}")).unwrap_or_default()
+                    ),
+                ))
+            })?;
+        Ok(secret_view(&secret.info, Some(&secret.value)))
+    }
+
+    pub(crate) async fn list_secrets(&self, vault_id: &str) -> Result<Vec<SecretView>, Failure> {
+        let infos = self.store.list_vault_secrets(vault_id).await?;
+        Ok(infos.iter().map(|i| secret_view(i, None)).collect())
+    }
+}
+
+fn warn_cancel_failed(e: &ArmError) {
+    eprintln!("warning: the cancel request failed: {}", e.detail());
+}
+
+fn parse_id(id: &str) -> Result<ResourceId, Failure> {
+    ResourceId::parse(id).map_err(|e| Failure::Arm(e.to_arm_error(id)))
+}
+
+fn provider_error(e: cairn_engine::ProviderError) -> Failure {
+    Failure::Arm(ArmError::from_detail(e.status, *e.error))
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> Result<Value, Failure> {
+    serde_json::to_value(value).map_err(|e| Failure::Other(e.into()))
+}
+
+/// A resource group as ARM returns it.
+fn group_json(record: &ResourceGroupRecord) -> Value {
+    let g = &record.group;
+    let mut out = json!({
+        "id": g.resource_id(),
+        "name": g.name,
+        "type": RESOURCE_GROUPS_TYPE,
+        "location": g.location,
+        "properties": { "provisioningState": g.provisioning_state },
+    });
+    if !g.tags.is_empty() {
+        out["tags"] = json!(g.tags);
+    }
+    if let Some(m) = &g.managed_by {
+        out["managedBy"] = json!(m);
+    }
+    out
+}
+
+/// Key Vault's data-plane shape (`SecretBundle`): `id` is the secret's URI with its version; `value` only when
+/// given (`secret show`).
+fn secret_view(info: &SecretVersionInfo, value: Option<&SecretString>) -> SecretView {
+    let vault_name = info.vault_id.rsplit('/').next().unwrap_or_default();
+    let uri = format!(
+        "https://{}.vault.azure.net/secrets/{}",
+        vault_name.to_ascii_lowercase(),
+        info.name
+    );
+    let seconds = |t: Timestamp| t.unix_millis() / 1000;
+    let mut attributes = json!({
+        "enabled": info.enabled,
+        "created": seconds(info.created_at),
+        "updated": seconds(info.updated_at),
+        "recoveryLevel": "Purgeable",
+    });
+    if let Some(nbf) = info.not_before {
+        attributes["notBefore"] = json!(seconds(nbf));
+    }
+    if let Some(exp) = info.expires {
+        attributes["expires"] = json!(seconds(exp));
+    }
+    let mut out = json!({
+        "id": format!("{uri}/{}", info.version),
+        "name": info.name,
+        "attributes": attributes,
+        "contentType": info.content_type,
+        "tags": info.tags,
+    });
+    if let Some(value) = value {
+        out["value"] = json!(value.expose_secret());
+    }
+    SecretView { json: out }
+}

@@ -143,6 +143,8 @@ pub struct DeleteReport {
 enum State {
     /// Waiting this round.
     Pending,
+    /// Every predecessor is settled; queued to be handed out.
+    Ready,
     /// Handed out, no outcome yet.
     InFlight,
     /// Failed this round; retried next round.
@@ -363,24 +365,31 @@ impl DeleteRun {
             }
             self.state[node] = State::Pending;
             let mut unmet = 0;
+            let mut blocker = None;
             for &(before, kind) in self.plan.predecessors(node) {
                 match self.state[before] {
                     State::Deleted | State::Detached => {}
-                    State::Failed if kind == EdgeKind::Credentials => {
-                        self.blocked_by[node] = Some(before);
-                        blocked.push(node);
-                    }
+                    State::Failed if kind == EdgeKind::Credentials => blocker = Some(before),
                     State::Failed => {}
                     _ => unmet += 1,
                 }
             }
             self.unmet[node] = unmet;
+            if blocker.is_some() {
+                self.blocked_by[node] = blocker;
+                blocked.push(node);
+            }
+        }
+        // Mark them all before settling any, so a blocked node is never also queued.
+        for &node in &blocked {
+            self.state[node] = State::Blocked;
         }
         for node in blocked {
-            self.block(node);
+            self.settle(node, false);
         }
         for node in 0..count {
             if self.state[node] == State::Pending && self.unmet[node] == 0 {
+                self.state[node] = State::Ready;
                 self.ready.push_back(node);
             }
         }
@@ -403,16 +412,10 @@ impl DeleteRun {
                 }
                 self.unmet[after] -= 1;
                 if self.unmet[after] == 0 {
+                    self.state[after] = State::Ready;
                     self.ready.push_back(after);
                 }
             }
-        }
-    }
-
-    fn block(&mut self, node: usize) {
-        if self.state[node] == State::Pending {
-            self.state[node] = State::Blocked;
-            self.settle(node, false);
         }
     }
 
@@ -421,7 +424,12 @@ impl DeleteRun {
         let remaining = self
             .state
             .iter()
-            .filter(|s| matches!(s, State::FailedThisRound | State::Blocked | State::Pending))
+            .filter(|s| {
+                matches!(
+                    s,
+                    State::FailedThisRound | State::Blocked | State::Pending | State::Ready
+                )
+            })
             .count();
         if remaining > 0 && self.round < self.settings.max_rounds {
             self.round_started = false;
@@ -436,8 +444,10 @@ impl DeleteRun {
             }
             let key = self.key_text(node);
             let mut reasons = Vec::new();
-            if matches!(self.state[node], State::Blocked | State::Pending)
-                && let Some(blocker) = self.blocked_by[node]
+            if matches!(
+                self.state[node],
+                State::Blocked | State::Pending | State::Ready
+            ) && let Some(blocker) = self.blocked_by[node]
             {
                 reasons.push(ErrorDetail::new(
                     codes::DELETE_BLOCKED,

@@ -6,6 +6,7 @@ mod deployment;
 mod extension;
 mod group;
 mod keyvault;
+mod lint;
 mod local;
 mod output;
 mod progress;
@@ -41,6 +42,8 @@ enum Command {
     Deployment(deployment::DeploymentArgs),
     /// The local Key Vault: vaults and secrets.
     Keyvault(keyvault::KeyvaultArgs),
+    /// Lint a template's extension configs for deployment stacks (rule stacks-extensibility-compat).
+    Lint(lint::LintArgs),
 }
 
 fn main() -> ExitCode {
@@ -52,6 +55,7 @@ fn main() -> ExitCode {
         Command::Group(args) => group::run(args),
         Command::Deployment(args) => deployment::run(args),
         Command::Keyvault(args) => keyvault::run(args),
+        Command::Lint(args) => lint::run(args),
     };
     match result {
         Ok(code) => code,

@@ -13,8 +13,10 @@
 //!
 //! Deploy-time dependencies are create dependencies, not delete dependencies (REP 0006), so the order is a
 //! best effort and [`crate::run`] still retries; only credential edges are strict there. A dependency edge
-//! that contradicts containment (a container that depended on its own content) is dropped, and cycles are
-//! broken by dropping dependency edges first (recorded in [`DeletePlan::broken_edges`]).
+//! that contradicts containment (a container that depended on its own content) is dropped, and each remaining
+//! cycle is broken by dropping one of its edges, a dependency edge when it has one (recorded in
+//! [`DeletePlan::broken_edges`]). Only contrived inputs (e.g. two CRDs named into each other's API
+//! group) make a cycle of containment or credential edges alone.
 
 use std::collections::{HashMap, VecDeque};
 
@@ -338,9 +340,8 @@ impl<'r> Graph<'r> {
     }
 }
 
-/// Kahn's algorithm with longest-path layering. When stuck on a cycle, drops the stuck nodes' incoming
-/// dependency edges first, then all incoming edges of the first stuck node.
-/// Returns (kept edges, broken edges, wave of each node).
+/// Kahn's algorithm with longest-path layering. When stuck on a cycle, drops one edge of it (a dependency
+/// edge when the cycle has one) and carries on. Returns (kept edges, broken edges, wave of each node).
 fn layer(count: usize, edges: Vec<PlanEdge>) -> (Vec<PlanEdge>, Vec<PlanEdge>, Vec<usize>) {
     let mut incoming: Vec<Vec<usize>> = vec![Vec::new(); count];
     let mut outgoing: Vec<Vec<usize>> = vec![Vec::new(); count];

@@ -14,7 +14,7 @@ use reqwest::{Method, StatusCode};
 use serde_json::Value;
 
 use crate::output::Failure;
-use crate::progress::Progress;
+use crate::progress::{Progress, parse_iso_duration};
 
 /// The API version of every request (resource groups and deployments share it).
 const API_VERSION: &str = "2025-04-01";
@@ -282,8 +282,16 @@ impl ArmClient {
             tokio::time::sleep(delay).await;
             progress.tick();
         }
+        let record = self.call(Method::GET, &path, None).await?.body;
+        let properties = &record["properties"];
+        progress.done(
+            properties["provisioningState"]
+                .as_str()
+                .unwrap_or("Unknown"),
+            properties["duration"].as_str().and_then(parse_iso_duration),
+        );
         progress.finish();
-        Ok(self.call(Method::GET, &path, None).await?.body)
+        Ok(record)
     }
 
     /// Shows the operations of nested deployments (one level per call, down to a fixed depth).

@@ -281,11 +281,14 @@ async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
             backend.close().await;
             // az prints the template itself.
             let template = exported?.get("template").cloned().unwrap_or(Value::Null);
-            output::emit_one(
-                a.output,
-                &template,
-                &[("Content version", "/contentVersion")],
-            )?;
+            match &a.query {
+                Some(path) => print_record(a.output, &template, Some(path))?,
+                None => output::emit_one(
+                    a.output,
+                    &template,
+                    &[("Content version", "/contentVersion")],
+                )?,
+            }
             Ok(ExitCode::SUCCESS)
         }
         ScopedCommand::Validate(a) => {

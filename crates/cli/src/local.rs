@@ -19,8 +19,9 @@ use cairn_engine::provider::{
 use cairn_engine::{DeployOptions, Engine, EngineSettings, Providers, RecoveryPolicy};
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry};
 use cairn_store::{
-    ExposeSecret, NewSecretVersion, PageRequest, ResourceGroupRecord, SecretString,
-    SecretVersionInfo, Store, Timestamp, VaultRecord,
+    ExposeSecret, ManagedResourceFilter, NewSecretVersion, PageRequest, Precondition,
+    ResourceGroupRecord, SecretString, SecretVersionInfo, Store, StoreError, Timestamp,
+    VaultRecord,
 };
 use cairn_store_sqlite::SqliteStore;
 use serde_json::{Value, json};
@@ -206,22 +207,66 @@ impl LocalBackend {
                 }
             }
         }
-        loop {
-            let vaults = self
-                .store
-                .list_vaults(id, PageRequest::first(cairn_store::MAX_PAGE_SIZE))
-                .await?;
-            if vaults.items.is_empty() {
-                break;
-            }
-            for vault in &vaults.items {
-                self.store.delete_vault(&vault.vault.id).await?;
-            }
-        }
+        self.delete_contained_resources(id).await?;
         self.store
-            .delete_resource_group(subscription, name, cairn_store::Precondition::Any)
+            .delete_resource_group(subscription, name, Precondition::Any)
             .await?;
         Ok(())
+    }
+
+    /// What a group holds that cairn keeps itself, as `cairn serve` deletes it: the local Key Vault's vaults
+    /// (with their secrets) and the inventory records of ARM resources in the group.
+    async fn delete_contained_resources(&self, scope: &str) -> Result<(), Failure> {
+        let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
+        loop {
+            let vaults = self.store.list_vaults(scope, page.clone()).await?;
+            for vault in vaults
+                .items
+                .iter()
+                .filter(|v| is_inside(scope, &v.vault.id))
+            {
+                match self.store.delete_vault(&vault.vault.id).await {
+                    Ok(()) | Err(StoreError::NotFound { .. }) => {}
+                    Err(e) => return Err(e.into()),
+                }
+            }
+            match vaults.continuation {
+                Some(next) => page.continuation = Some(next),
+                None => break,
+            }
+        }
+        let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
+        loop {
+            let resources = self
+                .store
+                .list_managed_resources(ManagedResourceFilter {
+                    deployment: None,
+                    resource_type: None,
+                    scope: Some(scope.to_string()),
+                    page: page.clone(),
+                })
+                .await?;
+            for r in &resources.items {
+                if r.resource
+                    .resource_id
+                    .as_deref()
+                    .is_some_and(|id| is_inside(scope, id))
+                {
+                    match self
+                        .store
+                        .delete_managed_resource(&r.resource.key, Precondition::Any)
+                        .await
+                    {
+                        Ok(()) | Err(StoreError::NotFound { .. }) => {}
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            match resources.continuation {
+                Some(next) => page.continuation = Some(next),
+                None => return Ok(()),
+            }
+        }
     }
 
     async fn all_deployments(
@@ -455,6 +500,15 @@ impl LocalBackend {
 
 fn warn_cancel_failed(e: &ArmError) {
     eprintln!("warning: the cancel request failed: {}", e.detail());
+}
+
+/// Whether `id` is below `scope`, on a segment boundary (`/rg1` does not contain `/rg10/...`).
+fn is_inside(scope: &str, id: &str) -> bool {
+    let scope = scope.trim_end_matches('/');
+    id.len() > scope.len()
+        && id.is_char_boundary(scope.len())
+        && id[..scope.len()].eq_ignore_ascii_case(scope)
+        && id[scope.len()..].starts_with('/')
 }
 
 fn parse_id(id: &str) -> Result<ResourceId, Failure> {

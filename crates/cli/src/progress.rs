@@ -85,15 +85,7 @@ impl Progress {
             // Deployment rows come from the module resource in the parent; the root has the title line.
             EventKind::DeploymentStarted => {}
             EventKind::DeploymentFinished if event.depth == 0 => {
-                let duration = event.duration.map(format_duration).unwrap_or_default();
-                match self.mode {
-                    Mode::Lines => eprintln!("{}: {} {duration}", self.title, event.status),
-                    Mode::Live => {
-                        self.title = format!("{}: {} {duration}", self.title, event.status);
-                        self.redraw();
-                    }
-                    Mode::Off => {}
-                }
+                self.done(&event.status, event.duration);
             }
             EventKind::DeploymentFinished => {}
             EventKind::ResourceStarted
@@ -107,6 +99,19 @@ impl Progress {
                 event.duration,
                 event.error.as_ref(),
             ),
+        }
+    }
+
+    /// The root deployment ended: its status (and duration) on the title line.
+    pub(crate) fn done(&mut self, status: &str, duration: Option<Duration>) {
+        let duration = duration.map(format_duration).unwrap_or_default();
+        match self.mode {
+            Mode::Lines => eprintln!("{}: {status} {duration}", self.title),
+            Mode::Live => {
+                self.title = format!("{}: {status} {duration}", self.title);
+                self.redraw();
+            }
+            Mode::Off => {}
         }
     }
 

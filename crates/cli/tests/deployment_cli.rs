@@ -786,3 +786,255 @@ fn subscription_deployments_need_a_location() {
     let list = env.json(&["deployment", "sub", "list"]);
     assert_eq!(list.as_array().unwrap().len(), 1);
 }
+
+/// A `cairn serve` child process (TLS, tokens) on a free port, with its own data directory; killed on drop.
+struct Server {
+    child: std::process::Child,
+    url: String,
+    ca_cert: String,
+    token: &'static str,
+    _stdout: std::process::ChildStdout,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+impl Server {
+    /// Serves from `env`'s working directory (where the Local extension resolves `./out`).
+    fn start(env: &Env) -> Server {
+        use std::io::BufRead as _;
+        let dir = env.work.path().join("server");
+        std::fs::create_dir_all(&dir).unwrap();
+        let certified =
+            rcgen::generate_simple_self_signed(vec!["localhost".into(), "127.0.0.1".into()])
+                .unwrap();
+        let (cert, key, tokens) = (
+            dir.join("cert.pem"),
+            dir.join("key.pem"),
+            dir.join("tokens"),
+        );
+        std::fs::write(&cert, certified.cert.pem()).unwrap();
+        std::fs::write(&key, certified.signing_key.serialize_pem()).unwrap();
+        let token = "cli-test-token-5d0b";
+        std::fs::write(&tokens, format!("{token}\n")).unwrap();
+        let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(["serve", "--listen", "127.0.0.1:0", "--tls-cert"])
+            .arg(&cert)
+            .arg("--tls-key")
+            .arg(&key)
+            .arg("--tokens")
+            .arg(&tokens)
+            .env("CAIRN_HOME", dir.join("home"))
+            .env_remove("CAIRN_EXTENSIONS")
+            .current_dir(env.work.path())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let mut reader = std::io::BufReader::new(stdout);
+        let mut line = String::new();
+        reader.read_line(&mut line).unwrap();
+        let url = line
+            .trim()
+            .strip_prefix("cairn serve listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line}"))
+            .to_string();
+        Server {
+            child,
+            url,
+            ca_cert: cert.display().to_string(),
+            token,
+            _stdout: reader.into_inner(),
+        }
+    }
+
+    /// `args` plus `--server`, `--token` and `--ca-cert`.
+    fn args<'a>(&'a self, args: &[&'a str]) -> Vec<&'a str> {
+        let mut all = args.to_vec();
+        all.extend([
+            "--server",
+            &self.url,
+            "--token",
+            self.token,
+            "--ca-cert",
+            &self.ca_cert,
+        ]);
+        all
+    }
+}
+
+#[test]
+fn server_mode_deploys_the_quickstart_over_tls_with_a_token() {
+    let env = Env::new();
+    let server = Server::start(&env);
+    assert!(
+        server.url.starts_with("https://127.0.0.1:"),
+        "{}",
+        server.url
+    );
+    let created = env.json(&server.args(&["group", "create", "-n", "quickstart", "-l", "local"]));
+    assert_eq!(created["name"], "quickstart");
+    let (template, params) = (quickstart("main.json"), quickstart("main.parameters.json"));
+    let at_params = format!("@{params}");
+    let canary = format!("apiKey={CANARY}");
+    let create = [
+        "deployment",
+        "group",
+        "create",
+        "-g",
+        "quickstart",
+        "-n",
+        "quickstart",
+        "-f",
+        &template,
+        "-p",
+        &at_params,
+        "-p",
+        &canary,
+    ];
+    let out = env.cairn(&server.args(&create));
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    let record = parse(&String::from_utf8_lossy(&out.stdout));
+    assert_eq!(record["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(
+        record["properties"]["outputs"]["notesPath"]["value"],
+        "hello/notes.txt"
+    );
+    assert!(!record.to_string().contains(CANARY));
+    // Progress came from polled operations, nested deployment included.
+    let progress = stderr(&out);
+    assert!(
+        progress.contains("Deployment 'quickstart': Succeeded"),
+        "{progress}"
+    );
+    assert!(progress.contains("    local:notesFile"), "{progress}");
+    // The server's Local extension wrote the files (it runs in the server's working directory).
+    assert_eq!(
+        std::fs::read_to_string(env.out("hello/notes.txt")).unwrap(),
+        "Written by the nested deployment hello-notes.\nHELLO FROM CAIRN!\n"
+    );
+    // Nothing was opened locally.
+    assert!(!env.home.path().join("cairn.db").exists());
+
+    let shown = env.json(&server.args(&[
+        "deployment",
+        "group",
+        "show",
+        "-g",
+        "quickstart",
+        "-n",
+        "quickstart",
+    ]));
+    assert_eq!(shown["properties"]["provisioningState"], "Succeeded");
+    let ops = env.json(&server.args(&[
+        "deployment",
+        "operation",
+        "group",
+        "list",
+        "-g",
+        "quickstart",
+        "-n",
+        "quickstart",
+    ]));
+    assert_eq!(ops.as_array().unwrap().len(), 6);
+    let mut what_if = vec!["deployment", "group", "what-if"];
+    what_if.extend_from_slice(&create[3..]);
+    what_if.push("--no-pretty-print");
+    let result = env.expect(&server.args(&what_if), 0);
+    assert!(!result.contains(CANARY));
+    let result = parse(&result);
+    let kinds: Vec<&str> = result["properties"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|c| c["symbolicName"] != "apiKeySecret")
+        .filter_map(|c| c["changeType"].as_str())
+        .collect();
+    assert_eq!(kinds, vec!["NoChange"; 5]);
+    let missing = env.cairn(&server.args(&[
+        "deployment",
+        "group",
+        "show",
+        "-g",
+        "quickstart",
+        "-n",
+        "nope",
+    ]));
+    assert_eq!(missing.status.code(), Some(1));
+    assert_eq!(
+        stderr_error(&missing)["error"]["code"],
+        "DeploymentNotFound"
+    );
+    env.expect(
+        &server.args(&[
+            "deployment",
+            "group",
+            "delete",
+            "-g",
+            "quickstart",
+            "-n",
+            "quickstart",
+        ]),
+        0,
+    );
+    let list = env.json(&server.args(&["deployment", "group", "list", "-g", "quickstart"]));
+    assert_eq!(
+        list.as_array().unwrap().len(),
+        1,
+        "the nested deployment's record stays: {list:#}"
+    );
+    env.expect(
+        &server.args(&["group", "delete", "-n", "quickstart", "-y"]),
+        0,
+    );
+    assert_eq!(
+        env.json(&server.args(&["group", "list"])),
+        Value::Array(vec![])
+    );
+}
+
+#[test]
+fn server_mode_reports_auth_and_tls_failures() {
+    let env = Env::new();
+    let server = Server::start(&env);
+    let wrong = env.cairn(&[
+        "group",
+        "list",
+        "--server",
+        &server.url,
+        "--token",
+        "not-the-token",
+        "--ca-cert",
+        &server.ca_cert,
+    ]);
+    assert_eq!(wrong.status.code(), Some(1));
+    assert_eq!(
+        stderr_error(&wrong)["error"]["code"],
+        "InvalidAuthenticationToken"
+    );
+    assert!(!stderr(&wrong).contains("not-the-token"));
+    // Without --ca-cert the self-signed certificate is not trusted.
+    let untrusted = env.cairn(&[
+        "group",
+        "list",
+        "--server",
+        &server.url,
+        "--token",
+        server.token,
+    ]);
+    assert_eq!(untrusted.status.code(), Some(1));
+    assert!(
+        stderr(&untrusted).contains("cannot reach the server"),
+        "{}",
+        stderr(&untrusted)
+    );
+    // The Key Vault commands need the in-process engine.
+    let kv = env.cairn(&server.args(&["keyvault", "secret", "list", "--vault-name", "kv"]));
+    assert_eq!(kv.status.code(), Some(2));
+    assert_eq!(stderr_error(&kv)["error"]["code"], "NotSupportedWithServer");
+}

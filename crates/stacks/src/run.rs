@@ -73,6 +73,18 @@ pub struct RunSettings {
     pub without_delete_support: WithoutDeleteSupport,
 }
 
+impl RunSettings {
+    /// The default settings with `resourcesWithoutDeleteSupport` taken from `action`.
+    pub fn for_action(
+        action: &cairn_arm::models::stack::ActionOnUnmanage,
+    ) -> Result<Self, crate::diff::DiffError> {
+        Ok(Self {
+            without_delete_support: WithoutDeleteSupport::from_action(action)?,
+            ..Self::default()
+        })
+    }
+}
+
 impl Default for RunSettings {
     /// Four rounds, unbounded parallelism, unsupported deletes fail.
     fn default() -> Self {
@@ -738,6 +750,25 @@ mod tests {
         assert_eq!(run.next_step(), Step::Done);
         let report = run.into_report().unwrap();
         assert_eq!((report.deleted.len(), report.rounds), (1, 2));
+    }
+
+    #[test]
+    fn settings_follow_the_action() {
+        let mut action = cairn_arm::models::stack::ActionOnUnmanage::detach_all();
+        assert_eq!(
+            RunSettings::for_action(&action)
+                .unwrap()
+                .without_delete_support,
+            WithoutDeleteSupport::Fail
+        );
+        action.resources_without_delete_support =
+            Some(cairn_arm::models::stack::ResourcesWithoutDeleteSupportAction::Detach);
+        assert_eq!(
+            RunSettings::for_action(&action)
+                .unwrap()
+                .without_delete_support,
+            WithoutDeleteSupport::Detach
+        );
     }
 
     #[test]

@@ -112,12 +112,21 @@ impl fmt::Debug for SecretValue {
     }
 }
 
-/// What came back for a [`Fetch`].
-#[derive(Clone, Debug, PartialEq)]
+/// What came back for a [`Fetch`]. `Debug` never shows the content.
+#[derive(Clone, PartialEq)]
 pub enum Fetched {
     Secret(SecretValue),
     /// The API's JSON response body (may hold secrets; it is dropped once the value is extracted).
     Api(Value),
+}
+
+impl fmt::Debug for Fetched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Self::Secret(_) => f.write_str("Fetched::Secret([REDACTED])"),
+            Self::Api(_) => f.write_str("Fetched::Api([REDACTED])"),
+        }
+    }
 }
 
 /// Why a resolver could not fetch something. Messages come from the caller's resolver and must not hold
@@ -707,6 +716,12 @@ mod tests {
             directive.extract(Fetched::Secret(SecretValue::new("x"))),
             Err(DirectiveErrorKind::MismatchedResult { .. })
         ));
+        let fetched = format!(
+            "{:?} {:?}",
+            Fetched::Api(json!({"kubeconfigs": [{"value": "s3cr3t"}]})),
+            Fetched::Secret(SecretValue::new("s3cr3t"))
+        );
+        assert!(!fetched.contains("s3cr3t"), "{fetched}");
     }
 
     #[test]

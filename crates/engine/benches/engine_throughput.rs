@@ -244,6 +244,15 @@ fn main() {
             "parallelism {}, durability {:?}, {} runs each",
             o.parallelism, o.durability, o.runs
         );
+        // The timer's own cost: 100 sequential 10 ms sleeps, no engine (tokio sleeps round up to whole ms).
+        let floor = Instant::now();
+        for _ in 0..100 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        println!(
+            "timer floor: 100 x 10 ms sleeps take {:.3} s",
+            floor.elapsed().as_secs_f64()
+        );
         let dir = tempfile::tempdir().expect("temp dir");
         let chain_engine = engine(&dir.path().join("chain"), Duration::from_millis(10), &o).await;
         let mut times = Vec::new();

@@ -205,6 +205,17 @@ pub(crate) fn prepare(
     let input = DeploymentInput::new(&template, &file, ctx);
     let expansion = Expansion::start(input, &hook)
         .map_err(|diags| invalid(&key.name, tracking, vec![template_error(&diags)]))?;
+    // Preflight, as ARM's: every body must evaluate (runtime values may stay open; hard errors may not).
+    let mut errors = Vec::new();
+    for &index in expansion.order() {
+        if let Err(diags) = expansion.evaluate(index) {
+            errors.push(template_error(&diags));
+        }
+    }
+    drop(hook.take_misses());
+    if !errors.is_empty() {
+        return Err(invalid(&key.name, tracking, errors));
+    }
     let identities = expansion.resources();
     let secure_parameters = template
         .parameters

@@ -1,0 +1,155 @@
+//! What-if and validate: predicted changes for Azure resources (provider GET) and extension resources (host
+//! preview + get, preview metadata dropping noise), and validation results and errors.
+
+mod common;
+
+use cairn_arm::models::deployment::DeploymentWhatIf;
+use common::*;
+use serde_json::{Value, json};
+
+fn what_if_request(template: Value, format: Option<&str>) -> DeploymentWhatIf {
+    let mut properties = json!({ "mode": "Incremental", "template": template });
+    if let Some(f) = format {
+        properties["whatIfSettings"] = json!({ "resultFormat": f });
+    }
+    serde_json::from_value(json!({ "properties": properties })).unwrap()
+}
+
+fn vault() -> Value {
+    json!({ "type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01", "name": "kv",
+            "location": "westus", "properties": { "sku": "standard" } })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_compares_with_current_state() {
+    let env = setup().await;
+    let base = fake_template(
+        json!({
+            "a": widget("a", json!({ "size": 1 })),
+            "same": widget("same", json!({ "size": 1 })),
+            "gone": widget("gone", json!({})),
+            "kv": vault()
+        }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "wi", request(base, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+
+    let next = fake_template(
+        json!({
+            "a": widget("a", json!({ "size": 2 })),
+            "same": widget("same", json!({ "size": 1 })),
+            "b": widget("b", json!({})),
+            "b2": widget("b2", json!({ "peer": "[reference('b').createdBy]" })),
+            "kv": vault(),
+            "st": { "type": "Microsoft.Storage/storageAccounts", "apiVersion": "2023-01-01", "name": "st",
+                    "location": "westus", "properties": {} }
+        }),
+        json!({}),
+    );
+    let result = env
+        .engine
+        .what_if(RG, "wi", what_if_request(next.clone(), None))
+        .await
+        .unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    assert_eq!(result["status"], "Succeeded");
+    let changes = result["properties"]["changes"].as_array().unwrap();
+    let change = |pred: &dyn Fn(&Value) -> bool| {
+        changes
+            .iter()
+            .find(|c| pred(c))
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    let widget_change = |name: &str| change(&|c: &Value| c["identifiers"]["name"] == name);
+
+    let a = widget_change("a");
+    assert_eq!(a["changeType"], "Modify", "{a:#}");
+    assert_eq!(
+        a["delta"],
+        json!([{ "path": "properties.size", "propertyChangeType": "Modify", "before": 1, "after": 2 }])
+    );
+    assert_eq!(
+        a["extension"],
+        json!({ "name": "Fake", "version": "1.0.0", "configId": "c1" })
+    );
+    assert_eq!(a["resourceType"], "widget");
+    assert_eq!(a["symbolicName"], "a");
+    // `createdBy` differs between the preview and nothing, but the preview marks it read-only: no noise.
+    assert_eq!(widget_change("same")["changeType"], "NoChange");
+    assert_eq!(widget_change("b")["changeType"], "Create");
+    assert_eq!(widget_change("b2")["changeType"], "Create");
+    let kv = change(&|c: &Value| c["resourceType"] == "Microsoft.KeyVault/vaults");
+    assert_eq!(kv["changeType"], "NoChange", "{kv:#}");
+    assert!(
+        kv["resourceId"]
+            .as_str()
+            .unwrap()
+            .ends_with("/providers/Microsoft.KeyVault/vaults/kv")
+    );
+    let st = change(&|c: &Value| c["resourceType"] == "Microsoft.Storage/storageAccounts");
+    assert_eq!(st["changeType"], "Unsupported");
+    assert!(
+        st["unsupportedReason"]
+            .as_str()
+            .unwrap()
+            .contains("Microsoft.Storage/storageAccounts")
+    );
+    assert_eq!(widget_change("gone")["changeType"], "Ignore");
+    // Nothing was deployed.
+    assert!(env.fake.resource("widget", "b").is_none());
+    assert_eq!(env.fake.resource("widget", "a").unwrap()["size"], 1);
+
+    let ids_only = env
+        .engine
+        .what_if(RG, "wi", what_if_request(next, Some("ResourceIdOnly")))
+        .await
+        .unwrap();
+    let ids_only = serde_json::to_value(ids_only).unwrap();
+    for c in ids_only["properties"]["changes"].as_array().unwrap() {
+        assert!(c.get("before").is_none() && c.get("after").is_none() && c.get("delta").is_none());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_lists_resources_or_reports_the_template_errors() {
+    let env = setup().await;
+    let template = fake_template(
+        json!({ "a": widget("a", json!({})), "kv": vault() }),
+        json!({}),
+    );
+    let result = env
+        .engine
+        .validate(RG, "v", request(template, json!({})))
+        .await
+        .unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    assert_eq!(result["properties"]["provisioningState"], "Succeeded");
+    let validated = result["properties"]["validatedResources"]
+        .as_array()
+        .unwrap();
+    assert_eq!(validated.len(), 2);
+    assert_eq!(validated[0]["resourceType"], "widget");
+    assert!(validated[1]["id"].as_str().unwrap().ends_with("/vaults/kv"));
+    assert!(
+        env.engine.get(RG, "v").await.is_err(),
+        "validate stores nothing"
+    );
+    assert_eq!(env.fake.count(), 0);
+
+    let broken = fake_template(
+        json!({ "a": widget("a", json!({ "x": "[parameters('nope')]" })) }),
+        json!({}),
+    );
+    let err = env
+        .engine
+        .validate(RG, "v", request(broken, json!({})))
+        .await
+        .unwrap_err()
+        .to_arm();
+    assert_eq!(err.status(), 400);
+    assert_eq!(err.code(), "InvalidTemplateDeployment");
+    let details = serde_json::to_value(err.detail()).unwrap();
+    assert!(details.to_string().contains("nope"), "{details}");
+}

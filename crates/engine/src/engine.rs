@@ -88,6 +88,13 @@ impl RunRegistry {
         }
     }
 
+    fn is_running(&self, key: &DeploymentKey) -> bool {
+        self.runs
+            .lock()
+            .map(|runs| runs.contains_key(&key.folded()))
+            .unwrap_or(false)
+    }
+
     fn cancel(&self, key: &DeploymentKey, id: &DeploymentId) -> bool {
         let Ok(runs) = self.runs.lock() else {
             return false;
@@ -749,6 +756,10 @@ impl Engine {
         let mut roots = Vec::new();
         let mut children = Vec::new();
         for record in orphans {
+            // A run of this engine whose heartbeat fell behind is not orphaned.
+            if self.inner.registry.is_running(&record.key) {
+                continue;
+            }
             if record.parent.is_none() {
                 roots.push(record);
             } else {

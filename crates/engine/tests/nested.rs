@@ -365,3 +365,46 @@ async fn unresolvable_configs_fail_the_resource_with_a_clear_error() {
     );
     assert_eq!(env.fake.count(), 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_management_group_deployment_targets_a_subscription() {
+    let env = setup().await;
+    let sub_template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2018-05-01/subscriptionDeploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "resources": [
+            { "type": "Microsoft.Resources/resourceGroups", "apiVersion": "2024-03-01", "name": "fromMg", "location": "westus" }
+        ],
+        "outputs": { "sub": { "type": "string", "value": "[subscription().subscriptionId]" } }
+    });
+    let template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-08-01/managementGroupDeploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "resources": [
+            { "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "toSub",
+              "subscriptionId": SUB, "location": "westus",
+              "properties": { "mode": "Incremental", "expressionEvaluationOptions": { "scope": "inner" },
+                              "template": sub_template } }
+        ],
+        "outputs": { "sub": { "type": "string", "value": "[reference('toSub').outputs.sub.value]" } }
+    });
+    let mg = "/providers/Microsoft.Management/managementGroups/mg1";
+    let mut req = request(template, json!({}));
+    req.location = Some("westus".into());
+    let record = deploy(&env.engine, mg, "mgdeploy", req).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(record["properties"]["outputs"]["sub"]["value"], SUB);
+    assert!(
+        env.store
+            .get_resource_group(SUB, "fromMg")
+            .await
+            .unwrap()
+            .is_some()
+    );
+    let child = serde_json::to_value(env.engine.get(SUB_SCOPE, "toSub").await.unwrap()).unwrap();
+    assert_eq!(state(&child), "Succeeded");
+    assert_eq!(
+        child["properties"]["outputResources"][0]["id"],
+        format!("{SUB_SCOPE}/resourceGroups/fromMg")
+    );
+}

@@ -98,8 +98,9 @@ struct TemplateArgs {
     #[arg(short = 'f', long = "template-file", value_name = "FILE")]
     template_file: PathBuf,
     /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`) or
-    /// `name=value` (JSON if it parses, else a string). Repeatable; later values win.
-    #[arg(short = 'p', long = "parameters", value_name = "PARAMS")]
+    /// `name=value` (JSON if it parses, else a string). Several may follow one -p, and -p repeats; later values
+    /// win.
+    #[arg(short = 'p', long = "parameters", value_name = "PARAMS", num_args = 1..)]
     parameters: Vec<String>,
     /// Location for the deployment's data (required for `deployment sub`).
     #[arg(short = 'l', long)]

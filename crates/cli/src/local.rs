@@ -307,9 +307,9 @@ impl LocalBackend {
             progress.start(name);
             let mut ticker = tokio::time::interval(Duration::from_millis(200));
             ticker.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
-            let cancel = tokio::signal::ctrl_c();
-            tokio::pin!(cancel);
-            let mut canceled = false;
+            let mut interrupts = 0u32;
+            // One listener at a time, renewed after each Ctrl-C, so none arrives unobserved between events.
+            let mut interrupt = interrupt_listener();
             loop {
                 tokio::select! {
                     event = events.recv() => match event {
@@ -317,10 +317,23 @@ impl LocalBackend {
                         None => break,
                     },
                     _ = ticker.tick() => progress.tick(),
-                    _ = &mut cancel, if !canceled => {
-                        canceled = true;
-                        eprintln!("canceling deployment '{name}' (operations in flight finish first)...");
-                        // Ending here without a cancel would leave the deployment Running until the claim expires.
+                    signal = &mut interrupt => {
+                        if signal.is_err() {
+                            // No signal handling here: never fire again.
+                            interrupt = Box::pin(std::future::pending());
+                            continue;
+                        }
+                        interrupt = interrupt_listener();
+                        interrupts += 1;
+                        if interrupts > 1 {
+                            // The claim expires and the next command ends the deployment Failed.
+                            eprintln!("interrupted: deployment '{name}' is left unfinished");
+                            std::process::exit(130);
+                        }
+                        eprintln!(
+                            "canceling deployment '{name}' (operations in flight finish first; Ctrl-C again to quit)..."
+                        );
+                        // Quitting at once would leave the deployment Running until its claim expires.
                         if let Err(e) = self.engine.cancel(scope, name).await {
                             warn_cancel_failed(&e.to_arm());
                         }
@@ -496,6 +509,12 @@ impl LocalBackend {
         let infos = self.store.list_vault_secrets(vault_id).await?;
         Ok(infos.iter().map(|i| secret_view(i, None)).collect())
     }
+}
+
+type Interrupt = std::pin::Pin<Box<dyn std::future::Future<Output = std::io::Result<()>> + Send>>;
+
+fn interrupt_listener() -> Interrupt {
+    Box::pin(tokio::signal::ctrl_c())
 }
 
 fn warn_cancel_failed(e: &ArmError) {

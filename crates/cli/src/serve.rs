@@ -42,6 +42,10 @@ pub(crate) struct ServeArgs {
     /// Public base URL for Location headers when behind a proxy, e.g. https://cairn.example.
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
+    /// How long a running deployment's claim lasts without a heartbeat; after a crash, the restarted server
+    /// takes the deployment over (resumes or fails it) once the claim has expired.
+    #[arg(long, value_name = "SECONDS", default_value_t = 60)]
+    claim_ttl: u64,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -109,6 +113,14 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             retry_after_seconds: args.retry_after,
             public_base_url: args.public_url,
             ..ServerOptions::default()
+        },
+        engine: {
+            let ttl = std::time::Duration::from_secs(args.claim_ttl.max(1));
+            cairn_engine::EngineSettings {
+                claim_ttl: ttl,
+                heartbeat_interval: (ttl / 4).max(std::time::Duration::from_millis(250)),
+                ..cairn_engine::EngineSettings::default()
+            }
         },
     };
     let runtime = tokio::runtime::Builder::new_multi_thread()

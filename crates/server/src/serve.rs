@@ -28,6 +28,8 @@ pub struct ServeConfig {
     pub data_dir: PathBuf,
     pub registry: Arc<Registry>,
     pub options: ServerOptions,
+    /// Engine settings (parallelism, claim TTL and heartbeat for crash recovery).
+    pub engine: EngineSettings,
 }
 
 /// Why `cairn serve` could not run.
@@ -98,11 +100,12 @@ pub async fn run(
         HostSettings::default(),
         bound.url(),
     ));
+    let recovery_interval = (config.engine.claim_ttl / 2).max(std::time::Duration::from_secs(1));
     let engine = Engine::new(
         store.clone(),
         host.clone(),
         Providers::empty(),
-        EngineSettings::default(),
+        config.engine,
     )?;
     // Deployments whose server died mid-run are resumed (or failed) before new requests arrive.
     let recovered = engine.recover().await?;
@@ -113,6 +116,29 @@ pub async fn run(
             "recovered interrupted deployments"
         );
     }
+    // A deployment whose engine died keeps its claim until the claim's TTL runs out (another replica, or this
+    // process restarted after a crash, cannot know sooner): look for such orphans periodically, not only at start.
+    let periodic = engine.clone();
+    let recovery_stop = shutdown.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(recovery_interval);
+        tick.tick().await;
+        loop {
+            tokio::select! {
+                _ = recovery_stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            match periodic.recover().await {
+                Ok(r) if !r.resumed.is_empty() || !r.failed.is_empty() => tracing::info!(
+                    resumed = r.resumed.len(),
+                    failed = r.failed.len(),
+                    "recovered interrupted deployments"
+                ),
+                Ok(_) => {}
+                Err(error) => tracing::warn!(%error, "recovering interrupted deployments failed"),
+            }
+        }
+    });
     let mut state = AppState::new(engine)
         .with_options(config.options)
         .with_extension_host(host);

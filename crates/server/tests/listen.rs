@@ -163,6 +163,7 @@ async fn unusable_key_files_are_reported_without_their_content() {
 async fn serving_without_tokens_beyond_loopback_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = cairn_server::serve::ServeConfig {
+        engine: cairn_engine::EngineSettings::default(),
         listen: "0.0.0.0:0".parse().unwrap(),
         tls: None,
         tokens: None,
@@ -192,6 +193,7 @@ async fn serve_runs_until_shutdown_and_reports_its_address() {
     let dir = tempfile::tempdir().unwrap();
     std::fs::write(dir.path().join("tokens"), "serve-token\n").unwrap();
     let config = cairn_server::serve::ServeConfig {
+        engine: cairn_engine::EngineSettings::default(),
         listen: "127.0.0.1:0".parse().unwrap(),
         tls: None,
         tokens: Some(dir.path().join("tokens")),

@@ -1,0 +1,265 @@
+//! Crash test: `cairn serve` is killed with SIGKILL in the middle of a deployment against a slow extension, then
+//! restarted on the same data directory. The deployment must end (resumed to Succeeded, or Failed), never stay
+//! Running, and every resource the extension created must be listed by the deployment's operations.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+const RESOURCES: usize = 6;
+const LATENCY: Duration = Duration::from_millis(400);
+
+/// A v2 extension whose createOrUpdate takes `LATENCY`; it remembers what it created.
+#[derive(Clone, Default)]
+struct Slow {
+    created: Arc<Mutex<BTreeSet<String>>>,
+}
+
+fn resource(body: &Value, name: &str) -> Value {
+    json!({ "type": body["type"], "apiVersion": body["apiVersion"], "identifiers": { "name": name },
+            "properties": body.get("properties").cloned().unwrap_or(json!({})) })
+}
+
+async fn create(State(s): State<Slow>, Json(body): Json<Value>) -> Json<Value> {
+    tokio::time::sleep(LATENCY).await;
+    let name = body["properties"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    s.created.lock().unwrap().insert(name.clone());
+    Json(resource(&body, &name))
+}
+
+async fn get(State(s): State<Slow>, Json(body): Json<Value>) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let name = body["identifiers"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    if s.created.lock().unwrap().contains(&name) {
+        Json(json!({ "type": body["type"], "apiVersion": body["apiVersion"], "identifiers": { "name": name },
+                     "properties": { "name": name } }))
+        .into_response()
+    } else {
+        (
+            axum::http::StatusCode::NOT_FOUND,
+            Json(json!({ "error": { "code": "ResourceNotFound", "message": "not found" } })),
+        )
+            .into_response()
+    }
+}
+
+async fn preview(Json(body): Json<Value>) -> Json<Value> {
+    let name = body["properties"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    Json(resource(&body, &name))
+}
+
+async fn delete() -> axum::http::StatusCode {
+    axum::http::StatusCode::NO_CONTENT
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+fn start_server(data_dir: &std::path::Path, registry: &std::path::Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--claim-ttl",
+            "3",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .arg("--extensions")
+        .arg(registry)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cairn serve starts");
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("listening on ").nth(1) {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    let stderr = child.stderr.take().unwrap();
+    std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+    let url = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("cairn serve prints its address");
+    Server { child, url }
+}
+
+const SCOPE: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/crash";
+
+fn template() -> Value {
+    let mut resources = serde_json::Map::new();
+    for i in 0..RESOURCES {
+        let mut r = json!({ "extension": "slow", "type": "Thing", "apiVersion": "v1", "properties": { "name": format!("r{i}") } });
+        if i > 0 {
+            r["dependsOn"] = json!([format!("r{}", i - 1)]);
+        }
+        resources.insert(format!("r{i}"), r);
+    }
+    json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.0",
+        "contentVersion": "1.0.0.0",
+        "extensions": { "slow": { "name": "Slow", "version": "1.0.0" } },
+        "resources": resources
+    })
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_deployment_then_restart_ends_the_deployment() {
+    let slow = Slow::default();
+    let app = axum::Router::new()
+        .route("/{version}/resource/createOrUpdate", post(create))
+        .route("/{version}/resource/get", post(get))
+        .route("/{version}/resource/preview", post(preview))
+        .route("/{version}/resource/delete", post(delete))
+        .with_state(slow.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ext_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(
+        &registry,
+        json!({ "extensions": [ { "name": "Slow", "version": "1.0.0", "transport": { "kind": "http", "url": ext_url } } ] })
+            .to_string(),
+    )
+    .unwrap();
+
+    let client = reqwest::Client::new();
+    let mut server = start_server(&data_dir, &registry);
+    let rg = format!("{}{SCOPE}?api-version=2025-04-01", server.url);
+    let resp = client
+        .put(&rg)
+        .json(&json!({ "location": "local" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.status().is_success(),
+        "resource group: {}",
+        resp.status()
+    );
+    let deployment_path =
+        format!("{SCOPE}/providers/Microsoft.Resources/deployments/chain?api-version=2025-04-01");
+    let resp = client
+        .put(format!("{}{deployment_path}", server.url))
+        .json(&json!({ "properties": { "mode": "Incremental", "template": template() } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        201,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
+
+    // Kill it once some, but not all, resources exist.
+    let started = Instant::now();
+    while slow.created.lock().unwrap().len() < 2 {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the deployment never started creating resources"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().unwrap();
+    let created_before_restart = slow.created.lock().unwrap().len();
+    assert!(
+        created_before_restart < RESOURCES,
+        "killed too late to test anything"
+    );
+
+    let mut server = start_server(&data_dir, &registry);
+    let started = Instant::now();
+    let record = loop {
+        let resp = client
+            .get(format!("{}{deployment_path}", server.url))
+            .send()
+            .await
+            .unwrap();
+        assert!(
+            resp.status().is_success(),
+            "GET after restart: {}",
+            resp.status()
+        );
+        let body: Value = resp.json().await.unwrap();
+        let state = body["properties"]["provisioningState"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        if ["Succeeded", "Failed", "Canceled"].contains(&state.as_str()) {
+            break body;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "still {state} a minute after the restart"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let state = record["properties"]["provisioningState"].as_str().unwrap();
+    assert!(state == "Succeeded" || state == "Failed", "ended {state}");
+
+    // Every resource the extension created is accounted for by the deployment's operations.
+    let ops_path = format!(
+        "{SCOPE}/providers/Microsoft.Resources/deployments/chain/operations?api-version=2025-04-01"
+    );
+    let ops: Value = client
+        .get(format!("{}{ops_path}", server.url))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let listed: BTreeSet<String> = ops["value"]
+        .as_array()
+        .expect("operations list")
+        .iter()
+        .filter_map(|op| {
+            let target = &op["properties"]["targetResource"];
+            target["identifiers"]["name"]
+                .as_str()
+                .or_else(|| target["symbolicName"].as_str())
+                .map(str::to_string)
+        })
+        .collect();
+    let created = slow.created.lock().unwrap().clone();
+    for name in &created {
+        assert!(
+            listed.contains(name),
+            "{name} was created but the operations list only {listed:?}"
+        );
+    }
+    if state == "Succeeded" {
+        assert_eq!(created.len(), RESOURCES);
+    }
+    server.child.kill().ok();
+    server.child.wait().ok();
+}

@@ -102,14 +102,23 @@ async fn serial_copy_with_batch_size_runs_in_batches() {
     let record = deploy(&env.engine, RG, "serial", request(template, json!({}))).await;
     assert_eq!(state(&record), "Succeeded", "{record:#}");
     assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 2);
-    let started = env.fake.state.started.lock().unwrap().clone();
-    let position = |n: &str| started.iter().position(|s| s == n).unwrap();
-    // Batch k+1 starts only after batch k.
-    assert!(position("b2") > position("b0") && position("b2") > position("b1"));
-    assert!(position("b4") > position("b3"));
-    let finished = env.fake.state.finished.lock().unwrap().clone();
-    let done = |n: &str| finished.iter().position(|s| s == n).unwrap();
-    assert!(done("b1") < position("b2") + 2 && done("b0") < done("b2"));
+    let log = env.fake.state.log.lock().unwrap().clone();
+    let at = |event: &str| log.iter().position(|e| e == event).unwrap();
+    // Batch k+1 starts only after both calls of batch k ended; the two calls of a batch overlap.
+    for (batch, next) in [((0, 1), 2), ((2, 3), 4)] {
+        for member in [batch.0, batch.1] {
+            for started in [next, next + 1] {
+                assert!(
+                    at(&format!("end:b{member}")) < at(&format!("start:b{started}")),
+                    "{log:?}"
+                );
+            }
+        }
+        assert!(
+            at(&format!("start:b{}", batch.1)) < at(&format!("end:b{}", batch.0)),
+            "{log:?}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -35,6 +35,8 @@ pub struct FakeState {
     pub started: Mutex<Vec<String>>,
     /// Names of resources in completion order.
     pub finished: Mutex<Vec<String>>,
+    /// `start:{name}` and `end:{name}` in the order they happened.
+    pub log: Mutex<Vec<String>>,
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
     pub creates: AtomicUsize,
@@ -138,11 +140,13 @@ impl FakeExtension {
                     .unwrap()
                     .push((name.clone(), config.clone()));
                 self.state.started.lock().unwrap().push(name.clone());
+                self.state.log.lock().unwrap().push(format!("start:{name}"));
                 let now = self.state.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 self.state.max_in_flight.fetch_max(now, Ordering::SeqCst);
                 let latency = *self.latency.lock().unwrap();
                 tokio::time::sleep(latency).await;
                 self.state.in_flight.fetch_sub(1, Ordering::SeqCst);
+                self.state.log.lock().unwrap().push(format!("end:{name}"));
                 if self.fail.lock().unwrap().contains(&name) {
                     self.state.finished.lock().unwrap().push(name.clone());
                     return Self::error(

@@ -15,6 +15,8 @@ cd "$here"
 if [ -n "${CAIRN:-}" ]; then
     cairn() { $CAIRN "$@"; }
 else
+    # The first build takes a few minutes; later runs only check that the binary is fresh.
+    cargo build --release -p cairn
     cairn() { cargo run --quiet --release -p cairn -- "$@"; }
 fi
 

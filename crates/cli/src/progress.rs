@@ -106,7 +106,10 @@ impl Progress {
     pub(crate) fn done(&mut self, status: &str, duration: Option<Duration>) {
         let duration = duration.map(format_duration).unwrap_or_default();
         match self.mode {
-            Mode::Lines => eprintln!("{}: {status} {duration}", self.title),
+            Mode::Lines => eprintln!(
+                "{}",
+                format!("{}: {status} {duration}", self.title).trim_end()
+            ),
             Mode::Live => {
                 self.title = format!("{}: {status} {duration}", self.title);
                 self.redraw();
@@ -203,7 +206,10 @@ impl Progress {
         if self.mode == Mode::Lines {
             let indent = "  ".repeat(row.depth + 1);
             let time = duration.map(format_duration).unwrap_or_default();
-            eprintln!("{indent}{}: {status} {time}", row.label);
+            eprintln!(
+                "{}",
+                format!("{indent}{}: {status} {time}", row.label).trim_end()
+            );
             if let Some(error) = error {
                 eprintln!(
                     "{indent}  {}: {}",
@@ -289,7 +295,12 @@ impl Progress {
             width,
         ));
         for r in &self.rows {
-            let name = truncate(&format!("{}{}", "  ".repeat(r.depth), r.label), label_width);
+            // Names keep their end (the resource's own name) when cut.
+            let indent = "  ".repeat(r.depth);
+            let name = format!(
+                "{indent}{}",
+                truncate_start(&r.label, label_width.saturating_sub(indent.len()))
+            );
             let elapsed = r.duration.unwrap_or_else(|| r.started.elapsed());
             let status = format!("{:<10}", r.status);
             let status = if self.color {
@@ -353,6 +364,16 @@ fn truncate(text: &str, width: usize) -> String {
     let mut out: String = text.chars().take(width.saturating_sub(1)).collect();
     out.push('…');
     out
+}
+
+/// `text` cut to `width` columns from the left, with `…` in front.
+fn truncate_start(text: &str, width: usize) -> String {
+    let count = text.chars().count();
+    if count <= width {
+        return text.to_string();
+    }
+    let kept: String = text.chars().skip(count + 1 - width.max(1)).collect();
+    format!("…{kept}")
 }
 
 /// `0.4s`, `12.3s`, `2m05s`.
@@ -517,5 +538,10 @@ mod tests {
         assert_eq!(parse_iso_duration("P1D"), None);
         assert_eq!(parse_iso_duration("PT5"), None);
         assert_eq!(format_duration(Duration::from_secs(125)), "2m05s");
+        assert_eq!(
+            truncate_start("Microsoft.KeyVault/vaults/kv", 10),
+            "…vaults/kv"
+        );
+        assert_eq!(truncate("Microsoft.KeyVault/vaults/kv", 10), "Microsoft…");
     }
 }

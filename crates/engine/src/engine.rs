@@ -353,6 +353,10 @@ impl Engine {
         .await
         .map_err(store_error)?;
         if let Json::Object(p) = &mut sealed {
+            // A template sent as a JSON string is stored parsed, so records can read its declarations.
+            if let Ok(template) = crate::root::template_json(&request.properties) {
+                p.insert("template".into(), template);
+            }
             p.insert(
                 ENGINE_MEMBER.into(),
                 serde_json::to_value(&prepared.annotation).unwrap_or(Json::Null),

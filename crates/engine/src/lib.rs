@@ -32,3 +32,5 @@ pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};
 pub use provider::{ProviderError, Providers, PutOutcome, ResourceProvider};
 pub use settings::{EngineSettings, RecoveryPolicy};
+
+pub use cairn_store::{DeploymentStatus, PageRequest};

@@ -353,3 +353,31 @@ async fn invalid_templates_are_rejected_before_anything_is_stored() {
         .to_arm();
     assert_eq!(missing_group.code(), "ResourceGroupNotFound");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_template_sent_as_a_string_is_stored_parsed_and_secure_parameters_stay_hidden() {
+    let env = setup().await;
+    let template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": { "pw": { "type": "securestring" }, "n": { "type": "int" } },
+        "resources": [],
+        "outputs": { "n": { "type": "int", "value": "[parameters('n')]" } }
+    });
+    let req: cairn_arm::models::deployment::Deployment = serde_json::from_value(json!({
+        "properties": { "mode": "Incremental", "template": template.to_string(),
+                        "parameters": { "pw": { "value": "string-template-secret" }, "n": { "value": 4 } } }
+    }))
+    .unwrap();
+    let record = deploy(&env.engine, RG, "stringy", req).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    let p = &record["properties"];
+    assert_eq!(p["parameters"]["pw"], json!({"type": "SecureString"}));
+    assert_eq!(p["parameters"]["n"], json!({"type": "Int", "value": 4}));
+    assert_eq!(p["outputs"]["n"], json!({"type": "Int", "value": 4}));
+    let exported = env.engine.export_template(RG, "stringy").await.unwrap();
+    assert_eq!(
+        exported.template.unwrap()["parameters"]["pw"]["type"],
+        "securestring"
+    );
+}

@@ -97,13 +97,21 @@ impl Tree {
             for id in ids {
                 let now = Timestamp::now();
                 let until = now.saturating_add(self.env.settings.claim_ttl);
-                if let Err(e) = self
+                match self
                     .env
                     .store
                     .claim_deployment(&id, &self.env.settings.owner_id, until, now)
                     .await
                 {
-                    tracing::warn!(deployment = %id, error = %e, "could not renew the deployment claim");
+                    Ok(_) => {}
+                    Err(cairn_store::StoreError::Conflict { .. }) => {
+                        // Another replica took the run over (this one was presumed dead): stop scheduling.
+                        tracing::warn!(deployment = %id, "lost the deployment claim; canceling this run");
+                        self.cancel.cancel();
+                    }
+                    Err(e) => {
+                        tracing::warn!(deployment = %id, error = %e, "could not renew the deployment claim")
+                    }
                 }
             }
         }

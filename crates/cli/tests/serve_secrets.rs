@@ -1,0 +1,197 @@
+//! Secret canary, end to end: a secure parameter and a secret extension config value go through `cairn serve`
+//! (logging at trace level) into a deployment; neither appears in any API response, any log line, or any file
+//! of the data directory.
+
+use std::io::Read;
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::routing::post;
+use serde_json::{Value, json};
+
+const SECURE_PARAMETER: &str = "canary-secure-parameter-7f3a9c";
+const SECRET_CONFIG: &str = "canary-secret-config-b41d2e";
+
+/// Echoes the config without `token` (so the engine must treat `token` as secret) and answers at once.
+async fn create(Json(body): Json<Value>) -> Json<Value> {
+    assert_eq!(
+        body["config"]["token"], SECRET_CONFIG,
+        "the extension receives the resolved secret"
+    );
+    let name = body["properties"]["name"].clone();
+    Json(
+        json!({ "type": body["type"], "apiVersion": body["apiVersion"], "identifiers": { "name": name },
+                 "properties": body["properties"], "config": { "endpoint": body["config"]["endpoint"] },
+                 "configId": "endpoint-1" }),
+    )
+}
+
+async fn preview(Json(body): Json<Value>) -> Json<Value> {
+    Json(
+        json!({ "type": body["type"], "identifiers": { "name": body["properties"]["name"] },
+                 "properties": body["properties"], "configId": "endpoint-1" }),
+    )
+}
+
+fn files_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
+    for entry in std::fs::read_dir(dir).unwrap().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            files_under(&path, out);
+        } else {
+            out.push(path);
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_reach_no_response_log_or_file() {
+    let app = axum::Router::new()
+        .route("/{version}/resource/createOrUpdate", post(create))
+        .route("/{version}/resource/preview", post(preview));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ext_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(
+        &registry,
+        json!({ "extensions": [ { "name": "Echo", "version": "1.0.0", "transport": { "kind": "http", "url": ext_url } } ] })
+            .to_string(),
+    )
+    .unwrap();
+    let log_path = dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data_dir)
+        .arg("--extensions")
+        .arg(&registry)
+        .env("RUST_LOG", "trace")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let started = Instant::now();
+    let mut printed = String::new();
+    let url = loop {
+        let mut buf = [0u8; 256];
+        let n = stdout.read(&mut buf).unwrap();
+        printed.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if let Some(rest) = printed.split("listening on ").nth(1)
+            && let Some(line) = rest.lines().next()
+            && printed.contains('\n')
+        {
+            break line.trim().to_string();
+        }
+        assert!(
+            n > 0 && started.elapsed() < Duration::from_secs(30),
+            "no address printed: {printed}"
+        );
+    };
+
+    let client = reqwest::Client::new();
+    let scope = "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/canary";
+    let mut responses = Vec::new();
+    let resp = client
+        .put(format!("{url}{scope}?api-version=2025-04-01"))
+        .json(&json!({ "location": "local" }))
+        .send()
+        .await
+        .unwrap();
+    responses.push(resp.text().await.unwrap());
+    let template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.0",
+        "contentVersion": "1.0.0.0",
+        "parameters": { "password": { "type": "securestring" } },
+        "extensions": { "echo": { "name": "Echo", "version": "1.0.0" } },
+        "resources": { "thing": { "extension": "echo", "type": "Thing", "apiVersion": "v1",
+                                  "properties": { "name": "thing", "length": "[length(parameters('password'))]" } } },
+        "outputs": { "length": { "type": "int", "value": "[length(parameters('password'))]" } }
+    });
+    let deployment = format!("{scope}/providers/Microsoft.Resources/deployments/canary");
+    let resp = client
+        .put(format!("{url}{deployment}?api-version=2025-04-01"))
+        .json(&json!({ "properties": {
+            "mode": "Incremental",
+            "template": template,
+            "parameters": { "password": { "value": SECURE_PARAMETER } },
+            "extensionConfigs": { "echo": { "endpoint": { "value": "https://echo.example" }, "token": { "value": SECRET_CONFIG } } }
+        } }))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(resp.status().as_u16(), 201);
+    responses.push(resp.text().await.unwrap());
+    let started = Instant::now();
+    loop {
+        let body = client
+            .get(format!("{url}{deployment}?api-version=2025-04-01"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        let state: Value = serde_json::from_str(&body).unwrap();
+        responses.push(body.clone());
+        match state["properties"]["provisioningState"].as_str() {
+            Some("Succeeded") => {
+                assert_eq!(
+                    state["properties"]["outputs"]["length"]["value"],
+                    SECURE_PARAMETER.len()
+                );
+                break;
+            }
+            Some("Failed" | "Canceled") => panic!("deployment ended: {body}"),
+            _ => {}
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "deployment did not finish: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    for path in [
+        format!("{deployment}/operations?api-version=2025-04-01"),
+        format!("{scope}/providers/Microsoft.Resources/deployments?api-version=2025-04-01"),
+        format!("{deployment}/exportTemplate?api-version=2025-04-01"),
+    ] {
+        let req = if path.contains("exportTemplate") {
+            client.post(format!("{url}{path}"))
+        } else {
+            client.get(format!("{url}{path}"))
+        };
+        responses.push(req.send().await.unwrap().text().await.unwrap());
+    }
+    child.kill().ok();
+    child.wait().ok();
+
+    for canary in [SECURE_PARAMETER, SECRET_CONFIG] {
+        for (i, body) in responses.iter().enumerate() {
+            assert!(
+                !body.contains(canary),
+                "response {i} leaks {canary}: {body}"
+            );
+        }
+        let logs = std::fs::read_to_string(&log_path).unwrap();
+        assert!(!logs.is_empty(), "trace logging produced output");
+        assert!(!logs.contains(canary), "the log leaks {canary}");
+        let mut files = Vec::new();
+        files_under(&data_dir, &mut files);
+        assert!(!files.is_empty());
+        for f in files {
+            let bytes = std::fs::read(&f).unwrap();
+            assert!(
+                !bytes.windows(canary.len()).any(|w| w == canary.as_bytes()),
+                "{} holds {canary} in plaintext",
+                f.display()
+            );
+        }
+    }
+}

@@ -31,6 +31,7 @@ mod leases;
 mod migrate;
 mod rows;
 mod secrets;
+mod stacks;
 mod store_impl;
 
 use std::path::{Path, PathBuf};

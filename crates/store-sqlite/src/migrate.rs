@@ -29,10 +29,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "leases",
         sql: include_str!("../migrations/0003_leases.sql"),
     },
+    Migration {
+        version: 4,
+        name: "stacks",
+        sql: include_str!("../migrations/0004_stacks.sql"),
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 3;
+pub const LATEST_SCHEMA_VERSION: u32 = 4;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -215,7 +220,7 @@ mod tests {
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3]);
+        assert_eq!(applied, [1, 2, 3, 4]);
         Ok(())
     }
 

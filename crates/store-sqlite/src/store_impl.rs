@@ -10,7 +10,7 @@ use cairn_store::{
     VaultRecord, VaultSecret,
 };
 
-use cairn_store::InventoryChange;
+use cairn_store::{InventoryChange, NewStack, StackRecord, StackStore};
 
 use crate::SqliteStore;
 
@@ -265,6 +265,42 @@ impl KeyVaultStore for SqliteStore {
 
     fn delete_vault_secret<'a>(&'a self, vault_id: &'a str, name: &'a str) -> StoreFuture<'a, ()> {
         Box::pin(self.delete_vault_secret_impl(vault_id, name))
+    }
+}
+
+impl StackStore for SqliteStore {
+    fn put_stack<'a>(
+        &'a self,
+        stack: NewStack,
+        precondition: Precondition,
+        now: Timestamp,
+    ) -> StoreFuture<'a, StackRecord> {
+        Box::pin(self.put_stack_impl(stack, precondition, now))
+    }
+
+    fn get_stack<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+    ) -> StoreFuture<'a, Option<StackRecord>> {
+        Box::pin(self.get_stack_impl(scope, name))
+    }
+
+    fn list_stacks<'a>(
+        &'a self,
+        scope: Option<&'a str>,
+        page: PageRequest,
+    ) -> StoreFuture<'a, Page<StackRecord>> {
+        Box::pin(self.list_stacks_impl(scope, page))
+    }
+
+    fn delete_stack<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        precondition: Precondition,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.delete_stack_impl(scope, name, precondition))
     }
 }
 

@@ -13,8 +13,8 @@ use crate::InventoryChange;
 use crate::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
     DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
-    NewSecretVersion, OperationStep, PageRequest, Precondition, ResourceGroup, ResourceKey,
-    SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
+    NewSecretVersion, NewStack, OperationStep, PageRequest, Precondition, ResourceGroup,
+    ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
 };
 
 /// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
@@ -38,6 +38,7 @@ pub const CASES: &[&str] = &[
     "concurrent_updates_conflict",
     "concurrent_lease_acquires_conflict",
     "canary_secret_round_trips_through_every_path",
+    "stacks_round_trip_versions_and_pages",
 ];
 
 /// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
@@ -66,6 +67,7 @@ macro_rules! store_conformance_tests {
             concurrent_updates_conflict,
             concurrent_lease_acquires_conflict,
             canary_secret_round_trips_through_every_path,
+            stacks_round_trip_versions_and_pages,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -1983,4 +1985,121 @@ pub async fn canary_secret_round_trips_through_every_path(store: &dyn Store) {
     let canary = "canary-7c1f0e29-secret";
     let refs = write_canary_everywhere(store, canary).await;
     read_canary_everywhere(store, &refs, canary).await;
+}
+
+fn stack(scope: &str, name: &str, marker: u32) -> NewStack {
+    NewStack {
+        scope: scope.to_owned(),
+        name: name.to_owned(),
+        stack: json!({"name": name, "properties": {"provisioningState": "succeeded", "marker": marker}}),
+        managed_set: json!({"formatVersion": 1, "resources": [{"id": format!("{scope}/providers/A.B/c/{marker}")}]}),
+    }
+}
+
+/// Stacks: create, case-insensitive get, versioned replace and delete, listing by scope and across scopes in
+/// pages.
+pub async fn stacks_round_trip_versions_and_pages(store: &dyn Store) {
+    let rg = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg";
+    let sub = "/subscriptions/00000000-0000-0000-0000-000000000001";
+    let created = store
+        .put_stack(stack(rg, "Alpha", 1), Precondition::MustNotExist, at(1))
+        .await
+        .expect("create");
+    assert_eq!(created.version, 1);
+    assert_eq!(created.created_at, at(1));
+    assert_conflict(
+        store
+            .put_stack(stack(rg, "ALPHA", 2), Precondition::MustNotExist, at(2))
+            .await,
+        "create twice",
+    );
+    assert_not_found(
+        store
+            .put_stack(stack(rg, "absent", 2), Precondition::Version(1), at(2))
+            .await,
+        "update of a missing stack",
+    );
+    let updated = store
+        .put_stack(stack(rg, "alpha", 2), Precondition::Version(1), at(3))
+        .await
+        .expect("update at version");
+    assert_eq!(updated.version, 2);
+    assert_eq!(updated.created_at, at(1));
+    assert_eq!(updated.updated_at, at(3));
+    assert_conflict(
+        store
+            .put_stack(stack(rg, "alpha", 3), Precondition::Version(1), at(4))
+            .await,
+        "stale update",
+    );
+    let read = store
+        .get_stack(&rg.to_uppercase(), "ALPHA")
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(read, updated);
+    assert_eq!(read.stack["properties"]["marker"], json!(2));
+    assert_eq!(read.managed_set["formatVersion"], json!(1));
+    assert!(store.get_stack(rg, "beta").await.expect("get").is_none());
+
+    for (index, name) in ["beta", "gamma", "delta"].into_iter().enumerate() {
+        let marker = u32::try_from(index).unwrap_or(0) + 10;
+        store
+            .put_stack(stack(rg, name, marker), Precondition::Any, at(5))
+            .await
+            .expect("more");
+    }
+    store
+        .put_stack(stack(sub, "at-sub", 20), Precondition::Any, at(5))
+        .await
+        .expect("sub stack");
+
+    let mut names = Vec::new();
+    let mut page = PageRequest::first(2);
+    loop {
+        let listed = store
+            .list_stacks(Some(rg), page.clone())
+            .await
+            .expect("list");
+        assert!(listed.items.len() <= 2);
+        names.extend(listed.items.iter().map(|s| s.name.clone()));
+        match listed.continuation {
+            Some(token) => page.continuation = Some(token),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["alpha", "beta", "delta", "gamma"]);
+    let everywhere = store
+        .list_stacks(None, PageRequest::default())
+        .await
+        .expect("list all");
+    assert_eq!(everywhere.items.len(), 5);
+    let at_sub = store
+        .list_stacks(Some(sub), PageRequest::default())
+        .await
+        .expect("list sub");
+    assert_eq!(
+        at_sub
+            .items
+            .iter()
+            .map(|s| s.name.as_str())
+            .collect::<Vec<_>>(),
+        ["at-sub"]
+    );
+
+    assert_conflict(
+        store
+            .delete_stack(rg, "alpha", Precondition::Version(1))
+            .await,
+        "stale delete",
+    );
+    store
+        .delete_stack(rg, "Alpha", Precondition::Version(2))
+        .await
+        .expect("delete");
+    assert!(store.get_stack(rg, "alpha").await.expect("get").is_none());
+    assert_not_found(
+        store.delete_stack(rg, "alpha", Precondition::Any).await,
+        "delete twice",
+    );
 }

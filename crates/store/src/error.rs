@@ -14,6 +14,7 @@ pub enum Entity {
     Lease,
     Secret,
     StoreKey,
+    DeploymentStack,
     Schema,
 }
 
@@ -29,6 +30,7 @@ impl fmt::Display for Entity {
             Entity::Lease => "lease",
             Entity::Secret => "secret",
             Entity::StoreKey => "store key",
+            Entity::DeploymentStack => "deployment stack",
             Entity::Schema => "schema",
         })
     }

@@ -16,6 +16,7 @@ pub const fn current_format(entity: Entity) -> u32 {
         | Entity::Lease
         | Entity::Secret
         | Entity::StoreKey
+        | Entity::DeploymentStack
         | Entity::Schema => 1,
     }
 }

@@ -41,14 +41,14 @@ pub use keys::{DeploymentId, DeploymentKey, ResourceKey, fold_case, write_canoni
 pub use records::{
     DeploymentFilter, DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
     ExtensionRef, InventoryChange, Lease, MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter,
-    ManagedResourceRecord, NewDeployment, NewSecretVersion, OperationRecord, OperationStep, Page,
-    PageRequest, Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, Tags,
-    UnknownStatus, Vault, VaultRecord, VaultSecret,
+    ManagedResourceRecord, NewDeployment, NewSecretVersion, NewStack, OperationRecord,
+    OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
+    SecretVersionInfo, StackRecord, Tags, UnknownStatus, Vault, VaultRecord, VaultSecret,
 };
 pub use secrecy::{ExposeSecret, SecretString};
 pub use secret::{SECRET_REF_MEMBER, SecretOwner, SecretRef};
 pub use store::{
     DeploymentStore, InventoryStore, KeyVaultStore, LeaseStore, OperationJournal,
-    ResourceGroupStore, SecretStore, Store, StoreFuture,
+    ResourceGroupStore, SecretStore, StackStore, Store, StoreFuture,
 };
 pub use time::Timestamp;

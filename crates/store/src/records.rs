@@ -503,3 +503,30 @@ mod tests {
         assert!(debug.contains("REDACTED"));
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Deployment stacks
+
+/// A deployment stack to write, keyed by scope and name (both case-insensitive).
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewStack {
+    /// The scope the stack lives at (`/subscriptions/{sub}` or `/subscriptions/{sub}/resourceGroups/{rg}`).
+    pub scope: String,
+    pub name: String,
+    /// The stack resource as the API returns it (`DeploymentStack` JSON; never secrets).
+    pub stack: Value,
+    /// The managed set in its persisted, versioned form (`cairn_stacks::ManagedSet::to_persisted`).
+    pub managed_set: Value,
+}
+
+/// A stored deployment stack with its row version for optimistic concurrency.
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackRecord {
+    pub scope: String,
+    pub name: String,
+    pub stack: Value,
+    pub managed_set: Value,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub version: u64,
+}

@@ -14,6 +14,7 @@ use crate::records::{
     OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
     SecretVersionInfo, Vault, VaultRecord, VaultSecret,
 };
+use crate::records::{NewStack, StackRecord};
 use crate::secret::{SecretOwner, SecretRef};
 use crate::time::Timestamp;
 
@@ -298,6 +299,40 @@ pub trait SecretStore: Send + Sync {
     fn delete_secrets<'a>(&'a self, owner: &'a SecretOwner) -> StoreFuture<'a, u64>;
 }
 
+/// Deployment stacks: the stack resource and its managed set, keyed by folded scope and name, versioned.
+pub trait StackStore: Send + Sync {
+    /// Creates or replaces a stack; `precondition` as for resource groups (`Version(v)` guards against a
+    /// concurrent writer). The version starts at 1 and grows by one per write.
+    fn put_stack<'a>(
+        &'a self,
+        stack: NewStack,
+        precondition: Precondition,
+        now: Timestamp,
+    ) -> StoreFuture<'a, StackRecord>;
+
+    fn get_stack<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+    ) -> StoreFuture<'a, Option<StackRecord>>;
+
+    /// The stacks of one scope (folded match), or of every scope when `scope` is `None` (the ownership check
+    /// between stacks), ordered by folded scope and name.
+    fn list_stacks<'a>(
+        &'a self,
+        scope: Option<&'a str>,
+        page: PageRequest,
+    ) -> StoreFuture<'a, Page<StackRecord>>;
+
+    /// `NotFound` when absent; `Precondition::Version` guards against deleting a changed stack.
+    fn delete_stack<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        precondition: Precondition,
+    ) -> StoreFuture<'a, ()>;
+}
+
 /// Everything a deployment needs persisted. Implemented by the embedded SQLite store and (later) PostgreSQL.
 pub trait Store:
     ResourceGroupStore
@@ -307,6 +342,7 @@ pub trait Store:
     + KeyVaultStore
     + LeaseStore
     + SecretStore
+    + StackStore
 {
     /// A short name for diagnostics (`sqlite`, `postgres`).
     fn backend_name(&self) -> &'static str;

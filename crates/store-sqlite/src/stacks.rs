@@ -1,0 +1,196 @@
+//! Deployment stacks: the stack resource and its managed set as JSON, keyed by folded scope and name, versioned
+//! for optimistic concurrency.
+
+use cairn_store::{
+    Entity, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError, StoreResult,
+    Timestamp, fold_case,
+};
+use sqlx::sqlite::SqliteRow;
+
+use crate::SqliteStore;
+use crate::deployments::paginate;
+use crate::rows::{
+    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
+    timestamp, unsigned,
+};
+
+const E: Entity = Entity::DeploymentStack;
+
+macro_rules! select_stacks {
+    ($tail:literal) => {
+        concat!(
+            "SELECT scope_key, name_key, scope, name, stack, managed_set, created_at, updated_at, version, ",
+            "format_version FROM deployment_stacks ",
+            $tail
+        )
+    };
+}
+
+fn record_from_row(row: &SqliteRow) -> StoreResult<StackRecord> {
+    check_format(row, "format_version", E)?;
+    Ok(StackRecord {
+        scope: get(row, "scope", E)?,
+        name: get(row, "name", E)?,
+        stack: json(row, "stack", E)?,
+        managed_set: json(row, "managed_set", E)?,
+        created_at: timestamp(row, "created_at", E)?,
+        updated_at: timestamp(row, "updated_at", E)?,
+        version: unsigned(row, "version", E)?,
+    })
+}
+
+/// The continuation token of a stack: folded scope and name, separated by a character neither can hold.
+fn page_key(scope_key: &str, name_key: &str) -> String {
+    format!("{scope_key}\u{1}{name_key}")
+}
+
+fn display_key(scope: &str, name: &str) -> String {
+    format!(
+        "{}/providers/Microsoft.Resources/deploymentStacks/{name}",
+        scope.trim_end_matches('/')
+    )
+}
+
+impl SqliteStore {
+    pub(crate) async fn put_stack_impl(
+        &self,
+        stack: NewStack,
+        precondition: Precondition,
+        now: Timestamp,
+    ) -> StoreResult<StackRecord> {
+        let scope_key = fold_case(stack.scope.trim_end_matches('/'));
+        let name_key = stack.name.to_lowercase();
+        let mut tx = self.begin_write().await?;
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
+        )
+        .bind(&scope_key)
+        .bind(&name_key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(backend)?;
+        check_precondition(
+            E,
+            &display_key(&stack.scope, &stack.name),
+            precondition,
+            found,
+        )?;
+        sqlx::query(
+            "INSERT INTO deployment_stacks (scope_key, name_key, scope, name, stack, managed_set, created_at, \
+             updated_at, version, format_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 1, ?8) \
+             ON CONFLICT (scope_key, name_key) DO UPDATE SET scope = excluded.scope, name = excluded.name, \
+             stack = excluded.stack, managed_set = excluded.managed_set, updated_at = excluded.updated_at, \
+             version = deployment_stacks.version + 1, format_version = excluded.format_version",
+        )
+        .bind(&scope_key)
+        .bind(&name_key)
+        .bind(&stack.scope)
+        .bind(&stack.name)
+        .bind(json_text(&stack.stack))
+        .bind(json_text(&stack.managed_set))
+        .bind(now.unix_millis())
+        .bind(current_format(E))
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        let row = sqlx::query(select_stacks!("WHERE scope_key = ?1 AND name_key = ?2"))
+            .bind(&scope_key)
+            .bind(&name_key)
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(backend)?;
+        let record = record_from_row(&row)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(record)
+    }
+
+    pub(crate) async fn get_stack_impl(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> StoreResult<Option<StackRecord>> {
+        sqlx::query(select_stacks!("WHERE scope_key = ?1 AND name_key = ?2"))
+            .bind(fold_case(scope.trim_end_matches('/')))
+            .bind(name.to_lowercase())
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(backend)?
+            .as_ref()
+            .map(record_from_row)
+            .transpose()
+    }
+
+    pub(crate) async fn list_stacks_impl(
+        &self,
+        scope: Option<&str>,
+        page: PageRequest,
+    ) -> StoreResult<Page<StackRecord>> {
+        let page_size = page.page_size();
+        let after = page.continuation.clone().unwrap_or_default();
+        let rows = match scope {
+            Some(scope) => sqlx::query(select_stacks!(
+                "WHERE scope_key = ?1 AND (scope_key || char(1) || name_key) > ?2 \
+                 ORDER BY scope_key, name_key LIMIT ?3"
+            ))
+            .bind(fold_case(scope.trim_end_matches('/')))
+            .bind(&after)
+            .bind(fetch_limit(page_size))
+            .fetch_all(&self.reader)
+            .await
+            .map_err(backend)?,
+            None => sqlx::query(select_stacks!(
+                "WHERE (scope_key || char(1) || name_key) > ?1 ORDER BY scope_key, name_key LIMIT ?2"
+            ))
+            .bind(&after)
+            .bind(fetch_limit(page_size))
+            .fetch_all(&self.reader)
+            .await
+            .map_err(backend)?,
+        };
+        let mut items = rows
+            .iter()
+            .map(record_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        let continuation = paginate(&mut items, page_size, |s| {
+            page_key(
+                &fold_case(s.scope.trim_end_matches('/')),
+                &s.name.to_lowercase(),
+            )
+        });
+        Ok(Page {
+            items,
+            continuation,
+        })
+    }
+
+    pub(crate) async fn delete_stack_impl(
+        &self,
+        scope: &str,
+        name: &str,
+        precondition: Precondition,
+    ) -> StoreResult<()> {
+        let scope_key = fold_case(scope.trim_end_matches('/'));
+        let name_key = name.to_lowercase();
+        let key = display_key(scope, name);
+        let mut tx = self.begin_write().await?;
+        let found: Option<i64> = sqlx::query_scalar(
+            "SELECT version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
+        )
+        .bind(&scope_key)
+        .bind(&name_key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if found.is_none() {
+            return Err(StoreError::not_found(E, key));
+        }
+        check_precondition(E, &key, precondition, found)?;
+        sqlx::query("DELETE FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2")
+            .bind(&scope_key)
+            .bind(&name_key)
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+}

@@ -415,6 +415,7 @@ impl<'a> Checker<'a> {
     /// Checks a deployment's own extension declarations and then its nested deployments.
     pub fn check_scope(&mut self, scope: ScopeId, depth: usize) {
         let template = self.scope(scope).template.clone();
+        self.tracer.warm_variables(scope);
         for decl in &template.extensions {
             self.check_declaration(scope, &template, decl);
         }
@@ -1038,6 +1039,12 @@ impl<'a> Checker<'a> {
                     _ => "a non-secure inherited property is stored as a value, not re-fetched;",
                 },
                 OriginKind::Literal => "a stack would have to store the secret itself;",
+                OriginKind::Parameter {
+                    from_key_vault: true,
+                    ..
+                } => {
+                    "a stack cannot re-read a parameter; give the Key Vault reference to the config property itself instead of through a parameter:"
+                }
                 OriginKind::Parameter { secure: true, .. } => {
                     "a stack can neither store a secure parameter nor ask for it again when it deletes resources;"
                 }
@@ -1063,6 +1070,9 @@ impl<'a> Checker<'a> {
             }
             OriginKind::ListOutput { .. } | OriginKind::ApiReference => {
                 "stacks re-fetch only secure ('auth') properties, so the list* output would be resolved and stored:"
+            }
+            OriginKind::Unknown { limit: true, .. } => {
+                "the analysis could not follow the value all the way, so it may hold a secret; simplify the expression so cairn can see where it comes from, then:"
             }
             OriginKind::Inherited { .. } => match inherited {
                 Some((Some(true), _)) => {
@@ -1115,7 +1125,7 @@ impl<'a> Checker<'a> {
                 }
             }
             OriginKind::Runtime { function } => format!("the deployment-time value {function}()"),
-            OriginKind::Unknown { reason } => {
+            OriginKind::Unknown { reason, .. } => {
                 format!("a value the analysis cannot follow ({reason})")
             }
         };

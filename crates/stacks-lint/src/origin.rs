@@ -42,12 +42,13 @@ pub enum OriginKind {
     },
     /// A deployment-time fact: `resourceGroup()`, `deployment()`, `utcNow()`, ... ("all other" in the tables).
     Runtime { function: String },
-    /// Something the analysis cannot follow.
-    Unknown { reason: String },
+    /// Something the analysis cannot follow. `limit`: it gave up (too deep, too large), so the value may hold
+    /// anything, a secret included.
+    Unknown { reason: String, limit: bool },
 }
 
 /// One source a value derives from, with the route it took.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone, PartialEq, Eq)]
 pub struct Origin {
     pub kind: OriginKind,
     /// The first function that computed a new value from this source (`concat()`, a user-defined function), if any.
@@ -60,6 +61,19 @@ pub struct Origin {
     /// For a string literal: its text (read only for discriminators such as `type: 'UserProvided'` and alias names,
     /// never put into messages, since a literal may be a secret).
     pub text: Option<Box<str>>,
+}
+
+/// Debug output never shows a literal's text: it may be a secret written into a template.
+impl std::fmt::Debug for Origin {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Origin")
+            .field("kind", &self.kind)
+            .field("transformed_by", &self.transformed_by)
+            .field("via", &self.via)
+            .field("site", &self.site)
+            .field("text", &self.text.as_ref().map(|_| "<redacted>"))
+            .finish()
+    }
 }
 
 impl Origin {
@@ -77,9 +91,30 @@ impl Origin {
         Origin::new(
             OriginKind::Unknown {
                 reason: reason.into(),
+                limit: false,
             },
             site,
         )
+    }
+
+    /// Adds outer route steps. Long routes keep their outer and inner ends; the middle becomes one
+    /// `… N more steps …` step, so deep chains cost neither memory nor unreadable messages.
+    pub fn prepend_via(&mut self, steps: &[String]) {
+        if steps.is_empty() {
+            return;
+        }
+        self.via.splice(0..0, steps.iter().cloned());
+        if self.via.len() > MAX_VIA {
+            let back = MAX_VIA - VIA_FRONT - 1;
+            let end = self.via.len() - back;
+            let hidden: usize = self
+                .via
+                .drain(VIA_FRONT..end)
+                .map(|s| elided_steps(&s).unwrap_or(1))
+                .sum();
+            self.via
+                .insert(VIA_FRONT, format!("… {hidden} more steps …"));
+        }
     }
 
     /// A coarse class: origins of one class lead to the same kind of finding.
@@ -96,7 +131,7 @@ impl Origin {
                 path.first().is_some_and(|p| p.eq_ignore_ascii_case("auth")),
             ),
             OriginKind::Runtime { .. } => (7, false),
-            OriginKind::Unknown { .. } => (9, false),
+            OriginKind::Unknown { limit, .. } => (9, *limit),
         };
         (kind, flag, self.transformed_by.is_some())
     }
@@ -107,6 +142,18 @@ impl Origin {
             && self.transformed_by.is_some() == other.transformed_by.is_some()
             && self.site == other.site
     }
+}
+
+/// Longest route kept per origin, and how many of its outermost steps stay when it is shortened.
+const MAX_VIA: usize = 8;
+const VIA_FRONT: usize = 3;
+
+/// The count in a `… N more steps …` route step.
+fn elided_steps(step: &str) -> Option<usize> {
+    step.strip_prefix("… ")?
+        .strip_suffix(" more steps …")?
+        .parse()
+        .ok()
 }
 
 /// Most origins one leaf keeps; more only repeat what the first ones say.
@@ -211,6 +258,17 @@ impl AVal {
         AVal::leaf(Origin::unknown(reason, site))
     }
 
+    /// The analysis gave up here (depth or size budget): the value may be anything.
+    pub fn beyond_limits(reason: impl Into<String>, site: Option<(FileKind, Span)>) -> AVal {
+        AVal::leaf(Origin::new(
+            OriginKind::Unknown {
+                reason: reason.into(),
+                limit: true,
+            },
+            site,
+        ))
+    }
+
     /// Alternatives, flattened and capped: beyond [`MAX_ALTERNATIVES`] they are merged into one value.
     pub fn alternatives(branches: Vec<(String, AVal)>) -> AVal {
         let mut flat = Vec::new();
@@ -236,7 +294,7 @@ impl AVal {
 
     /// Adds a route step to every origin below (as the outermost step).
     pub fn with_via(mut self, step: &str) -> AVal {
-        self.for_each_origin_mut(&mut |o| o.via.insert(0, step.to_string()));
+        self.for_each_origin_mut(&mut |o| o.prepend_via(std::slice::from_ref(&step.to_string())));
         self
     }
 
@@ -280,9 +338,7 @@ impl AVal {
             AVal::Leaf(origins) => {
                 for o in origins {
                     let mut o = o.clone();
-                    for (i, l) in labels.iter().enumerate() {
-                        o.via.insert(i, l.clone());
-                    }
+                    o.prepend_via(labels);
                     out.push(o);
                 }
             }
@@ -558,6 +614,26 @@ mod tests {
         let v = AVal::alternatives(branches);
         assert!(matches!(v, AVal::Leaf(_)));
         assert_eq!(v.origins().len(), MAX_ORIGINS);
+    }
+
+    #[test]
+    fn long_routes_keep_their_ends() {
+        let mut v = param("a");
+        for i in 0..40 {
+            v = v.with_via(&format!("variable 'v{i}'"));
+        }
+        let via = &v.origins()[0].via;
+        assert_eq!(via.len(), MAX_VIA);
+        assert_eq!(via[0], "variable 'v39'");
+        assert_eq!(via[VIA_FRONT], "… 33 more steps …");
+        assert_eq!(via[MAX_VIA - 1], "variable 'v0'");
+    }
+
+    #[test]
+    fn debug_output_hides_literal_text() {
+        let v = AVal::string_literal("super-secret-kubeconfig", None);
+        assert_eq!(v.as_literal_str(), Some("super-secret-kubeconfig"));
+        assert!(!format!("{v:?}").contains("super-secret"));
     }
 
     #[test]

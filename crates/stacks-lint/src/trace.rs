@@ -122,6 +122,8 @@ pub struct Tracer<'a> {
     udf_frames: RefCell<Vec<Vec<(String, AVal)>>>,
     /// Lambda variables in scope, innermost last.
     lambda_frames: RefCell<Vec<(String, AVal)>>,
+    /// User-defined functions being traced (lower-case `namespace.name`).
+    udf_active: RefCell<Vec<String>>,
 }
 
 /// Functions that take lambdas: their lambda variables hold elements of the other arguments.
@@ -159,6 +161,7 @@ impl<'a> Tracer<'a> {
             steps: Cell::new(0),
             udf_frames: RefCell::new(Vec::new()),
             lambda_frames: RefCell::new(Vec::new()),
+            udf_active: RefCell::new(Vec::new()),
         }
     }
 
@@ -178,16 +181,75 @@ impl<'a> Tracer<'a> {
         let steps = self.steps.get() + 1;
         self.steps.set(steps);
         if steps > MAX_STEPS {
-            return AVal::unknown("the analysis step budget ran out", site);
+            return AVal::beyond_limits("the analysis step budget ran out", site);
         }
         let depth = self.depth.get();
         if depth >= MAX_DEPTH {
-            return AVal::unknown("the value is nested too deeply to follow", site);
+            return AVal::beyond_limits("the value is nested too deeply to follow", site);
         }
         self.depth.set(depth + 1);
         let out = f();
         self.depth.set(depth);
         out
+    }
+
+    /// Traces a template's variables dependencies first, so that reading a long chain of variables finds each
+    /// link already traced instead of recursing through the whole chain.
+    pub fn warm_variables(&self, scope: ScopeId) {
+        if self.scopes[scope].names != scope {
+            return;
+        }
+        let template = self.scopes[scope].template.clone();
+        let index_of = |name: &str| {
+            template
+                .variables
+                .iter()
+                .position(|v| v.name.eq_ignore_ascii_case(name))
+        };
+        let deps: Vec<Vec<usize>> = template
+            .variables
+            .iter()
+            .map(|v| {
+                let mut names = Vec::new();
+                match &v.value {
+                    VariableValue::Plain(node) => variable_reads(node, &mut names),
+                    VariableValue::Copy { count, input } => {
+                        variable_reads(count, &mut names);
+                        variable_reads(input, &mut names);
+                    }
+                }
+                names.iter().filter_map(|n| index_of(n)).collect()
+            })
+            .collect();
+        // Iterative depth-first post-order: dependencies before the variables that read them.
+        let mut state = vec![0u8; deps.len()];
+        let mut order = Vec::with_capacity(deps.len());
+        for start in 0..deps.len() {
+            if state[start] != 0 {
+                continue;
+            }
+            let mut stack = vec![(start, 0usize)];
+            state[start] = 1;
+            while let Some((node, next)) = stack.pop() {
+                if let Some(&dep) = deps[node].get(next) {
+                    stack.push((node, next + 1));
+                    if state[dep] == 0 {
+                        state[dep] = 1;
+                        stack.push((dep, 0));
+                    }
+                } else {
+                    state[node] = 2;
+                    order.push(node);
+                }
+            }
+        }
+        let ctx = Ctx {
+            scope,
+            file: FileKind::Template,
+        };
+        for i in order {
+            let _ = self.variable(&template.variables[i].name, ctx, None);
+        }
     }
 
     // ----- JSON values -----
@@ -657,6 +719,14 @@ impl<'a> Tracer<'a> {
                 site,
             );
         };
+        let key = full.to_ascii_lowercase();
+        if self.udf_active.borrow().contains(&key) {
+            // ARM refuses recursive functions; following one would only multiply work.
+            return AVal::unknown(
+                format!("the user-defined function '{full}' calls itself"),
+                site,
+            );
+        }
         let frame: Vec<(String, AVal)> = udf
             .parameters
             .iter()
@@ -664,6 +734,7 @@ impl<'a> Tracer<'a> {
             .map(|(p, a)| (p.name.clone(), self.trace_expr(a, source, loc, ctx)))
             .collect();
         self.udf_frames.borrow_mut().push(frame);
+        self.udf_active.borrow_mut().push(key);
         // The body runs with only its parameters in scope; lambda variables of the caller are not visible.
         let saved_lambdas = std::mem::take(&mut *self.lambda_frames.borrow_mut());
         let body = self.trace_node(
@@ -675,6 +746,7 @@ impl<'a> Tracer<'a> {
         );
         *self.lambda_frames.borrow_mut() = saved_lambdas;
         self.udf_frames.borrow_mut().pop();
+        self.udf_active.borrow_mut().pop();
         body.transformed(&format!("the user-defined function '{full}'"))
     }
 
@@ -808,6 +880,39 @@ impl<'a> Tracer<'a> {
     }
 }
 
+/// Names of the variables a JSON value reads with `variables('name')`.
+fn variable_reads(node: &Node, out: &mut Vec<String>) {
+    match &node.kind {
+        NodeKind::String(s) => {
+            if let Ok(Some(expr)) = cairn_expr::parse_template_string(s) {
+                expr.walk(&mut |e| {
+                    if e.is_call_to("variables")
+                        && let ExprKind::Call { args, .. } = &e.kind
+                        && let Some(ExprKind::String(name)) = args.first().map(|a| &a.kind)
+                    {
+                        out.push(name.clone());
+                    }
+                });
+            }
+        }
+        NodeKind::Array(items) => items.iter().for_each(|i| variable_reads(i, out)),
+        NodeKind::Object(members) => members.iter().for_each(|m| {
+            if let Ok(Some(expr)) = cairn_expr::parse_template_string(&m.key) {
+                expr.walk(&mut |e| {
+                    if e.is_call_to("variables")
+                        && let ExprKind::Call { args, .. } = &e.kind
+                        && let Some(ExprKind::String(name)) = args.first().map(|a| &a.kind)
+                    {
+                        out.push(name.clone());
+                    }
+                });
+            }
+            variable_reads(&m.value, out)
+        }),
+        NodeKind::Null | NodeKind::Bool(_) | NodeKind::Number(_) => {}
+    }
+}
+
 /// A value computed by `function` from `inputs`; with no inputs, a deployment-time fact.
 fn computed(inputs: Vec<AVal>, function: &str) -> AVal {
     let origins: Vec<Origin> = inputs.iter().flat_map(AVal::origins).collect();
@@ -824,6 +929,28 @@ fn computed(inputs: Vec<AVal>, function: &str) -> AVal {
 
 /// `union()` of objects (later keys win) or arrays (concatenated); anything else spreads in as unknown keys.
 fn union(values: Vec<AVal>, function: &str) -> AVal {
+    // Branches distribute: union(if(c, a, b), x) is if(c, union(a, x), union(b, x)), so each branch keeps its keys.
+    let combinations = values.iter().try_fold(1usize, |n, v| match v {
+        AVal::Alt(b) => n.checked_mul(b.len()),
+        _ => Some(n),
+    });
+    if combinations.is_some_and(|n| n > 1 && n <= crate::origin::MAX_ALTERNATIVES)
+        && let Some(at) = values.iter().position(|v| matches!(v, AVal::Alt(_)))
+    {
+        let AVal::Alt(branches) = &values[at] else {
+            return AVal::unknown("union() of branches", None);
+        };
+        return AVal::alternatives(
+            branches
+                .iter()
+                .map(|(label, branch)| {
+                    let mut picked = values.clone();
+                    picked[at] = branch.clone();
+                    (label.clone(), union(picked, function))
+                })
+                .collect(),
+        );
+    }
     if !values.is_empty() && values.iter().all(|v| matches!(v, AVal::Array(_))) {
         return AVal::Array(
             values

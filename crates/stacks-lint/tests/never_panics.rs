@@ -214,3 +214,34 @@ fn deep_nesting_is_bounded() {
     });
     run_all(&t.to_string(), None, &Rules::default());
 }
+
+/// A function that calls itself twice would double the work at every level: recursion is cut at the first call.
+#[test]
+fn recursive_functions_are_cut() {
+    let t = json!({
+        "languageVersion": "2.0",
+        "functions": [ { "namespace": "ns", "members": { "f": {
+            "parameters": [ { "name": "v", "type": "string" } ],
+            "output": { "type": "string", "value": "[concat(ns.f(parameters('v')), ns.f(parameters('v')))]" } } } } ],
+        "imports": { "k8s": { "provider": "Kubernetes", "version": "1.0.0",
+                              "config": { "namespace": "[ns.f('x')]", "kubeConfig": "[ns.f('y')]" } } },
+        "resources": {}
+    });
+    let started = std::time::Instant::now();
+    let template = SourceFile::new("main.json", t.to_string());
+    let diags = lint(&LintInput {
+        template: &template,
+        parameters: None,
+        rules: &Rules::default(),
+        mode: Mode::Stacks,
+        rules_base: None,
+    });
+    assert!(started.elapsed() < std::time::Duration::from_secs(10));
+    assert!(
+        diags
+            .iter()
+            .any(|d| d.target == "imports.k8s.config.kubeConfig"
+                && d.message.contains("calls itself")),
+        "{diags:?}"
+    );
+}

@@ -259,6 +259,9 @@ fn base_change(
     change
 }
 
+/// What what-if shows in place of a write-only secret value.
+const REDACTED: &str = "[secure value]";
+
 /// The declared body of an Azure resource, as it would be sent (without the engine's name/type/apiVersion).
 fn desired(body: &Value) -> Json {
     let mut json = body.to_json();
@@ -294,7 +297,21 @@ async fn azure_change(
             Some("The resource ID could not be determined before deployment.".into());
         return change;
     };
-    let after = desired(body);
+    let mut after = desired(body);
+    // Secret values are write-only: never shown, never compared (a resource holding one is `Deploy`: it will be
+    // applied again and the value may or may not change).
+    let write_only: Vec<String> = provider
+        .write_only_properties(&identity.resource_type)
+        .iter()
+        .map(|p| p.to_string())
+        .collect();
+    let mut hides_secret = false;
+    for pointer in &write_only {
+        if let Some(v) = after.pointer_mut(pointer) {
+            *v = Json::String(REDACTED.into());
+            hides_secret = true;
+        }
+    }
     let before = match provider.get(&id, &api).await {
         Ok(b) => b,
         Err(e) => {
@@ -306,9 +323,14 @@ async fn azure_change(
     let unevaluated = body.contains_unevaluated();
     let mut change = match before {
         None => base_change(identity, deployment_id, ChangeType::Create),
-        Some(before) => {
-            let delta = diff("", &before, &after, &[]);
-            let kind = if unevaluated {
+        Some(mut before) => {
+            for pointer in &write_only {
+                if let Some(v) = before.pointer_mut(pointer) {
+                    *v = Json::String(REDACTED.into());
+                }
+            }
+            let delta = diff("", &before, &after, &write_only);
+            let kind = if unevaluated || (hides_secret && delta.is_empty()) {
                 ChangeType::Deploy
             } else if delta.is_empty() {
                 ChangeType::NoChange

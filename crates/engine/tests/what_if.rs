@@ -153,3 +153,58 @@ async fn validate_lists_resources_or_reports_the_template_errors() {
     let details = serde_json::to_value(err.detail()).unwrap();
     assert!(details.to_string().contains("nope"), "{details}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_never_shows_key_vault_secret_values() {
+    const CANARY: &str = "what-if-canary-0c9e51";
+    let env = setup().await;
+    let template = json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "contentVersion": "1.0.0.0",
+        "parameters": { "secret": { "type": "securestring" } },
+        "resources": [
+            vault(),
+            { "type": "Microsoft.KeyVault/vaults/secrets", "apiVersion": "2023-07-01", "name": "kv/token",
+              "dependsOn": ["kv"], "properties": { "value": "[parameters('secret')]" } }
+        ]
+    });
+    let mut request = what_if_request(template.clone(), Some("FullResourcePayloads"));
+    request.properties.parameters =
+        Some(serde_json::from_value(json!({ "secret": { "value": CANARY } })).unwrap());
+    let first =
+        serde_json::to_value(env.engine.what_if(RG, "kvwi", request).await.unwrap()).unwrap();
+    assert!(!first.to_string().contains(CANARY), "{first:#}");
+
+    let record = deploy(
+        &env.engine,
+        RG,
+        "kvwi",
+        serde_json::from_value(
+            json!({ "properties": { "mode": "Incremental", "template": template,
+            "parameters": { "secret": { "value": CANARY } } } }),
+        )
+        .unwrap(),
+    )
+    .await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+
+    let mut again = what_if_request(template, Some("FullResourcePayloads"));
+    again.properties.parameters =
+        Some(serde_json::from_value(json!({ "secret": { "value": CANARY } })).unwrap());
+    let second =
+        serde_json::to_value(env.engine.what_if(RG, "kvwi", again).await.unwrap()).unwrap();
+    let text = second.to_string();
+    assert!(!text.contains(CANARY), "{second:#}");
+    let secret_change = second["properties"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| {
+            c["resourceId"]
+                .as_str()
+                .is_some_and(|id| id.ends_with("/secrets/token"))
+        })
+        .expect("a change for the secret")
+        .clone();
+    assert_eq!(secret_change["changeType"], "Deploy", "{secret_change:#}");
+}

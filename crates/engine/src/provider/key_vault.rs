@@ -256,6 +256,14 @@ impl KeyVaultProvider {
 }
 
 impl ResourceProvider for KeyVaultProvider {
+    fn write_only_properties(&self, resource_type: &str) -> &'static [&'static str] {
+        if resource_type.eq_ignore_ascii_case("Microsoft.KeyVault/vaults/secrets") {
+            &["/properties/value"]
+        } else {
+            &[]
+        }
+    }
+
     fn put<'a>(
         &'a self,
         id: &'a ResourceId,

@@ -124,6 +124,13 @@ pub trait ResourceProvider: Send + Sync {
     /// Deletes a resource; `false` when there was nothing to delete.
     fn delete<'a>(&'a self, id: &'a ResourceId, api_version: &'a str) -> ProviderFuture<'a, bool>;
 
+    /// JSON pointers (into the resource body) of write-only secret properties of `resource_type`, such as a Key
+    /// Vault secret's `/properties/value`: what-if never shows them and cannot compare them.
+    fn write_only_properties(&self, resource_type: &str) -> &'static [&'static str] {
+        let _ = resource_type;
+        &[]
+    }
+
     /// `POST {id}/{action}` (`listKeys`, `listCredentials`, ...). Providers without actions keep the default.
     fn action<'a>(
         &'a self,

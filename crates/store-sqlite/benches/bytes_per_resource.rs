@@ -225,8 +225,14 @@ fn main() -> anyhow::Result<()> {
         .skip(1)
         .filter_map(|arg| arg.parse().ok())
         .collect();
+    // `cargo bench` passes `--bench`; under `cargo test --all-targets` a small run is a smoke test.
+    let benchmarking = std::env::args().any(|a| a == "--bench");
     if sizes.is_empty() {
-        sizes = vec![100, 5_000];
+        sizes = if benchmarking {
+            vec![100, 5_000]
+        } else {
+            vec![20, 100]
+        };
     }
     let default_pages = SqliteOptions::default().wal_autocheckpoint_pages;
     // The store's default; SQLite's own default; no automatic checkpoint (one at the end: the WAL volume).

@@ -292,7 +292,14 @@ impl<'a> Tracer<'a> {
                         }),
                         cairn_expr::TemplateString::Expression { .. } => {
                             let key_site = self.node_site_of(m.key_span, ctx.file);
-                            match self.names(ctx.scope).with_parameters.eval_string(&m.key) {
+                            // In a function body `parameters()` names the function's own parameters,
+                            // which the shape evaluator does not know.
+                            let key = if self.in_function_body() {
+                                Partial::Unknown
+                            } else {
+                                self.names(ctx.scope).with_parameters.eval_string(&m.key)
+                            };
+                            match key {
                                 Partial::Known(Value::String(key)) => obj.set(AMember {
                                     key,
                                     value,
@@ -425,7 +432,8 @@ impl<'a> Tracer<'a> {
             ExprKind::Int(i) => Some(IndexKey::Int(*i)),
             ExprKind::String(s) => Some(IndexKey::Str(s.clone())),
             _ if self.in_function_body() => None,
-            _ => match self.names(ctx.scope).with_parameters.eval(index, source) {
+            // Like `if` conditions: an index a parameter decides may differ in another deployment.
+            _ => match self.names(ctx.scope).without_parameters.eval(index, source) {
                 Partial::Known(Value::Int(i)) => Some(IndexKey::Int(i)),
                 Partial::Known(Value::String(s)) => Some(IndexKey::Str(s)),
                 _ => None,

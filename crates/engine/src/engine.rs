@@ -226,6 +226,11 @@ impl Engine {
         &self.inner.env.store
     }
 
+    /// The resource providers (built-in and added), for serving individual resources outside deployments.
+    pub fn providers(&self) -> &Arc<Providers> {
+        &self.inner.env.providers
+    }
+
     /// Runs `job` on the coordinator thread and returns its result.
     async fn on_coordinator<T: Send + 'static>(
         &self,

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::middleware::RequestIds;
 use crate::response::{base_url, empty_response, error_response, with_header};
 use crate::state::AppState;
-use crate::{deployments, groups};
+use crate::{deployments, groups, resources};
 
 /// Everything a handler needs to know about a request.
 pub(crate) struct Call {
@@ -131,12 +131,9 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             "NotImplemented",
             "Deployment stacks are not served by this cairn server yet.",
         )),
-        Target::Resource { id } => match method {
-            Get | Head | Delete => Err(ArmError::resource_not_found(id)),
-            _ => Err(no_provider(id.namespace().unwrap_or("Microsoft.Resources"))),
-        },
+        Target::Resource { id } => resources::resource(state, call, id, method).await,
         Target::Resources { parent, .. } => Err(ArmError::resource_not_found(parent)),
-        Target::ResourceAction { id, .. } => Err(no_provider(id.namespace().unwrap_or_default())),
+        Target::ResourceAction { id, action } => resources::action(state, call, id, action).await,
     }
 }
 
@@ -160,17 +157,6 @@ fn legacy_deployment_path(path: &str) -> Option<String> {
         }
         _ => None,
     }
-}
-
-/// Resources are created through deployments; cairn registers no ARM resource provider.
-fn no_provider(namespace: &str) -> ArmError {
-    ArmError::new(
-        400,
-        "NoRegisteredProviderFound",
-        format!(
-            "cairn serves no resource provider for namespace '{namespace}'. Deploy resources with a template deployment."
-        ),
-    )
 }
 
 /// Reads the body within `limit` bytes: 413 `RequestTooLarge` beyond it.

@@ -1,0 +1,1149 @@
+//! Deployment stacks as a service: create/update, get, list, delete (with unmanage), validate and
+//! exportTemplate over the engine, the store and the extension host.
+//!
+//! One stack operation at a time: a PUT or DELETE takes the stack's lease in the store (`stack:{scope}/{name}`)
+//! and renews it with a heartbeat while it runs in the background; a second operation gets 409
+//! `DeploymentStackInNonTerminalState`. A crashed operation stops renewing, so its lease expires after the TTL and
+//! the stack is free again — but its managed set may be missing what the crashed run created, so the next PUT or
+//! DELETE is refused as out of sync unless `bypassStackOutOfSyncError` is set.
+//!
+//! A PUT runs the stack's deployment through the engine (stack-initiated, so its record keeps extension configs as
+//! directives), collects the managed set of the deployment tree, diffs it against the stored set, unmanages what
+//! left (detach, or delete: ARM resources through the providers, extensible resources through the host with the
+//! persisted config resolved again at delete time) and records the outcome. The pure decisions are
+//! `cairn-stacks`'.
+//!
+//! Sharing: a stack whose tag `cairn.shareResources` is `true` lets other stacks manage its resources too;
+//! otherwise adding a resource another stack manages is refused.
+
+mod state;
+mod unmanage;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use cairn_arm::models::deployment::{Deployment, DeploymentMode, DeploymentProperties};
+use cairn_arm::models::stack::{
+    DenySettingsMode, DenyStatusMode, DeploymentStack, DeploymentStackProperties,
+    DeploymentStackProvisioningState, DeploymentStackTemplateDefinition,
+    DeploymentStackValidateProperties, DeploymentStackValidateResult, ResourceReference,
+    StackDeleteOptions,
+};
+use cairn_arm::{ArmError, ErrorDetail, ResourceId};
+use cairn_engine::{DeployOptions, Engine, Providers};
+use cairn_host::ExtensionHost;
+use cairn_stacks::directive::PersistedConfig;
+use cairn_stacks::{
+    DeploymentSnapshot, ManagedSet, ManagedTarget, Ownership, RunSettings, StackClaim,
+    StackOperationResult, collect_managed_set, diff_collected, unmanage_all,
+};
+use cairn_store::{
+    Lease, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp,
+};
+use serde_json::Value;
+
+use crate::state::StoredState;
+use crate::unmanage::Deleter;
+
+pub use crate::state::SHARE_TAG;
+
+/// Tunables of the stack service.
+#[derive(Clone, Debug)]
+pub struct StackServiceSettings {
+    /// Identifies this process in lease owners.
+    pub owner_id: String,
+    /// How long a lease lives without a heartbeat: after a crash, the stack is free again after this long.
+    pub lease_ttl: Duration,
+    /// How often a running operation renews its lease (well below `lease_ttl`).
+    pub heartbeat_interval: Duration,
+    /// Delete rounds (the first plus retries).
+    pub max_delete_rounds: u32,
+    /// Deletes in flight at once.
+    pub max_deletes_in_flight: usize,
+    /// Pause between delete rounds.
+    pub retry_backoff: Duration,
+}
+
+impl Default for StackServiceSettings {
+    fn default() -> Self {
+        Self {
+            owner_id: format!("stacks-{}", uuid::Uuid::new_v4()),
+            lease_ttl: Duration::from_secs(120),
+            heartbeat_interval: Duration::from_secs(20),
+            max_delete_rounds: 4,
+            max_deletes_in_flight: 10,
+            retry_backoff: Duration::from_secs(2),
+        }
+    }
+}
+
+/// What a stack PUT returns right away.
+#[derive(Clone, Debug)]
+pub struct Accepted {
+    /// The stack as accepted (`provisioningState: deploying`).
+    pub stack: DeploymentStack,
+    /// Whether the stack is new (201) rather than updated (200).
+    pub created: bool,
+}
+
+/// A page of stacks.
+#[derive(Clone, Debug, Default)]
+pub struct StackPage {
+    pub value: Vec<DeploymentStack>,
+    pub continuation: Option<String>,
+}
+
+struct Inner {
+    engine: Engine,
+    store: Arc<dyn Store>,
+    host: Arc<ExtensionHost>,
+    providers: Arc<Providers>,
+    settings: StackServiceSettings,
+}
+
+/// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
+#[derive(Clone)]
+pub struct StackService {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for StackService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackService")
+            .field("owner", &self.inner.settings.owner_id)
+            .finish_non_exhaustive()
+    }
+}
+
+fn store_error(error: StoreError) -> ArmError {
+    let status = if error.is_not_found() {
+        404
+    } else if error.is_conflict() {
+        409
+    } else {
+        500
+    };
+    ArmError::new(status, error.arm_code(), error.to_string())
+}
+
+fn stack_id(scope: &str, name: &str) -> Result<ResourceId, ArmError> {
+    let text = format!(
+        "{}/providers/Microsoft.Resources/deploymentStacks/{name}",
+        scope.trim_end_matches('/')
+    );
+    ResourceId::parse(&text).map_err(|e| e.to_arm_error(&text))
+}
+
+fn lease_name(scope: &str, name: &str) -> String {
+    format!(
+        "stack:{}/{}",
+        cairn_store::fold_case(scope),
+        name.to_lowercase()
+    )
+}
+
+fn add(now: Timestamp, duration: Duration) -> Timestamp {
+    now.saturating_add(duration)
+}
+
+fn iso_duration(elapsed: Duration) -> String {
+    format!("PT{}.{:03}S", elapsed.as_secs(), elapsed.subsec_millis())
+}
+
+fn bad_request(detail: ErrorDetail) -> ArmError {
+    ArmError::from_detail(400, detail)
+}
+
+/// The parameters a stack may keep: values of parameters the template declares secure are dropped (a stack
+/// record never holds secrets; the engine keeps them sealed for its own run).
+fn public_parameters(
+    properties: &DeploymentStackProperties,
+) -> Option<cairn_arm::models::parameters::DeploymentParameters> {
+    let parameters = properties.parameters.clone()?;
+    let declared = properties
+        .template
+        .as_ref()
+        .and_then(|t| t.get("parameters"))
+        .and_then(Value::as_object);
+    let is_secure = |name: &str| {
+        declared
+            .and_then(|d| d.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)))
+            .and_then(|(_, p)| p.get("type"))
+            .and_then(Value::as_str)
+            .is_some_and(|t| {
+                t.eq_ignore_ascii_case("securestring") || t.eq_ignore_ascii_case("secureobject")
+            })
+    };
+    Some(cairn_arm::models::parameters::DeploymentParameters(
+        parameters
+            .0
+            .into_iter()
+            .filter(|(name, _)| !is_secure(name))
+            .collect(),
+    ))
+}
+
+/// Refuses unknown `actionOnUnmanage` values (400 `InvalidActionOnUnmanage`).
+fn check_actions(action: &cairn_arm::models::stack::ActionOnUnmanage) -> Result<(), ArmError> {
+    cairn_stacks::UnmanagePolicy::from_action(action)
+        .map_err(|e| bad_request(e.to_error_detail()))?;
+    RunSettings::for_action(action).map_err(|e| bad_request(e.to_error_detail()))?;
+    Ok(())
+}
+
+/// Checks what a stack body must hold before anything runs: the unmanage actions, template xor link, and
+/// extension configs a stack can persist (no secure literals).
+fn validate_body(properties: &DeploymentStackProperties) -> Result<(), ArmError> {
+    check_actions(&properties.action_on_unmanage)?;
+    match (&properties.template, &properties.template_link) {
+        (Some(_), Some(_)) => {
+            return Err(ArmError::new(
+                400,
+                "InvalidDeploymentStackTemplate",
+                "Give either 'template' or 'templateLink', not both.",
+            )
+            .with_target("properties.template"));
+        }
+        (None, None) => {
+            return Err(ArmError::new(
+                400,
+                "InvalidDeploymentStackTemplate",
+                "The deployment stack has no 'template' or 'templateLink'.",
+            )
+            .with_target("properties.template"));
+        }
+        _ => {}
+    }
+    for (alias, config) in properties.extension_configs.iter().flatten() {
+        PersistedConfig::from_arm(alias, config).map_err(|e| bad_request(e.to_error_detail()))?;
+    }
+    Ok(())
+}
+
+/// The deployment a stack runs.
+fn deployment_of(stack: &DeploymentStack) -> Deployment {
+    let p = &stack.properties;
+    let mut properties = DeploymentProperties::new(DeploymentMode::Incremental);
+    properties.template = p.template.clone();
+    properties.template_link = p.template_link.clone();
+    properties.parameters = p.parameters.clone();
+    properties.parameters_link = p.parameters_link.clone();
+    properties.extension_configs = p.extension_configs.clone();
+    properties.external_inputs = p.external_inputs.clone();
+    properties.external_input_definitions = p.external_input_definitions.clone();
+    properties.debug_setting = p.debug_setting.clone();
+    properties.validation_level = p.validation_level.clone();
+    Deployment {
+        location: stack.location.clone(),
+        properties,
+        tags: None,
+        identity: None,
+    }
+}
+
+/// The `(scope, name)` of a deployment ID.
+fn split_deployment_id(id: &str) -> Option<(String, String)> {
+    const MARKER: &str = "/providers/microsoft.resources/deployments/";
+    let at = id.to_ascii_lowercase().rfind(MARKER)?;
+    let name = &id[at + MARKER.len()..];
+    (!name.is_empty() && !name.contains('/')).then(|| (id[..at].to_owned(), name.to_owned()))
+}
+
+impl StackService {
+    /// A service over the engine, its store and host. `providers` are the ARM providers deletes and directive
+    /// API calls go to, in addition to the built-in ones (resource groups, deployments, Key Vault).
+    pub fn new(
+        engine: Engine,
+        store: Arc<dyn Store>,
+        host: Arc<ExtensionHost>,
+        providers: Providers,
+        settings: StackServiceSettings,
+    ) -> Self {
+        let mut all = Providers::builtin(store.clone());
+        all.extend(providers);
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                store,
+                host,
+                providers: Arc::new(all),
+                settings,
+            }),
+        }
+    }
+
+    async fn load(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<Option<(StackRecord, DeploymentStack, StoredState)>, ArmError> {
+        let Some(record) = self
+            .inner
+            .store
+            .get_stack(scope, name)
+            .await
+            .map_err(store_error)?
+        else {
+            return Ok(None);
+        };
+        let stack: DeploymentStack = serde_json::from_value(record.stack.clone()).map_err(|e| {
+            ArmError::new(
+                500,
+                "StoreDataCorrupt",
+                format!("stored stack '{name}': {e}"),
+            )
+        })?;
+        let state = StoredState::from_value(&record.managed_set).map_err(|e| {
+            ArmError::new(
+                500,
+                "StoreDataCorrupt",
+                format!("stored managed set of '{name}': {e}"),
+            )
+        })?;
+        Ok(Some((record, stack, state)))
+    }
+
+    /// Takes the stack's lease, or answers 409 `DeploymentStackInNonTerminalState`.
+    async fn take_lease(
+        &self,
+        scope: &str,
+        name: &str,
+        owner: &str,
+        current: Option<&DeploymentStack>,
+    ) -> Result<Lease, ArmError> {
+        let now = Timestamp::now();
+        match self
+            .inner
+            .store
+            .acquire_lease(
+                &lease_name(scope, name),
+                owner,
+                now,
+                add(now, self.inner.settings.lease_ttl),
+            )
+            .await
+        {
+            Ok(lease) => Ok(lease),
+            Err(error) if error.is_conflict() => {
+                let state = current
+                    .and_then(|s| s.properties.provisioning_state.as_ref())
+                    .map(|s| s.as_str().to_owned())
+                    .unwrap_or_else(|| "deploying".into());
+                Err(ArmError::deployment_stack_in_non_terminal_state(
+                    name, &state,
+                ))
+            }
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    /// Renews `owner`'s lease until `stop` fires.
+    fn heartbeat(&self, lease: String, owner: String) -> tokio::sync::oneshot::Sender<()> {
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let store = self.inner.store.clone();
+        let interval = self.inner.settings.heartbeat_interval;
+        let ttl = self.inner.settings.lease_ttl;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut stop_rx => break,
+                    () = tokio::time::sleep(interval) => {
+                        let now = Timestamp::now();
+                        if let Err(error) = store.renew_lease(&lease, &owner, now, add(now, ttl)).await {
+                            tracing::warn!(lease, %error, "stack lease heartbeat failed");
+                        }
+                    }
+                }
+            }
+        });
+        stop_tx
+    }
+
+    async fn release(&self, scope: &str, name: &str, owner: &str) {
+        if let Err(error) = self
+            .inner
+            .store
+            .release_lease(&lease_name(scope, name), owner)
+            .await
+        {
+            tracing::warn!(stack = name, %error, "releasing the stack lease failed");
+        }
+    }
+
+    /// The out-of-sync guard: refused unless bypassed when the stored set may be wrong.
+    fn check_in_sync(
+        name: &str,
+        state: &StoredState,
+        current: &DeploymentStack,
+        bypass: bool,
+    ) -> Result<(), ArmError> {
+        let interrupted = current
+            .properties
+            .provisioning_state
+            .as_ref()
+            .is_some_and(|s| !s.is_terminal());
+        if (state.out_of_sync || interrupted) && !bypass {
+            return Err(ArmError::new(
+                409,
+                "DeploymentStackOutOfSync",
+                format!(
+                    "The deployment stack '{name}' might not have an accurate list of managed resources (its last \
+                     operation did not finish). To proceed, check the resources and retry with \
+                     'bypassStackOutOfSyncError' set to true."
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Starts a create or update; it runs in the background. 409 while another operation runs on the stack.
+    pub async fn create_or_update(
+        &self,
+        scope: &str,
+        name: &str,
+        request: DeploymentStack,
+        correlation_id: Option<String>,
+    ) -> Result<Accepted, ArmError> {
+        cairn_arm::names::validate_deployment_name(name)?;
+        let id = stack_id(scope, name)?;
+        validate_body(&request.properties)?;
+        let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
+        let existing = self.load(scope, name).await?;
+        let lease = self
+            .take_lease(scope, name, &owner, existing.as_ref().map(|(_, s, _)| s))
+            .await?;
+        let result = self
+            .accept_put(scope, name, &id, request, existing, correlation_id, &owner)
+            .await;
+        if result.is_err() {
+            self.release(scope, name, &owner).await;
+        }
+        let (accepted, job) = result?;
+        let stop = self.heartbeat(lease.name, owner.clone());
+        let service = self.clone();
+        let (scope, name) = (scope.to_owned(), name.to_owned());
+        tokio::spawn(async move {
+            let outcome = service.run_put(&scope, &name, job).await;
+            if let Err(error) = outcome {
+                tracing::error!(stack = name, error = %error.detail().message(), "stack update could not be recorded");
+            }
+            let _ = stop.send(());
+            service.release(&scope, &name, &owner).await;
+        });
+        Ok(accepted)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    async fn accept_put(
+        &self,
+        scope: &str,
+        name: &str,
+        id: &ResourceId,
+        request: DeploymentStack,
+        existing: Option<(StackRecord, DeploymentStack, StoredState)>,
+        correlation_id: Option<String>,
+        _owner: &str,
+    ) -> Result<(Accepted, PutJob), ArmError> {
+        let bypass = request
+            .properties
+            .bypass_stack_out_of_sync_error
+            .unwrap_or(false);
+        let (precondition, previous, created) = match existing {
+            Some((record, current, state)) => {
+                Self::check_in_sync(name, &state, &current, bypass)?;
+                let version = record.version;
+                let mut state = state;
+                state.out_of_sync = false;
+                (Precondition::Version(version), state, false)
+            }
+            None => (Precondition::MustNotExist, StoredState::default(), true),
+        };
+        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let mut stack = DeploymentStack::for_id(id, request.properties.clone());
+        stack.location = request.location.clone();
+        stack.tags = request.tags.clone();
+        let p = &mut stack.properties;
+        p.template = None;
+        p.template_link = request.properties.template_link.clone();
+        p.parameters = public_parameters(&request.properties);
+        p.deployment_scope = Some(
+            request
+                .properties
+                .deployment_scope
+                .clone()
+                .unwrap_or_else(|| scope.trim_end_matches('/').to_owned()),
+        );
+        p.provisioning_state = Some(DeploymentStackProvisioningState::Deploying);
+        p.correlation_id = Some(correlation_id.clone());
+        p.bypass_stack_out_of_sync_error = None;
+        p.error = None;
+        p.deleted_resources = None;
+        p.detached_resources = None;
+        p.failed_resources = None;
+        p.resources = Some(previous.managed_set.to_references());
+        p.deployment_extensions = Some(previous.managed_set.deployment_extensions());
+        // The run's state says "an operation is under way": if this process dies, the next one sees it.
+        let in_flight = StoredState {
+            out_of_sync: false,
+            ..previous.clone()
+        };
+        self.put_record(scope, name, &stack, &in_flight, precondition)
+            .await?;
+        Ok((
+            Accepted {
+                stack: stack.clone(),
+                created,
+            },
+            PutJob {
+                request,
+                stack,
+                previous,
+                correlation_id,
+            },
+        ))
+    }
+
+    async fn put_record(
+        &self,
+        scope: &str,
+        name: &str,
+        stack: &DeploymentStack,
+        state: &StoredState,
+        precondition: Precondition,
+    ) -> Result<StackRecord, ArmError> {
+        let stack_json = serde_json::to_value(stack)
+            .map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
+        self.inner
+            .store
+            .put_stack(
+                NewStack {
+                    scope: scope.trim_end_matches('/').to_owned(),
+                    name: name.to_owned(),
+                    stack: stack_json,
+                    managed_set: state.to_value(),
+                },
+                precondition,
+                Timestamp::now(),
+            )
+            .await
+            .map_err(store_error)
+    }
+
+    /// The other stacks' claims on resources, for the ownership check.
+    async fn ownership(&self, scope: &str, name: &str) -> Result<Ownership, ArmError> {
+        let mut ownership = Ownership::new();
+        let me = lease_name(scope, name);
+        let mut page = PageRequest::default();
+        loop {
+            let listed = self
+                .inner
+                .store
+                .list_stacks(None, page.clone())
+                .await
+                .map_err(store_error)?;
+            for record in &listed.items {
+                if lease_name(&record.scope, &record.name) == me {
+                    continue;
+                }
+                let Ok(state) = StoredState::from_value(&record.managed_set) else {
+                    continue;
+                };
+                let shared = record
+                    .stack
+                    .pointer("/tags")
+                    .and_then(|t| t.get(SHARE_TAG))
+                    .and_then(Value::as_str)
+                    .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+                let stack_id = record
+                    .stack
+                    .get("id")
+                    .and_then(Value::as_str)
+                    .unwrap_or(&record.name)
+                    .to_owned();
+                for resource in &state.managed_set {
+                    ownership.claim(
+                        resource.key().clone(),
+                        StackClaim {
+                            stack_id: stack_id.clone(),
+                            shared,
+                        },
+                    );
+                }
+            }
+            match listed.continuation {
+                Some(token) => page.continuation = Some(token),
+                None => break,
+            }
+        }
+        Ok(ownership)
+    }
+
+    /// The deployment tree of a finished deployment, with nested deployments found through its operations.
+    async fn snapshot(
+        &self,
+        scope: &str,
+        name: &str,
+        depth: u32,
+    ) -> Result<DeploymentSnapshot, ArmError> {
+        let engine = &self.inner.engine;
+        let deployment = engine.get(scope, name).await.map_err(|e| e.to_arm())?;
+        let operations = engine
+            .operations(scope, name)
+            .await
+            .map_err(|e| e.to_arm())?;
+        let mut nested = Vec::new();
+        if depth < 32 {
+            for operation in &operations {
+                let Some(target) = operation
+                    .properties
+                    .target_resource
+                    .as_ref()
+                    .and_then(|t| t.id.as_deref())
+                else {
+                    continue;
+                };
+                if let Some((child_scope, child_name)) = split_deployment_id(target)
+                    && let Ok(child) =
+                        Box::pin(self.snapshot(&child_scope, &child_name, depth + 1)).await
+                {
+                    nested.push(child);
+                }
+            }
+        }
+        Ok(DeploymentSnapshot {
+            deployment,
+            operations,
+            extra_dependencies: Vec::new(),
+            nested,
+        })
+    }
+
+    async fn run_put(&self, scope: &str, name: &str, job: PutJob) -> Result<(), ArmError> {
+        let started = Instant::now();
+        let PutJob {
+            request,
+            mut stack,
+            previous,
+            correlation_id,
+        } = job;
+        let deployment_scope = stack
+            .properties
+            .deployment_scope
+            .clone()
+            .unwrap_or_else(|| scope.to_owned());
+        let deployment_name = name.to_owned();
+        let deployed = async {
+            let mut handle = self
+                .inner
+                .engine
+                .create_or_update(
+                    &deployment_scope,
+                    &deployment_name,
+                    deployment_of(&request),
+                    DeployOptions {
+                        stack_initiated: true,
+                        correlation_id: Some(correlation_id.clone()),
+                    },
+                )
+                .await
+                .map_err(|e| e.to_arm())?;
+            stack.properties.deployment_id = handle.accepted.id.clone();
+            handle.wait().await.map_err(|e| e.to_arm())?;
+            self.snapshot(&deployment_scope, &deployment_name, 0).await
+        }
+        .await;
+        let mut state = previous.clone();
+        let p = &mut stack.properties;
+        let snapshot = match deployed {
+            Ok(snapshot) => snapshot,
+            Err(error) => {
+                // Nothing ran (or nothing can be read): the managed set stays as it was.
+                p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
+                p.error = Some(update_failed(vec![error.into_detail()]));
+                p.duration = Some(iso_duration(started.elapsed()));
+                return self.finish(scope, name, &stack, &state).await;
+            }
+        };
+        p.outputs = snapshot.deployment.properties.outputs.clone();
+        p.deployment_id = snapshot.deployment.id.clone().or(p.deployment_id.take());
+        let deployment_error = snapshot.deployment.properties.error.clone();
+        let collected = collect_managed_set(&snapshot);
+        let mut errors: Vec<ErrorDetail> = Vec::new();
+        if let Some(error) = deployment_error {
+            errors.push(
+                ErrorDetail::new(
+                    "DeploymentStackDeploymentFailed",
+                    "The deployment of the stack failed.",
+                )
+                .with_details([error]),
+            );
+        }
+        errors.extend(
+            collected
+                .issues
+                .iter()
+                .filter(|i| i.is_error())
+                .map(|i| i.to_error_detail()),
+        );
+        if let Some(refused) = config_id_changes(&previous.managed_set, &collected.resources) {
+            // The config now points at another control plane: the old resources cannot be unmanaged through it,
+            // so nothing leaves the stack; both sets stay managed until the config is put back.
+            let mut merged = previous.managed_set.clone();
+            for resource in collected.resources.iter() {
+                merged.merge(resource.clone());
+            }
+            state.managed_set = merged;
+            errors.push(refused);
+            return self
+                .fail_with(scope, name, stack, state, errors, started)
+                .await;
+        }
+        let ownership = self.ownership(scope, name).await?;
+        let diff = match diff_collected(
+            &previous.managed_set,
+            &collected,
+            &stack.properties.action_on_unmanage,
+            &ownership,
+        ) {
+            Ok(diff) => diff,
+            Err(error) => {
+                errors.push(error.to_error_detail());
+                // The deployment ran: keep what it created managed, along with everything before.
+                let mut merged = previous.managed_set.clone();
+                for resource in collected.resources.iter() {
+                    merged.merge(resource.clone());
+                }
+                state.managed_set = merged;
+                return self
+                    .fail_with(scope, name, stack, state, errors, started)
+                    .await;
+            }
+        };
+        let result = self
+            .unmanage(diff, &stack.properties.action_on_unmanage, &correlation_id)
+            .await?;
+        state.managed_set = with_deny_status(
+            result.resources.clone(),
+            &stack.properties.deny_settings.mode,
+        );
+        state.out_of_sync = false;
+        result.apply_to(&mut stack.properties);
+        let p = &mut stack.properties;
+        p.resources = Some(state.managed_set.to_references());
+        p.deployment_extensions = Some(state.managed_set.deployment_extensions());
+        if let Some(error) = result.error.clone() {
+            errors.push(error);
+        }
+        if errors.is_empty() {
+            p.error = None;
+            p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);
+            p.duration = Some(iso_duration(started.elapsed()));
+            self.finish(scope, name, &stack, &state).await
+        } else {
+            self.fail_with(scope, name, stack, state, errors, started)
+                .await
+        }
+    }
+
+    async fn fail_with(
+        &self,
+        scope: &str,
+        name: &str,
+        mut stack: DeploymentStack,
+        state: StoredState,
+        errors: Vec<ErrorDetail>,
+        started: Instant,
+    ) -> Result<(), ArmError> {
+        let p = &mut stack.properties;
+        p.resources = Some(state.managed_set.to_references());
+        p.deployment_extensions = Some(state.managed_set.deployment_extensions());
+        p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
+        p.error = Some(match errors.len() {
+            1 if errors[0].code() == "DeploymentStackDeleteResourcesFailed" => errors[0].clone(),
+            _ => update_failed(errors),
+        });
+        p.duration = Some(iso_duration(started.elapsed()));
+        self.finish(scope, name, &stack, &state).await
+    }
+
+    async fn finish(
+        &self,
+        scope: &str,
+        name: &str,
+        stack: &DeploymentStack,
+        state: &StoredState,
+    ) -> Result<(), ArmError> {
+        // Under the lease nobody else writes the record, so overwrite whatever version is there.
+        self.put_record(scope, name, stack, state, Precondition::Any)
+            .await
+            .map(|_| ())
+    }
+
+    async fn unmanage(
+        &self,
+        diff: cairn_stacks::UnmanageDiff,
+        action: &cairn_arm::models::stack::ActionOnUnmanage,
+        correlation_id: &str,
+    ) -> Result<StackOperationResult, ArmError> {
+        let mut settings =
+            RunSettings::for_action(action).map_err(|e| bad_request(e.to_error_detail()))?;
+        settings.max_rounds = self.inner.settings.max_delete_rounds.max(1);
+        settings.max_in_flight = Some(self.inner.settings.max_deletes_in_flight.max(1));
+        let deleter = Deleter {
+            store: self.inner.store.clone(),
+            providers: self.inner.providers.clone(),
+            host: self.inner.host.clone(),
+            correlation_id: correlation_id.to_owned(),
+        };
+        let report = deleter
+            .run(
+                diff.delete_plan(),
+                settings,
+                self.inner.settings.retry_backoff,
+            )
+            .await
+            .map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
+        Ok(StackOperationResult::assemble(diff, report, correlation_id))
+    }
+
+    /// The stack (`GET`); 404 `DeploymentStackNotFound`.
+    pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
+        self.load(scope, name)
+            .await?
+            .map(|(_, stack, _)| stack)
+            .ok_or_else(|| ArmError::deployment_stack_not_found(name))
+    }
+
+    /// The stacks of a scope.
+    pub async fn list(&self, scope: &str, page: PageRequest) -> Result<StackPage, ArmError> {
+        let listed = self
+            .inner
+            .store
+            .list_stacks(Some(scope), page)
+            .await
+            .map_err(store_error)?;
+        let mut value = Vec::with_capacity(listed.items.len());
+        for record in listed.items {
+            let stack = serde_json::from_value(record.stack).map_err(|e| {
+                ArmError::new(
+                    500,
+                    "StoreDataCorrupt",
+                    format!("stored stack '{}': {e}", record.name),
+                )
+            })?;
+            value.push(stack);
+        }
+        Ok(StackPage {
+            value,
+            continuation: listed.continuation,
+        })
+    }
+
+    /// Starts deleting a stack: every managed resource is unmanaged with the options' actions, then the stack
+    /// record goes (unless some deletes failed: then it stays `failed` with them as `deleteFailed`). Returns
+    /// `false` when there is no such stack (204).
+    pub async fn delete(
+        &self,
+        scope: &str,
+        name: &str,
+        options: StackDeleteOptions,
+        correlation_id: Option<String>,
+    ) -> Result<bool, ArmError> {
+        check_actions(&options.action_on_unmanage)?;
+        let Some((_, current, _)) = self.load(scope, name).await? else {
+            return Ok(false);
+        };
+        let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
+        let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
+        let accepted = async {
+            let Some((record, mut stack, state)) = self.load(scope, name).await? else {
+                return Ok(None);
+            };
+            Self::check_in_sync(name, &state, &stack, options.bypass_stack_out_of_sync_error)?;
+            stack.properties.provisioning_state = Some(DeploymentStackProvisioningState::Deleting);
+            self.put_record(
+                scope,
+                name,
+                &stack,
+                &state,
+                Precondition::Version(record.version),
+            )
+            .await?;
+            Ok::<_, ArmError>(Some((stack, state)))
+        }
+        .await;
+        let (stack, state) = match accepted {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                self.release(scope, name, &owner).await;
+                return Ok(false);
+            }
+            Err(error) => {
+                self.release(scope, name, &owner).await;
+                return Err(error);
+            }
+        };
+        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let stop = self.heartbeat(lease.name, owner.clone());
+        let service = self.clone();
+        let (scope, name) = (scope.to_owned(), name.to_owned());
+        tokio::spawn(async move {
+            if let Err(error) = service
+                .run_delete(&scope, &name, stack, state, options, &correlation_id)
+                .await
+            {
+                tracing::error!(stack = name, error = %error.detail().message(), "stack delete could not be recorded");
+            }
+            let _ = stop.send(());
+            service.release(&scope, &name, &owner).await;
+        });
+        Ok(true)
+    }
+
+    async fn run_delete(
+        &self,
+        scope: &str,
+        name: &str,
+        mut stack: DeploymentStack,
+        mut state: StoredState,
+        options: StackDeleteOptions,
+        correlation_id: &str,
+    ) -> Result<(), ArmError> {
+        let started = Instant::now();
+        let ownership = self.ownership(scope, name).await?;
+        let diff = match unmanage_all(&state.managed_set, &options.action_on_unmanage, &ownership) {
+            Ok(diff) => diff,
+            Err(error) => {
+                return self
+                    .fail_with(
+                        scope,
+                        name,
+                        stack,
+                        state,
+                        vec![error.to_error_detail()],
+                        started,
+                    )
+                    .await;
+            }
+        };
+        let result = self
+            .unmanage(diff, &options.action_on_unmanage, correlation_id)
+            .await?;
+        if result.error.is_none() {
+            return match self
+                .inner
+                .store
+                .delete_stack(scope, name, Precondition::Any)
+                .await
+            {
+                Ok(()) => Ok(()),
+                Err(error) if error.is_not_found() => Ok(()),
+                Err(error) => Err(store_error(error)),
+            };
+        }
+        state.managed_set = result.resources.clone();
+        result.apply_to(&mut stack.properties);
+        let p = &mut stack.properties;
+        p.correlation_id = Some(correlation_id.to_owned());
+        p.resources = Some(state.managed_set.to_references());
+        p.deployment_extensions = Some(state.managed_set.deployment_extensions());
+        p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
+        p.duration = Some(iso_duration(started.elapsed()));
+        self.finish(scope, name, &stack, &state).await
+    }
+
+    /// Validates a stack body and its deployment without running anything (`POST .../validate`). An invalid
+    /// request is `Err` (400 with the error; the server wraps it in a `DeploymentStackValidateResult`).
+    pub async fn validate(
+        &self,
+        scope: &str,
+        name: &str,
+        request: DeploymentStack,
+    ) -> Result<DeploymentStackValidateResult, ArmError> {
+        cairn_arm::names::validate_deployment_name(name)?;
+        let id = stack_id(scope, name)?;
+        validate_body(&request.properties)?;
+        let deployment_scope = request
+            .properties
+            .deployment_scope
+            .clone()
+            .unwrap_or_else(|| scope.trim_end_matches('/').to_owned());
+        let validated = self
+            .inner
+            .engine
+            .validate(&deployment_scope, name, deployment_of(&request))
+            .await
+            .map_err(|e| e.to_arm())?;
+        if let Some(error) = validated.error {
+            return Err(ArmError::from_detail(400, error));
+        }
+        let props = validated.properties.unwrap_or_default();
+        let validated_resources = props
+            .validated_resources
+            .iter()
+            .flatten()
+            .map(ResourceReference::from_output_resource)
+            .collect();
+        let p = &request.properties;
+        Ok(DeploymentStackValidateResult {
+            id: Some(id.to_string()),
+            name: Some(name.to_owned()),
+            resource_type: Some(DeploymentStack::TYPE.to_owned()),
+            system_data: None,
+            error: None,
+            properties: Some(DeploymentStackValidateProperties {
+                action_on_unmanage: Some(p.action_on_unmanage.clone()),
+                correlation_id: props.correlation_id,
+                deny_settings: Some(p.deny_settings.clone()),
+                deployment_scope: Some(deployment_scope),
+                description: p.description.clone(),
+                parameters: public_parameters(p),
+                template_link: p.template_link.clone(),
+                validated_resources: Some(validated_resources),
+                deployment_extensions: props.extensions,
+                validation_level: p.validation_level.clone(),
+            }),
+        })
+    }
+
+    /// The template of the stack's deployment (`POST .../exportTemplate`).
+    pub async fn export_template(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<DeploymentStackTemplateDefinition, ArmError> {
+        let stack = self.get(scope, name).await?;
+        let Some((deployment_scope, deployment_name)) = stack
+            .properties
+            .deployment_id
+            .as_deref()
+            .and_then(split_deployment_id)
+        else {
+            return Ok(DeploymentStackTemplateDefinition {
+                template: None,
+                template_link: stack.properties.template_link.clone(),
+            });
+        };
+        let exported = self
+            .inner
+            .engine
+            .export_template(&deployment_scope, &deployment_name)
+            .await
+            .map_err(|e| e.to_arm())?;
+        Ok(DeploymentStackTemplateDefinition {
+            template: exported.template,
+            template_link: stack.properties.template_link.clone(),
+        })
+    }
+}
+
+struct PutJob {
+    request: DeploymentStack,
+    stack: DeploymentStack,
+    previous: StoredState,
+    correlation_id: String,
+}
+
+fn update_failed(details: Vec<ErrorDetail>) -> ErrorDetail {
+    ErrorDetail::new(
+        "DeploymentStackUpdateFailed",
+        "One or more stages of the deploymentStack failed.",
+    )
+    .with_details(details)
+}
+
+/// Deny status as recorded: cairn applies no deny assignments, so ARM resources report `none` when the mode is
+/// `none` and `notSupported` otherwise; extensible resources are always `notSupported`.
+fn with_deny_status(set: ManagedSet, mode: &DenySettingsMode) -> ManagedSet {
+    set.into_vec()
+        .into_iter()
+        .map(|mut resource| {
+            resource.deny_status = Some(match (resource.target(), mode) {
+                (ManagedTarget::Extensible { .. }, _) => DenyStatusMode::NotSupported,
+                (ManagedTarget::Arm(_), DenySettingsMode::None) => DenyStatusMode::None,
+                (ManagedTarget::Arm(_), _) => DenyStatusMode::NotSupported,
+            });
+            resource
+        })
+        .collect()
+}
+
+/// A resource deployed again with the same extension, type and identifiers but another `configId` means the
+/// config now points at a different control plane: refused.
+fn config_id_changes(previous: &ManagedSet, next: &ManagedSet) -> Option<ErrorDetail> {
+    let identity = |r: &cairn_stacks::ManagedResource| match r.target() {
+        ManagedTarget::Extensible {
+            extension,
+            resource_type,
+            identifiers,
+        } => Some((
+            extension.name.to_ascii_lowercase(),
+            resource_type.to_ascii_lowercase(),
+            identifiers.to_string(),
+            extension.config_id.clone().unwrap_or_default(),
+        )),
+        ManagedTarget::Arm(_) => None,
+    };
+    let mut details = Vec::new();
+    for new in next.iter() {
+        let Some((ext, ty, ids, config_id)) = identity(new) else {
+            continue;
+        };
+        for old in previous.iter() {
+            if let Some((old_ext, old_ty, old_ids, old_config_id)) = identity(old)
+                && old_ext == ext
+                && old_ty == ty
+                && old_ids == ids
+                && old_config_id != config_id
+            {
+                details.push(
+                    ErrorDetail::new(
+                        "DeploymentStackExtensionConfigIdChanged",
+                        format!(
+                            "The extension '{ext}' resource of type '{ty}' was deployed to control plane \
+                             '{config_id}', but the stack manages it on '{old_config_id}'. A stack cannot move \
+                             resources between control planes. Fix: deploy with the config of '{old_config_id}', \
+                             or remove the resource from the stack first."
+                        ),
+                    )
+                    .with_target(ty.clone()),
+                );
+            }
+        }
+    }
+    (!details.is_empty()).then(|| {
+        ErrorDetail::new(
+            "DeploymentStackExtensionConfigIdChanged",
+            "The extension config of the stack points at another control plane than the resources it manages.",
+        )
+        .with_details(details)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn deployment_ids_split_into_scope_and_name() {
+        assert_eq!(
+            split_deployment_id(
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deployments/d"
+            ),
+            Some(("/subscriptions/s/resourceGroups/rg".into(), "d".into()))
+        );
+        assert_eq!(
+            split_deployment_id("/subscriptions/s/resourceGroups/rg"),
+            None
+        );
+        assert_eq!(
+            split_deployment_id("/subscriptions/s/providers/Microsoft.Resources/deployments/"),
+            None
+        );
+    }
+
+    #[test]
+    fn durations_are_iso_8601() {
+        assert_eq!(iso_duration(Duration::from_millis(1_234)), "PT1.234S");
+    }
+}

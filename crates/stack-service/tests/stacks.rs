@@ -1,0 +1,643 @@
+//! End-to-end stack operations over a temp-dir SQLite store, the engine, and a test extension whose credential
+//! lives in the local Key Vault (with the built-in Local extension registered beside it).
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
+use cairn_arm::query::Query;
+use cairn_engine::{Engine, EngineSettings, Providers};
+use cairn_extension_contract::transport::{
+    BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
+};
+use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
+use cairn_stack_service::{StackService, StackServiceSettings};
+use cairn_store::{
+    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
+};
+use cairn_store_sqlite::SqliteStore;
+use serde_json::{Value, json};
+
+const SUB: &str = "00000000-0000-0000-0000-000000000001";
+const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
+const VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Microsoft.KeyVault/vaults/ops";
+const SECRET: &str = "widget-token";
+
+/// A widget extension that insists on the current credential for every call and can be taken down.
+#[derive(Default)]
+struct Widgets {
+    resources: Mutex<HashMap<String, Value>>,
+    /// The token the extension accepts now (rotated by tests).
+    accepted_token: Mutex<String>,
+    /// Tokens presented on deletes, in order.
+    delete_tokens: Mutex<Vec<String>>,
+    down: AtomicBool,
+    latency_ms: AtomicUsize,
+}
+
+impl Widgets {
+    fn error(status: u16, code: &str, message: &str) -> TransportResponse {
+        TransportResponse::json(
+            status,
+            json!({"error": {"code": code, "message": message}})
+                .to_string()
+                .into_bytes(),
+        )
+    }
+
+    fn has(&self, name: &str) -> bool {
+        self.resources.lock().unwrap().contains_key(name)
+    }
+
+    async fn handle(&self, request: TransportRequest) -> TransportResponse {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let config = body.get("config").cloned().unwrap_or(Value::Null);
+        let token = config["token"].as_str().unwrap_or_default().to_owned();
+        let cluster = config["cluster"].as_str().unwrap_or("default").to_owned();
+        let ty = body["type"].as_str().unwrap_or_default().to_owned();
+        let latency = self.latency_ms.load(Ordering::SeqCst) as u64;
+        tokio::time::sleep(Duration::from_millis(latency)).await;
+        if self.down.load(Ordering::SeqCst) {
+            return Self::error(503, "ServiceUnavailable", "the widget service is down");
+        }
+        if request.operation == Operation::Delete {
+            self.delete_tokens.lock().unwrap().push(token.clone());
+        }
+        if *self.accepted_token.lock().unwrap() != token {
+            return Self::error(401, "Unauthorized", "the credential was refused");
+        }
+        match request.operation {
+            Operation::CreateOrUpdate => {
+                let properties = body.get("properties").cloned().unwrap_or(json!({}));
+                let name = properties["name"].as_str().unwrap_or_default().to_owned();
+                self.resources
+                    .lock()
+                    .unwrap()
+                    .insert(name.clone(), properties.clone());
+                let echoed = json!({"cluster": cluster});
+                TransportResponse::json(
+                    200,
+                    json!({"type": ty, "apiVersion": body.get("apiVersion"), "identifiers": {"name": name},
+                           "properties": properties, "config": echoed, "configId": cluster,
+                           "status": "Succeeded"})
+                    .to_string()
+                    .into_bytes(),
+                )
+            }
+            Operation::Get => {
+                let name = body
+                    .pointer("/identifiers/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                match self.resources.lock().unwrap().get(&name) {
+                    Some(properties) => TransportResponse::json(
+                        200,
+                        json!({"type": ty, "apiVersion": body.get("apiVersion"), "identifiers": {"name": name},
+                               "properties": properties, "config": {"cluster": cluster}, "configId": cluster,
+                               "status": "Succeeded"})
+                        .to_string()
+                        .into_bytes(),
+                    ),
+                    None => Self::error(404, "ResourceNotFound", "no such widget"),
+                }
+            }
+            Operation::Delete => {
+                let name = body
+                    .pointer("/identifiers/name")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                self.resources.lock().unwrap().remove(&name);
+                TransportResponse::json(204, Vec::new())
+            }
+            _ => Self::error(400, "NotSupported", "not here"),
+        }
+    }
+}
+
+struct WidgetTransport(Arc<Widgets>);
+
+impl ExtensionTransport for WidgetTransport {
+    fn send(
+        &self,
+        request: TransportRequest,
+    ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
+        Box::pin(async move { Ok(self.0.handle(request).await) })
+    }
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    service: StackService,
+    widgets: Arc<Widgets>,
+}
+
+async fn set_token(store: &Arc<dyn Store>, value: &str) {
+    store
+        .set_vault_secret(NewSecretVersion {
+            vault_id: VAULT.into(),
+            name: SECRET.into(),
+            value: SecretString::from(value.to_owned()),
+            content_type: None,
+            enabled: true,
+            not_before: None,
+            expires: None,
+            tags: Tags::new(),
+            created_at: Timestamp::now(),
+        })
+        .await
+        .expect("set the secret");
+}
+
+async fn setup(settings: StackServiceSettings) -> Env {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("store"));
+    store
+        .put_resource_group(
+            ResourceGroup {
+                subscription_id: SUB.into(),
+                name: "rg1".into(),
+                location: "westus".into(),
+                tags: Tags::new(),
+                managed_by: None,
+                provisioning_state: "Succeeded".into(),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .expect("group");
+    store
+        .put_vault(
+            Vault {
+                id: VAULT.into(),
+                name: "ops".into(),
+                location: "westus".into(),
+                tags: Tags::new(),
+                properties: json!({}),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .expect("vault");
+    set_token(&store, "token-1").await;
+    let widgets = Arc::new(Widgets::default());
+    *widgets.accepted_token.lock().unwrap() = "token-1".into();
+    let mut registry = Registry::new();
+    registry.register(RegisteredExtension::new(
+        "Widgets",
+        "1.0.0",
+        Arc::new(WidgetTransport(widgets.clone())),
+    ));
+    registry.register(RegisteredExtension::new(
+        cairn_ext_local::NAME,
+        cairn_ext_local::VERSION,
+        Arc::new(cairn_ext_local::in_process_transport()),
+    ));
+    let host = Arc::new(ExtensionHost::new(
+        Arc::new(registry),
+        HostSettings {
+            relo_poll_interval: Duration::from_millis(10),
+            min_poll_interval: Duration::from_millis(10),
+            retry: RetryPolicy::none(),
+            ..HostSettings::default()
+        },
+        "http://localhost/cairn-test",
+    ));
+    let engine = Engine::new(
+        store.clone(),
+        host.clone(),
+        Providers::empty(),
+        EngineSettings {
+            parallelism: 4,
+            ..EngineSettings::default()
+        },
+    )
+    .expect("engine");
+    let service = StackService::new(engine, store.clone(), host, Providers::empty(), settings);
+    Env {
+        _dir: dir,
+        store,
+        service,
+        widgets,
+    }
+}
+
+fn fast() -> StackServiceSettings {
+    StackServiceSettings {
+        lease_ttl: Duration::from_secs(10),
+        heartbeat_interval: Duration::from_millis(200),
+        max_delete_rounds: 2,
+        retry_backoff: Duration::from_millis(10),
+        ..StackServiceSettings::default()
+    }
+}
+
+/// A stack over widgets `names` (and, when `scratch`, an ARM Key Vault the stack manages).
+fn stack(names: &[&str], scratch: bool, resources_action: &str, cluster: &str) -> DeploymentStack {
+    let mut resources = serde_json::Map::new();
+    for name in names {
+        resources.insert(
+            (*name).to_owned(),
+            json!({"extension": "widgets", "type": "widget", "apiVersion": "v1", "properties": {"name": name}}),
+        );
+    }
+    if scratch {
+        resources.insert(
+            "scratch".into(),
+            json!({"type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01", "name": "scratch",
+                   "location": "westus", "properties": {}}),
+        );
+    }
+    serde_json::from_value(json!({
+        "properties": {
+            "template": {
+                "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                "languageVersion": "2.2-experimental",
+                "contentVersion": "1.0.0.0",
+                "extensions": {"widgets": {"name": "Widgets", "version": "1.0.0",
+                                           "config": {"cluster": {"defaultValue": "c1"}}}},
+                "resources": resources,
+                "outputs": {"count": {"type": "int", "value": names.len()}}
+            },
+            "extensionConfigs": {"widgets": {
+                "cluster": {"value": cluster},
+                "token": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": SECRET}}
+            }},
+            "actionOnUnmanage": {"resources": resources_action},
+            "denySettings": {"mode": "none"}
+        }
+    }))
+    .expect("a stack body")
+}
+
+/// Waits until the stack is in a terminal state (or gone) and returns it as JSON (`null` when gone).
+async fn settle(service: &StackService, name: &str) -> Value {
+    for _ in 0..600 {
+        match service.get(RG, name).await {
+            Ok(stack) => {
+                let value = serde_json::to_value(&stack).unwrap();
+                let state = value["properties"]["provisioningState"]
+                    .as_str()
+                    .unwrap_or("");
+                if matches!(state, "succeeded" | "failed" | "canceled") {
+                    return value;
+                }
+            }
+            Err(error) if error.status() == 404 => return Value::Null,
+            Err(error) => panic!("get: {error:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the stack operation did not finish in time");
+}
+
+fn names_of(list: &Value) -> Vec<String> {
+    let mut names: Vec<String> = list
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|r| {
+            r["identifiers"]["name"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| {
+                    r["id"]
+                        .as_str()
+                        .map(|id| id.rsplit('/').next().unwrap_or("").to_owned())
+                })
+                .unwrap_or_default()
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+fn delete_options(query: &str) -> StackDeleteOptions {
+    StackDeleteOptions::from_query(&Query::parse(query)).expect("options")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stack_lifecycle_unmanages_and_deletes_with_fresh_credentials() {
+    let env = setup(fast()).await;
+    let service = &env.service;
+    let scratch_id = format!("{RG}/providers/Microsoft.KeyVault/vaults/scratch");
+
+    // Create: three widgets and a vault.
+    let accepted = service
+        .create_or_update(
+            RG,
+            "app",
+            stack(&["a", "b", "c"], true, "detach", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert!(accepted.created);
+    assert_eq!(
+        serde_json::to_value(&accepted.stack).unwrap()["properties"]["provisioningState"],
+        "deploying"
+    );
+    let created = settle(service, "app").await;
+    assert_eq!(
+        created["properties"]["provisioningState"], "succeeded",
+        "{created:#}"
+    );
+    assert_eq!(
+        names_of(&created["properties"]["resources"]),
+        ["a", "b", "c", "scratch"]
+    );
+    assert_eq!(created["properties"]["outputs"]["count"]["value"], 3);
+    assert!(created["properties"]["deploymentId"].is_string());
+    let widget = created["properties"]["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["identifiers"]["name"] == "a")
+        .unwrap()
+        .clone();
+    assert_eq!(widget["denyStatus"], "notSupported");
+    assert_eq!(widget["status"], "managed");
+    let extensions = created["properties"]["deploymentExtensions"].to_string();
+    assert!(extensions.contains("keyVaultReference"), "{extensions}");
+    assert!(
+        !created.to_string().contains("token-1"),
+        "no secret in the stack"
+    );
+    assert!(env.store.get_vault(&scratch_id).await.unwrap().is_some());
+
+    // Update without c and the vault, deleting what leaves.
+    service
+        .create_or_update(RG, "app", stack(&["a", "b"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    let updated = settle(service, "app").await;
+    assert_eq!(
+        updated["properties"]["provisioningState"], "succeeded",
+        "{updated:#}"
+    );
+    assert_eq!(
+        names_of(&updated["properties"]["deletedResources"]),
+        ["c", "scratch"]
+    );
+    assert_eq!(names_of(&updated["properties"]["resources"]), ["a", "b"]);
+    assert!(!env.widgets.has("c"), "c was deleted through the extension");
+    assert!(
+        env.store.get_vault(&scratch_id).await.unwrap().is_none(),
+        "the vault was deleted through its provider"
+    );
+
+    // Update without b, detaching it.
+    service
+        .create_or_update(RG, "app", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect("accepted");
+    let detached = settle(service, "app").await;
+    assert_eq!(
+        detached["properties"]["provisioningState"], "succeeded",
+        "{detached:#}"
+    );
+    assert_eq!(
+        names_of(&detached["properties"]["detachedResources"]),
+        ["b"]
+    );
+    assert_eq!(names_of(&detached["properties"]["resources"]), ["a"]);
+    assert!(env.widgets.has("b"), "a detached widget stays");
+
+    // Rotate the credential: the extension accepts only the new one from now on.
+    set_token(&env.store, "token-2").await;
+    *env.widgets.accepted_token.lock().unwrap() = "token-2".into();
+
+    // The extension is down: the delete fails, the stack keeps the widget as deleteFailed.
+    env.widgets.down.store(true, Ordering::SeqCst);
+    assert!(
+        service
+            .delete(
+                RG,
+                "app",
+                delete_options("unmanageAction.Resources=delete"),
+                None
+            )
+            .await
+            .expect("accepted")
+    );
+    let failed = settle(service, "app").await;
+    assert_eq!(
+        failed["properties"]["provisioningState"], "failed",
+        "{failed:#}"
+    );
+    assert_eq!(names_of(&failed["properties"]["failedResources"]), ["a"]);
+    assert_eq!(
+        failed["properties"]["resources"][0]["status"],
+        "deleteFailed"
+    );
+    assert_eq!(
+        failed["properties"]["error"]["code"],
+        "DeploymentStackDeleteResourcesFailed"
+    );
+    assert!(env.widgets.has("a"));
+
+    // Back up: the next delete succeeds, with the rotated secret read at delete time.
+    env.widgets.down.store(false, Ordering::SeqCst);
+    service
+        .delete(
+            RG,
+            "app",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(
+        settle(service, "app").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    assert!(!env.widgets.has("a"));
+    assert_eq!(
+        env.widgets
+            .delete_tokens
+            .lock()
+            .unwrap()
+            .last()
+            .map(String::as_str),
+        Some("token-2")
+    );
+    assert!(
+        !service
+            .delete(RG, "app", delete_options(""), None)
+            .await
+            .unwrap(),
+        "204 when gone"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_operation_while_one_runs_is_409() {
+    let env = setup(fast()).await;
+    env.widgets.latency_ms.store(400, Ordering::SeqCst);
+    env.service
+        .create_or_update(RG, "busy", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect("accepted");
+    let again = env
+        .service
+        .create_or_update(RG, "busy", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect_err("409");
+    assert_eq!(
+        (again.status(), again.code()),
+        (409, "DeploymentStackInNonTerminalState")
+    );
+    let delete = env
+        .service
+        .delete(RG, "BUSY", delete_options(""), None)
+        .await
+        .expect_err("409");
+    assert_eq!(delete.code(), "DeploymentStackInNonTerminalState");
+    assert_eq!(
+        settle(&env.service, "busy").await["properties"]["provisioningState"],
+        "succeeded"
+    );
+    let listed = env
+        .service
+        .list(RG, Default::default())
+        .await
+        .expect("list");
+    assert_eq!(listed.value.len(), 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crashed_operation_frees_the_stack_after_the_ttl() {
+    let env = setup(fast()).await;
+    let lease =
+        "stack:/subscriptions/00000000-0000-0000-0000-000000000001/resourcegroups/rg1/crashy";
+    let now = Timestamp::now();
+    env.store
+        .acquire_lease(
+            lease,
+            "crashed-process",
+            now,
+            now.saturating_add(Duration::from_millis(300)),
+        )
+        .await
+        .expect("lease");
+    let refused = env
+        .service
+        .create_or_update(RG, "crashy", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect_err("held");
+    assert_eq!(refused.status(), 409);
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    env.service
+        .create_or_update(RG, "crashy", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect("free after the TTL");
+    assert_eq!(
+        settle(&env.service, "crashy").await["properties"]["provisioningState"],
+        "succeeded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_changed_config_id_is_refused_and_nothing_is_unmanaged() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(RG, "moving", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    assert_eq!(
+        settle(&env.service, "moving").await["properties"]["provisioningState"],
+        "succeeded"
+    );
+    env.service
+        .create_or_update(RG, "moving", stack(&["a"], false, "delete", "c2"), None)
+        .await
+        .expect("accepted");
+    let moved = settle(&env.service, "moving").await;
+    assert_eq!(
+        moved["properties"]["provisioningState"], "failed",
+        "{moved:#}"
+    );
+    assert!(
+        moved["properties"]["error"]
+            .to_string()
+            .contains("DeploymentStackExtensionConfigIdChanged"),
+        "{moved:#}"
+    );
+    assert!(
+        moved["properties"]["deletedResources"]
+            .as_array()
+            .is_none_or(Vec::is_empty)
+    );
+    assert!(env.widgets.has("a"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_bodies_are_refused_before_anything_runs() {
+    let env = setup(fast()).await;
+    let mut body = stack(&["a"], false, "delete", "c1");
+    body.properties.extension_configs = serde_json::from_value(
+        json!({"widgets": {"token": {"type": "SecureString", "value": "literal-secret"}}}),
+    )
+    .ok();
+    let error = env
+        .service
+        .create_or_update(RG, "bad", body, None)
+        .await
+        .expect_err("secure literal");
+    assert_eq!(
+        (error.status(), error.code()),
+        (400, "InvalidStackExtensionConfig")
+    );
+    assert!(!format!("{error:?}").contains("literal-secret"));
+    let unknown = env
+        .service
+        .create_or_update(RG, "bad", stack(&["a"], false, "obliterate", "c1"), None)
+        .await
+        .expect_err("unknown action");
+    assert_eq!(unknown.code(), "InvalidActionOnUnmanage");
+    assert_eq!(
+        env.service
+            .get(RG, "bad")
+            .await
+            .expect_err("absent")
+            .status(),
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn validate_and_export_template() {
+    let env = setup(fast()).await;
+    let validated = env
+        .service
+        .validate(RG, "v", stack(&["a", "b"], false, "detach", "c1"))
+        .await
+        .expect("valid");
+    let validated = serde_json::to_value(validated).unwrap();
+    assert_eq!(
+        validated["properties"]["validatedResources"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{validated:#}"
+    );
+    assert!(!env.widgets.has("a"), "validate deploys nothing");
+    env.service
+        .create_or_update(RG, "v", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect("accepted");
+    settle(&env.service, "v").await;
+    let exported = env.service.export_template(RG, "v").await.expect("export");
+    assert!(
+        exported.template.expect("template")["resources"]
+            .get("a")
+            .is_some()
+    );
+}

@@ -210,7 +210,7 @@ impl Backend {
     pub(crate) async fn put_vault(&self, id: &str, body: &Value) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.put_vault(id, body).await,
-            Backend::Remote(_) => Err(no_data_plane("keyvault create")),
+            Backend::Remote(r) => r.put_vault(id, body).await,
         }
     }
 
@@ -223,7 +223,24 @@ impl Backend {
     ) -> Result<String, Failure> {
         match self {
             Backend::Local(l) => l.find_vault(subscription_scope, group_scope, name).await,
-            Backend::Remote(_) => Err(no_data_plane("keyvault secret")),
+            Backend::Remote(r) => {
+                // The server has no vault listing: the vault is addressed by its resource group.
+                let Some(group) = group_scope else {
+                    return Err(Failure::usage(
+                        "with --server, give the vault's resource group (-g/--resource-group)",
+                    ));
+                };
+                let id = format!("{group}/providers/Microsoft.KeyVault/vaults/{name}");
+                if r.vault_exists(&id).await? {
+                    Ok(id)
+                } else {
+                    Err(Failure::Arm(ArmError::new(
+                        404,
+                        "VaultNotFound",
+                        format!("The vault '{name}' was not found in '{group}'."),
+                    )))
+                }
+            }
         }
     }
 
@@ -237,7 +254,18 @@ impl Backend {
     ) -> Result<SecretView, Failure> {
         match self {
             Backend::Local(l) => l.set_secret(vault_id, name, value, content_type).await,
-            Backend::Remote(_) => Err(no_data_plane("keyvault secret set")),
+            Backend::Remote(r) => {
+                use cairn_store::ExposeSecret as _;
+                let json = r
+                    .put_secret(
+                        vault_id,
+                        name,
+                        value.expose_secret(),
+                        content_type.as_deref(),
+                    )
+                    .await?;
+                Ok(SecretView { json })
+            }
         }
     }
 
@@ -270,15 +298,16 @@ impl Backend {
     }
 }
 
-/// The server has no Key Vault endpoints: vaults and secrets are deployed with templates there.
+/// The server serves Key Vault's management plane (vaults, setting secrets), not its data plane: secret values
+/// and listings are read on the in-process engine.
 fn no_data_plane(command: &str) -> Failure {
     Failure::Arm(ArmError::new(
         400,
         "NotSupportedWithServer",
         format!(
-            "'cairn {command}' works on the in-process engine only: the cairn server exposes no Key Vault API. Run \
-             it without --server on the server's data directory, or deploy Microsoft.KeyVault/vaults and \
-             vaults/secrets with a template."
+            "'cairn {command}' works on the in-process engine only: the cairn server serves Key Vault's management \
+             plane (vaults, setting secrets), not its data plane. Run it without --server on the server's data \
+             directory."
         ),
     ))
 }

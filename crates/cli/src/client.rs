@@ -194,6 +194,43 @@ impl ArmClient {
         Ok(answer)
     }
 
+    /// Creates or updates a local Key Vault vault through the server's resource API.
+    pub(crate) async fn put_vault(&self, id: &str, body: &Value) -> Result<Value, Failure> {
+        Ok(self.call(Method::PUT, id, Some(body)).await?.body)
+    }
+
+    /// Whether the vault `id` exists.
+    pub(crate) async fn vault_exists(&self, id: &str) -> Result<bool, Failure> {
+        match self.call(Method::GET, id, None).await {
+            Ok(_) => Ok(true),
+            Err(Failure::Arm(e)) if e.status() == 404 => Ok(false),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Sets a secret (a new version) through the server's resource API; the answer never holds the value.
+    pub(crate) async fn put_secret(
+        &self,
+        vault_id: &str,
+        name: &str,
+        value: &str,
+        content_type: Option<&str>,
+    ) -> Result<Value, Failure> {
+        let mut properties = serde_json::json!({ "value": value });
+        if let Some(ct) = content_type {
+            properties["contentType"] = Value::String(ct.to_string());
+        }
+        let body = serde_json::json!({ "properties": properties });
+        Ok(self
+            .call(
+                Method::PUT,
+                &format!("{vault_id}/secrets/{name}"),
+                Some(&body),
+            )
+            .await?
+            .body)
+    }
+
     /// GETs a list and its `nextLink` pages.
     async fn list(&self, path: &str) -> Result<Vec<Value>, Failure> {
         let mut items = Vec::new();

@@ -430,13 +430,13 @@ fn what_if_predicts_create_then_no_change() {
     deploy_quickstart(&env, &["-o", "none"]);
     let second = what_if(&["--no-pretty-print"]);
     assert!(!second.contains(CANARY));
-    // The Key Vault secret's value cannot be read back to compare, so the engine reports it as Modify (a
-    // provider-side comparison would make it NoChange); every other resource is unchanged.
+    // A Key Vault secret's value is write-only: what-if neither shows nor compares it and reports the secret
+    // as Deploy (re-applied, may or may not change); every other resource is unchanged.
     let second = changes(&second);
     assert_eq!(second.len(), 6, "{second:?}");
     for (resource, kind) in second {
         if resource == "apiKeySecret" {
-            assert!(kind == "Modify" || kind == "NoChange", "{kind}");
+            assert_eq!(kind, "Deploy");
         } else {
             assert_eq!(kind, "NoChange", "{resource}");
         }
@@ -1033,8 +1033,48 @@ fn server_mode_reports_auth_and_tls_failures() {
         "{}",
         stderr(&untrusted)
     );
-    // The Key Vault commands need the in-process engine.
-    let kv = env.cairn(&server.args(&["keyvault", "secret", "list", "--vault-name", "kv"]));
+    // Key Vault's management plane works through the server (vaults, setting secrets); its data plane
+    // (reading values, listing) needs the in-process engine.
+    let group = env.cairn(&server.args(&["group", "create", "-n", "kvrg", "-l", "local"]));
+    assert_eq!(group.status.code(), Some(0), "{}", stderr(&group));
+    let created = env.cairn(&server.args(&["keyvault", "create", "-n", "kv", "-g", "kvrg"]));
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    let set = env.cairn(&server.args(&[
+        "keyvault",
+        "secret",
+        "set",
+        "--vault-name",
+        "kv",
+        "-g",
+        "kvrg",
+        "-n",
+        "token",
+        "--value",
+        "kv-canary-93e1",
+    ]));
+    assert_eq!(set.status.code(), Some(0), "{}", stderr(&set));
+    assert!(!String::from_utf8_lossy(&set.stdout).contains("kv-canary-93e1"));
+    let no_group = env.cairn(&server.args(&[
+        "keyvault",
+        "secret",
+        "set",
+        "--vault-name",
+        "kv",
+        "-n",
+        "t",
+        "--value",
+        "x",
+    ]));
+    assert_eq!(no_group.status.code(), Some(2), "{}", stderr(&no_group));
+    let kv = env.cairn(&server.args(&[
+        "keyvault",
+        "secret",
+        "list",
+        "--vault-name",
+        "kv",
+        "-g",
+        "kvrg",
+    ]));
     assert_eq!(kv.status.code(), Some(2));
     assert_eq!(stderr_error(&kv)["error"]["code"], "NotSupportedWithServer");
 }

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::middleware::RequestIds;
 use crate::response::{base_url, empty_response, error_response, with_header};
 use crate::state::AppState;
-use crate::{deployments, groups, resources};
+use crate::{deployments, groups, resources, stacks};
 
 /// Everything a handler needs to know about a request.
 pub(crate) struct Call {
@@ -119,11 +119,20 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             deployment,
             operation_id,
         } => deployments::operation_status(state, deployment, operation_id).await,
-        Target::DeploymentStacks { .. }
-        | Target::DeploymentStack { .. }
-        | Target::DeploymentStackAction { .. }
-        | Target::DeploymentStackOperationStatus { .. }
-        | Target::DeploymentStacksWhatIfResults { .. }
+        Target::DeploymentStacks { scope } => stacks::list(state, call, scope).await,
+        Target::DeploymentStack { id } => match method {
+            Get => stacks::get(state, id).await,
+            Put => stacks::put(state, call, id).await,
+            _ => stacks::delete(state, call, id).await,
+        },
+        Target::DeploymentStackAction { id, action } => {
+            stacks::action(state, call, id, *action).await
+        }
+        Target::DeploymentStackOperationStatus {
+            stack,
+            operation_id,
+        } => stacks::operation_status(state, call, stack, operation_id).await,
+        Target::DeploymentStacksWhatIfResults { .. }
         | Target::DeploymentStacksWhatIfResult { .. }
         | Target::DeploymentStacksWhatIfResultAction { .. }
         | Target::DeploymentStacksWhatIfResultOperationStatus { .. } => Err(ArmError::new(

@@ -23,6 +23,7 @@ pub mod middleware;
 mod resources;
 pub mod response;
 pub mod serve;
+mod stacks;
 mod state;
 
 use std::sync::Arc;

@@ -139,9 +139,17 @@ pub async fn run(
             }
         }
     });
+    let stack_service = cairn_stack_service::StackService::new(
+        engine.clone(),
+        store.clone(),
+        host.clone(),
+        Providers::empty(),
+        cairn_stack_service::StackServiceSettings::default(),
+    );
     let mut state = AppState::new(engine)
         .with_options(config.options)
-        .with_extension_host(host);
+        .with_extension_host(host)
+        .with_stack_service(stack_service);
     if let Some(tokens) = tokens {
         state = state.with_tokens(tokens);
     }

@@ -46,6 +46,8 @@ pub struct AppState {
     pub(crate) tokens: Option<Arc<TokenSet>>,
     pub(crate) host: Option<Arc<ExtensionHost>>,
     pub(crate) operation_results: OperationResults,
+    /// Deployment stacks; without it the stack routes answer 501.
+    pub(crate) stacks: Option<cairn_stack_service::StackService>,
 }
 
 impl AppState {
@@ -59,6 +61,7 @@ impl AppState {
             tokens: None,
             host: None,
             operation_results: OperationResults::default(),
+            stacks: None,
         }
     }
 
@@ -77,6 +80,12 @@ impl AppState {
     /// Mounts the extension host's API (see [`crate::EXTENSIBILITY_PREFIX`]).
     pub fn with_extension_host(mut self, host: Arc<ExtensionHost>) -> Self {
         self.host = Some(host);
+        self
+    }
+
+    /// Serves deployment stacks through `service`.
+    pub fn with_stack_service(mut self, service: cairn_stack_service::StackService) -> Self {
+        self.stacks = Some(service);
         self
     }
 

@@ -708,10 +708,14 @@ impl StackService {
             Ok(diff) => diff,
             Err(error) => {
                 errors.push(error.to_error_detail());
-                // The deployment ran: keep what it created managed, along with everything before.
+                // The deployment ran: keep what it created managed, along with everything before — except what
+                // another stack owns and does not share, which this stack must not take over.
                 let mut merged = previous.managed_set.clone();
                 for resource in collected.resources.iter() {
-                    merged.merge(resource.clone());
+                    let claims = ownership.claims(resource.key());
+                    if claims.iter().all(|claim| claim.shared) {
+                        merged.merge(resource.clone());
+                    }
                 }
                 state.managed_set = merged;
                 return self

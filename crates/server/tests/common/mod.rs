@@ -63,7 +63,17 @@ impl TestApp {
                 retry_after_seconds: 0,
                 ..ServerOptions::default()
             })
-            .with_extension_host(host);
+            .with_extension_host(host.clone())
+            .with_stack_service(cairn_stack_service::StackService::new(
+                engine.clone(),
+                store.clone(),
+                host,
+                Providers::empty(),
+                cairn_stack_service::StackServiceSettings {
+                    retry_backoff: std::time::Duration::from_millis(10),
+                    ..Default::default()
+                },
+            ));
         if let Some(tokens) = tokens {
             state = state.with_tokens(tokens);
         }

@@ -1,0 +1,289 @@
+//! Deployment stacks (`{rg|sub}/providers/Microsoft.Resources/deploymentStacks/...`) over the stack service:
+//! PUT as a long-running operation (201/200 + `Azure-AsyncOperation` + `Retry-After`), GET, LIST, DELETE
+//! (202 + `Location` with the `unmanageAction.*` query parameters; 204 when absent), POST validate and
+//! exportTemplate, and the operation status the PUT and DELETE hand out (read from the stack itself, so it
+//! survives a restart).
+
+use axum::http::StatusCode;
+use cairn_arm::models::common::ListResult;
+use cairn_arm::models::lro::{OperationStatus, OperationStatusResult};
+use cairn_arm::models::stack::{
+    DeploymentStack, DeploymentStackValidateResult, StackDeleteOptions,
+};
+use cairn_arm::route::StackAction;
+use cairn_arm::{ArmError, ResourceId};
+use cairn_stack_service::StackService;
+use cairn_store::PageRequest;
+
+use crate::dispatch::{ApiResult, Call, parse_body};
+use crate::response::{
+    empty_response, encode_id_path, encode_query_value, json_response, with_header,
+};
+use crate::state::AppState;
+
+/// Operation ids of stack deletes start with this, so the status route knows to answer "done" once the stack
+/// is gone.
+const DELETE_PREFIX: &str = "delete-";
+
+fn service(state: &AppState) -> Result<&StackService, ArmError> {
+    state.stacks.as_ref().ok_or_else(|| {
+        ArmError::new(
+            501,
+            "NotImplemented",
+            "Deployment stacks are not served by this cairn server (no stack service configured).",
+        )
+    })
+}
+
+/// `(scope, name)` of a stack id. Stacks live at resource-group and subscription scope here.
+fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
+    let scope = id
+        .scope_id()
+        .ok_or_else(|| ArmError::invalid_resource_id(&id.to_string(), "a stack needs a scope"))?;
+    if scope.subscription_id().is_none() {
+        return Err(ArmError::new(
+            400,
+            "UnsupportedScope",
+            "cairn serves deployment stacks at resource-group and subscription scope.",
+        ));
+    }
+    let name = id
+        .name()
+        .ok_or_else(|| ArmError::invalid_resource_id(&id.to_string(), "a stack needs a name"))?;
+    Ok((
+        scope.to_string().trim_end_matches('/').to_owned(),
+        name.to_owned(),
+    ))
+}
+
+fn url(call: &Call, path: &str) -> String {
+    format!(
+        "{}{}?api-version={}",
+        call.base_url,
+        encode_id_path(path),
+        encode_query_value(&call.api_version)
+    )
+}
+
+fn status_path(id: &ResourceId, operation_id: &str) -> String {
+    format!(
+        "{}/operationStatuses/{}",
+        id.to_string().trim_end_matches('/'),
+        encode_query_value(operation_id)
+    )
+}
+
+pub(crate) async fn list(state: &AppState, call: &Call, scope: &ResourceId) -> ApiResult {
+    let service = service(state)?;
+    let scope_text = scope.to_string();
+    let page = PageRequest {
+        limit: call.route.query.top()?,
+        continuation: call.route.query.get("$skiptoken").map(str::to_owned),
+    };
+    let listed = service.list(scope_text.trim_end_matches('/'), page).await?;
+    let next_link = listed.continuation.map(|token| {
+        format!(
+            "{}&$skiptoken={}",
+            url(
+                call,
+                &format!(
+                    "{}/providers/Microsoft.Resources/deploymentStacks",
+                    scope_text.trim_end_matches('/')
+                )
+            ),
+            encode_query_value(&token)
+        )
+    });
+    Ok(json_response(
+        StatusCode::OK,
+        &ListResult {
+            value: listed.value,
+            next_link,
+        },
+    ))
+}
+
+pub(crate) async fn get(state: &AppState, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let stack = service(state)?.get(&scope, &name).await?;
+    Ok(json_response(StatusCode::OK, &stack))
+}
+
+/// PUT: validates, takes the stack's lease, records it `deploying` and answers 201 (new) or 200; the
+/// deployment and unmanage run in the background.
+pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let request: DeploymentStack = parse_body(&call.body)?;
+    let accepted = service(state)?
+        .create_or_update(
+            &scope,
+            &name,
+            request,
+            Some(call.ids.correlation_id.clone()),
+        )
+        .await?;
+    let status = if accepted.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let operation_id = accepted
+        .stack
+        .properties
+        .correlation_id
+        .clone()
+        .unwrap_or_default();
+    let response = json_response(status, &accepted.stack);
+    let response = with_header(
+        response,
+        "azure-asyncoperation",
+        &url(call, &status_path(id, &operation_id)),
+    );
+    Ok(with_header(
+        response,
+        "retry-after",
+        &state.options.retry_after_seconds.to_string(),
+    ))
+}
+
+/// DELETE: the `unmanageAction.*` and `bypassStackOutOfSyncError` query parameters; 202 + `Location` (polled
+/// through the stack's operation status), 204 when there is no such stack.
+pub(crate) async fn delete(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let options = StackDeleteOptions::from_query(&call.route.query)?;
+    let started = service(state)?
+        .delete(
+            &scope,
+            &name,
+            options,
+            Some(call.ids.correlation_id.clone()),
+        )
+        .await?;
+    if !started {
+        return Ok(empty_response(StatusCode::NO_CONTENT));
+    }
+    let operation_id = format!("{DELETE_PREFIX}{}", call.ids.correlation_id);
+    let response = empty_response(StatusCode::ACCEPTED);
+    let response = with_header(
+        response,
+        "location",
+        &url(call, &status_path(id, &operation_id)),
+    );
+    Ok(with_header(
+        response,
+        "retry-after",
+        &state.options.retry_after_seconds.to_string(),
+    ))
+}
+
+pub(crate) async fn action(
+    state: &AppState,
+    call: &Call,
+    id: &ResourceId,
+    action: StackAction,
+) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let service = service(state)?;
+    match action {
+        StackAction::Validate => {
+            let request: DeploymentStack = parse_body(&call.body)?;
+            match service.validate(&scope, &name, request).await {
+                Ok(result) => Ok(json_response(StatusCode::OK, &result)),
+                // ARM answers an invalid stack with 400 and a DeploymentStackValidateResult holding the error.
+                Err(error) if error.status() == 400 => Ok(json_response(
+                    StatusCode::BAD_REQUEST,
+                    &DeploymentStackValidateResult {
+                        id: Some(id.to_string()),
+                        name: Some(name),
+                        resource_type: Some(DeploymentStack::TYPE.to_owned()),
+                        system_data: None,
+                        error: Some(error.into_detail()),
+                        properties: None,
+                    },
+                )),
+                Err(error) => Err(error),
+            }
+        }
+        StackAction::ExportTemplate => {
+            let exported = service.export_template(&scope, &name).await?;
+            Ok(json_response(StatusCode::OK, &exported))
+        }
+    }
+}
+
+/// The status of a stack PUT (`Azure-AsyncOperation`) or DELETE (`Location`), read from the stack.
+pub(crate) async fn operation_status(
+    state: &AppState,
+    call: &Call,
+    stack_id: &ResourceId,
+    operation_id: &str,
+) -> ApiResult {
+    let (scope, name) = scope_and_name(stack_id)?;
+    let service = service(state)?;
+    let is_delete = operation_id.starts_with(DELETE_PREFIX);
+    let stack = match service.get(&scope, &name).await {
+        Ok(stack) => Some(stack),
+        Err(error) if error.status() == 404 => None,
+        Err(error) => return Err(error),
+    };
+    let Some(stack) = stack else {
+        if is_delete {
+            return Ok(empty_response(StatusCode::NO_CONTENT));
+        }
+        return Err(ArmError::new(
+            404,
+            "OperationNotFound",
+            format!(
+                "The operation '{operation_id}' of deployment stack '{name}' could not be found."
+            ),
+        ));
+    };
+    let state_text = stack
+        .properties
+        .provisioning_state
+        .as_ref()
+        .map(|s| s.as_str().to_owned())
+        .unwrap_or_default();
+    let terminal = stack
+        .properties
+        .provisioning_state
+        .as_ref()
+        .is_some_and(|s| s.is_terminal());
+    if is_delete {
+        if !terminal {
+            let response = empty_response(StatusCode::ACCEPTED);
+            let response = with_header(
+                response,
+                "location",
+                &url(call, &status_path(stack_id, operation_id)),
+            );
+            return Ok(with_header(
+                response,
+                "retry-after",
+                &state.options.retry_after_seconds.to_string(),
+            ));
+        }
+        // The stack is still here after its delete ended: some resources could not be deleted.
+        let error = stack.properties.error.clone().unwrap_or_else(|| {
+            cairn_arm::ErrorDetail::new(
+                "DeploymentStackDeleteFailed",
+                "The deployment stack could not be deleted.",
+            )
+        });
+        return Err(ArmError::from_detail(409, error));
+    }
+    let status = match state_text.as_str() {
+        "succeeded" => OperationStatus::Succeeded,
+        "failed" => OperationStatus::Failed,
+        "canceled" => OperationStatus::Canceled,
+        _ => OperationStatus::Running,
+    };
+    let mut result = OperationStatusResult::new(status.clone());
+    result.id = Some(status_path(stack_id, operation_id));
+    result.name = Some(operation_id.to_owned());
+    result.resource_id = Some(stack_id.to_string());
+    if status == OperationStatus::Failed {
+        result.error = stack.properties.error.clone();
+    }
+    Ok(json_response(StatusCode::OK, &result))
+}

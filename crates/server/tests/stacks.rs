@@ -1,0 +1,314 @@
+//! Deployment stacks over the ARM API: PUT (201 + `Azure-AsyncOperation`), GET, LIST, validate, exportTemplate and
+//! DELETE (202 + `Location` with `unmanageAction.*`), at resource-group and subscription scope, api versions
+//! 2025-07-01 and 2024-03-01.
+
+mod common;
+
+use std::time::Duration;
+
+use common::*;
+use serde_json::{Value, json};
+
+const SUB: &str = "/subscriptions/00000000-0000-0000-0000-000000000000";
+
+fn path_of(url: &str) -> String {
+    url.strip_prefix("http://cairn.test")
+        .unwrap_or(url)
+        .to_owned()
+}
+
+fn stack_body(vaults: &[&str]) -> Value {
+    let resources: Vec<Value> = vaults
+        .iter()
+        .map(|name| {
+            json!({"type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01", "name": name,
+                   "location": "local", "properties": {}})
+        })
+        .collect();
+    json!({
+        "properties": {
+            "template": {
+                "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                "contentVersion": "1.0.0.0",
+                "resources": resources
+            },
+            "actionOnUnmanage": {"resources": "delete"},
+            "denySettings": {"mode": "none"}
+        }
+    })
+}
+
+/// Polls an `Azure-AsyncOperation` URL until it is terminal and returns its status.
+async fn poll_async(app: &TestApp, url: &str) -> Value {
+    for _ in 0..400 {
+        let answer = call(&app.router, "GET", &path_of(url), None, None).await;
+        assert_eq!(answer.status.as_u16(), 200, "{}", answer.text);
+        if answer.json["status"] != "Running" {
+            return answer.json;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    panic!("the stack operation did not finish");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stacks_over_the_api() {
+    let app = TestApp::new().await;
+    let rg = format!("{SUB}/resourcegroups/st?api-version=2025-04-01");
+    let answer = call(
+        &app.router,
+        "PUT",
+        &rg,
+        Some(json!({"location": "local"}).to_string()),
+        None,
+    )
+    .await;
+    assert!(answer.status.is_success(), "{}", answer.text);
+
+    for api_version in ["2025-07-01", "2024-03-01"] {
+        let name = format!("s-{}", &api_version[..4]);
+        // Each stack its own vaults: a vault another stack manages is refused (see the ownership assertion below).
+        let (v1, v2, v3) = (format!("a{name}"), format!("b{name}"), format!("c{name}"));
+        let stack = format!(
+            "{SUB}/resourceGroups/st/providers/Microsoft.Resources/deploymentStacks/{name}"
+        );
+        let put = call(
+            &app.router,
+            "PUT",
+            &format!("{stack}?api-version={api_version}"),
+            Some(stack_body(&[&v1, &v2]).to_string()),
+            None,
+        )
+        .await;
+        assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+        assert_eq!(put.json["properties"]["provisioningState"], "deploying");
+        let status_url = put.headers["azure-asyncoperation"]
+            .to_str()
+            .unwrap()
+            .to_owned();
+        let done = poll_async(&app, &status_url).await;
+        assert_eq!(done["status"], "Succeeded", "{done:#}");
+
+        let got = call(
+            &app.router,
+            "GET",
+            &format!("{stack}?api-version={api_version}"),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(got.status.as_u16(), 200, "{}", got.text);
+        assert_eq!(got.json["properties"]["provisioningState"], "succeeded");
+        assert_eq!(
+            got.json["properties"]["resources"].as_array().map(Vec::len),
+            Some(2)
+        );
+
+        // Update without v2: deleted (actionOnUnmanage.resources = delete); 200 for an existing stack.
+        let put = call(
+            &app.router,
+            "PUT",
+            &format!("{stack}?api-version={api_version}"),
+            Some(stack_body(&[&v1]).to_string()),
+            None,
+        )
+        .await;
+        assert_eq!(put.status.as_u16(), 200, "{}", put.text);
+        let done = poll_async(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+        assert_eq!(done["status"], "Succeeded", "{done:#}");
+        let got = call(
+            &app.router,
+            "GET",
+            &format!("{stack}?api-version={api_version}"),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(
+            got.json["properties"]["deletedResources"]
+                .as_array()
+                .map(Vec::len),
+            Some(1),
+            "{}",
+            got.text
+        );
+        let v2 = format!(
+            "{SUB}/resourceGroups/st/providers/Microsoft.KeyVault/vaults/v2?api-version=2023-07-01"
+        );
+        assert_eq!(
+            call(&app.router, "GET", &v2, None, None)
+                .await
+                .status
+                .as_u16(),
+            404
+        );
+
+        let validate = call(
+            &app.router,
+            "POST",
+            &format!("{stack}/validate?api-version={api_version}"),
+            Some(stack_body(&[&v1, &v3]).to_string()),
+            None,
+        )
+        .await;
+        assert_eq!(validate.status.as_u16(), 200, "{}", validate.text);
+        assert_eq!(
+            validate.json["properties"]["validatedResources"]
+                .as_array()
+                .map(Vec::len),
+            Some(2)
+        );
+        let invalid = call(
+            &app.router,
+            "POST",
+            &format!("{stack}/validate?api-version={api_version}"),
+            Some(json!({"properties": {"actionOnUnmanage": {"resources": "delete"}, "denySettings": {"mode": "none"}}}).to_string()),
+            None,
+        )
+        .await;
+        assert_eq!(invalid.status.as_u16(), 400, "{}", invalid.text);
+        assert!(invalid.json["error"]["code"].is_string());
+
+        let exported = call(
+            &app.router,
+            "POST",
+            &format!("{stack}/exportTemplate?api-version={api_version}"),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(exported.status.as_u16(), 200, "{}", exported.text);
+        assert!(exported.json["template"]["resources"].is_array());
+    }
+
+    // A stack may not take over a vault another stack manages.
+    let thief =
+        format!("{SUB}/resourceGroups/st/providers/Microsoft.Resources/deploymentStacks/thief");
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{thief}?api-version=2025-07-01"),
+        Some(stack_body(&["as-2025"]).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+    let done = poll_async(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    assert_eq!(done["status"], "Failed", "{done:#}");
+    assert!(
+        done["error"]
+            .to_string()
+            .contains("DeploymentStackResourceManagedByAnotherStack"),
+        "{done:#}"
+    );
+    let list = call(
+        &app.router,
+        "GET",
+        &format!("{SUB}/resourceGroups/st/providers/Microsoft.Resources/deploymentStacks?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(list.status.as_u16(), 200, "{}", list.text);
+    assert_eq!(list.json["value"].as_array().map(Vec::len), Some(3));
+    // The refused stack never took the vault over, so deleting it leaves the vault to its owner.
+    let delete = call(
+        &app.router,
+        "DELETE",
+        &format!("{thief}?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(delete.status.as_u16(), 202, "{}", delete.text);
+
+    // Delete with unmanageAction.Resources=delete: 202 + Location, polled to 204.
+    let stack =
+        format!("{SUB}/resourceGroups/st/providers/Microsoft.Resources/deploymentStacks/s-2025");
+    let delete = call(
+        &app.router,
+        "DELETE",
+        &format!("{stack}?api-version=2025-07-01&unmanageAction.Resources=delete"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(delete.status.as_u16(), 202, "{}", delete.text);
+    let mut location = delete.headers["location"].to_str().unwrap().to_owned();
+    let mut finished = false;
+    for _ in 0..400 {
+        let answer = call(&app.router, "GET", &path_of(&location), None, None).await;
+        match answer.status.as_u16() {
+            202 => {
+                location = answer.headers["location"].to_str().unwrap().to_owned();
+                tokio::time::sleep(Duration::from_millis(25)).await;
+            }
+            204 => {
+                finished = true;
+                break;
+            }
+            other => panic!("unexpected {other}: {}", answer.text),
+        }
+    }
+    assert!(finished);
+    let gone = call(
+        &app.router,
+        "GET",
+        &format!("{stack}?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(gone.status.as_u16(), 404);
+    assert_eq!(gone.json["error"]["code"], "DeploymentStackNotFound");
+    let again = call(
+        &app.router,
+        "DELETE",
+        &format!("{stack}?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(again.status.as_u16(), 204);
+    let bad = call(
+        &app.router,
+        "DELETE",
+        &format!("{stack}?api-version=2025-07-01&unmanageAction.Resources=explode"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(bad.status.as_u16(), 400);
+
+    // Subscription scope.
+    let sub_stack = format!("{SUB}/providers/Microsoft.Resources/deploymentStacks/at-sub");
+    let body = json!({"location": "local", "properties": {
+        "template": {"$schema": "https://schema.management.azure.com/schemas/2019-04-01/subscriptionDeploymentTemplate.json#",
+                     "contentVersion": "1.0.0.0", "resources": []},
+        "actionOnUnmanage": {"resources": "detach"}, "denySettings": {"mode": "none"}}});
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{sub_stack}?api-version=2025-07-01"),
+        Some(body.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+    let done = poll_async(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    assert_eq!(done["status"], "Succeeded", "{done:#}");
+    let list = call(
+        &app.router,
+        "GET",
+        &format!("{SUB}/providers/Microsoft.Resources/deploymentStacks?api-version=2024-03-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        list.json["value"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        list.text
+    );
+}

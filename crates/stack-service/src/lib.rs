@@ -413,7 +413,7 @@ impl StackService {
             .take_lease(scope, name, &owner, existing.as_ref().map(|(_, s, _)| s))
             .await?;
         let result = self
-            .accept_put(scope, name, &id, request, existing, correlation_id, &owner)
+            .accept_put(scope, name, &id, request, existing, correlation_id)
             .await;
         if result.is_err() {
             self.release(scope, name, &owner).await;
@@ -433,7 +433,6 @@ impl StackService {
         Ok(accepted)
     }
 
-    #[allow(clippy::too_many_arguments)]
     async fn accept_put(
         &self,
         scope: &str,
@@ -442,7 +441,6 @@ impl StackService {
         request: DeploymentStack,
         existing: Option<(StackRecord, DeploymentStack, StoredState)>,
         correlation_id: Option<String>,
-        _owner: &str,
     ) -> Result<(Accepted, PutJob), ArmError> {
         let bypass = request
             .properties

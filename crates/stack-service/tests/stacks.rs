@@ -641,3 +641,54 @@ async fn validate_and_export_template() {
             .is_some()
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_stack_is_out_of_sync_until_bypassed() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(RG, "torn", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect("accepted");
+    settle(&env.service, "torn").await;
+    // A process died mid-operation: the record says `deploying`, and nobody holds the lease any more.
+    let mut record = env.store.get_stack(RG, "torn").await.unwrap().unwrap();
+    record.stack["properties"]["provisioningState"] = json!("deploying");
+    env.store
+        .put_stack(
+            cairn_store::NewStack {
+                scope: record.scope.clone(),
+                name: record.name.clone(),
+                stack: record.stack.clone(),
+                managed_set: record.managed_set.clone(),
+            },
+            Precondition::Version(record.version),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    let refused = env
+        .service
+        .create_or_update(RG, "torn", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect_err("out of sync");
+    assert_eq!(
+        (refused.status(), refused.code()),
+        (409, "DeploymentStackOutOfSync")
+    );
+    let refused = env
+        .service
+        .delete(RG, "torn", delete_options(""), None)
+        .await
+        .expect_err("out of sync");
+    assert_eq!(refused.code(), "DeploymentStackOutOfSync");
+    let mut body = stack(&["a"], false, "detach", "c1");
+    body.properties.bypass_stack_out_of_sync_error = Some(true);
+    env.service
+        .create_or_update(RG, "torn", body, None)
+        .await
+        .expect("bypassed");
+    assert_eq!(
+        settle(&env.service, "torn").await["properties"]["provisioningState"],
+        "succeeded"
+    );
+}

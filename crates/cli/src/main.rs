@@ -12,6 +12,7 @@ mod output;
 mod progress;
 mod render;
 mod serve;
+mod stack;
 mod template;
 
 use std::process::ExitCode;
@@ -44,6 +45,8 @@ enum Command {
     Keyvault(keyvault::KeyvaultArgs),
     /// Lint a template's extension configs for deployment stacks (rule stacks-extensibility-compat).
     Lint(lint::LintArgs),
+    /// Deployment stacks at resource group or subscription scope.
+    Stack(stack::StackArgs),
 }
 
 fn main() -> ExitCode {
@@ -56,6 +59,7 @@ fn main() -> ExitCode {
         Command::Deployment(args) => deployment::run(args),
         Command::Keyvault(args) => keyvault::run(args),
         Command::Lint(args) => lint::run(args),
+        Command::Stack(args) => stack::run(args),
     };
     match result {
         Ok(code) => code,

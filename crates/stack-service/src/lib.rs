@@ -18,6 +18,7 @@
 
 mod state;
 mod unmanage;
+mod validation;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -407,6 +408,7 @@ impl StackService {
         cairn_arm::names::validate_deployment_name(name)?;
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
+        validation::check_stack_extension_configs(name, &request.properties)?;
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let existing = self.load(scope, name).await?;
         let lease = self
@@ -965,6 +967,7 @@ impl StackService {
         cairn_arm::names::validate_deployment_name(name)?;
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
+        validation::check_stack_extension_configs(name, &request.properties)?;
         let deployment_scope = request
             .properties
             .deployment_scope

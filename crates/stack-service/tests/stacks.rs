@@ -261,7 +261,8 @@ fn stack(names: &[&str], scratch: bool, resources_action: &str, cluster: &str) -
                 "languageVersion": "2.2-experimental",
                 "contentVersion": "1.0.0.0",
                 "extensions": {"widgets": {"name": "Widgets", "version": "1.0.0",
-                                           "config": {"cluster": {"defaultValue": "c1"}}}},
+                                           "config": {"cluster": {"type": "string", "defaultValue": "c1"},
+                                                      "token": {"type": "secureString"}}}},
                 "resources": resources,
                 "outputs": {"count": {"type": "int", "value": names.len()}}
             },
@@ -691,4 +692,101 @@ async fn an_interrupted_stack_is_out_of_sync_until_bypassed() {
         settle(&env.service, "torn").await["properties"]["provisioningState"],
         "succeeded"
     );
+}
+
+/// A stack template whose nested deployment configures the Kubernetes extension's `auth.kubeConfig` from `source`.
+fn kube_config_stack(source: Value) -> DeploymentStack {
+    serde_json::from_value(json!({
+        "properties": {
+            "template": {
+                "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                "languageVersion": "2.2-experimental",
+                "contentVersion": "1.0.0.0",
+                "parameters": {"secureParam": {"type": "securestring"}},
+                "resources": {"cluster": {
+                    "type": "Microsoft.Resources/deployments",
+                    "apiVersion": "2025-04-01",
+                    "name": "cluster",
+                    "properties": {
+                        "expressionEvaluationOptions": {"scope": "inner"},
+                        "mode": "Incremental",
+                        "extensionConfigs": {"k8s": {
+                            "auth": {"kubeConfig": source},
+                            "namespace": {"value": "default"}
+                        }},
+                        "template": {
+                            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                            "languageVersion": "2.2-experimental",
+                            "contentVersion": "1.0.0.0",
+                            "extensions": {"k8s": {"name": "Kubernetes", "version": "1.0.0", "config": {
+                                "namespace": {"type": "string", "defaultValue": "default"},
+                                "kubeConfig": {"type": "secureString"}
+                            }}},
+                            "resources": {}
+                        }
+                    }
+                }}
+            },
+            "parameters": {"secureParam": {"value": "kube-secret-material"}},
+            "actionOnUnmanage": {"resources": "detach"},
+            "denySettings": {"mode": "none"}
+        }
+    }))
+    .expect("a stack body")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secure_parameter_in_an_extension_config_is_refused_and_a_key_vault_reference_accepted() {
+    let env = setup(fast()).await;
+    let from_parameter = kube_config_stack(json!({"value": "[parameters('secureParam')]"}));
+    for error in [
+        env.service
+            .create_or_update(RG, "kube", from_parameter.clone(), None)
+            .await
+            .expect_err("a secure parameter cannot be stored"),
+        env.service
+            .validate(RG, "kube", from_parameter)
+            .await
+            .expect_err("validate refuses it too"),
+    ] {
+        assert_eq!(
+            (error.status(), error.code()),
+            (400, "InvalidTemplateDeployment")
+        );
+        let response = serde_json::to_value(error.to_response()).unwrap();
+        let details = response["error"]["details"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        assert_eq!(details.len(), 1, "{response:#}");
+        assert_eq!(details[0]["code"], "stacks-extensibility-compat");
+        assert_eq!(
+            details[0]["target"],
+            "properties.template.resources.cluster.properties.extensionConfigs.k8s.auth.kubeConfig"
+        );
+        assert!(
+            details[0]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("secureParam")
+        );
+        assert!(!response.to_string().contains("kube-secret-material"));
+    }
+    assert_eq!(
+        env.service
+            .get(RG, "kube")
+            .await
+            .expect_err("never stored")
+            .status(),
+        404
+    );
+
+    let from_key_vault = kube_config_stack(
+        json!({"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": SECRET}}),
+    );
+    env.service
+        .create_or_update(RG, "kube", from_key_vault, None)
+        .await
+        .expect("a Key Vault reference is a directive the stack can store");
+    settle(&env.service, "kube").await;
 }

@@ -22,5 +22,6 @@ if [ ! -x "$PYENV/bin/python" ]; then
 fi
 "$PYENV/bin/python" -m pip install --quiet --disable-pip-version-check \
   "azure-mgmt-resource-deployments==2.0.0" "azure-mgmt-resource==26.0.0" \
+  "azure-mgmt-resource-deploymentstacks==1.0.0" \
   "pytest==9.2.0" "cryptography==50.0.2"
 CAIRN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn" "$PYENV/bin/python" -m pytest -q tests/python

@@ -16,9 +16,11 @@
 //! Sharing: a stack whose tag `cairn.shareResources` is `true` lets other stacks manage its resources too;
 //! otherwise adding a resource another stack manages is refused.
 
+mod bulk_delete;
 mod state;
 mod unmanage;
 mod validation;
+mod what_if;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -46,7 +48,12 @@ use serde_json::Value;
 use crate::state::StoredState;
 use crate::unmanage::Deleter;
 
+pub use crate::bulk_delete::{
+    BulkDeleteEntry, BulkDeleteRequest, BulkDeleteResponse, BulkDeleteResult, BulkDeleteStatus,
+    MAX_BULK_DELETE_ENTRIES,
+};
 pub use crate::state::SHARE_TAG;
+pub use crate::what_if::WhatIfAccepted;
 
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
@@ -100,6 +107,8 @@ struct Inner {
     host: Arc<ExtensionHost>,
     providers: Arc<Providers>,
     settings: StackServiceSettings,
+    /// Stack what-if results (in memory; see `what_if`).
+    what_ifs: what_if::WhatIfResults,
 }
 
 /// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
@@ -269,6 +278,7 @@ impl StackService {
                 host,
                 providers: Arc::new(all),
                 settings,
+                what_ifs: what_if::WhatIfResults::default(),
             }),
         }
     }

@@ -1,0 +1,491 @@
+//! Stack what-if and bulk delete end to end: a temp-dir SQLite store, the engine, the built-in Local extension
+//! (files under a temp root), the built-in Key Vault provider, and a widget extension whose token lives in the
+//! local Key Vault and which can be taken down.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cairn_arm::models::stack::DeploymentStack;
+use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
+use cairn_engine::{Engine, EngineSettings, Providers};
+use cairn_extension_contract::transport::{
+    BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
+};
+use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
+use cairn_stack_service::{BulkDeleteEntry, BulkDeleteStatus, StackService, StackServiceSettings};
+use cairn_store::{
+    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
+};
+use cairn_store_sqlite::SqliteStore;
+use serde_json::{Value, json};
+
+const SUB: &str = "00000000-0000-0000-0000-000000000002";
+const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000002/resourceGroups/rg1";
+const OPS_VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000002/resourceGroups/rg1/providers/Microsoft.KeyVault/vaults/ops";
+
+/// Widgets: deletes need the token from the vault; `down` answers 503 to everything.
+#[derive(Default)]
+struct Widgets {
+    resources: Mutex<HashMap<String, Value>>,
+    down: AtomicBool,
+}
+
+struct WidgetTransport(Arc<Widgets>);
+
+impl ExtensionTransport for WidgetTransport {
+    fn send(
+        &self,
+        request: TransportRequest,
+    ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
+        Box::pin(async move {
+            let error = |status: u16, code: &str| {
+                TransportResponse::json(
+                    status,
+                    json!({"error": {"code": code, "message": code}})
+                        .to_string()
+                        .into_bytes(),
+                )
+            };
+            let this = &self.0;
+            if this.down.load(Ordering::SeqCst) {
+                return Ok(error(503, "ServiceUnavailable"));
+            }
+            let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            if body.pointer("/config/token").and_then(Value::as_str) != Some("token-1") {
+                return Ok(error(401, "Unauthorized"));
+            }
+            let name = body
+                .pointer("/identifiers/name")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            Ok(match request.operation {
+                Operation::Delete => match this.resources.lock().unwrap().remove(&name) {
+                    Some(_) => TransportResponse::json(204, Vec::new()),
+                    None => error(404, "ResourceNotFound"),
+                },
+                _ => error(400, "NotSupported"),
+            })
+        })
+    }
+}
+
+struct Env {
+    _dir: tempfile::TempDir,
+    root: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    service: StackService,
+    widgets: Arc<Widgets>,
+}
+
+async fn vault(store: &Arc<dyn Store>, id: &str, name: &str) {
+    store
+        .put_vault(
+            Vault {
+                id: id.into(),
+                name: name.into(),
+                location: "westus".into(),
+                tags: Tags::new(),
+                properties: json!({}),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .expect("vault");
+}
+
+async fn setup() -> Env {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let root = tempfile::tempdir().expect("root dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("store"));
+    store
+        .put_resource_group(
+            ResourceGroup {
+                subscription_id: SUB.into(),
+                name: "rg1".into(),
+                location: "westus".into(),
+                tags: Tags::new(),
+                managed_by: None,
+                provisioning_state: "Succeeded".into(),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .expect("group");
+    vault(&store, OPS_VAULT, "ops").await;
+    store
+        .set_vault_secret(NewSecretVersion {
+            vault_id: OPS_VAULT.into(),
+            name: "widget-token".into(),
+            value: SecretString::from("token-1".to_owned()),
+            content_type: None,
+            enabled: true,
+            not_before: None,
+            expires: None,
+            tags: Tags::new(),
+            created_at: Timestamp::now(),
+        })
+        .await
+        .expect("secret");
+    let widgets = Arc::new(Widgets::default());
+    let mut registry = Registry::new();
+    registry.register(RegisteredExtension::new(
+        "Widgets",
+        "1.0.0",
+        Arc::new(WidgetTransport(widgets.clone())),
+    ));
+    registry.register(RegisteredExtension::new(
+        cairn_ext_local::NAME,
+        cairn_ext_local::VERSION,
+        Arc::new(cairn_ext_local::in_process_transport()),
+    ));
+    let host = Arc::new(ExtensionHost::new(
+        Arc::new(registry),
+        HostSettings {
+            relo_poll_interval: Duration::from_millis(10),
+            min_poll_interval: Duration::from_millis(10),
+            retry: RetryPolicy::none(),
+            ..HostSettings::default()
+        },
+        "http://localhost/cairn-test",
+    ));
+    let engine = Engine::new(
+        store.clone(),
+        host.clone(),
+        Providers::empty(),
+        EngineSettings {
+            parallelism: 4,
+            ..EngineSettings::default()
+        },
+    )
+    .expect("engine");
+    let settings = StackServiceSettings {
+        lease_ttl: Duration::from_secs(10),
+        heartbeat_interval: Duration::from_millis(200),
+        max_delete_rounds: 2,
+        retry_backoff: Duration::from_millis(10),
+        ..StackServiceSettings::default()
+    };
+    let service = StackService::new(engine, store.clone(), host, Providers::empty(), settings);
+    Env {
+        _dir: dir,
+        root,
+        store,
+        service,
+        widgets,
+    }
+}
+
+/// Stack properties over Local files `files` (and, when `vault`, a Key Vault named `scratch`).
+fn properties(root: &str, files: &[&str], with_vault: bool, action: &str) -> Value {
+    let mut resources = serde_json::Map::new();
+    for file in files {
+        resources.insert(
+            file.replace('.', "_"),
+            json!({"extension": "local", "type": "File", "apiVersion": "1.0.0",
+                   "properties": {"path": file, "content": "hello"}}),
+        );
+    }
+    if with_vault {
+        resources.insert(
+            "scratch".into(),
+            json!({"type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01", "name": "scratch",
+                   "location": "westus", "properties": {}}),
+        );
+    }
+    json!({
+        "template": {
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.2-experimental",
+            "contentVersion": "1.0.0.0",
+            "extensions": {"local": {"name": "Local", "version": "1.0.0",
+                                     "config": {"rootDirectory": {"type": "string"}}}},
+            "resources": resources
+        },
+        "extensionConfigs": {"local": {"rootDirectory": {"value": root}}},
+        "actionOnUnmanage": {"resources": action},
+        "denySettings": {"mode": "none"}
+    })
+}
+
+fn stack_id(name: &str) -> String {
+    format!("{RG}/providers/Microsoft.Resources/deploymentStacks/{name}")
+}
+
+fn what_if_request(stack: &str, properties: Value) -> DeploymentStacksWhatIfResult {
+    let mut properties = properties;
+    properties["deploymentStackResourceId"] = json!(stack_id(stack));
+    properties["retentionInterval"] = json!("P7D");
+    serde_json::from_value(json!({ "properties": properties })).expect("a what-if body")
+}
+
+/// `(name, changeType)` of every resource change, sorted.
+fn changes(result: &DeploymentStacksWhatIfResult) -> Vec<(String, String)> {
+    let value = serde_json::to_value(result).expect("json");
+    let mut found: Vec<(String, String)> = value["properties"]["changes"]["resourceChanges"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|change| {
+            let name = change["identifiers"]["path"]
+                .as_str()
+                .map(str::to_owned)
+                .or_else(|| {
+                    change["id"]
+                        .as_str()
+                        .and_then(|id| id.rsplit('/').next())
+                        .map(str::to_owned)
+                })
+                .unwrap_or_default();
+            (name, change["changeType"].as_str().unwrap_or("").to_owned())
+        })
+        .collect();
+    found.sort();
+    found
+}
+
+async fn deploy(env: &Env, name: &str, properties: Value) {
+    let body: DeploymentStack =
+        serde_json::from_value(json!({ "properties": properties })).expect("stack body");
+    env.service
+        .create_or_update(RG, name, body, None)
+        .await
+        .expect("accepted");
+    for _ in 0..600 {
+        let stack = env.service.get(RG, name).await.expect("get");
+        let value = serde_json::to_value(&stack).expect("json");
+        match value["properties"]["provisioningState"].as_str() {
+            Some("succeeded") => return,
+            Some("failed" | "canceled") => panic!("the stack failed: {value}"),
+            _ => tokio::time::sleep(Duration::from_millis(50)).await,
+        }
+    }
+    panic!("the stack did not finish in time");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_of_a_new_stack_creates_everything() {
+    let env = setup().await;
+    let root = env.root.path().to_string_lossy().into_owned();
+    let request = what_if_request(
+        "fresh",
+        properties(&root, &["a.txt", "b.txt"], true, "delete"),
+    );
+    let accepted = env
+        .service
+        .what_if(RG, "wi1", request)
+        .await
+        .expect("what-if");
+    assert!(accepted.created);
+    assert_eq!(
+        changes(&accepted.result),
+        vec![
+            ("a.txt".into(), "create".into()),
+            ("b.txt".into(), "create".into()),
+            ("scratch".into(), "create".into())
+        ]
+    );
+    let value = serde_json::to_value(&accepted.result).expect("json");
+    assert_eq!(
+        value["type"],
+        "Microsoft.Resources/deploymentStacksWhatIfResults"
+    );
+    assert_eq!(value["properties"]["provisioningState"], "succeeded");
+    assert!(value["properties"].get("template").is_none());
+    assert!(value["properties"]["deploymentStackLastModified"].is_null());
+    // Nothing ran: the stack does not exist and no file was written.
+    assert_eq!(
+        env.service
+            .get(RG, "fresh")
+            .await
+            .map(|_| ())
+            .unwrap_err()
+            .status(),
+        404
+    );
+    assert!(!env.root.path().join("a.txt").exists());
+    // Stored: get, list, rerun, delete.
+    assert_eq!(
+        env.service.get_what_if(RG, "wi1").expect("stored"),
+        accepted.result
+    );
+    assert_eq!(env.service.list_what_ifs(RG).len(), 1);
+    let again = env.service.rerun_what_if(RG, "wi1").await.expect("rerun");
+    assert_eq!(changes(&again), changes(&accepted.result));
+    assert!(env.service.delete_what_if(RG, "wi1"));
+    assert!(!env.service.delete_what_if(RG, "wi1"));
+    assert_eq!(
+        env.service.get_what_if(RG, "wi1").unwrap_err().status(),
+        404
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_after_deploy_shows_no_change_and_removals_per_action() {
+    let env = setup().await;
+    let root = env.root.path().to_string_lossy().into_owned();
+    deploy(
+        &env,
+        "st",
+        properties(&root, &["a.txt", "b.txt"], true, "delete"),
+    )
+    .await;
+    assert!(env.root.path().join("b.txt").exists());
+
+    let same = env
+        .service
+        .what_if(
+            RG,
+            "same",
+            what_if_request("st", properties(&root, &["a.txt", "b.txt"], true, "delete")),
+        )
+        .await
+        .expect("what-if");
+    let found = changes(&same.result);
+    assert_eq!(found.len(), 3, "{found:?}");
+    assert!(
+        found.iter().all(|(_, change)| change == "noChange"),
+        "{found:?}"
+    );
+    let value = serde_json::to_value(&same.result).expect("json");
+    assert!(value["properties"]["deploymentStackLastModified"].is_string());
+
+    for (action, expected) in [("delete", "delete"), ("detach", "detach")] {
+        let result = env
+            .service
+            .what_if(
+                RG,
+                action,
+                what_if_request("st", properties(&root, &["a.txt"], false, action)),
+            )
+            .await
+            .expect("what-if");
+        assert_eq!(
+            changes(&result.result),
+            vec![
+                ("a.txt".into(), "noChange".into()),
+                ("b.txt".into(), expected.into()),
+                ("scratch".into(), expected.into())
+            ],
+            "actionOnUnmanage {action}"
+        );
+    }
+    // A what-if changes nothing.
+    assert!(env.root.path().join("b.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_refuses_a_bad_stack_id() {
+    let env = setup().await;
+    let mut request = what_if_request("x", properties("/tmp", &[], false, "detach"));
+    request.properties.deployment_stack_resource_id = RG.into();
+    let error = env.service.what_if(RG, "bad", request).await.unwrap_err();
+    assert_eq!(error.status(), 400);
+    assert_eq!(error.code(), "InvalidDeploymentStackResourceId");
+}
+
+fn entry(value: Value) -> BulkDeleteEntry {
+    serde_json::from_value(value).expect("entry")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_delete_reports_per_entry() {
+    let env = setup().await;
+    let root = env.root.path().to_string_lossy().into_owned();
+    let doomed = format!("{RG}/providers/Microsoft.KeyVault/vaults/doomed");
+    vault(&env.store, &doomed, "doomed").await;
+    std::fs::write(env.root.path().join("old.txt"), "x").expect("file");
+    env.widgets
+        .resources
+        .lock()
+        .unwrap()
+        .insert("w1".into(), json!({}));
+    let local =
+        json!({"name": "Local", "version": "1.0.0", "config": {"rootDirectory": {"value": root}}});
+    let widgets = json!({"name": "Widgets", "version": "1.0.0", "config": {
+        "token": {"keyVaultReference": {"keyVault": {"id": OPS_VAULT}, "secretName": "widget-token"}}}});
+    let entries = vec![
+        entry(json!({"id": doomed, "apiVersion": "2023-07-01"})),
+        entry(
+            json!({"id": format!("{RG}/providers/Microsoft.KeyVault/vaults/never"), "apiVersion": "2023-07-01"}),
+        ),
+        entry(
+            json!({"extension": local, "type": "File", "apiVersion": "1.0.0", "identifiers": {"path": "old.txt"}}),
+        ),
+        entry(
+            json!({"extension": local, "type": "File", "apiVersion": "1.0.0", "identifiers": {"path": "none.txt"}}),
+        ),
+        entry(
+            json!({"extension": widgets, "type": "widget", "apiVersion": "v1", "identifiers": {"name": "w1"}}),
+        ),
+        entry(json!({"type": "widget"})),
+        entry(
+            json!({"extension": widgets, "type": "widget", "apiVersion": "v1", "identifiers": {"name": "w9"}}),
+        ),
+    ];
+    let results = env
+        .service
+        .bulk_delete(entries, None)
+        .await
+        .expect("bulk delete");
+    let statuses: Vec<BulkDeleteStatus> = results.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            BulkDeleteStatus::Deleted,
+            BulkDeleteStatus::NotFound,
+            BulkDeleteStatus::Deleted,
+            // Extensible deletes are idempotent in the host (Local answers 204 for a missing file, a 404 from
+            // an extension ends the delete as done), so a missing extensible resource reads as deleted.
+            BulkDeleteStatus::Deleted,
+            BulkDeleteStatus::Deleted,
+            BulkDeleteStatus::Failed,
+            BulkDeleteStatus::Deleted,
+        ]
+    );
+    assert!(env.store.get_vault(&doomed).await.expect("get").is_none());
+    assert!(!env.root.path().join("old.txt").exists());
+    assert!(env.widgets.resources.lock().unwrap().is_empty());
+    assert_eq!(
+        results[5]
+            .error
+            .as_ref()
+            .map(|e| e.code().to_owned())
+            .as_deref(),
+        Some("InvalidBulkDeleteEntry")
+    );
+    // Results never echo the config (the directive names a secret).
+    let text = serde_json::to_string(&results).expect("json");
+    assert!(
+        !text.contains("widget-token") && !text.contains("rootDirectory"),
+        "{text}"
+    );
+
+    // With the extension down, its entry fails with the extension's error; the rest still go.
+    env.widgets
+        .resources
+        .lock()
+        .unwrap()
+        .insert("w2".into(), json!({}));
+    env.widgets.down.store(true, Ordering::SeqCst);
+    std::fs::write(env.root.path().join("late.txt"), "x").expect("file");
+    let results = env
+        .service
+        .bulk_delete(
+            vec![
+                entry(json!({"extension": widgets, "type": "widget", "apiVersion": "v1", "identifiers": {"name": "w2"}})),
+                entry(json!({"extension": local, "type": "File", "apiVersion": "1.0.0", "identifiers": {"path": "late.txt"}})),
+            ],
+            None,
+        )
+        .await
+        .expect("bulk delete");
+    assert_eq!(results[0].status, BulkDeleteStatus::Failed);
+    assert!(results[0].error.is_some(), "{results:?}");
+    assert_eq!(results[1].status, BulkDeleteStatus::Deleted);
+    assert!(env.widgets.resources.lock().unwrap().contains_key("w2"));
+}

@@ -17,7 +17,7 @@ use serde::de::DeserializeOwned;
 use crate::middleware::RequestIds;
 use crate::response::{base_url, empty_response, error_response, with_header};
 use crate::state::AppState;
-use crate::{deployments, groups, resources, stacks};
+use crate::{deployments, groups, resources, stack_what_if, stacks};
 
 /// Everything a handler needs to know about a request.
 pub(crate) struct Call {
@@ -48,6 +48,23 @@ pub async fn handle(State(state): State<Arc<AppState>>, request: Request) -> Res
 async fn handle_request(state: &AppState, request: Request) -> ApiResult {
     let base_url = base_url(&request, state.options.public_base_url.as_deref());
     let (parts, body) = request.into_parts();
+    // Bulk delete is no ARM resource path `classify` knows: served before classification.
+    if let Some(subscription) = stack_what_if::bulk_delete_subscription(parts.uri.path()) {
+        if parts.method != axum::http::Method::POST {
+            return Err(ArmError::method_not_allowed(parts.method.as_str()));
+        }
+        let query = cairn_arm::query::Query::parse(parts.uri.query().unwrap_or(""));
+        if query.get("api-version").is_none_or(|v| v.trim().is_empty()) {
+            return Err(ArmError::missing_api_version());
+        }
+        let body = read_body(body, state.options.max_request_bytes).await?;
+        let correlation_id = parts
+            .extensions
+            .get::<RequestIds>()
+            .map(|ids| ids.correlation_id.clone())
+            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        return stack_what_if::bulk_delete(state, subscription, &body, &correlation_id).await;
+    }
     let path = legacy_deployment_path(parts.uri.path());
     let route = classify(
         parts.method.as_str(),
@@ -132,14 +149,17 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             stack,
             operation_id,
         } => stacks::operation_status(state, call, stack, operation_id).await,
-        Target::DeploymentStacksWhatIfResults { .. }
-        | Target::DeploymentStacksWhatIfResult { .. }
-        | Target::DeploymentStacksWhatIfResultAction { .. }
-        | Target::DeploymentStacksWhatIfResultOperationStatus { .. } => Err(ArmError::new(
-            501,
-            "NotImplemented",
-            "Deployment stacks are not served by this cairn server yet.",
-        )),
+        Target::DeploymentStacksWhatIfResults { scope } => stack_what_if::list(state, scope),
+        Target::DeploymentStacksWhatIfResult { id } => match method {
+            Get => stack_what_if::get(state, id),
+            Put => stack_what_if::put(state, call, id).await,
+            _ => stack_what_if::delete(state, id),
+        },
+        Target::DeploymentStacksWhatIfResultAction { id } => stack_what_if::action(state, id).await,
+        Target::DeploymentStacksWhatIfResultOperationStatus {
+            result,
+            operation_id,
+        } => stack_what_if::operation_status(state, result, operation_id),
         Target::Resource { id } => resources::resource(state, call, id, method).await,
         Target::Resources { parent, .. } => Err(ArmError::resource_not_found(parent)),
         Target::ResourceAction { id, action } => resources::action(state, call, id, action).await,

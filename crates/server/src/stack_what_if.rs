@@ -1,0 +1,225 @@
+//! Deployment stack what-if results (`{rg|sub}/providers/Microsoft.Resources/deploymentStacksWhatIfResults`,
+//! 2025-07-01) and the bulk delete API (`POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete`), over
+//! the stack service.
+//!
+//! A what-if PUT runs synchronously (planning runs nothing) and answers 201 (new) or 200 with the finished
+//! result (`provisioningState: succeeded`) and an `Azure-AsyncOperation` header whose status is `Succeeded`, so
+//! LRO clients that poll get the same answer. GET, LIST, DELETE (200, 204 when absent) and `POST .../whatIf`
+//! (runs the stored request again; 200) complete the resource. Results are kept in memory by the service.
+//!
+//! Bulk delete is not an ARM resource path `cairn_arm::route::classify` knows, so the dispatcher hands it here
+//! before classification: body `{ "resources": [entry...] }`, answer 200 `{ "value": [result...] }` in request
+//! order once every delete has settled.
+
+use axum::http::StatusCode;
+use cairn_arm::models::common::ListResult;
+use cairn_arm::models::lro::{OperationStatus, OperationStatusResult};
+use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
+use cairn_arm::{ArmError, ResourceId};
+use cairn_stack_service::{BulkDeleteRequest, BulkDeleteResponse, StackService};
+
+use crate::dispatch::{ApiResult, Call, parse_body};
+use crate::response::{
+    empty_response, encode_id_path, encode_query_value, json_response, with_header,
+};
+use crate::state::AppState;
+
+fn service(state: &AppState) -> Result<&StackService, ArmError> {
+    state.stacks.as_ref().ok_or_else(|| {
+        ArmError::new(
+            501,
+            "NotImplemented",
+            "Deployment stacks are not served by this cairn server (no stack service configured).",
+        )
+    })
+}
+
+/// `(scope, name)` of a what-if result id; resource-group and subscription scope, as for stacks.
+fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
+    let scope = id.scope_id().ok_or_else(|| {
+        ArmError::invalid_resource_id(&id.to_string(), "a what-if result needs a scope")
+    })?;
+    if scope.subscription_id().is_none() {
+        return Err(ArmError::new(
+            400,
+            "UnsupportedScope",
+            "cairn serves deployment stack what-if results at resource-group and subscription scope.",
+        ));
+    }
+    let name = id.name().ok_or_else(|| {
+        ArmError::invalid_resource_id(&id.to_string(), "a what-if result needs a name")
+    })?;
+    Ok((
+        scope.to_string().trim_end_matches('/').to_owned(),
+        name.to_owned(),
+    ))
+}
+
+fn status_url(call: &Call, id: &ResourceId, operation_id: &str) -> String {
+    format!(
+        "{}{}/operationStatuses/{}?api-version={}",
+        call.base_url,
+        encode_id_path(id.to_string().trim_end_matches('/')),
+        encode_query_value(operation_id),
+        encode_query_value(&call.api_version)
+    )
+}
+
+/// `GET .../deploymentStacksWhatIfResults`.
+pub(crate) fn list(state: &AppState, scope: &ResourceId) -> ApiResult {
+    let value = service(state)?.list_what_ifs(scope.to_string().trim_end_matches('/'));
+    Ok(json_response(
+        StatusCode::OK,
+        &ListResult {
+            value,
+            next_link: None,
+        },
+    ))
+}
+
+/// `GET .../deploymentStacksWhatIfResults/{name}`.
+pub(crate) fn get(state: &AppState, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let result = service(state)?.get_what_if(&scope, &name)?;
+    Ok(json_response(StatusCode::OK, &result))
+}
+
+/// `PUT .../deploymentStacksWhatIfResults/{name}`: computes and stores the result.
+pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let request: DeploymentStacksWhatIfResult = parse_body(&call.body)?;
+    let accepted = service(state)?.what_if(&scope, &name, request).await?;
+    let status = if accepted.created {
+        StatusCode::CREATED
+    } else {
+        StatusCode::OK
+    };
+    let operation_id = accepted
+        .result
+        .properties
+        .correlation_id
+        .clone()
+        .unwrap_or_default();
+    let response = json_response(status, &accepted.result);
+    Ok(with_header(
+        response,
+        "azure-asyncoperation",
+        &status_url(call, id, &operation_id),
+    ))
+}
+
+/// `DELETE .../deploymentStacksWhatIfResults/{name}`: 200, or 204 when there is none.
+pub(crate) fn delete(state: &AppState, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    Ok(empty_response(
+        if service(state)?.delete_what_if(&scope, &name) {
+            StatusCode::OK
+        } else {
+            StatusCode::NO_CONTENT
+        },
+    ))
+}
+
+/// `POST .../deploymentStacksWhatIfResults/{name}/whatIf`: runs the stored request again.
+pub(crate) async fn action(state: &AppState, id: &ResourceId) -> ApiResult {
+    let (scope, name) = scope_and_name(id)?;
+    let result = service(state)?.rerun_what_if(&scope, &name).await?;
+    Ok(json_response(StatusCode::OK, &result))
+}
+
+/// The status a PUT hands out: what-ifs finish before the PUT answers, so a stored result is `Succeeded`.
+pub(crate) fn operation_status(
+    state: &AppState,
+    result_id: &ResourceId,
+    operation_id: &str,
+) -> ApiResult {
+    let (scope, name) = scope_and_name(result_id)?;
+    let stored = service(state)?.get_what_if(&scope, &name).map_err(|_| {
+        ArmError::new(
+            404,
+            "OperationNotFound",
+            format!(
+                "The operation '{operation_id}' of what-if result '{name}' could not be found."
+            ),
+        )
+    })?;
+    let mut result = OperationStatusResult::new(OperationStatus::Succeeded);
+    result.id = Some(format!(
+        "{}/operationStatuses/{operation_id}",
+        result_id.to_string().trim_end_matches('/')
+    ));
+    result.name = Some(operation_id.to_owned());
+    result.resource_id = stored.id;
+    Ok(json_response(StatusCode::OK, &result))
+}
+
+/// The subscription of `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete` (any case).
+pub(crate) fn bulk_delete_subscription(path: &str) -> Option<&str> {
+    let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+    match segments.as_slice() {
+        [subscriptions, subscription, providers, namespace, action]
+            if subscriptions.eq_ignore_ascii_case("subscriptions")
+                && !subscription.is_empty()
+                && providers.eq_ignore_ascii_case("providers")
+                && namespace.eq_ignore_ascii_case("Microsoft.Resources")
+                && action.eq_ignore_ascii_case("bulkDelete") =>
+        {
+            Some(subscription)
+        }
+        _ => None,
+    }
+}
+
+/// `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete`: every entry must name a resource in
+/// subscription `{s}` (ARM ids) — extensible entries are not bound to a subscription.
+pub(crate) async fn bulk_delete(
+    state: &AppState,
+    subscription: &str,
+    body: &[u8],
+    correlation_id: &str,
+) -> ApiResult {
+    let request: BulkDeleteRequest = parse_body(body)?;
+    for (index, entry) in request.resources.iter().enumerate() {
+        let Some(id) = &entry.id else { continue };
+        let in_subscription = ResourceId::parse(id)
+            .ok()
+            .and_then(|id| id.subscription_id().map(str::to_owned))
+            .is_some_and(|s| s.eq_ignore_ascii_case(subscription));
+        if !in_subscription {
+            return Err(ArmError::new(
+                400,
+                "InvalidBulkDeleteEntry",
+                format!(
+                    "resources[{index}].id is not a resource of subscription '{subscription}'."
+                ),
+            )
+            .with_target(format!("resources[{index}].id")));
+        }
+    }
+    let value = service(state)?
+        .bulk_delete(request.resources, Some(correlation_id.to_owned()))
+        .await?;
+    Ok(json_response(StatusCode::OK, &BulkDeleteResponse { value }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bulk_delete_paths_are_recognised_in_any_case() {
+        assert_eq!(
+            bulk_delete_subscription("/subscriptions/s1/providers/Microsoft.Resources/bulkDelete"),
+            Some("s1")
+        );
+        assert_eq!(
+            bulk_delete_subscription("/SUBSCRIPTIONS/s1/PROVIDERS/microsoft.resources/BULKDELETE"),
+            Some("s1")
+        );
+        assert_eq!(
+            bulk_delete_subscription("/subscriptions/s1/providers/Microsoft.Resources/deployments"),
+            None
+        );
+        assert_eq!(bulk_delete_subscription("/subscriptions/s1"), None);
+    }
+}

@@ -9,15 +9,17 @@ use std::collections::HashMap;
 use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::stack::ResourceReference;
 use cairn_arm::{ArmError, ErrorDetail};
+use cairn_host::{CallContext, ExtensionConfig, ExtensionKey, HostErrorKind, ResourceLocator};
+use cairn_stacks::directive::resolve_config;
 use cairn_stacks::{
-    DeleteOutcome, DeletePlan, DeleteRun, ManagedResource, ResourceKey, RunSettings, Step,
-    WithoutDeleteSupport,
+    DeleteOutcome, DeletePlan, DeleteRun, ManagedResource, ManagedTarget, ResourceKey, RunSettings,
+    Step, WithoutDeleteSupport,
 };
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
-use crate::unmanage::Deleter;
+use crate::unmanage::{Deleter, LocalResolver};
 
 /// Most entries one request may carry.
 pub const MAX_BULK_DELETE_ENTRIES: usize = 1000;
@@ -212,7 +214,10 @@ impl crate::StackService {
                     for task in tasks {
                         let deleter = deleter.clone();
                         in_flight.spawn(async move {
-                            let outcome = deleter.delete(&task.resource).await;
+                            let outcome = match probe_missing(&deleter, &task.resource).await {
+                                Some(outcome) => outcome,
+                                None => deleter.delete(&task.resource).await,
+                            };
                             (task.key, outcome)
                         });
                     }
@@ -239,6 +244,52 @@ impl crate::StackService {
             .map(|f| (f.resource.key().clone(), f.error))
             .collect();
         Ok((outcomes, failed))
+    }
+}
+
+/// Extension hosts treat a delete of a missing resource as done, so an extensible resource is read first: gone
+/// (or its control plane gone) is `notFound`. Anything else — found, or the read failed — goes on to the delete,
+/// whose outcome decides.
+async fn probe_missing(deleter: &Deleter, resource: &ManagedResource) -> Option<DeleteOutcome> {
+    let ManagedTarget::Extensible {
+        extension,
+        resource_type,
+        identifiers,
+    } = resource.target()
+    else {
+        return None;
+    };
+    let config = match &resource.config {
+        Some(persisted) => {
+            let resolver = LocalResolver {
+                store: deleter.store.clone(),
+                providers: deleter.providers.clone(),
+            };
+            let resolved = resolve_config(&extension.name, persisted, &resolver)
+                .await
+                .ok()?;
+            ExtensionConfig::from_value(resolved.into_value())
+        }
+        None => None,
+    };
+    let locator = ResourceLocator {
+        resource_type: resource_type.clone(),
+        api_version: resource.api_version.clone(),
+        identifiers: identifiers.clone(),
+        config,
+        config_id: extension.config_id.clone().filter(|id| !id.is_empty()),
+    };
+    let key = ExtensionKey::new(extension.name.clone(), extension.version.clone());
+    let context = CallContext {
+        correlation_id: Some(deleter.correlation_id.clone()),
+        ..CallContext::default()
+    };
+    match deleter.host.get(&key, &locator, &context).await {
+        Ok(None) => Some(DeleteOutcome::NotFound),
+        Err(error) if error.kind() == HostErrorKind::DeploymentTargetNotFound => {
+            Some(DeleteOutcome::DeploymentTargetNotFound)
+        }
+        Ok(Some(_)) | Err(_) => None,
     }
 }
 

@@ -66,6 +66,16 @@ impl ExtensionTransport for WidgetTransport {
                     Some(_) => TransportResponse::json(204, Vec::new()),
                     None => error(404, "ResourceNotFound"),
                 },
+                Operation::Get => match this.resources.lock().unwrap().get(&name) {
+                    Some(properties) => TransportResponse::json(
+                        200,
+                        json!({"type": "widget", "apiVersion": "v1", "identifiers": {"name": name},
+                               "properties": properties, "status": "Succeeded"})
+                        .to_string()
+                        .into_bytes(),
+                    ),
+                    None => error(404, "ResourceNotFound"),
+                },
                 _ => error(400, "NotSupported"),
             })
         })
@@ -439,12 +449,10 @@ async fn bulk_delete_reports_per_entry() {
             BulkDeleteStatus::Deleted,
             BulkDeleteStatus::NotFound,
             BulkDeleteStatus::Deleted,
-            // Extensible deletes are idempotent in the host (Local answers 204 for a missing file, a 404 from
-            // an extension ends the delete as done), so a missing extensible resource reads as deleted.
-            BulkDeleteStatus::Deleted,
+            BulkDeleteStatus::NotFound,
             BulkDeleteStatus::Deleted,
             BulkDeleteStatus::Failed,
-            BulkDeleteStatus::Deleted,
+            BulkDeleteStatus::NotFound,
         ]
     );
     assert!(env.store.get_vault(&doomed).await.expect("get").is_none());

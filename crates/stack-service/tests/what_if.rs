@@ -384,6 +384,35 @@ async fn what_if_after_deploy_shows_no_change_and_removals_per_action() {
             "actionOnUnmanage {action}"
         );
     }
+    // New content for a.txt is a modify with its property delta; a new deny mode shows in denySettingsChange.
+    let mut changed = properties(&root, &["a.txt", "b.txt"], true, "delete");
+    changed["template"]["resources"]["a_txt"]["properties"]["content"] = json!("changed");
+    changed["denySettings"] = json!({"mode": "denyDelete"});
+    let modified = env
+        .service
+        .what_if(RG, "modified", what_if_request("st", changed))
+        .await
+        .expect("what-if");
+    assert_eq!(
+        changes(&modified.result),
+        vec![
+            ("a.txt".into(), "modify".into()),
+            ("b.txt".into(), "noChange".into()),
+            ("scratch".into(), "noChange".into())
+        ]
+    );
+    let value = serde_json::to_value(&modified.result).expect("json");
+    let a = value["properties"]["changes"]["resourceChanges"]
+        .as_array()
+        .and_then(|all| all.iter().find(|c| c["identifiers"]["path"] == "a.txt"))
+        .cloned()
+        .expect("a.txt change");
+    assert!(a["resourceConfigurationChanges"].is_object(), "{a}");
+    assert_eq!(a["managementStatusChange"]["before"], "managed");
+    let deny = &value["properties"]["changes"]["denySettingsChange"];
+    assert_eq!(deny["before"]["mode"], "none");
+    assert_eq!(deny["after"]["mode"], "denyDelete");
+    assert_eq!(deny["delta"][0]["path"], "mode", "{deny}");
     // A what-if changes nothing.
     assert!(env.root.path().join("b.txt").exists());
 }

@@ -43,7 +43,8 @@ pub(crate) struct ServeArgs {
     #[arg(long, value_name = "URL")]
     public_url: Option<String>,
     /// How long a running deployment's claim lasts without a heartbeat; after a crash, the restarted server
-    /// takes the deployment over (resumes or fails it) once the claim has expired.
+    /// takes the deployment over (resumes or fails it) once the claim has expired. A deployment stack's operation
+    /// lease lasts as long: after a crash, the stack takes a new PUT or DELETE once it has expired.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     claim_ttl: u64,
 }

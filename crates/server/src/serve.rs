@@ -101,6 +101,8 @@ pub async fn run(
         bound.url(),
     ));
     let recovery_interval = (config.engine.claim_ttl / 2).max(std::time::Duration::from_secs(1));
+    let (stack_lease_ttl, stack_heartbeat) =
+        (config.engine.claim_ttl, config.engine.heartbeat_interval);
     let engine = Engine::new(
         store.clone(),
         host.clone(),
@@ -144,7 +146,13 @@ pub async fn run(
         store.clone(),
         host.clone(),
         Providers::empty(),
-        cairn_stack_service::StackServiceSettings::default(),
+        // A stack operation's lease follows the same crash-recovery clock as a deployment's claim: after a crash
+        // the stack is free again (for a retry with bypassStackOutOfSyncError) once the claim TTL has passed.
+        cairn_stack_service::StackServiceSettings {
+            lease_ttl: stack_lease_ttl,
+            heartbeat_interval: stack_heartbeat,
+            ..cairn_stack_service::StackServiceSettings::default()
+        },
     );
     let mut state = AppState::new(engine)
         .with_options(config.options)

@@ -1,0 +1,321 @@
+//! Crash test for deployment stacks: `cairn serve` is killed with SIGKILL while a stack DELETE (unmanage delete)
+//! waits on a slow extension, then restarted on the same data directory. A user retrying the DELETE (with
+//! `bypassStackOutOfSyncError=true` once the service asks for it) must get the stack deleted — never stuck in
+//! `deleting` — and the extension must have seen a delete for every resource the stack managed.
+
+use std::collections::BTreeSet;
+use std::io::{BufRead, BufReader};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use serde_json::{Value, json};
+
+const RESOURCES: usize = 5;
+/// How long the extension takes to delete one resource.
+const DELETE_LATENCY: Duration = Duration::from_millis(1500);
+const SCOPE: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/stackcrash";
+const API: &str = "api-version=2024-03-01";
+
+/// A v2 extension whose delete takes `DELETE_LATENCY`. It remembers what exists, which deletes started and which
+/// finished.
+#[derive(Clone, Default)]
+struct SlowDeletes {
+    existing: Arc<Mutex<BTreeSet<String>>>,
+    deletes_started: Arc<Mutex<Vec<String>>>,
+    deletes_finished: Arc<Mutex<BTreeSet<String>>>,
+}
+
+fn name_in(body: &Value, pointer: &str) -> String {
+    body.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+fn resource(body: &Value, name: &str) -> Value {
+    json!({ "type": body["type"], "apiVersion": body["apiVersion"], "identifiers": { "name": name },
+            "properties": { "name": name } })
+}
+
+async fn create(State(s): State<SlowDeletes>, Json(body): Json<Value>) -> Json<Value> {
+    let name = name_in(&body, "/properties/name");
+    s.existing.lock().unwrap().insert(name.clone());
+    Json(resource(&body, &name))
+}
+
+async fn preview(Json(body): Json<Value>) -> Json<Value> {
+    let name = name_in(&body, "/properties/name");
+    Json(resource(&body, &name))
+}
+
+async fn get(State(s): State<SlowDeletes>, Json(body): Json<Value>) -> Response {
+    let name = name_in(&body, "/identifiers/name");
+    if s.existing.lock().unwrap().contains(&name) {
+        Json(resource(&body, &name)).into_response()
+    } else {
+        (
+            axum::http::StatusCode::NOT_FOUND,
+            Json(json!({ "error": { "code": "ResourceNotFound", "message": "not found" } })),
+        )
+            .into_response()
+    }
+}
+
+async fn delete(State(s): State<SlowDeletes>, Json(body): Json<Value>) -> axum::http::StatusCode {
+    let name = name_in(&body, "/identifiers/name");
+    s.deletes_started.lock().unwrap().push(name.clone());
+    tokio::time::sleep(DELETE_LATENCY).await;
+    s.existing.lock().unwrap().remove(&name);
+    s.deletes_finished.lock().unwrap().insert(name);
+    axum::http::StatusCode::NO_CONTENT
+}
+
+struct Server {
+    child: Child,
+    url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn start_server(data_dir: &std::path::Path, registry: &std::path::Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--claim-ttl",
+            "3",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .arg("--extensions")
+        .arg(registry)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cairn serve starts");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("listening on ").nth(1) {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    let stderr = child.stderr.take().expect("stderr is piped");
+    std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+    let url = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("cairn serve prints its address");
+    Server { child, url }
+}
+
+fn stack_template() -> Value {
+    let resources: serde_json::Map<String, Value> = (0..RESOURCES)
+        .map(|i| {
+            (
+                format!("r{i}"),
+                json!({ "extension": "slow", "type": "Thing", "apiVersion": "v1",
+                        "properties": { "name": format!("r{i}") } }),
+            )
+        })
+        .collect();
+    json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.2-experimental",
+        "contentVersion": "1.0.0.0",
+        "extensions": { "slow": { "name": "Slow", "version": "1.0.0" } },
+        "resources": resources
+    })
+}
+
+/// The stack's provisioning state, or `None` once it is gone (404).
+async fn stack_state(client: &reqwest::Client, url: &str) -> Option<String> {
+    let resp = client.get(url).send().await.expect("GET the stack");
+    if resp.status().as_u16() == 404 {
+        return None;
+    }
+    assert!(
+        resp.status().is_success(),
+        "GET the stack: {}",
+        resp.status()
+    );
+    let body: Value = resp.json().await.expect("a stack body");
+    Some(
+        body["properties"]["provisioningState"]
+            .as_str()
+            .unwrap_or_default()
+            .to_ascii_lowercase(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigkill_mid_stack_delete_then_restart_deletes_the_stack() {
+    let slow = SlowDeletes::default();
+    let app = axum::Router::new()
+        .route("/{version}/resource/createOrUpdate", post(create))
+        .route("/{version}/resource/get", post(get))
+        .route("/{version}/resource/preview", post(preview))
+        .route("/{version}/resource/delete", post(delete))
+        .with_state(slow.clone());
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ext_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(
+        &registry,
+        json!({ "extensions": [ { "name": "Slow", "version": "1.0.0", "transport": { "kind": "http", "url": ext_url } } ] })
+            .to_string(),
+    )
+    .unwrap();
+
+    let client = reqwest::Client::new();
+    let server = start_server(&data_dir, &registry);
+    let resp = client
+        .put(format!("{}{SCOPE}?api-version=2025-04-01", server.url))
+        .json(&json!({ "location": "local" }))
+        .send()
+        .await
+        .unwrap();
+    assert!(
+        resp.status().is_success(),
+        "resource group: {}",
+        resp.status()
+    );
+
+    let stack_path = format!("{SCOPE}/providers/Microsoft.Resources/deploymentStacks/crashstack");
+    let resp = client
+        .put(format!("{}{stack_path}?{API}", server.url))
+        .json(&json!({ "properties": { "template": stack_template(),
+                                       "actionOnUnmanage": { "resources": "detach" },
+                                       "denySettings": { "mode": "none" } } }))
+        .send()
+        .await
+        .unwrap();
+    let status = resp.status().as_u16();
+    assert!(
+        status == 200 || status == 201,
+        "stack PUT: {status} {}",
+        resp.text().await.unwrap_or_default()
+    );
+    let started = Instant::now();
+    loop {
+        let state = stack_state(&client, &format!("{}{stack_path}?{API}", server.url)).await;
+        if state.as_deref() == Some("succeeded") {
+            break;
+        }
+        assert!(
+            !matches!(state.as_deref(), Some("failed" | "canceled") | None),
+            "the stack did not deploy: {state:?}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the stack never deployed"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let managed = slow.existing.lock().unwrap().clone();
+    assert_eq!(managed.len(), RESOURCES, "{managed:?}");
+
+    // DELETE with unmanage delete; kill the server once the extension is busy deleting, before any delete ends.
+    let delete_query = "unmanageAction.Resources=delete";
+    let resp = client
+        .delete(format!("{}{stack_path}?{API}&{delete_query}", server.url))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(
+        resp.status().as_u16(),
+        202,
+        "{}",
+        resp.text().await.unwrap_or_default()
+    );
+    let started = Instant::now();
+    while slow.deletes_started.lock().unwrap().is_empty() {
+        assert!(
+            started.elapsed() < Duration::from_secs(30),
+            "the stack delete never reached the extension"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let mut server = server;
+    server.child.kill().expect("SIGKILL");
+    server.child.wait().unwrap();
+    drop(server);
+    assert!(
+        slow.deletes_finished.lock().unwrap().len() < RESOURCES,
+        "killed too late to test anything"
+    );
+
+    // Restart; retry the DELETE as a user would until the service takes it.
+    let server = start_server(&data_dir, &registry);
+    let stack_url = format!("{}{stack_path}?{API}", server.url);
+    let mut bypass = false;
+    let mut answers = Vec::new();
+    let started = Instant::now();
+    loop {
+        let url = if bypass {
+            format!("{stack_url}&{delete_query}&bypassStackOutOfSyncError=true")
+        } else {
+            format!("{stack_url}&{delete_query}")
+        };
+        let resp = client.delete(url).send().await.unwrap();
+        let status = resp.status().as_u16();
+        let body: Value = resp.json().await.unwrap_or(Value::Null);
+        let code = body["error"]["code"]
+            .as_str()
+            .unwrap_or_default()
+            .to_owned();
+        answers.push(format!("{status} {code}"));
+        match (status, code.as_str()) {
+            (200 | 202 | 204, _) => break,
+            (_, "DeploymentStackOutOfSync") => bypass = true,
+            (409, _) => tokio::time::sleep(Duration::from_millis(250)).await,
+            _ => panic!("DELETE after restart: {status} {body}"),
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "the stack stayed locked a minute after the restart: {answers:?}"
+        );
+    }
+
+    // The stack ends: gone (or, if a delete failed, a terminal state), never stuck deleting.
+    let started = Instant::now();
+    let end = loop {
+        match stack_state(&client, &stack_url).await {
+            None => break None,
+            Some(state) if matches!(state.as_str(), "succeeded" | "failed" | "canceled") => {
+                break Some(state);
+            }
+            Some(state) => assert!(
+                started.elapsed() < Duration::from_secs(60),
+                "still {state} a minute after the retried delete ({answers:?})"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(
+        end, None,
+        "the retried delete did not delete the stack ({answers:?})"
+    );
+    let finished = slow.deletes_finished.lock().unwrap().clone();
+    assert_eq!(
+        finished, managed,
+        "every managed resource is deleted by the extension"
+    );
+    assert!(slow.existing.lock().unwrap().is_empty());
+}

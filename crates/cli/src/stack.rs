@@ -60,6 +60,9 @@ enum StackCommand {
     Delete(DeleteArgs),
     /// Print the template of the stack's deployment.
     Export(NameArgs),
+    /// Predict what creating or updating the stack would change: resources created, modified, unchanged, and
+    /// the managed resources that would be deleted or detached (2025-07-01 what-if result).
+    WhatIf(CreateArgs),
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -360,7 +363,9 @@ fn failed(stack: &Value) -> bool {
 
 async fn execute(target: &TargetArgs, is_group: bool, command: StackCommand) -> CmdResult {
     let (name, scope_args) = match &command {
-        StackCommand::Create(a) | StackCommand::Validate(a) => (Some(a.name.as_str()), &a.scope),
+        StackCommand::Create(a) | StackCommand::Validate(a) | StackCommand::WhatIf(a) => {
+            (Some(a.name.as_str()), &a.scope)
+        }
         StackCommand::Show(a) | StackCommand::Export(a) => (Some(a.name.as_str()), &a.scope),
         StackCommand::List(a) => (None, &a.scope),
         StackCommand::Delete(a) => (Some(a.name.as_str()), &a.scope),
@@ -421,6 +426,23 @@ async fn run_command(
                 .await
                 .map_err(Failure::Arm)?;
             let value = serde_json::to_value(result).map_err(|e| Failure::Other(e.into()))?;
+            output::emit_one(a.output, &value, &[("Name", "/name")])?;
+        }
+        StackCommand::WhatIf(a) => {
+            let request = stack_request(&a)?;
+            let mut body = serde_json::to_value(&request).map_err(|e| Failure::Other(e.into()))?;
+            body["properties"]["deploymentStackResourceId"] = json!(format!(
+                "{scope}/providers/Microsoft.Resources/deploymentStacks/{name}"
+            ));
+            body["properties"]["retentionInterval"] = json!("P1D");
+            let what_if = serde_json::from_value(body)
+                .map_err(|e| Failure::usage(format!("the what-if request is not valid: {e}")))?;
+            let accepted = service
+                .what_if(scope, &format!("{name}-whatif"), what_if)
+                .await
+                .map_err(Failure::Arm)?;
+            let value =
+                serde_json::to_value(accepted.result).map_err(|e| Failure::Other(e.into()))?;
             output::emit_one(a.output, &value, &[("Name", "/name")])?;
         }
         StackCommand::Show(a) => {

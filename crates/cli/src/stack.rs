@@ -335,22 +335,52 @@ fn properties_with_required(mut properties: Value) -> Result<Value, Failure> {
 }
 
 /// Waits until the stack's operation ends; `None` when the stack is gone.
+/// Waits for the stack's operation to end, reporting each state change (deploying, deleting resources, ...) with
+/// its elapsed time on stderr, and the unmanage tally at the end.
 async fn wait(service: &StackService, scope: &str, name: &str) -> Result<Option<Value>, Failure> {
+    let started = std::time::Instant::now();
+    let mut last_state = String::new();
     loop {
         match service.get(scope, name).await {
             Ok(stack) => {
+                let value = serde_json::to_value(&stack).map_err(|e| Failure::Other(e.into()))?;
+                let state = value["properties"]["provisioningState"]
+                    .as_str()
+                    .unwrap_or("unknown")
+                    .to_string();
+                if state != last_state {
+                    eprintln!(
+                        "stack {name}: {state} ({:.1}s)",
+                        started.elapsed().as_secs_f64()
+                    );
+                    last_state = state;
+                }
                 let terminal = stack
                     .properties
                     .provisioning_state
                     .as_ref()
                     .is_some_and(|s| s.is_terminal());
                 if terminal {
-                    return Ok(Some(
-                        serde_json::to_value(&stack).map_err(|e| Failure::Other(e.into()))?,
-                    ));
+                    let count = |key: &str| value["properties"][key].as_array().map_or(0, Vec::len);
+                    eprintln!(
+                        "stack {name}: {} managed, {} deleted, {} detached, {} failed",
+                        count("resources"),
+                        count("deletedResources"),
+                        count("detachedResources"),
+                        count("failedResources")
+                    );
+                    return Ok(Some(value));
                 }
             }
-            Err(error) if error.status() == 404 => return Ok(None),
+            Err(error) if error.status() == 404 => {
+                if !last_state.is_empty() {
+                    eprintln!(
+                        "stack {name}: deleted ({:.1}s)",
+                        started.elapsed().as_secs_f64()
+                    );
+                }
+                return Ok(None);
+            }
             Err(error) => return Err(Failure::Arm(error)),
         }
         tokio::time::sleep(Duration::from_millis(200)).await;

@@ -148,11 +148,11 @@ fn stack_what_if_create_and_delete() {
             "--yes",
         ],
     );
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+    let progress = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(0), "{progress}");
+    assert!(
+        progress.contains("stack st: deleted"),
+        "progress during the delete: {progress}"
     );
     assert!(!root.join("a.txt").exists() && !root.join("b.txt").exists());
 }

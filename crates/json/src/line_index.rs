@@ -30,13 +30,18 @@ impl LineIndex {
             end -= 1;
         }
         let column = text[start..end].trim_end_matches('\r').chars().count() + 1;
-        LineCol { line: line as u32 + 1, column: column as u32 }
+        LineCol {
+            line: line as u32 + 1,
+            column: column as u32,
+        }
     }
 
     /// The text of 1-based line `line`, without its line break.
     pub fn line_text<'t>(&self, text: &'t str, line: u32) -> &'t str {
         let i = (line as usize).saturating_sub(1);
-        let Some(&start) = self.line_starts.get(i) else { return "" };
+        let Some(&start) = self.line_starts.get(i) else {
+            return "";
+        };
         let end = self.line_starts.get(i + 1).copied().unwrap_or(text.len());
         text[start..end].trim_end_matches(['\n', '\r'])
     }

@@ -37,7 +37,11 @@ pub struct ParseError {
 
 /// Parses one JSON value (with comments) from `text`. A leading byte-order mark is skipped.
 pub fn parse(text: &str) -> Result<Node, ParseError> {
-    let mut p = Parser { text, bytes: text.as_bytes(), pos: 0 };
+    let mut p = Parser {
+        text,
+        bytes: text.as_bytes(),
+        pos: 0,
+    };
     if text.starts_with('\u{feff}') {
         p.pos = 3;
     }
@@ -59,7 +63,10 @@ struct Parser<'t> {
 impl Parser<'_> {
     fn error_at(&self, start: usize, kind: ParseErrorKind) -> ParseError {
         let end = (start + 1).min(self.bytes.len()).max(start);
-        ParseError { kind, span: Span::new(start, end) }
+        ParseError {
+            kind,
+            span: Span::new(start, end),
+        }
     }
 
     fn error_here(&self, kind: ParseErrorKind) -> ParseError {
@@ -93,7 +100,9 @@ impl Parser<'_> {
                     let start = self.pos;
                     match self.text[self.pos + 2..].find("*/") {
                         Some(i) => self.pos += 2 + i + 2,
-                        None => return Err(self.error_at(start, ParseErrorKind::UnterminatedComment)),
+                        None => {
+                            return Err(self.error_at(start, ParseErrorKind::UnterminatedComment));
+                        }
                     }
                 }
                 _ => return Ok(()),
@@ -142,7 +151,9 @@ impl Parser<'_> {
                 }
                 Some(b'"') => {}
                 None => return Err(self.error_here(ParseErrorKind::UnexpectedEnd)),
-                Some(_) => return Err(self.error_here(ParseErrorKind::Expected("a property name or '}'"))),
+                Some(_) => {
+                    return Err(self.error_here(ParseErrorKind::Expected("a property name or '}'")));
+                }
             }
             let key_start = self.pos;
             let key = self.string()?;
@@ -154,7 +165,11 @@ impl Parser<'_> {
             self.pos += 1;
             self.skip_trivia()?;
             let value = self.value(depth + 1)?;
-            members.push(Member { key, key_span, value });
+            members.push(Member {
+                key,
+                key_span,
+                value,
+            });
             self.skip_trivia()?;
             match self.peek() {
                 Some(b',') => self.pos += 1,
@@ -166,7 +181,10 @@ impl Parser<'_> {
                 Some(_) => return Err(self.error_here(ParseErrorKind::Expected("',' or '}'"))),
             }
         }
-        Ok(Node::new(NodeKind::Object(members), Span::new(start, self.pos)))
+        Ok(Node::new(
+            NodeKind::Object(members),
+            Span::new(start, self.pos),
+        ))
     }
 
     fn array(&mut self, depth: usize) -> Result<Node, ParseError> {
@@ -191,7 +209,10 @@ impl Parser<'_> {
                 Some(_) => return Err(self.error_here(ParseErrorKind::Expected("',' or ']'"))),
             }
         }
-        Ok(Node::new(NodeKind::Array(items), Span::new(start, self.pos)))
+        Ok(Node::new(
+            NodeKind::Array(items),
+            Span::new(start, self.pos),
+        ))
     }
 
     fn string(&mut self) -> Result<String, ParseError> {
@@ -226,7 +247,8 @@ impl Parser<'_> {
                 b't' => out.push('\t'),
                 b'u' => {
                     let first = self.hex4(esc_start)?;
-                    if (0xD800..0xDC00).contains(&first) && self.text[self.pos..].starts_with("\\u") {
+                    if (0xD800..0xDC00).contains(&first) && self.text[self.pos..].starts_with("\\u")
+                    {
                         let save = self.pos;
                         self.pos += 2;
                         let second = self.hex4(esc_start)?;
@@ -246,12 +268,16 @@ impl Parser<'_> {
     }
 
     fn hex4(&mut self, esc_start: usize) -> Result<u32, ParseError> {
-        let digits = self.text.get(self.pos..self.pos + 4).filter(|d| d.bytes().all(|b| b.is_ascii_hexdigit()));
+        let digits = self
+            .text
+            .get(self.pos..self.pos + 4)
+            .filter(|d| d.bytes().all(|b| b.is_ascii_hexdigit()));
         let Some(digits) = digits else {
             return Err(self.error_at(esc_start, ParseErrorKind::InvalidEscape));
         };
         self.pos += 4;
-        u32::from_str_radix(digits, 16).map_err(|_| self.error_at(esc_start, ParseErrorKind::InvalidEscape))
+        u32::from_str_radix(digits, 16)
+            .map_err(|_| self.error_at(esc_start, ParseErrorKind::InvalidEscape))
     }
 
     fn number(&mut self) -> Result<Number, ParseError> {
@@ -309,7 +335,8 @@ mod tests {
 
     #[test]
     fn comments_trailing_commas_and_newlines() {
-        let text = "{ // c\n \"a\": 9007199254740993, /* x */ \"b\": [1,2,], \"s\": \"line1\nline2\", }";
+        let text =
+            "{ // c\n \"a\": 9007199254740993, /* x */ \"b\": [1,2,], \"s\": \"line1\nline2\", }";
         assert_eq!(
             json(text),
             serde_json::json!({"a": 9007199254740993i64, "b": [1, 2], "s": "line1\nline2"})
@@ -320,7 +347,12 @@ mod tests {
     fn key_order_and_spans() {
         let text = r#"{"z": 1, "a": {"q": true}}"#;
         let node = parse(text).unwrap();
-        let keys: Vec<_> = node.as_object().unwrap().iter().map(|m| m.key.as_str()).collect();
+        let keys: Vec<_> = node
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|m| m.key.as_str())
+            .collect();
         assert_eq!(keys, ["z", "a"]);
         let q = node.get("a").unwrap().get("q").unwrap();
         assert_eq!(&text[q.span.range()], "true");
@@ -328,7 +360,10 @@ mod tests {
 
     #[test]
     fn escapes() {
-        assert_eq!(json(r#""\u00e9\ud83d\ude00\n\"""#), serde_json::json!("é😀\n\""));
+        assert_eq!(
+            json(r#""\u00e9\ud83d\ude00\n\"""#),
+            serde_json::json!("é😀\n\"")
+        );
     }
 
     #[test]
@@ -345,10 +380,22 @@ mod tests {
         let err = parse("{\"a\": 1 \"b\": 2}").unwrap_err();
         assert_eq!(err.kind, ParseErrorKind::Expected("',' or '}'"));
         assert_eq!(err.span.start, 8);
-        assert_eq!(parse("{\"a\": ").unwrap_err().kind, ParseErrorKind::UnexpectedEnd);
-        assert_eq!(parse("[1] x").unwrap_err().kind, ParseErrorKind::TrailingContent);
-        assert_eq!(parse("/* x").unwrap_err().kind, ParseErrorKind::UnterminatedComment);
-        assert!(matches!(parse(&"[".repeat(1000)).unwrap_err().kind, ParseErrorKind::TooDeep));
+        assert_eq!(
+            parse("{\"a\": ").unwrap_err().kind,
+            ParseErrorKind::UnexpectedEnd
+        );
+        assert_eq!(
+            parse("[1] x").unwrap_err().kind,
+            ParseErrorKind::TrailingContent
+        );
+        assert_eq!(
+            parse("/* x").unwrap_err().kind,
+            ParseErrorKind::UnterminatedComment
+        );
+        assert!(matches!(
+            parse(&"[".repeat(1000)).unwrap_err().kind,
+            ParseErrorKind::TooDeep
+        ));
     }
 
     proptest::proptest! {

@@ -11,7 +11,10 @@ pub struct Span {
 
 impl Span {
     pub fn new(start: usize, end: usize) -> Span {
-        Span { start: start as u32, end: end as u32 }
+        Span {
+            start: start as u32,
+            end: end as u32,
+        }
     }
 
     pub fn range(self) -> std::ops::Range<usize> {
@@ -68,7 +71,10 @@ impl Node {
 
     /// A node with no source position (for values synthesised by the engine).
     pub fn synthetic(kind: NodeKind) -> Node {
-        Node { kind, span: Span::default() }
+        Node {
+            kind,
+            span: Span::default(),
+        }
     }
 
     pub fn as_str(&self) -> Option<&str> {
@@ -125,7 +131,10 @@ impl Node {
     }
 
     pub fn member_ci(&self, key: &str) -> Option<&Member> {
-        self.as_object()?.iter().rev().find(|m| m.key.eq_ignore_ascii_case(key))
+        self.as_object()?
+            .iter()
+            .rev()
+            .find(|m| m.key.eq_ignore_ascii_case(key))
     }
 
     /// A short name for the node's JSON type, for messages.
@@ -148,9 +157,9 @@ impl Node {
             NodeKind::Null => Value::Null,
             NodeKind::Bool(b) => Value::Bool(*b),
             NodeKind::Number(Number::Int(i)) => Value::from(*i),
-            NodeKind::Number(Number::Float(x)) => {
-                serde_json::Number::from_f64(*x).map(Value::Number).unwrap_or(Value::Null)
-            }
+            NodeKind::Number(Number::Float(x)) => serde_json::Number::from_f64(*x)
+                .map(Value::Number)
+                .unwrap_or(Value::Null),
             NodeKind::String(s) => Value::String(s.clone()),
             NodeKind::Array(items) => Value::Array(items.iter().map(Node::to_json).collect()),
             NodeKind::Object(members) => {
@@ -177,7 +186,11 @@ impl Node {
             Value::Array(items) => NodeKind::Array(items.iter().map(Node::from_json).collect()),
             Value::Object(map) => NodeKind::Object(
                 map.iter()
-                    .map(|(k, v)| Member { key: k.clone(), key_span: Span::default(), value: Node::from_json(v) })
+                    .map(|(k, v)| Member {
+                        key: k.clone(),
+                        key_span: Span::default(),
+                        value: Node::from_json(v),
+                    })
                     .collect(),
             ),
         };

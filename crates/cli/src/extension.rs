@@ -128,6 +128,34 @@ pub(crate) fn transport_factories() -> TransportFactories {
     factories
 }
 
+/// The registry the engine uses: `flag`, else `$CAIRN_EXTENSIONS`, else `<home>/extensions.json` when it exists,
+/// with the built-in Local extension added when the file does not register it.
+pub(crate) fn load_registry(flag: Option<&Path>, home: &Path) -> anyhow::Result<Registry> {
+    let named = flag.map(Path::to_path_buf).or_else(|| {
+        std::env::var_os("CAIRN_EXTENSIONS")
+            .filter(|p| !p.is_empty())
+            .map(PathBuf::from)
+    });
+    let default = home.join("extensions.json");
+    let path = named.or_else(|| default.exists().then_some(default));
+    let mut registry = match path {
+        Some(path) => Registry::load(&path, &transport_factories())
+            .with_context(|| format!("cannot load the extension registry {}", path.display()))?,
+        None => Registry::new(),
+    };
+    if registry
+        .resolve(cairn_ext_local::NAME, cairn_ext_local::VERSION)
+        .is_none()
+    {
+        registry.register(cairn_host::RegisteredExtension::new(
+            cairn_ext_local::NAME,
+            cairn_ext_local::VERSION,
+            Arc::new(cairn_ext_local::in_process_transport()),
+        ));
+    }
+    Ok(registry)
+}
+
 /// The registry file: `--registry`, else `$CAIRN_EXTENSIONS`, else `$CAIRN_HOME/extensions.json`
 /// (`$CAIRN_HOME` defaults to `~/.cairn`). The boolean says whether it was named explicitly.
 fn registry_path(

@@ -17,7 +17,7 @@ use cairn_engine::provider::{
     KeyVaultProvider, RESOURCE_GROUPS_TYPE, ResourceGroupProvider, ResourceProvider, SECRETS_TYPE,
 };
 use cairn_engine::{DeployOptions, Engine, EngineSettings, Providers, RecoveryPolicy};
-use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry};
+use cairn_host::{ExtensionHost, HostSettings, Registry};
 use cairn_store::{
     ExposeSecret, ManagedResourceFilter, NewSecretVersion, PageRequest, Precondition,
     ResourceGroupRecord, SecretString, SecretVersionInfo, Store, StoreError, Timestamp,
@@ -46,36 +46,6 @@ pub(crate) fn cairn_home() -> Result<PathBuf, Failure> {
         Failure::usage("set CAIRN_HOME (or HOME) to say where cairn keeps its data")
     })?;
     Ok(Path::new(&home).join(".cairn"))
-}
-
-/// The registry of `--registry`, `$CAIRN_EXTENSIONS` or `<home>/extensions.json`, plus the built-in Local.
-fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
-    let named = flag
-        .map(Path::to_path_buf)
-        .or_else(|| env("CAIRN_EXTENSIONS").map(PathBuf::from));
-    let default = home.join("extensions.json");
-    let path = match named {
-        Some(path) => Some(path),
-        None if default.exists() => Some(default),
-        None => None,
-    };
-    let mut registry = match path {
-        Some(path) => Registry::load(&path, &crate::extension::transport_factories())
-            .with_context(|| format!("cannot load the extension registry {}", path.display()))
-            .map_err(|e| Failure::Usage(format!("{e:#}")))?,
-        None => Registry::new(),
-    };
-    if registry
-        .resolve(cairn_ext_local::NAME, cairn_ext_local::VERSION)
-        .is_none()
-    {
-        registry.register(RegisteredExtension::new(
-            cairn_ext_local::NAME,
-            cairn_ext_local::VERSION,
-            Arc::new(cairn_ext_local::in_process_transport()),
-        ));
-    }
-    Ok(registry)
 }
 
 /// The in-process engine and the store it runs on.
@@ -594,4 +564,8 @@ fn secret_view(info: &SecretVersionInfo, value: Option<&SecretString>) -> Secret
         out["value"] = json!(value.expose_secret());
     }
     SecretView { json: out }
+}
+
+fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
+    crate::extension::load_registry(flag, home).map_err(|e| Failure::Usage(format!("{e:#}")))
 }

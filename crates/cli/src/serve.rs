@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cairn_host::{RegisteredExtension, Registry};
+use cairn_host::Registry;
 use cairn_server::serve::{ServeConfig, run};
 use cairn_server::{ServerOptions, TlsFiles};
 use clap::Args;
@@ -62,36 +62,6 @@ fn data_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
     }
     let home = env("HOME").context("set --data-dir, CAIRN_HOME or HOME")?;
     Ok(Path::new(&home).join(".cairn"))
-}
-
-/// The registry from `--extensions`, `$CAIRN_EXTENSIONS` or `<data dir>/extensions.json`, with the
-/// built-in Local extension added when the file does not register it.
-fn registry(flag: Option<&Path>, data_dir: &Path) -> anyhow::Result<Registry> {
-    let named = flag
-        .map(Path::to_path_buf)
-        .or_else(|| env("CAIRN_EXTENSIONS").map(PathBuf::from));
-    let default = data_dir.join("extensions.json");
-    let path = match named {
-        Some(path) => Some(path),
-        None if default.exists() => Some(default),
-        None => None,
-    };
-    let mut registry = match path {
-        Some(path) => Registry::load(&path, &crate::extension::transport_factories())
-            .with_context(|| format!("cannot load the extension registry {}", path.display()))?,
-        None => Registry::new(),
-    };
-    if registry
-        .resolve(cairn_ext_local::NAME, cairn_ext_local::VERSION)
-        .is_none()
-    {
-        registry.register(RegisteredExtension::new(
-            cairn_ext_local::NAME,
-            cairn_ext_local::VERSION,
-            Arc::new(cairn_ext_local::in_process_transport()),
-        ));
-    }
-    Ok(registry)
 }
 
 pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
@@ -150,4 +120,8 @@ fn init_logging() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .try_init();
+}
+
+fn registry(flag: Option<&Path>, data_dir: &Path) -> anyhow::Result<Registry> {
+    crate::extension::load_registry(flag, data_dir)
 }

@@ -14,7 +14,7 @@ use cairn_arm::models::stack::{
     StackDeleteOptions,
 };
 use cairn_engine::{Engine, EngineSettings, Providers, RecoveryPolicy};
-use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry};
+use cairn_host::{ExtensionHost, HostSettings, Registry};
 use cairn_stack_service::{StackService, StackServiceSettings};
 use cairn_store::Store;
 use cairn_store_sqlite::SqliteStore;
@@ -251,31 +251,6 @@ async fn open(target: &TargetArgs) -> Result<Local, Failure> {
         },
     );
     Ok(Local { service, store })
-}
-
-fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
-    let named = flag
-        .map(Path::to_path_buf)
-        .or_else(|| std::env::var_os("CAIRN_EXTENSIONS").map(PathBuf::from));
-    let default = home.join("extensions.json");
-    let path = named.or_else(|| default.exists().then_some(default));
-    let mut registry = match path {
-        Some(path) => Registry::load(&path, &crate::extension::transport_factories())
-            .with_context(|| format!("cannot load the extension registry {}", path.display()))
-            .map_err(|e| Failure::Usage(format!("{e:#}")))?,
-        None => Registry::new(),
-    };
-    if registry
-        .resolve(cairn_ext_local::NAME, cairn_ext_local::VERSION)
-        .is_none()
-    {
-        registry.register(RegisteredExtension::new(
-            cairn_ext_local::NAME,
-            cairn_ext_local::VERSION,
-            Arc::new(cairn_ext_local::in_process_transport()),
-        ));
-    }
-    Ok(registry)
 }
 
 fn read_json(path: &Path, what: &str) -> Result<Value, Failure> {
@@ -542,6 +517,10 @@ fn confirm(question: &str) -> Result<bool, Failure> {
         .read_line(&mut answer)
         .map_err(|e| Failure::Other(e.into()))?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
+}
+
+fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
+    crate::extension::load_registry(flag, home).map_err(|e| Failure::Usage(format!("{e:#}")))
 }
 
 #[cfg(test)]

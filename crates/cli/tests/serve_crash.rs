@@ -2,15 +2,16 @@
 //! restarted on the same data directory. The deployment must end (resumed to Succeeded, or Failed), never stay
 //! Running, and every resource the extension created must be listed by the deployment's operations.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Json;
 use axum::extract::State;
 use axum::routing::post;
+use common::start_server;
 use serde_json::{Value, json};
 
 const RESOURCES: usize = 6;
@@ -66,45 +67,6 @@ async fn preview(Json(body): Json<Value>) -> Json<Value> {
 
 async fn delete() -> axum::http::StatusCode {
     axum::http::StatusCode::NO_CONTENT
-}
-
-struct Server {
-    child: Child,
-    url: String,
-}
-
-fn start_server(data_dir: &std::path::Path, registry: &std::path::Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--claim-ttl",
-            "3",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .arg("--extensions")
-        .arg(registry)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cairn serve starts");
-    let stdout = child.stdout.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(url) = line.split("listening on ").nth(1) {
-                let _ = tx.send(url.trim().to_string());
-            }
-        }
-    });
-    let stderr = child.stderr.take().unwrap();
-    std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
-    let url = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("cairn serve prints its address");
-    Server { child, url }
 }
 
 const SCOPE: &str = "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/crash";

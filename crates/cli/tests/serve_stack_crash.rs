@@ -3,9 +3,9 @@
 //! `bypassStackOutOfSyncError=true` once the service asks for it) must get the stack deleted — never stuck in
 //! `deleting` — and the extension must have seen a delete for every resource the stack managed.
 
+mod common;
+
 use std::collections::BTreeSet;
-use std::io::{BufRead, BufReader};
-use std::process::{Child, Command, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -13,6 +13,7 @@ use axum::Json;
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
+use common::start_server;
 use serde_json::{Value, json};
 
 const RESOURCES: usize = 5;
@@ -73,52 +74,6 @@ async fn delete(State(s): State<SlowDeletes>, Json(body): Json<Value>) -> axum::
     s.existing.lock().unwrap().remove(&name);
     s.deletes_finished.lock().unwrap().insert(name);
     axum::http::StatusCode::NO_CONTENT
-}
-
-struct Server {
-    child: Child,
-    url: String,
-}
-
-impl Drop for Server {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn start_server(data_dir: &std::path::Path, registry: &std::path::Path) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--claim-ttl",
-            "3",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .arg("--extensions")
-        .arg(registry)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cairn serve starts");
-    let stdout = child.stdout.take().expect("stdout is piped");
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if let Some(url) = line.split("listening on ").nth(1) {
-                let _ = tx.send(url.trim().to_string());
-            }
-        }
-    });
-    let stderr = child.stderr.take().expect("stderr is piped");
-    std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
-    let url = rx
-        .recv_timeout(Duration::from_secs(30))
-        .expect("cairn serve prints its address");
-    Server { child, url }
 }
 
 fn stack_template() -> Value {

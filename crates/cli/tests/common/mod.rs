@@ -1,0 +1,55 @@
+//! Shared pieces of the `cairn serve` process tests: start the server on a free loopback port and learn its URL.
+
+use std::io::{BufRead, BufReader};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+/// A running `cairn serve`, killed (SIGKILL) when dropped.
+pub struct Server {
+    pub child: Child,
+    pub url: String,
+}
+
+impl Drop for Server {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// `cairn serve` on 127.0.0.1:0 with a 3 s claim TTL (so a restart takes over quickly), the data directory and
+/// the extension registry given.
+pub fn start_server(data_dir: &Path, registry: &Path) -> Server {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--claim-ttl",
+            "3",
+            "--data-dir",
+        ])
+        .arg(data_dir)
+        .arg("--extensions")
+        .arg(registry)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("cairn serve starts");
+    let stdout = child.stdout.take().expect("stdout is piped");
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if let Some(url) = line.split("listening on ").nth(1) {
+                let _ = tx.send(url.trim().to_string());
+            }
+        }
+    });
+    let stderr = child.stderr.take().expect("stderr is piped");
+    std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+    let url = rx
+        .recv_timeout(Duration::from_secs(30))
+        .expect("cairn serve prints its address");
+    Server { child, url }
+}

@@ -16,7 +16,8 @@
 //! - Schema migrations are embedded and applied on open ([`LATEST_SCHEMA_VERSION`], table `schema_migrations`
 //!   with a checksum per migration); a database from a newer cairn is refused.
 //! - Runtime queries only (no compile-time macros), so no database is needed to build.
-//! - Secret values are sealed with the store's data key (see `cairn_store::crypto`) before they reach SQL.
+//! - Secret values are sealed with the store's data key (see `cairn_store::crypto`) before they reach SQL; so is
+//!   the whole request of a stack what-if result (it holds secure parameter values).
 //! - Per-resource writes are small and do not grow with deployment size: journal appends at the edge of the run's
 //!   range, inventory upserts, updates of a deployment row that never includes the request (kept in
 //!   `deployment_requests`, written once), and a 4,000-page checkpoint interval ([`SqliteOptions`]). The
@@ -31,6 +32,7 @@ mod leases;
 mod migrate;
 mod rows;
 mod secrets;
+mod stack_what_ifs;
 mod stacks;
 mod store_impl;
 

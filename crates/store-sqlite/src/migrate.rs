@@ -34,10 +34,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "stacks",
         sql: include_str!("../migrations/0004_stacks.sql"),
     },
+    Migration {
+        version: 5,
+        name: "stack_what_ifs",
+        sql: include_str!("../migrations/0005_stack_what_ifs.sql"),
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 4;
+pub const LATEST_SCHEMA_VERSION: u32 = 5;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -127,7 +132,8 @@ mod tests {
     use cairn_store::crypto::MasterKey;
     use cairn_store::{
         DeploymentId, DeploymentKey, DeploymentStatus, DeploymentStore, ExposeSecret,
-        KeyVaultStore, LeaseStore, OperationJournal, SecretOwner, SecretStore, SecretString, Vault,
+        KeyVaultStore, LeaseStore, OperationJournal, SecretOwner, SecretStore, SecretString,
+        StackWhatIfStore, Vault,
     };
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
@@ -216,11 +222,19 @@ mod tests {
         store
             .put_vault(vault, cairn_store::Precondition::Any, now)
             .await?;
+        let what_if = cairn_store::NewStackWhatIf {
+            scope: "/subscriptions/s".into(),
+            name: "w".into(),
+            result: serde_json::json!({}),
+            request: SecretString::from("{}".to_owned()),
+            expires_at: cairn_store::Timestamp::from_unix_millis(10),
+        };
+        assert!(!store.put_stack_what_if(what_if, now).await?);
         let applied: Vec<i64> =
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4]);
+        assert_eq!(applied, [1, 2, 3, 4, 5]);
         Ok(())
     }
 

@@ -10,7 +10,10 @@ use cairn_store::{
     VaultRecord, VaultSecret,
 };
 
-use cairn_store::{InventoryChange, NewStack, StackRecord, StackStore};
+use cairn_store::{
+    InventoryChange, NewStack, NewStackWhatIf, StackRecord, StackStore, StackWhatIfRecord,
+    StackWhatIfStore,
+};
 
 use crate::SqliteStore;
 
@@ -301,6 +304,56 @@ impl StackStore for SqliteStore {
         precondition: Precondition,
     ) -> StoreFuture<'a, ()> {
         Box::pin(self.delete_stack_impl(scope, name, precondition))
+    }
+}
+
+impl StackWhatIfStore for SqliteStore {
+    fn put_stack_what_if<'a>(
+        &'a self,
+        what_if: NewStackWhatIf,
+        now: Timestamp,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.put_stack_what_if_impl(what_if, now))
+    }
+
+    fn get_stack_what_if<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Option<StackWhatIfRecord>> {
+        Box::pin(self.get_stack_what_if_impl(scope, name, now))
+    }
+
+    fn get_stack_what_if_request<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Option<SecretString>> {
+        Box::pin(self.get_stack_what_if_request_impl(scope, name, now))
+    }
+
+    fn list_stack_what_ifs<'a>(
+        &'a self,
+        scope: &'a str,
+        page: PageRequest,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Page<StackWhatIfRecord>> {
+        Box::pin(self.list_stack_what_ifs_impl(scope, page, now))
+    }
+
+    fn delete_stack_what_if<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, bool> {
+        Box::pin(self.delete_stack_what_if_impl(scope, name, now))
+    }
+
+    fn purge_expired_stack_what_ifs<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64> {
+        Box::pin(self.purge_expired_stack_what_ifs_impl(now))
     }
 }
 

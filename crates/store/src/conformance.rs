@@ -13,8 +13,8 @@ use crate::InventoryChange;
 use crate::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
     DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
-    NewSecretVersion, NewStack, OperationStep, PageRequest, Precondition, ResourceGroup,
-    ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
+    NewSecretVersion, NewStack, NewStackWhatIf, OperationStep, PageRequest, Precondition,
+    ResourceGroup, ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
 };
 
 /// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
@@ -39,6 +39,8 @@ pub const CASES: &[&str] = &[
     "concurrent_lease_acquires_conflict",
     "canary_secret_round_trips_through_every_path",
     "stacks_round_trip_versions_and_pages",
+    "stack_what_ifs_put_replace_get_list_delete",
+    "stack_what_ifs_expire_and_purge",
 ];
 
 /// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
@@ -68,6 +70,8 @@ macro_rules! store_conformance_tests {
             concurrent_lease_acquires_conflict,
             canary_secret_round_trips_through_every_path,
             stacks_round_trip_versions_and_pages,
+            stack_what_ifs_put_replace_get_list_delete,
+            stack_what_ifs_expire_and_purge,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -1888,7 +1892,8 @@ pub struct CanaryRefs {
 }
 
 /// Writes `canary` through every path a secret can take: a secure parameter of a deployment (its request holds
-/// only the reference), a secret extension-config value, and a Key Vault secret. Backends' own tests then scan
+/// only the reference), a secret extension-config value, a Key Vault secret, and the request of a stack what-if
+/// result. Backends' own tests then scan
 /// their files for the canary.
 pub async fn write_canary_everywhere(store: &dyn Store, canary: &str) -> CanaryRefs {
     // The engine's order: choose the run ID, store the secrets under it, then the request holding references.
@@ -1933,6 +1938,20 @@ pub async fn write_canary_everywhere(store: &dyn Store, canary: &str) -> CanaryR
         .set_vault_secret(secret_version(&kv.id, "canary", canary, 6))
         .await
         .expect("vault secret v2");
+    store
+        .put_stack_what_if(
+            stack_what_if(
+                SCOPE,
+                CANARY_WHAT_IF,
+                &json!({"properties": {"parameters": {"adminPassword": {"value": canary}}}})
+                    .to_string(),
+                1,
+                Timestamp::from_unix_millis(i64::MAX),
+            ),
+            at(1),
+        )
+        .await
+        .expect("stack what-if with a secure parameter in its request");
     CanaryRefs {
         deployment: run.id,
         secure_parameter,
@@ -1978,6 +1997,21 @@ pub async fn read_canary_everywhere(store: &dyn Store, refs: &CanaryRefs, canary
     assert!(
         !run.request.to_string().contains(canary),
         "the request holds references only"
+    );
+    let request = store
+        .get_stack_what_if_request(SCOPE, CANARY_WHAT_IF, at(2))
+        .await
+        .expect("what-if request")
+        .expect("present");
+    assert!(request.expose_secret().contains(canary));
+    let what_if = store
+        .get_stack_what_if(SCOPE, CANARY_WHAT_IF, at(2))
+        .await
+        .expect("what-if")
+        .expect("present");
+    assert!(
+        !format!("{what_if:?}").contains(canary),
+        "the what-if result holds no secret"
     );
 }
 
@@ -2101,5 +2135,290 @@ pub async fn stacks_round_trip_versions_and_pages(store: &dyn Store) {
     assert_not_found(
         store.delete_stack(rg, "alpha", Precondition::Any).await,
         "delete twice",
+    );
+}
+
+/// The stack what-if result [`write_canary_everywhere`] writes, under [`SCOPE`].
+const CANARY_WHAT_IF: &str = "canary-what-if";
+
+fn stack_what_if(
+    scope: &str,
+    name: &str,
+    request: &str,
+    marker: u32,
+    expires_at: Timestamp,
+) -> NewStackWhatIf {
+    NewStackWhatIf {
+        scope: scope.to_owned(),
+        name: name.to_owned(),
+        result: json!({"name": name, "properties": {"provisioningState": "succeeded", "marker": marker}}),
+        request: secret(request),
+        expires_at,
+    }
+}
+
+/// Stack what-if results: create, replace (which tells it replaced), case-insensitive get with the request beside
+/// it, listing by scope in pages, delete (which tells whether there was one) taking the request with it.
+pub async fn stack_what_ifs_put_replace_get_list_delete(store: &dyn Store) {
+    let rg = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg";
+    let sub = "/subscriptions/00000000-0000-0000-0000-000000000001";
+    let forever = Timestamp::from_unix_millis(i64::MAX);
+    let replaced = store
+        .put_stack_what_if(stack_what_if(rg, "Alpha", "request-1", 1, forever), at(1))
+        .await
+        .expect("create");
+    assert!(!replaced, "a new result replaces nothing");
+    let first = store
+        .get_stack_what_if(&rg.to_uppercase(), "ALPHA", at(2))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!((first.scope.as_str(), first.name.as_str()), (rg, "Alpha"));
+    assert_eq!(first.result["properties"]["marker"], json!(1));
+    assert_eq!((first.created_at, first.updated_at), (at(1), at(1)));
+    let replaced = store
+        .put_stack_what_if(
+            stack_what_if(
+                &format!("{}/", rg.to_uppercase()),
+                "alpha",
+                "request-2",
+                2,
+                forever,
+            ),
+            at(3),
+        )
+        .await
+        .expect("replace");
+    assert!(replaced, "the same folded key replaces");
+    let second = store
+        .get_stack_what_if(rg, "alpha", at(4))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(second.result["properties"]["marker"], json!(2));
+    assert_eq!(second.name, "alpha", "the latest spelling is kept");
+    assert_eq!((second.created_at, second.updated_at), (at(1), at(3)));
+    assert_eq!(
+        store
+            .get_stack_what_if_request(rg, "ALPHA", at(4))
+            .await
+            .expect("request")
+            .map(|r| r.expose_secret().to_owned())
+            .as_deref(),
+        Some("request-2")
+    );
+    assert!(
+        store
+            .get_stack_what_if(rg, "beta", at(4))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .get_stack_what_if(sub, "alpha", at(4))
+            .await
+            .expect("get")
+            .is_none(),
+        "another scope"
+    );
+
+    for (index, name) in ["gamma", "Beta", "delta"].into_iter().enumerate() {
+        let marker = u32::try_from(index).unwrap_or(0) + 10;
+        store
+            .put_stack_what_if(stack_what_if(rg, name, "r", marker, forever), at(5))
+            .await
+            .expect("more");
+    }
+    store
+        .put_stack_what_if(stack_what_if(sub, "at-sub", "r", 20, forever), at(5))
+        .await
+        .expect("sub result");
+    let mut names = Vec::new();
+    let mut page = PageRequest::first(3);
+    let mut pages = 0;
+    loop {
+        let listed = store
+            .list_stack_what_ifs(&rg.to_uppercase(), page.clone(), at(6))
+            .await
+            .expect("list");
+        assert!(listed.items.len() <= 3);
+        pages += 1;
+        names.extend(listed.items.iter().map(|r| r.name.clone()));
+        match listed.continuation {
+            Some(token) => page.continuation = Some(token),
+            None => break,
+        }
+    }
+    assert_eq!(names, ["alpha", "Beta", "delta", "gamma"]);
+    assert_eq!(pages, 2);
+    let at_sub = store
+        .list_stack_what_ifs(sub, PageRequest::default(), at(6))
+        .await
+        .expect("list sub");
+    assert_eq!(
+        at_sub
+            .items
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        ["at-sub"]
+    );
+    assert!(at_sub.continuation.is_none());
+
+    assert!(
+        store
+            .delete_stack_what_if(rg, "ALPHA", at(7))
+            .await
+            .expect("delete")
+    );
+    assert!(
+        !store
+            .delete_stack_what_if(rg, "alpha", at(7))
+            .await
+            .expect("delete twice"),
+        "nothing left to delete"
+    );
+    assert!(
+        store
+            .get_stack_what_if(rg, "alpha", at(7))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert!(
+        store
+            .get_stack_what_if_request(rg, "alpha", at(7))
+            .await
+            .expect("request")
+            .is_none(),
+        "the request goes with the result"
+    );
+    let left = store
+        .list_stack_what_ifs(rg, PageRequest::default(), at(7))
+        .await
+        .expect("list");
+    assert_eq!(left.items.len(), 3);
+}
+
+/// Stack what-if results expire: from `expires_at` on they are absent to get, list, the request and delete, a
+/// put over one creates anew, and a purge removes exactly the expired ones.
+pub async fn stack_what_ifs_expire_and_purge(store: &dyn Store) {
+    let rg = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg";
+    for (name, expires_at) in [("short", 10), ("long", 1_000), ("other", 10)] {
+        store
+            .put_stack_what_if(stack_what_if(rg, name, "request", 1, at(expires_at)), at(1))
+            .await
+            .expect("create");
+    }
+    let live = store
+        .get_stack_what_if(rg, "short", at(9))
+        .await
+        .expect("get")
+        .expect("before expiry");
+    assert_eq!(live.expires_at, at(10));
+    assert!(!live.is_expired(at(9)) && live.is_expired(at(10)));
+    assert!(
+        store
+            .get_stack_what_if(rg, "short", at(10))
+            .await
+            .expect("get")
+            .is_none(),
+        "gone at its expiry"
+    );
+    assert!(
+        store
+            .get_stack_what_if_request(rg, "short", at(10))
+            .await
+            .expect("request")
+            .is_none()
+    );
+    let listed = store
+        .list_stack_what_ifs(rg, PageRequest::default(), at(10))
+        .await
+        .expect("list");
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        ["long"]
+    );
+    // Paging skips expired rows without ending early.
+    let first = store
+        .list_stack_what_ifs(rg, PageRequest::first(1), at(10))
+        .await
+        .expect("page");
+    assert_eq!(first.items.len(), 1);
+    assert!(first.continuation.is_none(), "{:?}", first.continuation);
+
+    // A put over an expired result creates a new one.
+    let replaced = store
+        .put_stack_what_if(stack_what_if(rg, "short", "again", 2, at(1_000)), at(20))
+        .await
+        .expect("put over expired");
+    assert!(!replaced, "an expired result is not replaced, it is gone");
+    let renewed = store
+        .get_stack_what_if(rg, "short", at(21))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        (renewed.created_at, renewed.expires_at),
+        (at(20), at(1_000))
+    );
+    assert!(
+        !store
+            .delete_stack_what_if(rg, "other", at(20))
+            .await
+            .expect("delete expired"),
+        "an expired result does not count as deleted"
+    );
+
+    store
+        .put_stack_what_if(stack_what_if(rg, "doomed", "request", 1, at(30)), at(1))
+        .await
+        .expect("create");
+    assert_eq!(
+        store
+            .purge_expired_stack_what_ifs(at(29))
+            .await
+            .expect("purge before expiry"),
+        0
+    );
+    assert_eq!(
+        store
+            .purge_expired_stack_what_ifs(at(30))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert_eq!(
+        store
+            .purge_expired_stack_what_ifs(at(30))
+            .await
+            .expect("purge again"),
+        0
+    );
+    // Purged means gone, even to a reader whose clock is behind.
+    assert!(
+        store
+            .get_stack_what_if(rg, "doomed", at(2))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    let listed = store
+        .list_stack_what_ifs(rg, PageRequest::default(), at(2))
+        .await
+        .expect("list");
+    assert_eq!(
+        listed
+            .items
+            .iter()
+            .map(|r| r.name.as_str())
+            .collect::<Vec<_>>(),
+        ["long", "short"]
     );
 }

@@ -15,6 +15,7 @@ pub enum Entity {
     Secret,
     StoreKey,
     DeploymentStack,
+    StackWhatIf,
     Schema,
 }
 
@@ -31,6 +32,7 @@ impl fmt::Display for Entity {
             Entity::Secret => "secret",
             Entity::StoreKey => "store key",
             Entity::DeploymentStack => "deployment stack",
+            Entity::StackWhatIf => "deployment stack what-if result",
             Entity::Schema => "schema",
         })
     }

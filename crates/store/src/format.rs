@@ -17,6 +17,7 @@ pub const fn current_format(entity: Entity) -> u32 {
         | Entity::Secret
         | Entity::StoreKey
         | Entity::DeploymentStack
+        | Entity::StackWhatIf
         | Entity::Schema => 1,
     }
 }

@@ -10,6 +10,8 @@
 //!   inventory it is everything a restarted engine needs to resume a run (see `docs/store.md`).
 //! - **The managed-resource inventory** of local providers and extension resources, **resource groups**, the local
 //!   **Key Vault** (vaults and versioned secrets), generic **leases** with heartbeat, and **secrets**.
+//! - **Deployment stacks** (the stack resource and its managed set) and **stack what-if results**, the latter with
+//!   their request sealed at rest and an expiry (`retentionInterval`) after which reads no longer see them.
 //!
 //! # Architecture invariants
 //!
@@ -41,14 +43,15 @@ pub use keys::{DeploymentId, DeploymentKey, ResourceKey, fold_case, write_canoni
 pub use records::{
     DeploymentFilter, DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
     ExtensionRef, InventoryChange, Lease, MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter,
-    ManagedResourceRecord, NewDeployment, NewSecretVersion, NewStack, OperationRecord,
-    OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
-    SecretVersionInfo, StackRecord, Tags, UnknownStatus, Vault, VaultRecord, VaultSecret,
+    ManagedResourceRecord, NewDeployment, NewSecretVersion, NewStack, NewStackWhatIf,
+    OperationRecord, OperationStep, Page, PageRequest, Precondition, ResourceGroup,
+    ResourceGroupRecord, SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags, UnknownStatus,
+    Vault, VaultRecord, VaultSecret,
 };
 pub use secrecy::{ExposeSecret, SecretString};
 pub use secret::{SECRET_REF_MEMBER, SecretOwner, SecretRef};
 pub use store::{
     DeploymentStore, InventoryStore, KeyVaultStore, LeaseStore, OperationJournal,
-    ResourceGroupStore, SecretStore, StackStore, Store, StoreFuture,
+    ResourceGroupStore, SecretStore, StackStore, StackWhatIfStore, Store, StoreFuture,
 };
 pub use time::Timestamp;

@@ -530,3 +530,42 @@ pub struct StackRecord {
     pub updated_at: Timestamp,
     pub version: u64,
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Deployment stack what-if results
+
+/// A deployment stack what-if result to write, keyed by scope and name (both case-insensitive). It lives until
+/// `expires_at` (the request's `retentionInterval` after it was computed): from then on reads do not see it and
+/// `StackWhatIfStore::purge_expired_stack_what_ifs` removes it.
+#[derive(Clone, Debug)]
+pub struct NewStackWhatIf {
+    /// The scope the result lives at (resource group, subscription or management group ID).
+    pub scope: String,
+    pub name: String,
+    /// The result as the API returns it (`DeploymentStacksWhatIfResult` JSON; never secrets).
+    pub result: Value,
+    /// The request as given, kept to run it again (`POST .../whatIf`). It holds the template and parameter
+    /// values, secure ones included, so backends keep it sealed at rest and never print it (`Debug` redacts it).
+    pub request: SecretString,
+    pub expires_at: Timestamp,
+}
+
+/// A stored, unexpired stack what-if result (without its sealed request; see
+/// `StackWhatIfStore::get_stack_what_if_request`).
+#[derive(Clone, Debug, PartialEq)]
+pub struct StackWhatIfRecord {
+    pub scope: String,
+    pub name: String,
+    pub result: Value,
+    /// When the result was first stored under this key (a replacement keeps it, unless the old one had expired).
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+impl StackWhatIfRecord {
+    /// Whether retention has ended at `now` (expiry is exclusive: at `expires_at` the record is gone).
+    pub fn is_expired(&self, now: Timestamp) -> bool {
+        self.expires_at <= now
+    }
+}

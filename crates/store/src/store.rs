@@ -14,7 +14,7 @@ use crate::records::{
     OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
     SecretVersionInfo, Vault, VaultRecord, VaultSecret,
 };
-use crate::records::{NewStack, StackRecord};
+use crate::records::{NewStack, NewStackWhatIf, StackRecord, StackWhatIfRecord};
 use crate::secret::{SecretOwner, SecretRef};
 use crate::time::Timestamp;
 
@@ -333,6 +333,53 @@ pub trait StackStore: Send + Sync {
     ) -> StoreFuture<'a, ()>;
 }
 
+/// Deployment stack what-if results (`deploymentStacksWhatIfResults`), keyed by folded scope and lower-cased name,
+/// each kept until its `expires_at`. Every read takes `now` and treats a record expired by then (`expires_at <=
+/// now`) as absent; [`StackWhatIfStore::purge_expired_stack_what_ifs`] reclaims their space. The request beside
+/// each result is sealed at rest and deleted with it.
+pub trait StackWhatIfStore: Send + Sync {
+    /// Creates or replaces a result (with its request); `true` when it replaced one that had not expired by `now`.
+    fn put_stack_what_if<'a>(
+        &'a self,
+        what_if: NewStackWhatIf,
+        now: Timestamp,
+    ) -> StoreFuture<'a, bool>;
+
+    fn get_stack_what_if<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Option<StackWhatIfRecord>>;
+
+    /// The request a result was computed from, decrypted; `None` when there is no unexpired result.
+    fn get_stack_what_if_request<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Option<SecretString>>;
+
+    /// The unexpired results of one scope (folded match), ordered by folded name.
+    fn list_stack_what_ifs<'a>(
+        &'a self,
+        scope: &'a str,
+        page: PageRequest,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Page<StackWhatIfRecord>>;
+
+    /// Deletes a result and its request; `true` when an unexpired one existed (an expired one is removed too).
+    fn delete_stack_what_if<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, bool>;
+
+    /// Deletes every result (and request) expired by `now`; returns how many.
+    fn purge_expired_stack_what_ifs<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64>;
+}
+
 /// Everything a deployment needs persisted. Implemented by the embedded SQLite store and (later) PostgreSQL.
 pub trait Store:
     ResourceGroupStore
@@ -343,6 +390,7 @@ pub trait Store:
     + LeaseStore
     + SecretStore
     + StackStore
+    + StackWhatIfStore
 {
     /// A short name for diagnostics (`sqlite`, `postgres`).
     fn backend_name(&self) -> &'static str;

@@ -3,9 +3,13 @@
 //!
 //! One stack operation at a time: a PUT or DELETE takes the stack's lease in the store (`stack:{scope}/{name}`)
 //! and renews it with a heartbeat while it runs in the background; a second operation gets 409
-//! `DeploymentStackInNonTerminalState`. A crashed operation stops renewing, so its lease expires after the TTL and
-//! the stack is free again — but its managed set may be missing what the crashed run created, so the next PUT or
-//! DELETE is refused as out of sync unless `bypassStackOutOfSyncError` is set.
+//! `DeploymentStackInNonTerminalState`. The record says which operation is under way; every write of a running
+//! operation is fenced by the record version it last wrote. A crashed operation stops renewing, so its lease
+//! expires after the TTL; then [`StackService::recover`] (run at start and periodically by the server) finishes
+//! it: an interrupted delete runs again from what is left, an interrupted update waits for its deployment (which
+//! the engine resumes or fails) and then diffs and unmanages as usual. A PUT or DELETE that finds an interrupted
+//! operation starts that recovery and answers 409, unless `bypassStackOutOfSyncError` says to take the stack over
+//! as it is.
 //!
 //! A PUT runs the stack's deployment through the engine (stack-initiated, so its record keeps extension configs as
 //! directives), collects the managed set of the deployment tree, diffs it against the stored set, unmanages what
@@ -17,6 +21,8 @@
 //! otherwise adding a resource another stack manages is refused.
 
 mod bulk_delete;
+mod record;
+mod recovery;
 mod state;
 mod unmanage;
 mod validation;
@@ -45,13 +51,15 @@ use cairn_store::{
 };
 use serde_json::Value;
 
-use crate::state::StoredState;
+use crate::record::RecordFence;
+use crate::state::{PendingOperation, StoredState};
 use crate::unmanage::Deleter;
 
 pub use crate::bulk_delete::{
     BulkDeleteEntry, BulkDeleteRequest, BulkDeleteResponse, BulkDeleteResult, BulkDeleteStatus,
     MAX_BULK_DELETE_ENTRIES,
 };
+pub use crate::recovery::StackRecoveryReport;
 pub use crate::state::SHARE_TAG;
 pub use crate::what_if::WhatIfAccepted;
 
@@ -70,6 +78,8 @@ pub struct StackServiceSettings {
     pub max_deletes_in_flight: usize,
     /// Pause between delete rounds.
     pub retry_backoff: Duration,
+    /// How often a running delete publishes its progress (`deletedResources` so far) on the stack record.
+    pub progress_interval: Duration,
 }
 
 impl Default for StackServiceSettings {
@@ -81,6 +91,7 @@ impl Default for StackServiceSettings {
             max_delete_rounds: 4,
             max_deletes_in_flight: 10,
             retry_backoff: Duration::from_secs(2),
+            progress_interval: Duration::from_millis(500),
         }
     }
 }
@@ -381,10 +392,15 @@ impl StackService {
         }
     }
 
-    /// The out-of-sync guard: refused unless bypassed when the stored set may be wrong.
+    /// The out-of-sync guard: refused unless bypassed when the stored set may be wrong. A stack whose record
+    /// names an interrupted operation answers 409 `DeploymentStackInNonTerminalState` (the caller starts its
+    /// recovery); `bypassStackOutOfSyncError` takes the stack over as it is instead.
     fn check_in_sync(
         name: &str,
         state: &StoredState,
+        if bypass {
+            return Ok(());
+        }
         current: &DeploymentStack,
         bypass: bool,
     ) -> Result<(), ArmError> {
@@ -392,8 +408,20 @@ impl StackService {
             .properties
             .provisioning_state
             .as_ref()
-            .is_some_and(|s| !s.is_terminal());
-        if (state.out_of_sync || interrupted) && !bypass {
+            .filter(|s| !s.is_terminal());
+        if let (Some(provisioning), Some(_)) = (interrupted, &state.pending) {
+            return Err(ArmError::new(
+                409,
+                cairn_arm::error::codes::DEPLOYMENT_STACK_IN_NON_TERMINAL_STATE,
+                format!(
+                    "The deployment stack '{name}' is in the non-terminal state '{}': its last operation was \
+                     interrupted and is being resumed. Retry when it has ended, or set \
+                     'bypassStackOutOfSyncError' to true to take the stack over as it is.",
+                    provisioning.as_str()
+                ),
+            ));
+        }
+        if state.out_of_sync || interrupted.is_some() {
             return Err(ArmError::new(
                 409,
                 "DeploymentStackOutOfSync",
@@ -404,6 +432,22 @@ impl StackService {
                 ),
             ));
         }
+    /// After a request found an interrupted operation (and released the lease): resume it in the background.
+    fn resume_if_interrupted(&self, error: &ArmError, scope: &str, name: &str) {
+        if error.status() == 409
+            && error.detail().code()
+                == cairn_arm::error::codes::DEPLOYMENT_STACK_IN_NON_TERMINAL_STATE
+        {
+            let service = self.clone();
+            let (scope, name) = (scope.to_owned(), name.to_owned());
+            tokio::spawn(async move {
+                if let Err(error) = service.recover_stack(&scope, &name).await {
+                    tracing::warn!(stack = name, error = %error.detail().message(), "resuming an interrupted stack operation failed");
+                }
+            });
+        }
+    }
+
         Ok(())
     }
 
@@ -426,8 +470,9 @@ impl StackService {
             .await?;
         let result = self
             .accept_put(scope, name, &id, request, existing, correlation_id)
+            self.resume_if_interrupted(error, scope, name);
             .await;
-        if result.is_err() {
+        if let Err(error) = &result {
             self.release(scope, name, &owner).await;
         }
         let (accepted, job) = result?;
@@ -492,12 +537,17 @@ impl StackService {
         p.failed_resources = None;
         p.resources = Some(previous.managed_set.to_references());
         p.deployment_extensions = Some(previous.managed_set.deployment_extensions());
-        // The run's state says "an operation is under way": if this process dies, the next one sees it.
+            pending: Some(PendingOperation::Put {
+                correlation_id: correlation_id.clone(),
+            }),
+        // The run's state says which operation is under way: if this process dies, the next one finishes it.
         let in_flight = StoredState {
             out_of_sync: false,
             ..previous.clone()
         };
-        self.put_record(scope, name, &stack, &in_flight, precondition)
+        let fence = RecordFence::new(scope, name, written.version);
+        let written = self
+            .put_record(scope, name, &stack, &in_flight, precondition)
             .await?;
         Ok((
             Accepted {
@@ -506,8 +556,9 @@ impl StackService {
             },
             PutJob {
                 request,
+                fence,
                 stack,
-                previous,
+                previous: in_flight,
                 correlation_id,
             },
         ))
@@ -632,6 +683,7 @@ impl StackService {
         let started = Instant::now();
         let PutJob {
             request,
+            fence,
             mut stack,
             previous,
             correlation_id,
@@ -659,6 +711,32 @@ impl StackService {
                 .map_err(|e| e.to_arm())?;
             stack.properties.deployment_id = handle.accepted.id.clone();
             handle.wait().await.map_err(|e| e.to_arm())?;
+        let run = PutRun {
+            scope,
+            name,
+            fence: &fence,
+            correlation_id: &correlation_id,
+            started,
+        };
+        self.complete_put(run, stack, previous, deployed).await
+    }
+
+    /// The part of a PUT after its deployment ended: the new managed set, the unmanage diff and its deletes, the
+    /// record. Also how recovery finishes an update whose process died after (or while) deploying.
+    async fn complete_put(
+        &self,
+        run: PutRun<'_>,
+        mut stack: DeploymentStack,
+        previous: StoredState,
+        deployed: Result<DeploymentSnapshot, ArmError>,
+    ) -> Result<(), ArmError> {
+        let PutRun {
+            scope,
+            name,
+            fence,
+            correlation_id,
+            started,
+        } = run;
             self.snapshot(&deployment_scope, &deployment_name, 0).await
         }
         .await;
@@ -671,7 +749,7 @@ impl StackService {
                 p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
                 p.error = Some(update_failed(vec![error.into_detail()]));
                 p.duration = Some(iso_duration(started.elapsed()));
-                return self.finish(scope, name, &stack, &state).await;
+                return self.finish(fence, &stack, &state).await;
             }
         };
         p.outputs = snapshot.deployment.properties.outputs.clone();
@@ -704,9 +782,7 @@ impl StackService {
             }
             state.managed_set = merged;
             errors.push(refused);
-            return self
-                .fail_with(scope, name, stack, state, errors, started)
-                .await;
+            return self.fail_with(fence, stack, state, errors, started).await;
         }
         let ownership = self.ownership(scope, name).await?;
         let diff = match diff_collected(
@@ -728,13 +804,25 @@ impl StackService {
                     }
                 }
                 state.managed_set = merged;
-                return self
-                    .fail_with(scope, name, stack, state, errors, started)
-                    .await;
+        // While the deletes run, the record shows `deletingResources` and what is gone so far; the managed set it
+        // publishes is the previous one with the new resources added, so a crash loses neither.
+        let mut publishing = stack.clone();
+        publishing.properties.provisioning_state =
+            Some(DeploymentStackProvisioningState::DeletingResources);
+        let mut publishing_state = previous.clone();
+        for resource in collected.resources.iter() {
+            publishing_state.managed_set.merge(resource.clone());
+        }
+                return self.fail_with(fence, stack, state, errors, started).await;
             }
         };
         let result = self
-            .unmanage(diff, &stack.properties.action_on_unmanage, &correlation_id)
+            .unmanage(
+                diff,
+                &stack.properties.action_on_unmanage,
+                correlation_id,
+                Some((fence, publishing, publishing_state)),
+            )
             .await?;
         state.managed_set = with_deny_status(
             result.resources.clone(),
@@ -752,17 +840,15 @@ impl StackService {
             p.error = None;
             p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);
             p.duration = Some(iso_duration(started.elapsed()));
-            self.finish(scope, name, &stack, &state).await
+            self.finish(fence, &stack, &state).await
         } else {
-            self.fail_with(scope, name, stack, state, errors, started)
-                .await
+            self.fail_with(fence, stack, state, errors, started).await
         }
     }
 
     async fn fail_with(
         &self,
-        scope: &str,
-        name: &str,
+        fence: &RecordFence,
         mut stack: DeploymentStack,
         state: StoredState,
         errors: Vec<ErrorDetail>,
@@ -777,24 +863,28 @@ impl StackService {
             _ => update_failed(errors),
         });
         p.duration = Some(iso_duration(started.elapsed()));
-        self.finish(scope, name, &stack, &state).await
+    /// The operation's last write: the stack in a terminal state, no operation pending.
+        self.finish(fence, &stack, &state).await
     }
 
     async fn finish(
         &self,
-        scope: &str,
-        name: &str,
+        fence: &RecordFence,
         stack: &DeploymentStack,
         state: &StoredState,
     ) -> Result<(), ArmError> {
-        // Under the lease nobody else writes the record, so overwrite whatever version is there.
-        self.put_record(scope, name, stack, state, Precondition::Any)
-            .await
-            .map(|_| ())
+        let state = StoredState {
+            pending: None,
+            ..state.clone()
+        };
+    /// Runs the unmanage diff's deletes. With `publish` (the operation's fence and the record as it stands), the
+    /// deletes done so far are published on the record while the rest run.
+        self.write_fenced(fence, stack, &state).await
     }
 
     async fn unmanage(
         &self,
+        publish: Option<(&RecordFence, DeploymentStack, StoredState)>,
         diff: cairn_stacks::UnmanageDiff,
         action: &cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: &str,
@@ -806,17 +896,34 @@ impl StackService {
         let deleter = Deleter {
             store: self.inner.store.clone(),
             providers: self.inner.providers.clone(),
+        let plan = diff.delete_plan();
+        let publisher = match publish {
+            Some((fence, stack, state)) if !plan.is_empty() => Some(self.publish_deletes(
+                fence.clone(),
+                stack,
+                state,
+                self.inner.settings.progress_interval,
+            )),
+            _ => None,
+        };
             host: self.inner.host.clone(),
             correlation_id: correlation_id.to_owned(),
         };
         let report = deleter
             .run(
-                diff.delete_plan(),
+                publisher.as_ref().map(|(sender, _)| sender),
+                plan,
                 settings,
                 self.inner.settings.retry_backoff,
             )
-            .await
-            .map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
+            .await;
+        if let Some((sender, handle)) = publisher {
+            drop(sender);
+            // The publisher's writes must land before the operation's final one (they share the fence).
+            let _ = handle.await;
+        }
+        let report =
+            report.map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
         Ok(StackOperationResult::assemble(diff, report, correlation_id))
     }
 
@@ -866,44 +973,79 @@ impl StackService {
         check_actions(&options.action_on_unmanage)?;
         let Some((_, current, _)) = self.load(scope, name).await? else {
             return Ok(false);
+        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         };
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
         let accepted = async {
-            let Some((record, mut stack, state)) = self.load(scope, name).await? else {
+            let Some((record, mut stack, mut state)) = self.load(scope, name).await? else {
                 return Ok(None);
             };
             Self::check_in_sync(name, &state, &stack, options.bypass_stack_out_of_sync_error)?;
             stack.properties.provisioning_state = Some(DeploymentStackProvisioningState::Deleting);
-            self.put_record(
-                scope,
-                name,
-                &stack,
-                &state,
-                Precondition::Version(record.version),
-            )
-            .await?;
-            Ok::<_, ArmError>(Some((stack, state)))
+            stack.properties.correlation_id = Some(correlation_id.clone());
+            state.pending = Some(PendingOperation::Delete {
+                correlation_id: correlation_id.clone(),
+                action_on_unmanage: options.action_on_unmanage.clone(),
+            });
+            let written = self
+                .put_record(
+                    scope,
+                    name,
+                    &stack,
+                    &state,
+                    Precondition::Version(record.version),
+                )
+                .await?;
+            Ok::<_, ArmError>(Some((
+                stack,
+                state,
+                RecordFence::new(scope, name, written.version),
+            )))
         }
         .await;
-        let (stack, state) = match accepted {
+        let (stack, state, fence) = match accepted {
             Ok(Some(found)) => found,
             Ok(None) => {
                 self.release(scope, name, &owner).await;
                 return Ok(false);
+                self.resume_if_interrupted(&error, scope, name);
             }
             Err(error) => {
                 self.release(scope, name, &owner).await;
                 return Err(error);
             }
         };
-        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        self.spawn_delete(
+            lease,
+            owner,
+            fence,
+            stack,
+            state,
+            options.action_on_unmanage,
+            correlation_id,
+        );
+        Ok(true)
+    }
+
+    /// Runs a delete in the background under `lease` (renewed until it ends, then released).
+    #[allow(clippy::too_many_arguments)]
+    fn spawn_delete(
+        &self,
+        lease: Lease,
+        owner: String,
+        fence: RecordFence,
+        stack: DeploymentStack,
+        state: StoredState,
+        action: cairn_arm::models::stack::ActionOnUnmanage,
+        correlation_id: String,
+    ) {
         let stop = self.heartbeat(lease.name, owner.clone());
         let service = self.clone();
-        let (scope, name) = (scope.to_owned(), name.to_owned());
+        let (scope, name) = (fence.scope().to_owned(), fence.name().to_owned());
         tokio::spawn(async move {
             if let Err(error) = service
-                .run_delete(&scope, &name, stack, state, options, &correlation_id)
+                .run_delete(&fence, stack, state, &action, &correlation_id)
                 .await
             {
                 tracing::error!(stack = name, error = %error.detail().message(), "stack delete could not be recorded");
@@ -911,49 +1053,36 @@ impl StackService {
             let _ = stop.send(());
             service.release(&scope, &name, &owner).await;
         });
-        Ok(true)
     }
 
     async fn run_delete(
         &self,
-        scope: &str,
-        name: &str,
+        fence: &RecordFence,
         mut stack: DeploymentStack,
         mut state: StoredState,
-        options: StackDeleteOptions,
+        action: &cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: &str,
     ) -> Result<(), ArmError> {
         let started = Instant::now();
-        let ownership = self.ownership(scope, name).await?;
-        let diff = match unmanage_all(&state.managed_set, &options.action_on_unmanage, &ownership) {
+        let ownership = self.ownership(fence.scope(), fence.name()).await?;
+        let diff = match unmanage_all(&state.managed_set, action, &ownership) {
             Ok(diff) => diff,
             Err(error) => {
                 return self
-                    .fail_with(
-                        scope,
-                        name,
-                        stack,
-                        state,
-                        vec![error.to_error_detail()],
-                        started,
-                    )
+                    .fail_with(fence, stack, state, vec![error.to_error_detail()], started)
                     .await;
             }
         };
         let result = self
-            .unmanage(diff, &options.action_on_unmanage, correlation_id)
+            .unmanage(
+                diff,
+                action,
+                correlation_id,
+                Some((fence, stack.clone(), state.clone())),
+            )
             .await?;
         if result.error.is_none() {
-            return match self
-                .inner
-                .store
-                .delete_stack(scope, name, Precondition::Any)
-                .await
-            {
-                Ok(()) => Ok(()),
-                Err(error) if error.is_not_found() => Ok(()),
-                Err(error) => Err(store_error(error)),
-            };
+            return self.delete_fenced(fence).await;
         }
         state.managed_set = result.resources.clone();
         result.apply_to(&mut stack.properties);
@@ -963,7 +1092,7 @@ impl StackService {
         p.deployment_extensions = Some(state.managed_set.deployment_extensions());
         p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
         p.duration = Some(iso_duration(started.elapsed()));
-        self.finish(scope, name, &stack, &state).await
+        self.finish(fence, &stack, &state).await
     }
 
     /// Validates a stack body and its deployment without running anything (`POST .../validate`). An invalid
@@ -1052,8 +1181,19 @@ impl StackService {
     }
 }
 
+    /// The stored state as the PUT found it (with the PUT pending).
 struct PutJob {
     request: DeploymentStack,
+    fence: RecordFence,
+}
+
+/// Who a PUT's post-deployment part writes for.
+struct PutRun<'a> {
+    scope: &'a str,
+    name: &'a str,
+    fence: &'a RecordFence,
+    correlation_id: &'a str,
+    started: Instant,
     stack: DeploymentStack,
     previous: StoredState,
     correlation_id: String,

@@ -1,6 +1,8 @@
-//! What the service persists beside the stack resource: the managed set (in `cairn-stacks`' versioned form) and
-//! whether it may be inaccurate (the out-of-sync guard).
+//! What the service persists beside the stack resource: the managed set (in `cairn-stacks`' versioned form),
+//! whether it may be inaccurate (the out-of-sync guard), and the operation under way, so a process that takes
+//! over after a crash can finish it.
 
+use cairn_arm::models::stack::ActionOnUnmanage;
 use cairn_stacks::ManagedSet;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -16,6 +18,25 @@ pub(crate) struct StoredState {
     /// Set when an operation could not establish the set (then PUT/DELETE need `bypassStackOutOfSyncError`).
     #[serde(default)]
     pub(crate) out_of_sync: bool,
+    /// The operation under way (set while the stack is in a non-terminal state).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(crate) pending: Option<PendingOperation>,
+}
+
+/// An operation a stack record says is under way: what recovery needs to finish it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "camelCase")]
+pub(crate) enum PendingOperation {
+    /// A create or update. Its deployment is the stack's name at its `deploymentScope` and carries this
+    /// correlation id (a deployment with another one belongs to an earlier operation: this one never started).
+    #[serde(rename_all = "camelCase")]
+    Put { correlation_id: String },
+    /// A stack delete with these unmanage actions.
+    #[serde(rename_all = "camelCase")]
+    Delete {
+        correlation_id: String,
+        action_on_unmanage: ActionOnUnmanage,
+    },
 }
 
 impl StoredState {

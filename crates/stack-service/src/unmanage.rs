@@ -19,6 +19,7 @@ use cairn_stacks::{
 };
 use cairn_store::{ExposeSecret, Store};
 use serde_json::Value;
+use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
 /// Reads directive sources from the local control plane: Key Vault secrets from the store, API actions from the
@@ -179,12 +180,14 @@ impl Deleter {
     }
 
     /// Runs a delete plan to the end: deletes start as soon as their predecessors are settled, at most
-    /// `settings.max_in_flight` at once, with `backoff` between retry rounds.
+    /// `settings.max_in_flight` at once, with `backoff` between retry rounds. Each resource that is gone
+    /// (deleted, or found already gone) is sent to `deleted` as soon as it is.
     pub(crate) async fn run(
         &self,
         plan: DeletePlan,
         settings: RunSettings,
         backoff: Duration,
+        deleted: Option<&mpsc::UnboundedSender<ManagedResource>>,
     ) -> Result<DeleteReport, cairn_stacks::RunError> {
         let mut run = DeleteRun::new(plan, settings);
         let mut in_flight = JoinSet::new();
@@ -195,12 +198,19 @@ impl Deleter {
                         let deleter = self.clone();
                         in_flight.spawn(async move {
                             let outcome = deleter.delete(&task.resource).await;
-                            (task.key, outcome)
+                            (task.key, task.resource, outcome)
                         });
                     }
                 }
                 Step::Wait => match in_flight.join_next().await {
-                    Some(Ok((key, outcome))) => run.record(&key, outcome)?,
+                    Some(Ok((key, resource, outcome))) => {
+                        let gone = outcome.is_deleted();
+                        run.record(&key, outcome)?;
+                        if gone && let Some(sender) = deleted {
+                            // The receiver only goes away with the operation itself.
+                            let _ = sender.send(resource);
+                        }
+                    }
                     // A delete task panicked: its key is lost, so the run cannot settle it; stop waiting.
                     Some(Err(_)) | None => break,
                 },

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
 use cairn_arm::query::Query;
-use cairn_engine::{Engine, EngineSettings, Providers};
+use cairn_engine::{DeployOptions, Engine, EngineSettings, Providers};
 use cairn_extension_contract::transport::{
     BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
 };
@@ -132,6 +132,7 @@ impl ExtensionTransport for WidgetTransport {
 struct Env {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
+    engine: Engine,
     service: StackService,
     widgets: Arc<Widgets>,
 }
@@ -219,10 +220,17 @@ async fn setup(settings: StackServiceSettings) -> Env {
         },
     )
     .expect("engine");
-    let service = StackService::new(engine, store.clone(), host, Providers::empty(), settings);
+    let service = StackService::new(
+        engine.clone(),
+        store.clone(),
+        host,
+        Providers::empty(),
+        settings,
+    );
     Env {
         _dir: dir,
         store,
+        engine,
         service,
         widgets,
     }
@@ -789,4 +797,338 @@ async fn a_secure_parameter_in_an_extension_config_is_refused_and_a_key_vault_re
         .await
         .expect("a Key Vault reference is a directive the stack can store");
     settle(&env.service, "kube").await;
+}
+
+/// Rewrites a stack record as a process that died mid-operation leaves it: a non-terminal state and the
+/// operation it was running; `lease_for` keeps the dead process's lease alive that long.
+async fn leave_interrupted(
+    env: &Env,
+    name: &str,
+    state: &str,
+    pending: Value,
+    lease_for: Option<Duration>,
+) {
+    let mut record = env.store.get_stack(RG, name).await.unwrap().unwrap();
+    record.stack["properties"]["provisioningState"] = json!(state);
+    record.managed_set["pending"] = pending;
+    env.store
+        .put_stack(
+            cairn_store::NewStack {
+                scope: record.scope.clone(),
+                name: record.name.clone(),
+                stack: record.stack.clone(),
+                managed_set: record.managed_set.clone(),
+            },
+            Precondition::Version(record.version),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    if let Some(ttl) = lease_for {
+        let now = Timestamp::now();
+        env.store
+            .acquire_lease(
+                &format!("stack:/subscriptions/{SUB}/resourcegroups/rg1/{name}"),
+                "crashed-process",
+                now,
+                now.saturating_add(ttl),
+            )
+            .await
+            .expect("lease");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_delete_is_finished_by_recovery() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(
+            RG,
+            "torn",
+            stack(&["a", "b", "c"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(
+        settle(&env.service, "torn").await["properties"]["provisioningState"],
+        "succeeded"
+    );
+    // The dead process had deleted `a` already, then died holding its lease.
+    env.widgets.resources.lock().unwrap().remove("a");
+    leave_interrupted(
+        &env,
+        "torn",
+        "deleting",
+        json!({"kind": "delete", "correlationId": "crashed", "actionOnUnmanage": {"resources": "delete"}}),
+        Some(Duration::from_millis(400)),
+    )
+    .await;
+    let held = env
+        .service
+        .delete(
+            RG,
+            "torn",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect_err("the dead process still holds the lease");
+    assert_eq!(held.code(), "DeploymentStackInNonTerminalState");
+    let early = env.service.recover().await.expect("sweep");
+    assert!(
+        early.is_empty(),
+        "nothing is taken over while the lease lives: {early:?}"
+    );
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let report = env.service.recover().await.expect("sweep");
+    assert_eq!(report.resumed_deletes.len(), 1, "{report:?}");
+    assert!(report.resumed_deletes[0].ends_with("/deploymentStacks/torn"));
+    assert_eq!(
+        settle(&env.service, "torn").await,
+        Value::Null,
+        "the delete completed"
+    );
+    assert!(!env.widgets.has("b") && !env.widgets.has("c"));
+    assert!(env.service.recover().await.expect("sweep").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_on_an_interrupted_stack_resumes_its_operation() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(RG, "torn", stack(&["a", "b"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    settle(&env.service, "torn").await;
+    leave_interrupted(
+        &env,
+        "torn",
+        "deleting",
+        json!({"kind": "delete", "correlationId": "crashed", "actionOnUnmanage": {"resources": "delete"}}),
+        None,
+    )
+    .await;
+    let refused = env
+        .service
+        .create_or_update(RG, "torn", stack(&["a"], false, "detach", "c1"), None)
+        .await
+        .expect_err("an interrupted operation comes first");
+    assert_eq!(
+        (refused.status(), refused.code()),
+        (409, "DeploymentStackInNonTerminalState")
+    );
+    assert!(refused.detail().message().contains("being resumed"));
+    assert_eq!(
+        settle(&env.service, "torn").await,
+        Value::Null,
+        "the interrupted delete finished"
+    );
+    assert!(!env.widgets.has("a") && !env.widgets.has("b"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_interrupted_update_is_finished_from_its_deployment() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(
+            RG,
+            "torn",
+            stack(&["a", "b", "c"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    settle(&env.service, "torn").await;
+    // The dead process had run the update's deployment (only `a` left) but not the unmanage step.
+    let update = serde_json::to_value(stack(&["a"], false, "delete", "c1")).unwrap();
+    let deployment = serde_json::from_value(json!({"properties": {
+        "mode": "Incremental",
+        "template": update["properties"]["template"],
+        "extensionConfigs": update["properties"]["extensionConfigs"],
+    }}))
+    .unwrap();
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "torn",
+            deployment,
+            DeployOptions {
+                stack_initiated: true,
+                correlation_id: Some("crashed-update".into()),
+            },
+        )
+        .await
+        .expect("deployment");
+    handle.wait().await.expect("deployed");
+    leave_interrupted(
+        &env,
+        "torn",
+        "deploying",
+        json!({"kind": "put", "correlationId": "crashed-update"}),
+        None,
+    )
+    .await;
+    let report = env.service.recover().await.expect("sweep");
+    assert_eq!(report.resumed_updates.len(), 1, "{report:?}");
+    let done = settle(&env.service, "torn").await;
+    assert_eq!(
+        done["properties"]["provisioningState"], "succeeded",
+        "{done:#}"
+    );
+    assert_eq!(names_of(&done["properties"]["resources"]), ["a"]);
+    assert_eq!(
+        names_of(&done["properties"]["deletedResources"]),
+        ["b", "c"]
+    );
+    assert!(env.widgets.has("a") && !env.widgets.has("b") && !env.widgets.has("c"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_interrupted_before_deploying_fails_with_the_set_unchanged() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(RG, "torn", stack(&["a", "b"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    settle(&env.service, "torn").await;
+    // The stack's deployment is the earlier one (another correlation id): the update never started.
+    leave_interrupted(
+        &env,
+        "torn",
+        "deploying",
+        json!({"kind": "put", "correlationId": "never-deployed"}),
+        None,
+    )
+    .await;
+    let report = env.service.recover().await.expect("sweep");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    let failed = settle(&env.service, "torn").await;
+    assert_eq!(failed["properties"]["provisioningState"], "failed");
+    assert_eq!(
+        failed["properties"]["error"]["code"],
+        "DeploymentStackOperationInterrupted"
+    );
+    assert_eq!(names_of(&failed["properties"]["resources"]), ["a", "b"]);
+    // Nothing is out of sync: the next update runs without the bypass.
+    env.service
+        .create_or_update(RG, "torn", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted without bypass");
+    let updated = settle(&env.service, "torn").await;
+    assert_eq!(updated["properties"]["provisioningState"], "succeeded");
+    assert_eq!(names_of(&updated["properties"]["deletedResources"]), ["b"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_delete_publishes_its_progress() {
+    let env = setup(StackServiceSettings {
+        max_deletes_in_flight: 1,
+        progress_interval: Duration::from_millis(10),
+        ..fast()
+    })
+    .await;
+    env.service
+        .create_or_update(
+            RG,
+            "slow",
+            stack(&["a", "b", "c", "d"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    settle(&env.service, "slow").await;
+    env.widgets.latency_ms.store(150, Ordering::SeqCst);
+    env.service
+        .delete(
+            RG,
+            "slow",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    let mut seen_partial = None;
+    for _ in 0..200 {
+        let Ok(stack) = env.service.get(RG, "slow").await else {
+            break;
+        };
+        let value = serde_json::to_value(&stack).unwrap();
+        let deleted = names_of(&value["properties"]["deletedResources"]);
+        if value["properties"]["provisioningState"] == "deleting" && !deleted.is_empty() {
+            seen_partial = Some((deleted, names_of(&value["properties"]["resources"])));
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let (deleted, remaining) = seen_partial.expect("progress was published while the delete ran");
+    assert_eq!(
+        deleted.len() + remaining.len(),
+        4,
+        "{deleted:?} + {remaining:?}"
+    );
+    assert!(!remaining.is_empty());
+    assert_eq!(settle(&env.service, "slow").await, Value::Null);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operation_whose_stack_was_taken_over_does_not_overwrite_it() {
+    let env = setup(StackServiceSettings {
+        max_deletes_in_flight: 1,
+        ..fast()
+    })
+    .await;
+    env.service
+        .create_or_update(
+            RG,
+            "fenced",
+            stack(&["a", "b"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    settle(&env.service, "fenced").await;
+    env.widgets.latency_ms.store(200, Ordering::SeqCst);
+    env.service
+        .delete(
+            RG,
+            "fenced",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    // Another process takes the stack over mid-delete (as if this one's lease had run out) and records its own
+    // outcome.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    let record = env.store.get_stack(RG, "fenced").await.unwrap().unwrap();
+    let mut theirs = record.stack.clone();
+    theirs["properties"]["provisioningState"] = json!("failed");
+    theirs["properties"]["description"] = json!("taken over");
+    env.store
+        .put_stack(
+            cairn_store::NewStack {
+                scope: record.scope.clone(),
+                name: record.name.clone(),
+                stack: theirs,
+                managed_set: json!({"managedSet": record.managed_set["managedSet"].clone()}),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    // The first operation finishes its deletes, but neither its progress nor its end overwrites the new record.
+    for _ in 0..100 {
+        if !env.widgets.has("a") && !env.widgets.has("b") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let kept = env.service.get(RG, "fenced").await.expect("still there");
+    let kept = serde_json::to_value(kept).unwrap();
+    assert_eq!(kept["properties"]["description"], "taken over", "{kept:#}");
+    assert_eq!(kept["properties"]["provisioningState"], "failed");
 }

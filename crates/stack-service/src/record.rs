@@ -1,0 +1,204 @@
+//! Writing a stack record while an operation runs: every write is a compare-and-swap on the version the
+//! operation last wrote (a fence: once another process has taken the stack over after this one's lease ran out,
+//! this one's writes fail instead of overwriting the newer state), and the unmanage progress — resources deleted
+//! so far — published on the record while the deletes run, so a GET (and `cairn stack`) shows it live and a
+//! process that takes over after a crash starts from what is left.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_arm::ArmError;
+use cairn_arm::models::stack::{DeploymentStack, ResourceReference};
+use cairn_stacks::{ManagedResource, ManagedSet, ResourceKey};
+use cairn_store::Precondition;
+use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
+
+use crate::StackService;
+use crate::state::StoredState;
+
+/// The error of a write refused because another operation has written the record since this one did.
+pub(crate) const SUPERSEDED: &str = "DeploymentStackOperationSuperseded";
+
+/// One operation's right to write its stack record: the version it last wrote.
+#[derive(Clone, Debug)]
+pub(crate) struct RecordFence {
+    scope: String,
+    name: String,
+    version: Arc<tokio::sync::Mutex<u64>>,
+}
+
+impl RecordFence {
+    /// A fence for an operation that has just written (or read under its lease) `version` of the record.
+    pub(crate) fn new(scope: &str, name: &str, version: u64) -> Self {
+        Self {
+            scope: scope.to_owned(),
+            name: name.to_owned(),
+            version: Arc::new(tokio::sync::Mutex::new(version)),
+        }
+    }
+
+    pub(crate) fn scope(&self) -> &str {
+        &self.scope
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+}
+
+fn superseded(name: &str) -> ArmError {
+    ArmError::new(
+        409,
+        SUPERSEDED,
+        format!(
+            "The deployment stack '{name}' was changed by another operation while this one ran (this one's lease \
+             had expired); its outcome was not recorded."
+        ),
+    )
+}
+
+impl StackService {
+    /// Writes the record if nobody else has since this operation's last write; 409
+    /// `DeploymentStackOperationSuperseded` otherwise.
+    pub(crate) async fn write_fenced(
+        &self,
+        fence: &RecordFence,
+        stack: &DeploymentStack,
+        state: &StoredState,
+    ) -> Result<(), ArmError> {
+        let mut version = fence.version.lock().await;
+        match self
+            .put_record(
+                &fence.scope,
+                &fence.name,
+                stack,
+                state,
+                Precondition::Version(*version),
+            )
+            .await
+        {
+            Ok(record) => {
+                *version = record.version;
+                Ok(())
+            }
+            Err(error) if error.status() == 409 || error.status() == 404 => {
+                Err(superseded(&fence.name))
+            }
+            Err(error) => Err(error),
+        }
+    }
+
+    /// Deletes the record (the end of a successful stack delete) if nobody else has written it since this
+    /// operation's last write; gone already counts as done.
+    pub(crate) async fn delete_fenced(&self, fence: &RecordFence) -> Result<(), ArmError> {
+        let version = fence.version.lock().await;
+        match self
+            .inner
+            .store
+            .delete_stack(&fence.scope, &fence.name, Precondition::Version(*version))
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(error) if error.is_not_found() => Ok(()),
+            Err(error) if error.is_conflict() => Err(superseded(&fence.name)),
+            Err(error) => Err(crate::store_error(error)),
+        }
+    }
+
+    /// Starts publishing deletes as they complete: send each deleted resource to the returned sender; the
+    /// record is rewritten at most once per `interval` with `deletedResources` so far and the managed set without
+    /// them. Drop the sender and await the handle before the operation's final write.
+    pub(crate) fn publish_deletes(
+        &self,
+        fence: RecordFence,
+        stack: DeploymentStack,
+        state: StoredState,
+        interval: Duration,
+    ) -> (mpsc::UnboundedSender<ManagedResource>, JoinHandle<()>) {
+        let (sender, receiver) = mpsc::unbounded_channel();
+        let service = self.clone();
+        let handle = tokio::spawn(async move {
+            let mut progress = DeleteProgress {
+                stack,
+                state,
+                deleted: Vec::new(),
+            };
+            service
+                .publish_loop(&fence, &mut progress, receiver, interval)
+                .await;
+        });
+        (sender, handle)
+    }
+
+    async fn publish_loop(
+        &self,
+        fence: &RecordFence,
+        progress: &mut DeleteProgress,
+        mut receiver: mpsc::UnboundedReceiver<ManagedResource>,
+        interval: Duration,
+    ) {
+        let mut writing = true;
+        while let Some(first) = receiver.recv().await {
+            progress.deleted.push(first);
+            let deadline = tokio::time::Instant::now() + interval;
+            let mut closed = false;
+            loop {
+                tokio::select! {
+                    next = receiver.recv() => match next {
+                        Some(resource) => progress.deleted.push(resource),
+                        None => { closed = true; break; }
+                    },
+                    () = tokio::time::sleep_until(deadline) => break,
+                }
+            }
+            if writing {
+                let (stack, state) = progress.snapshot();
+                if let Err(error) = self.write_fenced(fence, &stack, &state).await {
+                    // Superseded or the store is failing: the final write will say so; stop publishing.
+                    tracing::warn!(stack = fence.name, error = %error.detail().message(), "publishing stack delete progress failed");
+                    writing = false;
+                }
+            }
+            if closed {
+                break;
+            }
+        }
+    }
+}
+
+/// The record as the deletes so far leave it.
+struct DeleteProgress {
+    stack: DeploymentStack,
+    state: StoredState,
+    deleted: Vec<ManagedResource>,
+}
+
+impl DeleteProgress {
+    fn snapshot(&self) -> (DeploymentStack, StoredState) {
+        let gone: HashSet<&ResourceKey> = self.deleted.iter().map(ManagedResource::key).collect();
+        let remaining = ManagedSet::from_resources(
+            self.state
+                .managed_set
+                .iter()
+                .filter(|r| !gone.contains(&r.key()))
+                .cloned(),
+        );
+        let mut stack = self.stack.clone();
+        let p = &mut stack.properties;
+        p.resources = Some(remaining.to_references());
+        p.deployment_extensions = Some(remaining.deployment_extensions());
+        p.deleted_resources = Some(
+            self.deleted
+                .iter()
+                .map(ManagedResource::to_reference)
+                .collect::<Vec<ResourceReference>>(),
+        );
+        let state = StoredState {
+            managed_set: remaining,
+            ..self.state.clone()
+        };
+        (stack, state)
+    }
+}

@@ -67,6 +67,15 @@ impl TargetArgs {
         Ok(id.to_string())
     }
 
+    /// The client for `--server`, or `None` for the in-process engine (commands with their own in-process
+    /// side, such as `cairn stack`, pair it with theirs).
+    pub(crate) fn server_client(&self) -> Result<Option<ArmClient>, Failure> {
+        self.server
+            .as_deref()
+            .map(|url| ArmClient::new(url, self.token.as_deref(), self.ca_cert.as_deref()))
+            .transpose()
+    }
+
     /// Opens the backend these flags name.
     pub(crate) async fn connect(&self) -> Result<Backend, Failure> {
         match &self.server {

@@ -1,12 +1,17 @@
-//! `--server URL` mode: an ARM REST client for a cairn server (resource groups and deployments), with bearer
-//! tokens, a custom CA for self-signed certificates, and ARM's long-running operations: `Azure-AsyncOperation`
-//! (status polling), `Location` (202 polling) and `Retry-After`.
+//! `--server URL` mode: an ARM REST client for a cairn server (resource groups, deployments, Key Vault's
+//! management plane and deployment stacks), with bearer tokens, a custom CA for self-signed certificates, and ARM's
+//! long-running operations: `Azure-AsyncOperation` (status polling), `Location` (202 polling) and `Retry-After`.
+//!
+//! Deployment stacks use their own API version (2025-07-01: extension configs, `resourcesWithoutDeleteSupport`,
+//! what-if results). Their PUT and DELETE return once accepted with the polling interval the server asked for:
+//! the stack commands follow the stack record itself (GET), which carries the per-resource progress.
 
 use std::path::Path;
 use std::time::Duration;
 
 use anyhow::Context as _;
 use cairn_arm::models::deployment::{Deployment, DeploymentWhatIf};
+use cairn_arm::models::stack::StackDeleteOptions;
 use cairn_arm::{ArmError, ErrorDetail, ErrorResponse};
 use percent_encoding::{AsciiSet, CONTROLS, utf8_percent_encode};
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
@@ -16,8 +21,10 @@ use serde_json::Value;
 use crate::output::Failure;
 use crate::progress::{Progress, parse_iso_duration};
 
-/// The API version of every request (resource groups and deployments share it).
+/// The API version of every request but the stack ones (resource groups and deployments share it).
 const API_VERSION: &str = "2025-04-01";
+/// The API version of deployment stack requests (`deploymentStacks`, `deploymentStacksWhatIfResults`).
+const STACKS_API_VERSION: &str = "2025-07-01";
 /// Polling interval when the server sends no `Retry-After`.
 const DEFAULT_POLL: Duration = Duration::from_secs(1);
 /// Longest wait between polls, whatever `Retry-After` says (a live view wants updates).
@@ -35,6 +42,17 @@ const SEGMENT: &AsciiSet = &CONTROLS
     .add(b'`')
     .add(b'{')
     .add(b'}');
+
+/// Characters escaped in a query parameter value.
+const QUERY_VALUE: &AsciiSet = &SEGMENT.add(b'&').add(b'=').add(b'+').add(b'/').add(b';');
+
+/// A stack PUT or DELETE the server took: the answer's body (the accepted stack for a PUT, `Null` for a DELETE)
+/// and how long to wait between polls (`Retry-After`, bounded).
+#[derive(Debug)]
+pub(crate) struct StackAccepted {
+    pub(crate) body: Value,
+    pub(crate) poll: Duration,
+}
 
 /// A client for one server.
 pub(crate) struct ArmClient {
@@ -101,15 +119,27 @@ impl ArmClient {
 
     /// `{base}{path}?api-version=...` with each path segment escaped.
     fn url(&self, path: &str) -> String {
+        self.url_at(path, API_VERSION, &[])
+    }
+
+    /// `{base}{path}?api-version={api_version}&{name}={value}...` with path segments and values escaped.
+    fn url_at(&self, path: &str, api_version: &str, query: &[(&str, &str)]) -> String {
         let encoded: Vec<String> = path
             .split('/')
             .map(|s| utf8_percent_encode(s, SEGMENT).to_string())
             .collect();
-        format!(
-            "{}{}?api-version={API_VERSION}",
+        let mut url = format!(
+            "{}{}?api-version={api_version}",
             self.base,
             encoded.join("/")
-        )
+        );
+        for (name, value) in query {
+            url.push_str(&format!(
+                "&{name}={}",
+                utf8_percent_encode(value, QUERY_VALUE)
+            ));
+        }
+        url
     }
 
     async fn send(
@@ -233,8 +263,12 @@ impl ArmClient {
 
     /// GETs a list and its `nextLink` pages.
     async fn list(&self, path: &str) -> Result<Vec<Value>, Failure> {
+        self.list_url(self.url(path)).await
+    }
+
+    /// GETs the list at `url` and its `nextLink` pages.
+    async fn list_url(&self, mut url: String) -> Result<Vec<Value>, Failure> {
         let mut items = Vec::new();
-        let mut url = self.url(path);
         loop {
             let answer = self.send(Method::GET, &url, None).await?;
             if let Some(value) = answer.body["value"].as_array() {
@@ -420,6 +454,138 @@ impl ArmClient {
         ))
         .await
     }
+
+    fn stack_path(scope: &str, name: &str) -> String {
+        format!("{scope}/providers/Microsoft.Resources/deploymentStacks/{name}")
+    }
+
+    fn stack_url(&self, scope: &str, name: &str, suffix: &str) -> String {
+        self.url_at(
+            &format!("{}{suffix}", Self::stack_path(scope, name)),
+            STACKS_API_VERSION,
+            &[],
+        )
+    }
+
+    /// Starts a stack create or update (`PUT`, 201/200 + `Azure-AsyncOperation`); an invalid request, or a stack
+    /// busy with another operation, is the server's ARM error.
+    pub(crate) async fn put_stack(
+        &self,
+        scope: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<StackAccepted, Failure> {
+        let url = self.stack_url(scope, name, "");
+        let answer = self.send(Method::PUT, &url, Some(body)).await?;
+        Ok(StackAccepted {
+            poll: poll_delay(answer.retry_after),
+            body: answer.body,
+        })
+    }
+
+    /// The stack, or 404 `DeploymentStackNotFound`.
+    pub(crate) async fn get_stack(&self, scope: &str, name: &str) -> Result<Value, Failure> {
+        let url = self.stack_url(scope, name, "");
+        Ok(self.send(Method::GET, &url, None).await?.body)
+    }
+
+    /// The stacks of a scope, every page.
+    pub(crate) async fn list_stacks(&self, scope: &str) -> Result<Vec<Value>, Failure> {
+        let path = format!("{scope}/providers/Microsoft.Resources/deploymentStacks");
+        self.list_url(self.url_at(&path, STACKS_API_VERSION, &[]))
+            .await
+    }
+
+    /// Starts deleting a stack with the options as `unmanageAction.*` and `bypassStackOutOfSyncError` query
+    /// parameters; `None` when there is no such stack (204).
+    pub(crate) async fn delete_stack(
+        &self,
+        scope: &str,
+        name: &str,
+        options: &StackDeleteOptions,
+    ) -> Result<Option<StackAccepted>, Failure> {
+        let action = &options.action_on_unmanage;
+        let mut query = vec![
+            ("unmanageAction.Resources", action.resources.as_str()),
+            (
+                "unmanageAction.ResourceGroups",
+                action.for_resource_groups().as_str(),
+            ),
+            (
+                "unmanageAction.ManagementGroups",
+                action.for_management_groups().as_str(),
+            ),
+        ];
+        if let Some(without) = &action.resources_without_delete_support {
+            query.push((
+                "unmanageAction.ResourcesWithoutDeleteSupport",
+                without.as_str(),
+            ));
+        }
+        if options.bypass_stack_out_of_sync_error {
+            query.push(("bypassStackOutOfSyncError", "true"));
+        }
+        let url = self.url_at(&Self::stack_path(scope, name), STACKS_API_VERSION, &query);
+        let answer = self.send(Method::DELETE, &url, None).await?;
+        if answer.status == StatusCode::NO_CONTENT {
+            return Ok(None);
+        }
+        Ok(Some(StackAccepted {
+            poll: poll_delay(answer.retry_after),
+            body: answer.body,
+        }))
+    }
+
+    /// `POST .../validate`: the validate result; an invalid stack is the 400 ARM error the result carries.
+    pub(crate) async fn validate_stack(
+        &self,
+        scope: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<Value, Failure> {
+        let url = self.stack_url(scope, name, "/validate");
+        let answer = self.send(Method::POST, &url, Some(body)).await?;
+        Ok(self.follow_location(answer).await?.body)
+    }
+
+    /// `POST .../exportTemplate`: `{template?, templateLink?}`.
+    pub(crate) async fn export_stack_template(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<Value, Failure> {
+        let url = self.stack_url(scope, name, "/exportTemplate");
+        Ok(self.send(Method::POST, &url, None).await?.body)
+    }
+
+    /// Computes a stack what-if result (`PUT .../deploymentStacksWhatIfResults/{name}`) and follows it until it
+    /// is terminal (cairn answers with the finished result; another server may still be running it).
+    pub(crate) async fn stack_what_if(
+        &self,
+        scope: &str,
+        name: &str,
+        body: &Value,
+    ) -> Result<Value, Failure> {
+        let path =
+            format!("{scope}/providers/Microsoft.Resources/deploymentStacksWhatIfResults/{name}");
+        let url = self.url_at(&path, STACKS_API_VERSION, &[]);
+        let mut answer = self.send(Method::PUT, &url, Some(body)).await?;
+        loop {
+            let state = answer
+                .body
+                .pointer("/properties/provisioningState")
+                .and_then(Value::as_str)
+                .unwrap_or("succeeded");
+            if matches!(
+                state.to_ascii_lowercase().as_str(),
+                "succeeded" | "failed" | "canceled"
+            ) {
+                return Ok(answer.body);
+            }
+            tokio::time::sleep(poll_delay(answer.retry_after)).await;
+            answer = self.send(Method::GET, &url, None).await?;
+        }
+    }
 }
 
 /// `(scope, name)` of `{scope}/providers/Microsoft.Resources/deployments/{name}`.
@@ -498,6 +664,20 @@ mod tests {
         assert_eq!((e.status(), e.code()), (404, "DeploymentNotFound"));
         let e = arm_error(StatusCode::BAD_GATEWAY, &Value::Null);
         assert_eq!(e.code(), "BadGateway");
+    }
+
+    #[test]
+    fn stack_urls_carry_their_api_version_and_escaped_query() {
+        let client = ArmClient::new("http://127.0.0.1:1", None, None).unwrap();
+        assert_eq!(
+            client.url_at(
+                "/subscriptions/s/providers/Microsoft.Resources/deploymentStacks/st",
+                STACKS_API_VERSION,
+                &[("unmanageAction.Resources", "delete"), ("odd", "a&b=c d")]
+            ),
+            "http://127.0.0.1:1/subscriptions/s/providers/Microsoft.Resources/deploymentStacks/st\
+             ?api-version=2025-07-01&unmanageAction.Resources=delete&odd=a%26b%3Dc%20d"
+        );
     }
 
     #[test]

@@ -1,26 +1,36 @@
-//! `cairn stack group|sub create|show|list|delete|validate|export`: deployment stacks on the in-process engine
-//! ($CAIRN_HOME), with az's flags (`--action-on-unmanage detachAll|deleteResources|deleteAll`,
-//! `--deny-settings-mode`, `--yes`). Commands wait for the stack operation to end.
+//! `cairn stack group|sub create|show|list|delete|validate|export|what-if`: deployment stacks with az's flags
+//! (`az stack group create` is the model: `--action-on-unmanage detachAll|deleteResources|deleteAll`,
+//! `--resources-without-delete-support detach|fail`, `--deny-settings-mode` and its excluded principals, excluded
+//! actions and child scopes, `--tags`, `--deployment-resource-group`, repeated `-p`, `--yes`), on the in-process
+//! stack service (`$CAIRN_HOME`) or a cairn server (`--server`, `--token`, `--ca-cert`), alike.
+//!
+//! `create` and `delete` follow the operation to its end ([`watch`]): state changes and each resource deleted,
+//! detached or failed go to stderr as they happen, then the tally; stdout carries only the final JSON or table.
+//! Exit codes are the other resource commands': 0 done, 1 the operation failed (or an ARM error other than 400,
+//! e.g. a missing stack), 2 usage or an invalid request (400).
+
+mod backend;
+mod inputs;
+mod watch;
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::time::Duration;
 
-use anyhow::Context as _;
+use cairn_arm::models::extension::ExtensionConfigs;
+use cairn_arm::models::parameters::DeploymentParameters;
 use cairn_arm::models::stack::{
     ActionOnUnmanage, DenySettings, DenySettingsMode, DeploymentStack, DeploymentStackProperties,
-    StackDeleteOptions,
+    ResourcesWithoutDeleteSupportAction, StackDeleteOptions,
 };
-use cairn_engine::{Engine, EngineSettings, Providers, RecoveryPolicy};
-use cairn_host::{ExtensionHost, HostSettings, Registry};
-use cairn_stack_service::{StackService, StackServiceSettings};
-use cairn_store::Store;
-use cairn_store_sqlite::SqliteStore;
+use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
+use cairn_arm::{ArmError, ErrorDetail};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
+use self::backend::StackBackend;
+use self::inputs::{parse_tags, print_query, read_template_inputs};
+use self::watch::{StackWatch, follow};
 use crate::backend::TargetArgs;
 use crate::output::{self, CmdResult, Failure, Format};
 
@@ -48,25 +58,30 @@ enum StackScope {
 
 #[derive(Subcommand)]
 enum StackCommand {
-    /// Create or update a stack and wait for it.
+    /// Create or update a stack and follow it to its end (progress on stderr, the stack on stdout).
     Create(CreateArgs),
     /// Validate a stack without deploying.
-    Validate(CreateArgs),
+    Validate(StackFlags),
     /// Show a stack.
-    Show(NameArgs),
+    Show(ShowArgs),
     /// List the stacks of the scope.
     List(ListArgs),
-    /// Delete a stack, unmanaging its resources as `--action-on-unmanage` says.
+    /// Delete a stack, unmanaging its resources as `--action-on-unmanage` says, and follow it to its end.
     Delete(DeleteArgs),
     /// Print the template of the stack's deployment.
     Export(NameArgs),
     /// Predict what creating or updating the stack would change: resources created, modified, unchanged, and
     /// the managed resources that would be deleted or detached (2025-07-01 what-if result).
-    WhatIf(CreateArgs),
+    WhatIf(StackFlags),
 }
 
-#[derive(Clone, Copy, ValueEnum)]
-#[value(rename_all = "verbatim")]
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ScopeKind {
+    Group,
+    Subscription,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum UnmanagePreset {
     /// Every resource that leaves the stack is detached.
     #[value(name = "detachAll")]
@@ -91,7 +106,37 @@ impl UnmanagePreset {
     }
 }
 
-#[derive(Clone, Copy, ValueEnum)]
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum WithoutDeleteSupport {
+    /// Resources whose type cannot be deleted are detached; the operation goes on.
+    #[value(name = "detach")]
+    Detach,
+    /// A resource whose type cannot be deleted fails the operation (the service's default).
+    #[value(name = "fail")]
+    Fail,
+}
+
+impl WithoutDeleteSupport {
+    fn action(self) -> ResourcesWithoutDeleteSupportAction {
+        match self {
+            WithoutDeleteSupport::Detach => ResourcesWithoutDeleteSupportAction::Detach,
+            WithoutDeleteSupport::Fail => ResourcesWithoutDeleteSupportAction::Fail,
+        }
+    }
+}
+
+/// `--action-on-unmanage` and `--resources-without-delete-support`, as one `actionOnUnmanage`.
+fn unmanage_action(
+    preset: UnmanagePreset,
+    without_delete_support: Option<WithoutDeleteSupport>,
+) -> Result<ActionOnUnmanage, Failure> {
+    let mut action = preset.action()?;
+    action.resources_without_delete_support =
+        without_delete_support.map(WithoutDeleteSupport::action);
+    Ok(action)
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
 enum DenyMode {
     #[value(name = "none")]
     None,
@@ -104,42 +149,92 @@ enum DenyMode {
 #[derive(Args)]
 struct ScopeArgs {
     /// Resource group (for `stack group`).
-    #[arg(short = 'g', long = "resource-group")]
+    #[arg(short = 'g', long = "resource-group", value_name = "NAME")]
     group: Option<String>,
 }
 
+/// What a stack body is made of: the flags of `create`, `validate` and `what-if`.
 #[derive(Args)]
-struct CreateArgs {
+struct StackFlags {
     /// Stack name.
     #[arg(short = 'n', long)]
     name: String,
     #[command(flatten)]
     scope: ScopeArgs,
-    /// Template file (ARM JSON).
-    #[arg(short = 'f', long = "template-file")]
+    /// Template file (ARM JSON, as `bicep build` writes it).
+    #[arg(short = 'f', long = "template-file", value_name = "FILE")]
     template_file: PathBuf,
-    /// A parameters file (`params.json` or `@params.json`; may hold `extensionConfigs`).
-    #[arg(short = 'p', long = "parameters")]
-    parameters: Option<String>,
+    /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`) or
+    /// `name=value` (JSON if it parses, else a string). Several may follow one -p, and -p repeats; later values
+    /// win.
+    #[arg(short = 'p', long = "parameters", value_name = "PARAMS", num_args = 1..)]
+    parameters: Vec<String>,
     /// What happens to resources that leave the stack.
-    #[arg(long = "action-on-unmanage", value_enum)]
+    #[arg(long = "action-on-unmanage", visible_alias = "aou", value_enum)]
     action_on_unmanage: UnmanagePreset,
+    /// What happens to resources that leave the stack and whose type cannot be deleted [default: the
+    /// service's, fail].
+    #[arg(long = "resources-without-delete-support", value_enum)]
+    resources_without_delete_support: Option<WithoutDeleteSupport>,
     /// Deny settings mode (recorded; cairn applies no deny assignments).
-    #[arg(long = "deny-settings-mode", value_enum, default_value = "none")]
+    #[arg(
+        long = "deny-settings-mode",
+        visible_alias = "dm",
+        value_enum,
+        default_value = "none"
+    )]
     deny_settings_mode: DenyMode,
-    /// Location (subscription stacks).
+    /// Principal ids the deny settings exempt (at most 5).
+    #[arg(
+        long = "deny-settings-excluded-principals",
+        visible_alias = "ep",
+        value_name = "ID",
+        num_args = 1..
+    )]
+    deny_excluded_principals: Vec<String>,
+    /// Management operations the deny settings exempt (at most 200).
+    #[arg(
+        long = "deny-settings-excluded-actions",
+        visible_alias = "ea",
+        value_name = "ACTION",
+        num_args = 1..
+    )]
+    deny_excluded_actions: Vec<String>,
+    /// Apply the deny settings to child scopes of managed resources too.
+    #[arg(long = "deny-settings-apply-to-child-scopes", visible_alias = "cs")]
+    deny_apply_to_child_scopes: bool,
+    /// Tags of the stack: `key=value` pairs (space separated, repeatable; `--tags` alone clears them).
+    #[arg(long, num_args = 0.., value_name = "KEY=VALUE")]
+    tags: Option<Vec<String>>,
+    /// Resource group the stack's deployment runs in (`stack sub` only; default: the subscription).
+    #[arg(
+        long = "deployment-resource-group",
+        visible_alias = "dr",
+        value_name = "NAME"
+    )]
+    deployment_resource_group: Option<String>,
+    /// Location of the stack's data (required for `stack sub`).
     #[arg(short = 'l', long)]
     location: Option<String>,
     #[arg(long)]
     description: Option<String>,
     /// Proceed even if the stack's resource list may be inaccurate (an earlier operation was interrupted).
-    #[arg(long = "bypass-stack-out-of-sync-error")]
+    #[arg(long = "bypass-stack-out-of-sync-error", visible_alias = "bse")]
     bypass_out_of_sync: bool,
-    /// Do not ask before resources may be deleted.
+    /// Do not ask before resources may be deleted (asked only when stdin is a terminal).
     #[arg(short = 'y', long)]
     yes: bool,
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
     output: Format,
+}
+
+#[derive(Args)]
+struct CreateArgs {
+    #[command(flatten)]
+    stack: StackFlags,
+    /// Print only this part of the stack: a dotted path such as `properties.resources`.
+    #[arg(long, value_name = "PATH")]
+    query: Option<String>,
 }
 
 #[derive(Args)]
@@ -153,11 +248,23 @@ struct NameArgs {
 }
 
 #[derive(Args)]
+struct ShowArgs {
+    #[command(flatten)]
+    named: NameArgs,
+    /// Print only this part of the stack: a dotted path such as `properties.resources`.
+    #[arg(long, value_name = "PATH")]
+    query: Option<String>,
+}
+
+#[derive(Args)]
 struct ListArgs {
     #[command(flatten)]
     scope: ScopeArgs,
     #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
     output: Format,
+    /// Print only this part of the list: a dotted path such as `[0].name`.
+    #[arg(long, value_name = "PATH")]
+    query: Option<String>,
 }
 
 #[derive(Args)]
@@ -167,13 +274,19 @@ struct DeleteArgs {
     #[command(flatten)]
     scope: ScopeArgs,
     /// What happens to the stack's resources.
-    #[arg(long = "action-on-unmanage", value_enum)]
+    #[arg(long = "action-on-unmanage", visible_alias = "aou", value_enum)]
     action_on_unmanage: UnmanagePreset,
-    #[arg(long = "bypass-stack-out-of-sync-error")]
+    /// What happens to resources whose type cannot be deleted [default: the service's, fail].
+    #[arg(long = "resources-without-delete-support", value_enum)]
+    resources_without_delete_support: Option<WithoutDeleteSupport>,
+    #[arg(long = "bypass-stack-out-of-sync-error", visible_alias = "bse")]
     bypass_out_of_sync: bool,
     /// Do not ask for confirmation (it is only asked on a terminal).
     #[arg(short = 'y', long)]
     yes: bool,
+    /// Format of the stack printed when the delete leaves it behind (some resources could not be deleted).
+    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
+    output: Format,
 }
 
 const STACK_COLUMNS: &[(&str, &str)] = &[
@@ -187,321 +300,320 @@ pub(crate) fn run(args: StackArgs) -> anyhow::Result<ExitCode> {
         .enable_all()
         .build()?;
     Ok(runtime.block_on(async move {
-        let (is_group, command) = match args.scope {
-            StackScope::Group { command } => (true, command),
-            StackScope::Sub { command } => (false, command),
+        let (kind, command) = match args.scope {
+            StackScope::Group { command } => (ScopeKind::Group, command),
+            StackScope::Sub { command } => (ScopeKind::Subscription, command),
         };
-        match execute(&args.target, is_group, command).await {
+        match execute(&args.target, kind, command).await {
             Ok(code) => code,
             Err(failure) => failure.report(),
         }
     }))
 }
 
-fn scope_of(target: &TargetArgs, is_group: bool, scope: &ScopeArgs) -> Result<String, Failure> {
-    match (is_group, &scope.group) {
-        (true, Some(group)) => target.group_scope(group),
-        (true, None) => Err(Failure::usage("`stack group` needs -g/--resource-group")),
-        (false, _) => target.subscription_scope(),
+fn scope_of(target: &TargetArgs, kind: ScopeKind, scope: &ScopeArgs) -> Result<String, Failure> {
+    match (kind, &scope.group) {
+        (ScopeKind::Group, Some(group)) => target.group_scope(group),
+        (ScopeKind::Group, None) => Err(Failure::usage(
+            "the following argument is required for `stack group`: -g/--resource-group",
+        )),
+        (ScopeKind::Subscription, Some(_)) => Err(Failure::usage(
+            "-g/--resource-group is for `stack group`; a subscription stack deploys into a resource group with \
+             --deployment-resource-group",
+        )),
+        (ScopeKind::Subscription, None) => target.subscription_scope(),
     }
 }
 
-/// The service over $CAIRN_HOME, like the other commands' in-process engine.
-struct Local {
-    service: StackService,
-    store: Arc<dyn Store>,
-}
-
-async fn open(target: &TargetArgs) -> Result<Local, Failure> {
-    if target.server.is_some() {
+/// The stack body the flags describe (template and `-p` read and checked before anything is sent).
+fn stack_request(
+    target: &TargetArgs,
+    kind: ScopeKind,
+    a: &StackFlags,
+) -> Result<DeploymentStack, Failure> {
+    if kind == ScopeKind::Subscription && a.location.is_none() {
         return Err(Failure::usage(
-            "`cairn stack` runs on the in-process engine only for now; with a server, call its \
-             .../providers/Microsoft.Resources/deploymentStacks API",
+            "the following argument is required for `stack sub`: -l/--location",
         ));
     }
-    let home = crate::local::cairn_home()?;
-    let registry = registry(target.registry.as_deref(), &home)?;
-    let store: Arc<dyn Store> = Arc::new(
-        SqliteStore::open(&home)
-            .await
-            .with_context(|| format!("cannot open the cairn data directory {}", home.display()))?,
-    );
-    let host = Arc::new(ExtensionHost::new(
-        Arc::new(registry),
-        HostSettings::default(),
-        "cairn://cli",
-    ));
-    let settings = EngineSettings {
-        recovery: RecoveryPolicy::Fail,
-        claim_ttl: Duration::from_secs(20),
-        heartbeat_interval: Duration::from_secs(5),
-        ..EngineSettings::default()
+    let deployment_scope = match (&a.deployment_resource_group, kind) {
+        (None, _) => None,
+        (Some(group), ScopeKind::Subscription) => Some(target.group_scope(group)?),
+        (Some(_), ScopeKind::Group) => {
+            return Err(Failure::usage(
+                "--deployment-resource-group is for `stack sub`: a resource group stack deploys into its own group",
+            ));
+        }
     };
-    let engine = Engine::new(store.clone(), host.clone(), Providers::empty(), settings)?;
-    engine.recover().await?;
-    let service = StackService::new(
-        engine,
-        store.clone(),
-        host,
-        Providers::empty(),
-        StackServiceSettings {
-            lease_ttl: Duration::from_secs(30),
-            heartbeat_interval: Duration::from_secs(5),
-            ..StackServiceSettings::default()
+    let inputs = read_template_inputs(&a.template_file, &a.parameters)?;
+    let deny_settings = DenySettings {
+        mode: match a.deny_settings_mode {
+            DenyMode::None => DenySettingsMode::None,
+            DenyMode::DenyDelete => DenySettingsMode::DenyDelete,
+            DenyMode::DenyWriteAndDelete => DenySettingsMode::DenyWriteAndDelete,
         },
+        excluded_principals: non_empty(&a.deny_excluded_principals),
+        excluded_actions: non_empty(&a.deny_excluded_actions),
+        apply_to_child_scopes: a.deny_apply_to_child_scopes.then_some(true),
+    };
+    let mut p = DeploymentStackProperties::new(
+        unmanage_action(a.action_on_unmanage, a.resources_without_delete_support)?,
+        deny_settings,
     );
-    Ok(Local { service, store })
-}
-
-fn read_json(path: &Path, what: &str) -> Result<Value, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::usage(format!("cannot read the {what} {}: {e}", path.display())))?;
-    serde_json::from_str(&text).map_err(|e| {
-        Failure::usage(format!(
-            "the {what} {} is not valid JSON: {e}",
-            path.display()
-        ))
+    p.template = Some(inputs.template);
+    if !inputs.parameters.is_empty() {
+        p.parameters = Some(DeploymentParameters(inputs.parameters));
+    }
+    if !inputs.extension_configs.is_empty() {
+        let configs: ExtensionConfigs =
+            serde_json::from_value(Value::Object(inputs.extension_configs))
+                .map_err(|e| Failure::usage(format!("the extension configs are not valid: {e}")))?;
+        p.extension_configs = Some(configs);
+    }
+    if let Some(definitions) = inputs.external_input_definitions {
+        p.external_input_definitions = Some(serde_json::from_value(definitions).map_err(|e| {
+            Failure::usage(format!("the external input definitions are not valid: {e}"))
+        })?);
+    }
+    p.deployment_scope = deployment_scope;
+    p.description = a.description.clone();
+    p.bypass_stack_out_of_sync_error = a.bypass_out_of_sync.then_some(true);
+    Ok(DeploymentStack {
+        id: None,
+        name: None,
+        resource_type: None,
+        system_data: None,
+        location: a.location.clone(),
+        tags: a.tags.as_deref().map(parse_tags).transpose()?,
+        properties: p,
     })
 }
 
-fn stack_request(a: &CreateArgs) -> Result<DeploymentStack, Failure> {
-    let template = read_json(&a.template_file, "template file")?;
-    let mut properties = json!({ "template": template });
-    if let Some(parameters) = &a.parameters {
-        let file = read_json(
-            Path::new(parameters.trim_start_matches('@')),
-            "parameters file",
-        )?;
-        let values = file.get("parameters").cloned().unwrap_or(file.clone());
-        properties["parameters"] = values;
-        if let Some(configs) = file.get("extensionConfigs") {
-            properties["extensionConfigs"] = configs.clone();
-        }
-    }
-    let mut request: DeploymentStack = serde_json::from_value(json!({
-        "location": a.location,
-        "properties": properties_with_required(properties)?,
-    }))
-    .map_err(|e| Failure::usage(format!("the stack request is not valid: {e}")))?;
-    let deny = match a.deny_settings_mode {
-        DenyMode::None => DenySettingsMode::None,
-        DenyMode::DenyDelete => DenySettingsMode::DenyDelete,
-        DenyMode::DenyWriteAndDelete => DenySettingsMode::DenyWriteAndDelete,
-    };
-    let p: &mut DeploymentStackProperties = &mut request.properties;
-    p.action_on_unmanage = a.action_on_unmanage.action()?;
-    p.deny_settings = DenySettings {
-        mode: deny,
-        ..DenySettings::none()
-    };
-    p.description = a.description.clone();
-    p.bypass_stack_out_of_sync_error = a.bypass_out_of_sync.then_some(true);
-    Ok(request)
+fn non_empty(values: &[String]) -> Option<Vec<String>> {
+    (!values.is_empty()).then(|| values.to_vec())
 }
 
-/// The two required settings as placeholders so the body parses; the flags set them right after.
-fn properties_with_required(mut properties: Value) -> Result<Value, Failure> {
-    let Some(map) = properties.as_object_mut() else {
-        return Err(Failure::usage("the stack request is not an object"));
-    };
-    map.insert("actionOnUnmanage".into(), json!({"resources": "detach"}));
-    map.insert("denySettings".into(), json!({"mode": "none"}));
-    Ok(Value::Object(std::mem::take(map)))
+/// The what-if result resource for `request` against the stack `{scope}/.../deploymentStacks/{name}`.
+fn what_if_request(
+    scope: &str,
+    name: &str,
+    request: DeploymentStack,
+) -> Result<DeploymentStacksWhatIfResult, Failure> {
+    let mut body = serde_json::to_value(&request).map_err(|e| Failure::Other(e.into()))?;
+    body["properties"]["deploymentStackResourceId"] = json!(format!(
+        "{scope}/providers/Microsoft.Resources/deploymentStacks/{name}"
+    ));
+    body["properties"]["retentionInterval"] = json!("P1D");
+    serde_json::from_value(body)
+        .map_err(|e| Failure::usage(format!("the what-if request is not valid: {e}")))
 }
 
-/// Waits until the stack's operation ends; `None` when the stack is gone.
-/// Waits for the stack's operation to end, reporting each state change (deploying, deleting resources, ...) with
-/// its elapsed time on stderr, and the unmanage tally at the end.
-async fn wait(service: &StackService, scope: &str, name: &str) -> Result<Option<Value>, Failure> {
-    let started = std::time::Instant::now();
-    let mut last_state = String::new();
-    loop {
-        match service.get(scope, name).await {
-            Ok(stack) => {
-                let value = serde_json::to_value(&stack).map_err(|e| Failure::Other(e.into()))?;
-                let state = value["properties"]["provisioningState"]
-                    .as_str()
-                    .unwrap_or("unknown")
-                    .to_string();
-                if state != last_state {
-                    eprintln!(
-                        "stack {name}: {state} ({:.1}s)",
-                        started.elapsed().as_secs_f64()
-                    );
-                    last_state = state;
-                }
-                let terminal = stack
-                    .properties
-                    .provisioning_state
-                    .as_ref()
-                    .is_some_and(|s| s.is_terminal());
-                if terminal {
-                    let count = |key: &str| value["properties"][key].as_array().map_or(0, Vec::len);
-                    eprintln!(
-                        "stack {name}: {} managed, {} deleted, {} detached, {} failed",
-                        count("resources"),
-                        count("deletedResources"),
-                        count("detachedResources"),
-                        count("failedResources")
-                    );
-                    return Ok(Some(value));
-                }
-            }
-            Err(error) if error.status() == 404 => {
-                if !last_state.is_empty() {
-                    eprintln!(
-                        "stack {name}: deleted ({:.1}s)",
-                        started.elapsed().as_secs_f64()
-                    );
-                }
-                return Ok(None);
-            }
-            Err(error) => return Err(Failure::Arm(error)),
-        }
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+/// The ARM error a result body carries (`error`), if any.
+fn carried_error(result: &Value, status: u16) -> Option<Failure> {
+    let error = result.get("error").filter(|e| !e.is_null())?;
+    let detail: ErrorDetail = serde_json::from_value(error.clone()).unwrap_or_default();
+    Some(Failure::Arm(ArmError::from_detail(status, detail)))
 }
 
 fn failed(stack: &Value) -> bool {
-    stack["properties"]["provisioningState"] == "failed"
+    stack
+        .pointer("/properties/provisioningState")
+        .and_then(Value::as_str)
+        .is_some_and(|s| s.eq_ignore_ascii_case("failed") || s.eq_ignore_ascii_case("canceled"))
 }
 
-async fn execute(target: &TargetArgs, is_group: bool, command: StackCommand) -> CmdResult {
-    let (name, scope_args) = match &command {
-        StackCommand::Create(a) | StackCommand::Validate(a) | StackCommand::WhatIf(a) => {
-            (Some(a.name.as_str()), &a.scope)
-        }
-        StackCommand::Show(a) | StackCommand::Export(a) => (Some(a.name.as_str()), &a.scope),
-        StackCommand::List(a) => (None, &a.scope),
-        StackCommand::Delete(a) => (Some(a.name.as_str()), &a.scope),
+/// Prints a stack's `properties.error` as ARM's error JSON on stderr (a failed or canceled operation).
+fn report_stack_error(stack: &Value, name: &str) {
+    let detail = stack
+        .pointer("/properties/error")
+        .cloned()
+        .and_then(|e| serde_json::from_value(e).ok())
+        .unwrap_or_else(|| {
+            ErrorDetail::new(
+                "DeploymentStackFailed",
+                format!("The deployment stack '{name}' did not succeed."),
+            )
+        });
+    output::print_error_json(&detail);
+}
+
+fn emit_stack(format: Format, stack: &Value, query: Option<&str>) -> CmdResult<()> {
+    match query {
+        Some(path) => print_query(format, stack, path),
+        None => output::emit_one(format, stack, STACK_COLUMNS),
+    }
+}
+
+async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) -> CmdResult {
+    // Everything the command line can get wrong is found before anything is opened or sent.
+    let scope = match &command {
+        StackCommand::Create(a) => scope_of(target, kind, &a.stack.scope)?,
+        StackCommand::Validate(a) | StackCommand::WhatIf(a) => scope_of(target, kind, &a.scope)?,
+        StackCommand::Show(a) => scope_of(target, kind, &a.named.scope)?,
+        StackCommand::Export(a) => scope_of(target, kind, &a.scope)?,
+        StackCommand::List(a) => scope_of(target, kind, &a.scope)?,
+        StackCommand::Delete(a) => scope_of(target, kind, &a.scope)?,
     };
-    let scope = scope_of(target, is_group, scope_args)?;
-    let name = name.unwrap_or_default().to_owned();
-    if let StackCommand::Delete(a) = &command
-        && !a.yes
-        && !confirm(&format!(
-            "Delete stack '{name}' ({:?} its resources)? (y/n): ",
-            a.action_on_unmanage.action()?.resources
-        ))?
-    {
-        return Err(Failure::usage(
-            "not deleted: the deletion was not confirmed",
-        ));
+    match command {
+        StackCommand::Create(a) => {
+            let request = stack_request(target, kind, &a.stack)?;
+            let deletes = !matches!(a.stack.action_on_unmanage, UnmanagePreset::DetachAll);
+            if deletes
+                && !a.stack.yes
+                && !confirm("Resources that leave the stack will be deleted. Continue? (y/n): ")?
+            {
+                return Err(Failure::usage("not changed: the update was not confirmed"));
+            }
+            with_backend(target, async move |backend| {
+                create(backend, scope, a, request).await
+            })
+            .await
+        }
+        StackCommand::Validate(a) => {
+            let request = stack_request(target, kind, &a)?;
+            with_backend(target, async move |backend| {
+                let result = backend.validate(&scope, &a.name, &request).await?;
+                if let Some(error) = carried_error(&result, 400) {
+                    return Err(error);
+                }
+                output::emit_one(a.output, &result, &[("Name", "/name")])?;
+                Ok(ExitCode::SUCCESS)
+            })
+            .await
+        }
+        StackCommand::WhatIf(a) => {
+            let request = what_if_request(&scope, &a.name, stack_request(target, kind, &a)?)?;
+            with_backend(target, async move |backend| {
+                let result = backend
+                    .what_if(&scope, &format!("{}-whatif", a.name), &request)
+                    .await?;
+                if let Some(error) = carried_error(&result, 400) {
+                    return Err(error);
+                }
+                output::emit_one(a.output, &result, &[("Name", "/name")])?;
+                Ok(ExitCode::SUCCESS)
+            })
+            .await
+        }
+        StackCommand::Show(a) => {
+            with_backend(target, async move |backend| {
+                let stack = backend.get(&scope, &a.named.name).await?;
+                emit_stack(a.named.output, &stack, a.query.as_deref())?;
+                Ok(ExitCode::SUCCESS)
+            })
+            .await
+        }
+        StackCommand::List(a) => {
+            with_backend(target, async move |backend| {
+                let stacks = backend.list(&scope).await?;
+                match &a.query {
+                    Some(path) => print_query(a.output, &Value::Array(stacks), path)?,
+                    None => output::emit_list(a.output, &stacks, STACK_COLUMNS)?,
+                }
+                Ok(ExitCode::SUCCESS)
+            })
+            .await
+        }
+        StackCommand::Export(a) => {
+            with_backend(target, async move |backend| {
+                let exported = backend.export_template(&scope, &a.name).await?;
+                output::emit_one(a.output, &exported, &[])?;
+                Ok(ExitCode::SUCCESS)
+            })
+            .await
+        }
+        StackCommand::Delete(a) => {
+            let action = unmanage_action(a.action_on_unmanage, a.resources_without_delete_support)?;
+            if !a.yes
+                && !confirm(&format!(
+                    "Delete stack '{}' ({} its resources)? (y/n): ",
+                    a.name, action.resources
+                ))?
+            {
+                return Err(Failure::usage(
+                    "not deleted: the deletion was not confirmed",
+                ));
+            }
+            let options = StackDeleteOptions {
+                action_on_unmanage: action,
+                bypass_stack_out_of_sync_error: a.bypass_out_of_sync,
+            };
+            with_backend(target, async move |backend| {
+                delete(backend, scope, a, options).await
+            })
+            .await
+        }
     }
-    if let StackCommand::Create(a) = &command
-        && !a.yes
-        && !matches!(a.action_on_unmanage, UnmanagePreset::DetachAll)
-        && !confirm("Resources that leave the stack will be deleted. Continue? (y/n): ")?
-    {
-        return Err(Failure::usage("not changed: the update was not confirmed"));
-    }
-    let local = open(target).await?;
-    let result = run_command(&local.service, &scope, &name, command).await;
-    let _ = local.store.close().await;
+}
+
+/// Runs `work` on the backend the flags name and closes it, whatever the outcome.
+async fn with_backend<F>(target: &TargetArgs, work: F) -> CmdResult
+where
+    F: AsyncFnOnce(&StackBackend) -> CmdResult,
+{
+    let backend = StackBackend::connect(target).await?;
+    let result = work(&backend).await;
+    backend.close().await;
     result
 }
 
-async fn run_command(
-    service: &StackService,
-    scope: &str,
-    name: &str,
-    command: StackCommand,
+async fn create(
+    backend: &StackBackend,
+    scope: String,
+    a: CreateArgs,
+    request: DeploymentStack,
 ) -> CmdResult {
-    match command {
-        StackCommand::Create(a) => {
-            let request = stack_request(&a)?;
-            service
-                .create_or_update(scope, name, request, None)
-                .await
-                .map_err(Failure::Arm)?;
-            let Some(stack) = wait(service, scope, name).await? else {
-                return Err(Failure::usage(format!(
-                    "the stack '{name}' disappeared while it was deployed"
-                )));
-            };
-            output::emit_one(a.output, &stack, STACK_COLUMNS)?;
-            if failed(&stack) {
-                return Ok(ExitCode::from(output::EXIT_FAILED));
-            }
-        }
-        StackCommand::Validate(a) => {
-            let request = stack_request(&a)?;
-            let result = service
-                .validate(scope, name, request)
-                .await
-                .map_err(Failure::Arm)?;
-            let value = serde_json::to_value(result).map_err(|e| Failure::Other(e.into()))?;
-            output::emit_one(a.output, &value, &[("Name", "/name")])?;
-        }
-        StackCommand::WhatIf(a) => {
-            let request = stack_request(&a)?;
-            let mut body = serde_json::to_value(&request).map_err(|e| Failure::Other(e.into()))?;
-            body["properties"]["deploymentStackResourceId"] = json!(format!(
-                "{scope}/providers/Microsoft.Resources/deploymentStacks/{name}"
-            ));
-            body["properties"]["retentionInterval"] = json!("P1D");
-            let what_if = serde_json::from_value(body)
-                .map_err(|e| Failure::usage(format!("the what-if request is not valid: {e}")))?;
-            let accepted = service
-                .what_if(scope, &format!("{name}-whatif"), what_if)
-                .await
-                .map_err(Failure::Arm)?;
-            let value =
-                serde_json::to_value(accepted.result).map_err(|e| Failure::Other(e.into()))?;
-            output::emit_one(a.output, &value, &[("Name", "/name")])?;
-        }
-        StackCommand::Show(a) => {
-            let stack = service.get(scope, name).await.map_err(Failure::Arm)?;
-            let value = serde_json::to_value(stack).map_err(|e| Failure::Other(e.into()))?;
-            output::emit_one(a.output, &value, STACK_COLUMNS)?;
-        }
-        StackCommand::List(a) => {
-            let mut all = Vec::new();
-            let mut page = cairn_store::PageRequest::default();
-            loop {
-                let listed = service
-                    .list(scope, page.clone())
-                    .await
-                    .map_err(Failure::Arm)?;
-                for stack in listed.value {
-                    all.push(serde_json::to_value(stack).map_err(|e| Failure::Other(e.into()))?);
-                }
-                match listed.continuation {
-                    Some(token) => page.continuation = Some(token),
-                    None => break,
-                }
-            }
-            output::emit_list(a.output, &all, STACK_COLUMNS)?;
-        }
-        StackCommand::Delete(a) => {
-            let options = StackDeleteOptions {
-                action_on_unmanage: a.action_on_unmanage.action()?,
-                bypass_stack_out_of_sync_error: a.bypass_out_of_sync,
-            };
-            let started = service
-                .delete(scope, name, options, None)
-                .await
-                .map_err(Failure::Arm)?;
-            if !started {
-                return Err(Failure::Arm(
-                    cairn_arm::ArmError::deployment_stack_not_found(name),
-                ));
-            }
-            if let Some(stack) = wait(service, scope, name).await? {
-                output::emit_one(Format::Json, &stack, STACK_COLUMNS)?;
-                return Ok(ExitCode::from(output::EXIT_FAILED));
-            }
-        }
-        StackCommand::Export(a) => {
-            let exported = service
-                .export_template(scope, name)
-                .await
-                .map_err(Failure::Arm)?;
-            let value = serde_json::to_value(exported).map_err(|e| Failure::Other(e.into()))?;
-            output::emit_one(a.output, &value, &[])?;
-        }
+    let name = &a.stack.name;
+    let started = backend.create_or_update(&scope, name, &request).await?;
+    // The accepted record holds no lists of an earlier operation (a PUT clears them): start from it.
+    let mut watch = StackWatch::new(name, Some(&started.stack));
+    for line in watch.observe(&started.stack, std::time::Duration::ZERO) {
+        eprintln!("{line}");
+    }
+    let Some(stack) = follow(backend, &scope, name, &mut watch, started.poll, None).await? else {
+        return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
+    };
+    emit_stack(a.stack.output, &stack, a.query.as_deref())?;
+    if failed(&stack) {
+        report_stack_error(&stack, name);
+        return Ok(ExitCode::from(output::EXIT_FAILED));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+async fn delete(
+    backend: &StackBackend,
+    scope: String,
+    a: DeleteArgs,
+    options: StackDeleteOptions,
+) -> CmdResult {
+    let name = &a.name;
+    // The record as it was: its lists are the previous operation's, and its managed set says what to account
+    // for if the stack is gone before the service reports every resource.
+    let before = backend.get(&scope, name).await?;
+    let Some(started) = backend.delete(&scope, name, &options).await? else {
+        return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
+    };
+    let mut watch = StackWatch::new(name, Some(&before));
+    let action = &options.action_on_unmanage;
+    let remaining = follow(
+        backend,
+        &scope,
+        name,
+        &mut watch,
+        started.poll,
+        Some(action),
+    )
+    .await?;
+    match remaining {
+        None => Ok(ExitCode::SUCCESS),
+        // The stack outlived its delete: some resources could not be deleted (they stay `deleteFailed`).
+        Some(stack) => {
+            output::emit_one(a.output, &stack, STACK_COLUMNS)?;
+            report_stack_error(&stack, name);
+            Ok(ExitCode::from(output::EXIT_FAILED))
+        }
+    }
 }
 
 /// Asks on a terminal; scripts (stdin not a terminal) are not asked, as `--yes` is implied.
@@ -519,30 +631,68 @@ fn confirm(question: &str) -> Result<bool, Failure> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
-fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
-    crate::extension::load_registry(flag, home).map_err(|e| Failure::Usage(format!("{e:#}")))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::Map;
+    use clap::Parser;
+
+    /// The `cairn` command line, enough of it to parse `stack` flags.
+    #[derive(Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: TestCommand,
+    }
+
+    #[derive(Subcommand)]
+    enum TestCommand {
+        Stack(StackArgs),
+    }
+
+    fn template_file(dir: &std::path::Path) -> String {
+        let path = dir.join("main.json");
+        std::fs::write(
+            &path,
+            json!({"$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                   "contentVersion": "1.0.0.0", "parameters": {"a": {"type": "int"}}, "resources": []})
+            .to_string(),
+        )
+        .unwrap();
+        path.display().to_string()
+    }
+
+    /// The request `cairn stack ... create <args>` would send, with its scope kind.
+    fn request_for(args: &[&str]) -> Result<DeploymentStack, Failure> {
+        let mut line = vec!["cairn", "stack"];
+        line.extend_from_slice(args);
+        let Cli {
+            command: TestCommand::Stack(parsed),
+        } = Cli::try_parse_from(line).unwrap();
+        let (kind, command) = match parsed.scope {
+            StackScope::Group { command } => (ScopeKind::Group, command),
+            StackScope::Sub { command } => (ScopeKind::Subscription, command),
+        };
+        let StackCommand::Create(a) = command else {
+            panic!("not a create")
+        };
+        stack_request(&parsed.target, kind, &a.stack)
+    }
 
     #[test]
     fn presets_map_to_unmanage_actions() {
         let all = UnmanagePreset::DeleteAll.action().unwrap();
         assert_eq!(
-            serde_json::to_value(&all).unwrap()["resourceGroups"],
-            "delete"
+            serde_json::to_value(&all).unwrap(),
+            json!({"resources": "delete", "resourceGroups": "delete", "managementGroups": "delete"})
         );
-        let resources = UnmanagePreset::DeleteResources.action().unwrap();
+        let resources = unmanage_action(
+            UnmanagePreset::DeleteResources,
+            Some(WithoutDeleteSupport::Detach),
+        )
+        .unwrap();
         assert_eq!(
-            serde_json::to_value(&resources).unwrap()["resources"],
-            "delete"
-        );
-        assert_eq!(
-            serde_json::to_value(&resources).unwrap()["resourceGroups"],
-            "detach"
+            serde_json::to_value(&resources).unwrap(),
+            json!({"resources": "delete", "resourceGroups": "detach", "managementGroups": "detach",
+                   "resourcesWithoutDeleteSupport": "detach"})
         );
         let detach = UnmanagePreset::DetachAll.action().unwrap();
         assert_eq!(
@@ -552,10 +702,97 @@ mod tests {
     }
 
     #[test]
-    fn required_settings_are_filled_for_parsing() {
-        let body = properties_with_required(json!({"template": {}})).unwrap();
-        assert_eq!(body["actionOnUnmanage"]["resources"], "detach");
-        assert!(properties_with_required(json!([])).is_err());
-        let _: Map<String, Value> = serde_json::from_value(body).unwrap();
+    fn az_flags_fill_the_stack_body() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = template_file(dir.path());
+        let request = request_for(&[
+            "sub",
+            "create",
+            "-n",
+            "st",
+            "-l",
+            "local",
+            "-f",
+            &file,
+            "-p",
+            "a=1",
+            "-p",
+            "a=2",
+            "--aou",
+            "deleteResources",
+            "--resources-without-delete-support",
+            "detach",
+            "--deny-settings-mode",
+            "denyDelete",
+            "--deny-settings-excluded-principals",
+            "p1",
+            "p2",
+            "--ea",
+            "Microsoft.Web/sites/write",
+            "--deny-settings-apply-to-child-scopes",
+            "--tags",
+            "env=dev",
+            "team=a",
+            "--deployment-resource-group",
+            "app",
+            "--description",
+            "d",
+        ])
+        .unwrap();
+        let body = serde_json::to_value(&request).unwrap();
+        let p = &body["properties"];
+        assert_eq!(p["parameters"], json!({"a": {"value": 2}}));
+        assert_eq!(
+            p["actionOnUnmanage"]["resourcesWithoutDeleteSupport"],
+            "detach"
+        );
+        assert_eq!(
+            p["denySettings"],
+            json!({"mode": "denyDelete", "excludedPrincipals": ["p1", "p2"],
+                   "excludedActions": ["Microsoft.Web/sites/write"], "applyToChildScopes": true})
+        );
+        assert_eq!(
+            p["deploymentScope"],
+            "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/app"
+        );
+        assert_eq!(body["tags"], json!({"env": "dev", "team": "a"}));
+        assert_eq!(body["location"], "local");
+        assert_eq!(p["description"], "d");
+    }
+
+    #[test]
+    fn scope_flags_are_checked_before_anything_is_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = template_file(dir.path());
+        let base = ["-n", "st", "-f", file.as_str(), "--aou", "detachAll"];
+        let sub_without_location = [&["sub", "create"][..], &base[..]].concat();
+        assert!(
+            matches!(request_for(&sub_without_location), Err(Failure::Usage(m)) if m.contains("--location"))
+        );
+        let group_with_deployment_group = [
+            &["group", "create", "-g", "rg"][..],
+            &base[..],
+            &["--deployment-resource-group", "x"][..],
+        ]
+        .concat();
+        assert!(matches!(
+            request_for(&group_with_deployment_group),
+            Err(Failure::Usage(m)) if m.contains("--deployment-resource-group")
+        ));
+        let minimal = [&["group", "create", "-g", "rg"][..], &base[..]].concat();
+        let body = serde_json::to_value(request_for(&minimal).unwrap()).unwrap();
+        assert_eq!(body["properties"]["denySettings"], json!({"mode": "none"}));
+        assert!(body.get("tags").is_none());
+        assert!(body["properties"].get("parameters").is_none());
+    }
+
+    #[test]
+    fn carried_errors_become_arm_failures() {
+        let result = json!({"error": {"code": "InvalidTemplate", "message": "m", "target": "t"}});
+        let Some(Failure::Arm(e)) = carried_error(&result, 400) else {
+            panic!("no failure")
+        };
+        assert_eq!((e.status(), e.code()), (400, "InvalidTemplate"));
+        assert!(carried_error(&json!({"error": null, "name": "x"}), 400).is_none());
     }
 }

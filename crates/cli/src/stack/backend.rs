@@ -1,0 +1,230 @@
+//! Where `cairn stack` sends its requests: the stack service in this process on `$CAIRN_HOME` (engine, store and
+//! extension host, as the other in-process commands run them) or a cairn server (`--server`) over the
+//! deploymentStacks REST API. Both answer in the API's JSON shapes with ARM errors (a missing stack is 404
+//! `DeploymentStackNotFound` either way), so the verbs do not care which one they talk to.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context as _;
+use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
+use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
+use cairn_engine::{Engine, EngineSettings, Providers, RecoveryPolicy};
+use cairn_host::{ExtensionHost, HostSettings};
+use cairn_stack_service::{StackService, StackServiceSettings};
+use cairn_store::{PageRequest, Store};
+use cairn_store_sqlite::SqliteStore;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::backend::TargetArgs;
+use crate::client::ArmClient;
+use crate::output::Failure;
+
+/// How often the in-process service's record is read while an operation runs (it is a local database read).
+const LOCAL_POLL: Duration = Duration::from_millis(200);
+
+/// The stack service in this process, or a server.
+pub(crate) enum StackBackend {
+    Local(Box<LocalStacks>),
+    Remote(ArmClient),
+}
+
+/// The stack service over `$CAIRN_HOME`, and the store to close when the command ends.
+pub(crate) struct LocalStacks {
+    service: StackService,
+    store: Arc<dyn Store>,
+}
+
+/// A create/update or delete the backend took: the stack as accepted (`Null` for a delete) and how long to wait
+/// between reads of the stack while it runs.
+#[derive(Debug)]
+pub(crate) struct Started {
+    pub(crate) stack: Value,
+    pub(crate) poll: Duration,
+}
+
+fn to_json<T: Serialize>(value: &T) -> Result<Value, Failure> {
+    serde_json::to_value(value).map_err(|e| Failure::Other(e.into()))
+}
+
+impl StackBackend {
+    /// The server `--server` names, else the service on `$CAIRN_HOME` with the extension registry of
+    /// `--registry`, `$CAIRN_EXTENSIONS` or `$CAIRN_HOME/extensions.json`.
+    pub(crate) async fn connect(target: &TargetArgs) -> Result<Self, Failure> {
+        match target.server_client()? {
+            Some(client) => Ok(StackBackend::Remote(client)),
+            None => Ok(StackBackend::Local(Box::new(
+                LocalStacks::open(target).await?,
+            ))),
+        }
+    }
+
+    /// Starts a create or update; it runs in the background (in this process, or on the server).
+    pub(crate) async fn create_or_update(
+        &self,
+        scope: &str,
+        name: &str,
+        request: &DeploymentStack,
+    ) -> Result<Started, Failure> {
+        match self {
+            StackBackend::Local(l) => {
+                let accepted = l
+                    .service
+                    .create_or_update(scope, name, request.clone(), None)
+                    .await?;
+                Ok(Started {
+                    stack: to_json(&accepted.stack)?,
+                    poll: LOCAL_POLL,
+                })
+            }
+            StackBackend::Remote(r) => {
+                let accepted = r.put_stack(scope, name, &to_json(request)?).await?;
+                Ok(Started {
+                    stack: accepted.body,
+                    poll: accepted.poll,
+                })
+            }
+        }
+    }
+
+    /// The stack, or 404 `DeploymentStackNotFound`.
+    pub(crate) async fn get(&self, scope: &str, name: &str) -> Result<Value, Failure> {
+        match self {
+            StackBackend::Local(l) => to_json(&l.service.get(scope, name).await?),
+            StackBackend::Remote(r) => r.get_stack(scope, name).await,
+        }
+    }
+
+    /// Every stack of the scope.
+    pub(crate) async fn list(&self, scope: &str) -> Result<Vec<Value>, Failure> {
+        match self {
+            StackBackend::Local(l) => {
+                let mut all = Vec::new();
+                let mut page = PageRequest::default();
+                loop {
+                    let listed = l.service.list(scope, page.clone()).await?;
+                    for stack in listed.value {
+                        all.push(to_json(&stack)?);
+                    }
+                    match listed.continuation {
+                        Some(token) => page.continuation = Some(token),
+                        None => return Ok(all),
+                    }
+                }
+            }
+            StackBackend::Remote(r) => r.list_stacks(scope).await,
+        }
+    }
+
+    /// Starts deleting the stack; `None` when there is no such stack.
+    pub(crate) async fn delete(
+        &self,
+        scope: &str,
+        name: &str,
+        options: &StackDeleteOptions,
+    ) -> Result<Option<Started>, Failure> {
+        match self {
+            StackBackend::Local(l) => {
+                let started = l.service.delete(scope, name, options.clone(), None).await?;
+                Ok(started.then_some(Started {
+                    stack: Value::Null,
+                    poll: LOCAL_POLL,
+                }))
+            }
+            StackBackend::Remote(r) => {
+                Ok(r.delete_stack(scope, name, options)
+                    .await?
+                    .map(|accepted| Started {
+                        stack: accepted.body,
+                        poll: accepted.poll,
+                    }))
+            }
+        }
+    }
+
+    /// The validate result; an invalid stack is the 400 ARM error.
+    pub(crate) async fn validate(
+        &self,
+        scope: &str,
+        name: &str,
+        request: &DeploymentStack,
+    ) -> Result<Value, Failure> {
+        match self {
+            StackBackend::Local(l) => {
+                to_json(&l.service.validate(scope, name, request.clone()).await?)
+            }
+            StackBackend::Remote(r) => r.validate_stack(scope, name, &to_json(request)?).await,
+        }
+    }
+
+    /// `{template?, templateLink?}` of the stack's deployment.
+    pub(crate) async fn export_template(&self, scope: &str, name: &str) -> Result<Value, Failure> {
+        match self {
+            StackBackend::Local(l) => to_json(&l.service.export_template(scope, name).await?),
+            StackBackend::Remote(r) => r.export_stack_template(scope, name).await,
+        }
+    }
+
+    /// Computes the what-if result `name` (a `deploymentStacksWhatIfResults` resource) and returns it finished.
+    pub(crate) async fn what_if(
+        &self,
+        scope: &str,
+        name: &str,
+        request: &DeploymentStacksWhatIfResult,
+    ) -> Result<Value, Failure> {
+        match self {
+            StackBackend::Local(l) => {
+                let accepted = l.service.what_if(scope, name, request.clone()).await?;
+                to_json(&accepted.result)
+            }
+            StackBackend::Remote(r) => r.stack_what_if(scope, name, &to_json(request)?).await,
+        }
+    }
+
+    /// Closes the in-process store. Operations still running in this process are abandoned with it: commands
+    /// wait for their operation to end before they close.
+    pub(crate) async fn close(self) {
+        if let StackBackend::Local(l) = self {
+            let _ = l.store.close().await;
+        }
+    }
+}
+
+impl LocalStacks {
+    async fn open(target: &TargetArgs) -> Result<Self, Failure> {
+        let home = crate::local::cairn_home()?;
+        let registry = crate::extension::load_registry(target.registry.as_deref(), &home)
+            .map_err(|e| Failure::Usage(format!("{e:#}")))?;
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(&home).await.with_context(|| {
+                format!("cannot open the cairn data directory {}", home.display())
+            })?);
+        let host = Arc::new(ExtensionHost::new(
+            Arc::new(registry),
+            HostSettings::default(),
+            "cairn://cli",
+        ));
+        let settings = EngineSettings {
+            // A command killed mid-run leaves its deployment to the next command, as `cairn deployment` does.
+            recovery: RecoveryPolicy::Fail,
+            claim_ttl: Duration::from_secs(20),
+            heartbeat_interval: Duration::from_secs(5),
+            ..EngineSettings::default()
+        };
+        let engine = Engine::new(store.clone(), host.clone(), Providers::empty(), settings)?;
+        engine.recover().await?;
+        let service = StackService::new(
+            engine,
+            store.clone(),
+            host,
+            Providers::empty(),
+            StackServiceSettings {
+                lease_ttl: Duration::from_secs(30),
+                heartbeat_interval: Duration::from_secs(5),
+                ..StackServiceSettings::default()
+            },
+        );
+        Ok(LocalStacks { service, store })
+    }
+}

@@ -1,4 +1,4 @@
-//! Deployment stacks (`{rg|sub}/providers/Microsoft.Resources/deploymentStacks/...`) over the stack service:
+//! Deployment stacks (`{rg|sub|mg}/providers/Microsoft.Resources/deploymentStacks/...`) over the stack service:
 //! PUT as a long-running operation (201/200 + `Azure-AsyncOperation` + `Retry-After`), GET, LIST, DELETE
 //! (202 + `Location` with the `unmanageAction.*` query parameters; 204 when absent), POST validate and
 //! exportTemplate, and the operation status the PUT and DELETE hand out (read from the stack itself, so it
@@ -11,7 +11,7 @@ use cairn_arm::models::stack::{
     DeploymentStack, DeploymentStackValidateResult, StackDeleteOptions,
 };
 use cairn_arm::route::StackAction;
-use cairn_arm::{ArmError, ResourceId};
+use cairn_arm::{ArmError, ResourceId, ResourceIdKind};
 use cairn_stack_service::StackService;
 use cairn_store::PageRequest;
 
@@ -35,16 +35,21 @@ fn service(state: &AppState) -> Result<&StackService, ArmError> {
     })
 }
 
-/// `(scope, name)` of a stack id. Stacks live at resource-group and subscription scope here.
+/// `(scope, name)` of a stack id. Stacks live at resource-group, subscription and management-group scope.
 fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
     let scope = id
         .scope_id()
         .ok_or_else(|| ArmError::invalid_resource_id(&id.to_string(), "a stack needs a scope"))?;
-    if scope.subscription_id().is_none() {
+    if !matches!(
+        scope.kind(),
+        ResourceIdKind::ResourceGroup
+            | ResourceIdKind::Subscription
+            | ResourceIdKind::ManagementGroup
+    ) {
         return Err(ArmError::new(
             400,
             "UnsupportedScope",
-            "cairn serves deployment stacks at resource-group and subscription scope.",
+            "Deployment stacks live at resource-group, subscription and management-group scope.",
         ));
     }
     let name = id

@@ -312,3 +312,211 @@ async fn stacks_over_the_api() {
         list.text
     );
 }
+
+/// A management-group stack of Local `File` resources under `root`.
+fn file_stack_body(root: &str, files: &[&str], extra: Value) -> Value {
+    let resources: serde_json::Map<String, Value> = files
+        .iter()
+        .map(|name| {
+            (
+                (*name).to_owned(),
+                json!({"extension": "local", "type": "File",
+                       "properties": {"path": format!("{name}.txt"), "content": name}}),
+            )
+        })
+        .collect();
+    let mut body = json!({
+        "location": "westus",
+        "properties": {
+            "template": {
+                "$schema": "https://schema.management.azure.com/schemas/2019-08-01/managementGroupDeploymentTemplate.json#",
+                "languageVersion": "2.2-experimental",
+                "contentVersion": "1.0.0.0",
+                "extensions": {"local": {"name": "Local", "version": "1.0.0",
+                                         "config": {"rootDirectory": {"type": "string"}}}},
+                "resources": resources
+            },
+            "extensionConfigs": {"local": {"rootDirectory": {"value": root}}},
+            "actionOnUnmanage": {"resources": "delete", "managementGroups": "detach"},
+            "denySettings": {"mode": "none"}
+        }
+    });
+    if let (Some(properties), Some(extra)) = (body["properties"].as_object_mut(), extra.as_object())
+    {
+        properties.extend(extra.clone());
+    }
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn management_group_stacks_deploy_update_and_delete() {
+    let app = TestApp::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap().to_owned();
+    let mg = "/providers/Microsoft.Management/managementGroups/platform";
+    let stack = format!("{mg}/providers/Microsoft.Resources/deploymentStacks/files");
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{stack}?api-version=2025-07-01"),
+        Some(file_stack_body(&root, &["a", "b"], json!({})).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+    assert_eq!(put.json["properties"]["deploymentScope"], mg);
+    let done = poll_async(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    assert_eq!(done["status"], "Succeeded", "{done:#}");
+    assert!(dir.path().join("a.txt").exists() && dir.path().join("b.txt").exists());
+    let got = call(
+        &app.router,
+        "GET",
+        &format!("{stack}?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        got.json["properties"]["resources"].as_array().map(Vec::len),
+        Some(2),
+        "{}",
+        got.text
+    );
+    assert!(
+        got.json["properties"]["deploymentId"]
+            .as_str()
+            .is_some_and(|id| id.starts_with(mg)),
+        "{}",
+        got.text
+    );
+
+    // Update without b: deleted through the extension.
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{stack}?api-version=2025-07-01"),
+        Some(file_stack_body(&root, &["a"], json!({})).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 200, "{}", put.text);
+    let done = poll_async(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    assert_eq!(done["status"], "Succeeded", "{done:#}");
+    assert!(!dir.path().join("b.txt").exists());
+
+    let list = call(
+        &app.router,
+        "GET",
+        &format!("{mg}/providers/Microsoft.Resources/deploymentStacks?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(
+        list.json["value"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        list.text
+    );
+
+    // A management-group stack deploys into its group or a subscription, not into a resource group.
+    let refused = call(
+        &app.router,
+        "PUT",
+        &format!(
+            "{mg}/providers/Microsoft.Resources/deploymentStacks/elsewhere?api-version=2025-07-01"
+        ),
+        Some(
+            file_stack_body(
+                &root,
+                &["c"],
+                json!({"deploymentScope": format!("{SUB}/resourceGroups/st")}),
+            )
+            .to_string(),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status.as_u16(), 400, "{}", refused.text);
+    assert_eq!(
+        refused.json["error"]["code"],
+        "InvalidDeploymentStackDeploymentScope"
+    );
+    assert_eq!(
+        refused.json["error"]["target"],
+        "properties.deploymentScope"
+    );
+
+    // Delete with unmanageAction.Resources=delete removes the remaining file and the stack.
+    let delete = call(
+        &app.router,
+        "DELETE",
+        &format!("{stack}?api-version=2025-07-01&unmanageAction.Resources=delete"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(delete.status.as_u16(), 202, "{}", delete.text);
+    let mut gone = false;
+    for _ in 0..400 {
+        let answer = call(
+            &app.router,
+            "GET",
+            &format!("{stack}?api-version=2025-07-01"),
+            None,
+            None,
+        )
+        .await;
+        if answer.status.as_u16() == 404 {
+            gone = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    assert!(gone, "the management-group stack was deleted");
+    assert!(!dir.path().join("a.txt").exists());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_scopes_outside_the_stack_are_refused() {
+    let app = TestApp::new().await;
+    let stack = format!("{SUB}/resourceGroups/st/providers/Microsoft.Resources/deploymentStacks/x");
+    let mut body = stack_body(&["v"]);
+    body["properties"]["deploymentScope"] = json!(format!("{SUB}/resourceGroups/other"));
+    let refused = call(
+        &app.router,
+        "PUT",
+        &format!("{stack}?api-version=2025-07-01"),
+        Some(body.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status.as_u16(), 400, "{}", refused.text);
+    assert_eq!(
+        refused.json["error"]["code"],
+        "InvalidDeploymentStackDeploymentScope"
+    );
+    let sub_stack = format!("{SUB}/providers/Microsoft.Resources/deploymentStacks/y");
+    body["properties"]["deploymentScope"] =
+        json!("/subscriptions/11111111-1111-1111-1111-111111111111/resourceGroups/st");
+    let refused = call(
+        &app.router,
+        "PUT",
+        &format!("{sub_stack}?api-version=2025-07-01"),
+        Some(body.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status.as_u16(), 400, "{}", refused.text);
+    // A subscription stack needs a location for its deployment.
+    let refused = call(
+        &app.router,
+        "PUT",
+        &format!("{sub_stack}?api-version=2025-07-01"),
+        Some(stack_body(&["v"]).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status.as_u16(), 400, "{}", refused.text);
+    assert_eq!(refused.json["error"]["code"], "LocationRequired");
+}

@@ -38,7 +38,7 @@ use cairn_arm::models::stack::{
     DeploymentStackValidateProperties, DeploymentStackValidateResult, ResourceReference,
     StackDeleteOptions,
 };
-use cairn_arm::{ArmError, ErrorDetail, ResourceId};
+use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_engine::{DeployOptions, Engine, Providers};
 use cairn_host::ExtensionHost;
 use cairn_stacks::directive::PersistedConfig;
@@ -239,6 +239,90 @@ fn validate_body(properties: &DeploymentStackProperties) -> Result<(), ArmError>
         PersistedConfig::from_arm(alias, config).map_err(|e| bad_request(e.to_error_detail()))?;
     }
     Ok(())
+/// Subscription and management-group stacks run a deployment at that scope, which needs a location (ARM's
+/// `LocationRequired`, refused before anything runs rather than as a failed deployment).
+fn check_location(scope: &str, request: &DeploymentStack) -> Result<(), ArmError> {
+    let needs_location = ResourceId::parse(scope).is_ok_and(|id| {
+        matches!(
+            id.kind(),
+            ResourceIdKind::Subscription | ResourceIdKind::ManagementGroup
+        )
+    });
+    if needs_location
+        && request
+            .location
+            .as_deref()
+            .is_none_or(|l| l.trim().is_empty())
+    {
+        return Err(ArmError::new(
+            400,
+            "LocationRequired",
+            "The location property is required for a deployment stack at subscription or management group scope.",
+        )
+        .with_target("location"));
+    }
+    Ok(())
+}
+
+/// Where a stack may deploy (`deploymentScope`; default its own scope): a resource-group stack into its group; a
+/// subscription stack into the subscription or one of its resource groups; a management-group stack into the
+/// group or a subscription (cairn keeps no management-group hierarchy, so any subscription counts as a child).
+/// Returns the effective scope.
+fn deployment_scope_of(
+    stack_scope: &str,
+    properties: &DeploymentStackProperties,
+) -> Result<String, ArmError> {
+    let stack_scope = stack_scope.trim_end_matches('/');
+    let Some(requested) = properties.deployment_scope.as_deref() else {
+        return Ok(stack_scope.to_owned());
+    };
+    let requested = requested.trim_end_matches('/');
+    let invalid = |why: &str| {
+        ArmError::new(
+            400,
+            "InvalidDeploymentStackDeploymentScope",
+            format!("The deployment scope '{requested}' is not valid for a stack at '{stack_scope}': {why}."),
+        )
+        .with_target("properties.deploymentScope")
+    };
+    let target = ResourceId::parse(requested)
+        .map_err(|_| invalid("it is not a resource group, subscription or management group ID"))?;
+    let stack = ResourceId::parse(stack_scope).map_err(|e| e.to_arm_error(stack_scope))?;
+    let same_subscription = || {
+        target
+            .subscription_id()
+            .zip(stack.subscription_id())
+            .is_some_and(|(a, b)| a.eq_ignore_ascii_case(b))
+    };
+    let allowed = match (stack.kind(), target.kind()) {
+        (ResourceIdKind::ResourceGroup, ResourceIdKind::ResourceGroup) => {
+            requested.eq_ignore_ascii_case(stack_scope)
+        }
+        (ResourceIdKind::ResourceGroup, _) => false,
+        (
+            ResourceIdKind::Subscription,
+            ResourceIdKind::Subscription | ResourceIdKind::ResourceGroup,
+        ) => same_subscription(),
+        (ResourceIdKind::ManagementGroup, ResourceIdKind::ManagementGroup) => {
+            requested.eq_ignore_ascii_case(stack_scope)
+        }
+        (ResourceIdKind::ManagementGroup, ResourceIdKind::Subscription) => true,
+        _ => false,
+    };
+    if !allowed {
+        return Err(invalid(match stack.kind() {
+            ResourceIdKind::ResourceGroup => {
+                "a resource-group stack deploys into its own resource group"
+            }
+            ResourceIdKind::Subscription => {
+                "a subscription stack deploys into its subscription or one of its resource groups"
+            }
+            _ => "a management-group stack deploys into its management group or a subscription",
+        }));
+    }
+    Ok(requested.to_owned())
+}
+
 }
 
 /// The deployment a stack runs.
@@ -429,6 +513,9 @@ impl StackService {
                     "The deployment stack '{name}' might not have an accurate list of managed resources (its last \
                      operation did not finish). To proceed, check the resources and retry with \
                      'bypassStackOutOfSyncError' set to true."
+        Ok(())
+    }
+
                 ),
             ));
         }
@@ -448,9 +535,6 @@ impl StackService {
         }
     }
 
-        Ok(())
-    }
-
     /// Starts a create or update; it runs in the background. 409 while another operation runs on the stack.
     pub async fn create_or_update(
         &self,
@@ -459,6 +543,8 @@ impl StackService {
         request: DeploymentStack,
         correlation_id: Option<String>,
     ) -> Result<Accepted, ArmError> {
+        check_location(scope, &request)?;
+        deployment_scope_of(scope, &request.properties)?;
         cairn_arm::names::validate_deployment_name(name)?;
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
@@ -521,13 +607,7 @@ impl StackService {
         p.template = None;
         p.template_link = request.properties.template_link.clone();
         p.parameters = public_parameters(&request.properties);
-        p.deployment_scope = Some(
-            request
-                .properties
-                .deployment_scope
-                .clone()
-                .unwrap_or_else(|| scope.trim_end_matches('/').to_owned()),
-        );
+        p.deployment_scope = Some(deployment_scope_of(scope, &request.properties)?);
         p.provisioning_state = Some(DeploymentStackProvisioningState::Deploying);
         p.correlation_id = Some(correlation_id.clone());
         p.bypass_stack_out_of_sync_error = None;
@@ -708,6 +788,9 @@ impl StackService {
                     },
                 )
                 .await
+            self.snapshot(&deployment_scope, &deployment_name, 0).await
+        }
+        .await;
                 .map_err(|e| e.to_arm())?;
             stack.properties.deployment_id = handle.accepted.id.clone();
             handle.wait().await.map_err(|e| e.to_arm())?;
@@ -737,9 +820,6 @@ impl StackService {
             correlation_id,
             started,
         } = run;
-            self.snapshot(&deployment_scope, &deployment_name, 0).await
-        }
-        .await;
         let mut state = previous.clone();
         let p = &mut stack.properties;
         let snapshot = match deployed {
@@ -801,6 +881,9 @@ impl StackService {
                     let claims = ownership.claims(resource.key());
                     if claims.iter().all(|claim| claim.shared) {
                         merged.merge(resource.clone());
+                return self.fail_with(fence, stack, state, errors, started).await;
+            }
+        };
                     }
                 }
                 state.managed_set = merged;
@@ -813,9 +896,6 @@ impl StackService {
         for resource in collected.resources.iter() {
             publishing_state.managed_set.merge(resource.clone());
         }
-                return self.fail_with(fence, stack, state, errors, started).await;
-            }
-        };
         let result = self
             .unmanage(
                 diff,
@@ -893,6 +973,9 @@ impl StackService {
             RunSettings::for_action(action).map_err(|e| bad_request(e.to_error_detail()))?;
         settings.max_rounds = self.inner.settings.max_delete_rounds.max(1);
         settings.max_in_flight = Some(self.inner.settings.max_deletes_in_flight.max(1));
+            host: self.inner.host.clone(),
+            correlation_id: correlation_id.to_owned(),
+        };
         let deleter = Deleter {
             store: self.inner.store.clone(),
             providers: self.inner.providers.clone(),
@@ -905,9 +988,6 @@ impl StackService {
                 self.inner.settings.progress_interval,
             )),
             _ => None,
-        };
-            host: self.inner.host.clone(),
-            correlation_id: correlation_id.to_owned(),
         };
         let report = deleter
             .run(
@@ -1107,11 +1187,7 @@ impl StackService {
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
         validation::check_stack_extension_configs(name, &request.properties)?;
-        let deployment_scope = request
-            .properties
-            .deployment_scope
-            .clone()
-            .unwrap_or_else(|| scope.trim_end_matches('/').to_owned());
+        let deployment_scope = deployment_scope_of(scope, &request.properties)?;
         let validated = self
             .inner
             .engine
@@ -1180,8 +1256,11 @@ impl StackService {
         })
     }
 }
-
+    stack: DeploymentStack,
     /// The stored state as the PUT found it (with the PUT pending).
+    previous: StoredState,
+    correlation_id: String,
+
 struct PutJob {
     request: DeploymentStack,
     fence: RecordFence,
@@ -1194,9 +1273,6 @@ struct PutRun<'a> {
     fence: &'a RecordFence,
     correlation_id: &'a str,
     started: Instant,
-    stack: DeploymentStack,
-    previous: StoredState,
-    correlation_id: String,
 }
 
 fn update_failed(details: Vec<ErrorDetail>) -> ErrorDetail {

@@ -149,17 +149,19 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             stack,
             operation_id,
         } => stacks::operation_status(state, call, stack, operation_id).await,
-        Target::DeploymentStacksWhatIfResults { scope } => stack_what_if::list(state, scope),
+        Target::DeploymentStacksWhatIfResults { scope } => {
+            stack_what_if::list(state, call, scope).await
+        }
         Target::DeploymentStacksWhatIfResult { id } => match method {
-            Get => stack_what_if::get(state, id),
+            Get => stack_what_if::get(state, id).await,
             Put => stack_what_if::put(state, call, id).await,
-            _ => stack_what_if::delete(state, id),
+            _ => stack_what_if::delete(state, id).await,
         },
         Target::DeploymentStacksWhatIfResultAction { id } => stack_what_if::action(state, id).await,
         Target::DeploymentStacksWhatIfResultOperationStatus {
             result,
             operation_id,
-        } => stack_what_if::operation_status(state, result, operation_id),
+        } => stack_what_if::operation_status(state, result, operation_id).await,
         Target::Resource { id } => resources::resource(state, call, id, method).await,
         Target::Resources { parent, .. } => Err(ArmError::resource_not_found(parent)),
         Target::ResourceAction { id, action } => resources::action(state, call, id, action).await,

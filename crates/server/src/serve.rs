@@ -154,6 +154,27 @@ pub async fn run(
             ..cairn_stack_service::StackServiceSettings::default()
         },
     );
+    // Stack what-if results past their retentionInterval are already invisible to the API; this sweep (at start,
+    // then every five minutes) removes them and their sealed requests from the store.
+    let what_if_sweeper = stack_service.clone();
+    let sweep_stop = shutdown.clone();
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(std::time::Duration::from_secs(300));
+        loop {
+            tokio::select! {
+                _ = sweep_stop.cancelled() => break,
+                _ = tick.tick() => {}
+            }
+            match what_if_sweeper.purge_expired_what_ifs().await {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged expired stack what-if results"),
+                Err(error) => tracing::warn!(
+                    error = %error.detail().message(),
+                    "purging expired stack what-if results failed"
+                ),
+            }
+        }
+    });
     let mut state = AppState::new(engine)
         .with_options(config.options)
         .with_extension_host(host)

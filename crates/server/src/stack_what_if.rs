@@ -1,11 +1,14 @@
-//! Deployment stack what-if results (`{rg|sub}/providers/Microsoft.Resources/deploymentStacksWhatIfResults`,
+//! Deployment stack what-if results (`{rg|sub|mg}/providers/Microsoft.Resources/deploymentStacksWhatIfResults`,
 //! 2025-07-01) and the bulk delete API (`POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete`), over
 //! the stack service.
 //!
 //! A what-if PUT runs synchronously (planning runs nothing) and answers 201 (new) or 200 with the finished
 //! result (`provisioningState: succeeded`) and an `Azure-AsyncOperation` header whose status is `Succeeded`, so
-//! LRO clients that poll get the same answer. GET, LIST, DELETE (200, 204 when absent) and `POST .../whatIf`
-//! (runs the stored request again; 200) complete the resource. Results are kept in memory by the service.
+//! LRO clients that poll get the same answer. GET, LIST (paged: `$top`, `nextLink` with `$skiptoken`), DELETE
+//! (200, 204 when absent) and `POST .../whatIf` (runs the stored request again; 200) complete the resource.
+//! Results are persisted by the service's store and kept for the request's `retentionInterval` (ISO 8601, e.g.
+//! `P7D`; a malformed one is 400 `InvalidRetentionInterval`): once it has passed a result is 404 to GET and POST,
+//! absent from LIST, and 204 to DELETE. Resource-group, subscription and management-group scopes are served.
 //!
 //! Bulk delete is not an ARM resource path `cairn_arm::route::classify` knows, so the dispatcher hands it here
 //! before classification: body `{ "resources": [entry...] }`, answer 200 `{ "value": [result...] }` in request
@@ -17,6 +20,7 @@ use cairn_arm::models::lro::{OperationStatus, OperationStatusResult};
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
 use cairn_arm::{ArmError, ResourceId};
 use cairn_stack_service::{BulkDeleteRequest, BulkDeleteResponse, StackService};
+use cairn_store::PageRequest;
 
 use crate::dispatch::{ApiResult, Call, parse_body};
 use crate::response::{
@@ -34,16 +38,16 @@ fn service(state: &AppState) -> Result<&StackService, ArmError> {
     })
 }
 
-/// `(scope, name)` of a what-if result id; resource-group and subscription scope, as for stacks.
+/// `(scope, name)` of a what-if result id: resource-group, subscription or management-group scope.
 fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
     let scope = id.scope_id().ok_or_else(|| {
         ArmError::invalid_resource_id(&id.to_string(), "a what-if result needs a scope")
     })?;
-    if scope.subscription_id().is_none() {
+    if scope.subscription_id().is_none() && scope.management_group_name().is_none() {
         return Err(ArmError::new(
             400,
             "UnsupportedScope",
-            "cairn serves deployment stack what-if results at resource-group and subscription scope.",
+            "cairn serves deployment stack what-if results at resource-group, subscription and management-group scope.",
         ));
     }
     let name = id.name().ok_or_else(|| {
@@ -65,22 +69,39 @@ fn status_url(call: &Call, id: &ResourceId, operation_id: &str) -> String {
     )
 }
 
-/// `GET .../deploymentStacksWhatIfResults`.
-pub(crate) fn list(state: &AppState, scope: &ResourceId) -> ApiResult {
-    let value = service(state)?.list_what_ifs(scope.to_string().trim_end_matches('/'));
+/// `GET .../deploymentStacksWhatIfResults`: the unexpired results, by name, in pages.
+pub(crate) async fn list(state: &AppState, call: &Call, scope: &ResourceId) -> ApiResult {
+    let scope_text = scope.to_string();
+    let scope_text = scope_text.trim_end_matches('/');
+    let page = PageRequest {
+        limit: call.route.query.top()?,
+        continuation: call.route.query.get("$skiptoken").map(str::to_owned),
+    };
+    let listed = service(state)?.list_what_ifs(scope_text, page).await?;
+    let next_link = listed.continuation.map(|token| {
+        format!(
+            "{}{}?api-version={}&$skiptoken={}",
+            call.base_url,
+            encode_id_path(&format!(
+                "{scope_text}/providers/Microsoft.Resources/deploymentStacksWhatIfResults"
+            )),
+            encode_query_value(&call.api_version),
+            encode_query_value(&token)
+        )
+    });
     Ok(json_response(
         StatusCode::OK,
         &ListResult {
-            value,
-            next_link: None,
+            value: listed.items,
+            next_link,
         },
     ))
 }
 
 /// `GET .../deploymentStacksWhatIfResults/{name}`.
-pub(crate) fn get(state: &AppState, id: &ResourceId) -> ApiResult {
+pub(crate) async fn get(state: &AppState, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
-    let result = service(state)?.get_what_if(&scope, &name)?;
+    let result = service(state)?.get_what_if(&scope, &name).await?;
     Ok(json_response(StatusCode::OK, &result))
 }
 
@@ -109,10 +130,10 @@ pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiRe
 }
 
 /// `DELETE .../deploymentStacksWhatIfResults/{name}`: 200, or 204 when there is none.
-pub(crate) fn delete(state: &AppState, id: &ResourceId) -> ApiResult {
+pub(crate) async fn delete(state: &AppState, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
     Ok(empty_response(
-        if service(state)?.delete_what_if(&scope, &name) {
+        if service(state)?.delete_what_if(&scope, &name).await? {
             StatusCode::OK
         } else {
             StatusCode::NO_CONTENT
@@ -128,21 +149,24 @@ pub(crate) async fn action(state: &AppState, id: &ResourceId) -> ApiResult {
 }
 
 /// The status a PUT hands out: what-ifs finish before the PUT answers, so a stored result is `Succeeded`.
-pub(crate) fn operation_status(
+pub(crate) async fn operation_status(
     state: &AppState,
     result_id: &ResourceId,
     operation_id: &str,
 ) -> ApiResult {
     let (scope, name) = scope_and_name(result_id)?;
-    let stored = service(state)?.get_what_if(&scope, &name).map_err(|_| {
-        ArmError::new(
-            404,
-            "OperationNotFound",
-            format!(
-                "The operation '{operation_id}' of what-if result '{name}' could not be found."
-            ),
-        )
-    })?;
+    let stored = service(state)?
+        .get_what_if(&scope, &name)
+        .await
+        .map_err(|_| {
+            ArmError::new(
+                404,
+                "OperationNotFound",
+                format!(
+                    "The operation '{operation_id}' of what-if result '{name}' could not be found."
+                ),
+            )
+        })?;
     let mut result = OperationStatusResult::new(OperationStatus::Succeeded);
     result.id = Some(format!(
         "{}/operationStatuses/{operation_id}",

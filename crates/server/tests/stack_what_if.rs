@@ -1,9 +1,17 @@
 //! Stack what-if results (`deploymentStacksWhatIfResults`, 2025-07-01: PUT, GET, LIST, POST whatIf, DELETE, the
-//! operation status) and `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete` over the API.
+//! operation status; persisted, expiring after `retentionInterval`, at resource-group, subscription and
+//! management-group scope) and `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete` over the API.
 
 mod common;
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use axum::Router;
+use cairn_engine::Providers;
+use cairn_server::{AppState, ServerOptions};
+use cairn_store::Store;
+use cairn_store_sqlite::SqliteStore;
 
 use common::*;
 use serde_json::{Value, json};
@@ -33,9 +41,13 @@ fn template(vaults: &[&str]) -> Value {
 }
 
 fn what_if_body(stack: &str, vaults: &[&str], action: &str) -> String {
+    what_if_body_kept_for(stack, vaults, action, "P7D")
+}
+
+fn what_if_body_kept_for(stack: &str, vaults: &[&str], action: &str, retention: &str) -> String {
     json!({"properties": {
         "deploymentStackResourceId": stack,
-        "retentionInterval": "P7D",
+        "retentionInterval": retention,
         "template": template(vaults),
         "actionOnUnmanage": {"resources": action},
         "denySettings": {"mode": "none"}
@@ -192,6 +204,293 @@ async fn what_if_results_over_the_api() {
     assert_eq!(
         gone.json["error"]["code"],
         "DeploymentStacksWhatIfResultNotFound"
+    );
+}
+
+/// The names in a what-if LIST answer.
+fn listed_names(answer: &Answer) -> Vec<String> {
+    answer.json["value"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["name"].as_str().map(str::to_owned))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_results_expire_after_their_retention_interval() {
+    let app = TestApp::new().await;
+    make_group(&app, "ex").await;
+    let rg = format!("{SUB}/resourceGroups/ex");
+    let stack = format!("{rg}/providers/Microsoft.Resources/deploymentStacks/st");
+    let results = format!("{rg}/providers/Microsoft.Resources/deploymentStacksWhatIfResults");
+    for (name, retention) in [("short", "PT1S"), ("long", "P1D")] {
+        let put = call(
+            &app.router,
+            "PUT",
+            &format!("{results}/{name}?{V}"),
+            Some(what_if_body_kept_for(&stack, &["v1"], "delete", retention)),
+            None,
+        )
+        .await;
+        assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+        assert_eq!(put.json["properties"]["retentionInterval"], retention);
+    }
+    let short = format!("{results}/short");
+    let live = call(&app.router, "GET", &format!("{short}?{V}"), None, None).await;
+    assert_eq!(live.status.as_u16(), 200, "{}", live.text);
+    // Paged: one per page, the nextLink carries the rest.
+    let first = call(
+        &app.router,
+        "GET",
+        &format!("{results}?{V}&$top=1"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(listed_names(&first), ["long"], "{}", first.text);
+    let next = first.json["nextLink"]
+        .as_str()
+        .expect("a nextLink")
+        .to_owned();
+    let second = call(&app.router, "GET", &path_of(&next), None, None).await;
+    assert_eq!(listed_names(&second), ["short"], "{}", second.text);
+    assert!(second.json["nextLink"].is_null(), "{}", second.text);
+
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let gone = call(&app.router, "GET", &format!("{short}?{V}"), None, None).await;
+    assert_eq!(gone.status.as_u16(), 404, "{}", gone.text);
+    assert_eq!(
+        gone.json["error"]["code"],
+        "DeploymentStacksWhatIfResultNotFound"
+    );
+    let list = call(&app.router, "GET", &format!("{results}?{V}"), None, None).await;
+    assert_eq!(listed_names(&list), ["long"], "{}", list.text);
+    let rerun = call(
+        &app.router,
+        "POST",
+        &format!("{short}/whatIf?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(rerun.status.as_u16(), 404, "{}", rerun.text);
+    let delete = call(&app.router, "DELETE", &format!("{short}?{V}"), None, None).await;
+    assert_eq!(delete.status.as_u16(), 204, "{}", delete.text);
+    let long = call(
+        &app.router,
+        "GET",
+        &format!("{results}/long?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(long.status.as_u16(), 200, "{}", long.text);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_bad_retention_interval_is_400() {
+    let app = TestApp::new().await;
+    make_group(&app, "bad").await;
+    let rg = format!("{SUB}/resourceGroups/bad");
+    let stack = format!("{rg}/providers/Microsoft.Resources/deploymentStacks/st");
+    let result = format!("{rg}/providers/Microsoft.Resources/deploymentStacksWhatIfResults/r");
+    for retention in ["a week", "P1M", "PT0S", "P1DT"] {
+        let put = call(
+            &app.router,
+            "PUT",
+            &format!("{result}?{V}"),
+            Some(what_if_body_kept_for(&stack, &["v1"], "delete", retention)),
+            None,
+        )
+        .await;
+        assert_eq!(put.status.as_u16(), 400, "{retention}: {}", put.text);
+        assert_eq!(put.json["error"]["code"], "InvalidRetentionInterval");
+        assert_eq!(
+            put.json["error"]["target"], "properties.retentionInterval",
+            "{}",
+            put.text
+        );
+    }
+    let get = call(&app.router, "GET", &format!("{result}?{V}"), None, None).await;
+    assert_eq!(get.status.as_u16(), 404);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_at_management_group_scope() {
+    let app = TestApp::new().await;
+    let root = tempfile::tempdir().expect("root");
+    let mg = "/providers/Microsoft.Management/managementGroups/mg1";
+    let stack = format!("{mg}/providers/Microsoft.Resources/deploymentStacks/st");
+    let result = format!("{mg}/providers/Microsoft.Resources/deploymentStacksWhatIfResults/r1");
+    let body = json!({"location": "westus", "properties": {
+        "deploymentStackResourceId": stack,
+        "retentionInterval": "P1D",
+        "template": {
+            "$schema": "https://schema.management.azure.com/schemas/2019-08-01/managementGroupDeploymentTemplate.json#",
+            "languageVersion": "2.2-experimental",
+            "contentVersion": "1.0.0.0",
+            "extensions": {"local": {"name": "Local", "version": "1.0.0",
+                                     "config": {"rootDirectory": {"type": "string"}}}},
+            "resources": {"note": {"extension": "local", "type": "File", "apiVersion": "1.0.0",
+                                   "properties": {"path": "note.txt", "content": "hello"}}}
+        },
+        "extensionConfigs": {"local": {"rootDirectory": {"value": root.path().to_string_lossy()}}},
+        "actionOnUnmanage": {"resources": "delete"},
+        "denySettings": {"mode": "none"}
+    }});
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{result}?{V}"),
+        Some(body.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+    let changes = put.json["properties"]["changes"]["resourceChanges"]
+        .as_array()
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(changes.len(), 1, "{}", put.text);
+    assert_eq!(changes[0]["changeType"], "create");
+    assert_eq!(changes[0]["identifiers"]["path"], "note.txt");
+    assert_eq!(put.json["id"], result);
+    assert_eq!(put.json["properties"]["deploymentScope"], mg);
+    assert!(
+        !root.path().join("note.txt").exists(),
+        "a what-if runs nothing"
+    );
+    let get = call(&app.router, "GET", &format!("{result}?{V}"), None, None).await;
+    assert_eq!(get.json, put.json);
+    let list = call(
+        &app.router,
+        "GET",
+        &format!("{mg}/providers/Microsoft.Resources/deploymentStacksWhatIfResults?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(listed_names(&list), ["r1"], "{}", list.text);
+    let rerun = call(
+        &app.router,
+        "POST",
+        &format!("{result}/whatIf?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(rerun.status.as_u16(), 200, "{}", rerun.text);
+    let delete = call(&app.router, "DELETE", &format!("{result}?{V}"), None, None).await;
+    assert_eq!(delete.status.as_u16(), 200);
+    // The tenant is no stack scope (not routed, or refused as an unsupported scope).
+    let tenant = call(
+        &app.router,
+        "GET",
+        &format!("/providers/Microsoft.Resources/deploymentStacksWhatIfResults/r1?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert!(tenant.status.is_client_error(), "{}", tenant.text);
+}
+
+/// An app with a stack service over a SQLite store in `dir` (the same data directory after a restart).
+async fn app_over(dir: &std::path::Path) -> (Router, Arc<dyn Store>) {
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir).await.expect("store"));
+    let host = common::host();
+    let engine = common::engine(store.clone(), host.clone());
+    let state = AppState::new(engine.clone())
+        .with_options(ServerOptions {
+            retry_after_seconds: 0,
+            ..ServerOptions::default()
+        })
+        .with_extension_host(host.clone())
+        .with_stack_service(cairn_stack_service::StackService::new(
+            engine,
+            store.clone(),
+            host,
+            Providers::empty(),
+            cairn_stack_service::StackServiceSettings::default(),
+        ));
+    (cairn_server::app(state), store)
+}
+
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|window| window == needle)
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_results_survive_a_restart_without_plaintext_secrets() {
+    const CANARY: &str = "api-what-if-canary-81c2aa07";
+    let dir = tempfile::tempdir().expect("data dir");
+    let (router, store) = app_over(dir.path()).await;
+    let group = call(
+        &router,
+        "PUT",
+        &format!("{SUB}/resourcegroups/rs?api-version=2025-04-01"),
+        Some(json!({"location": "local"}).to_string()),
+        None,
+    )
+    .await;
+    assert!(group.status.is_success(), "{}", group.text);
+    let rg = format!("{SUB}/resourceGroups/rs");
+    let result = format!("{rg}/providers/Microsoft.Resources/deploymentStacksWhatIfResults/kept");
+    let mut secured = template(&["v1"]);
+    secured["parameters"] = json!({"adminPassword": {"type": "secureString"}});
+    let body = json!({"properties": {
+        "deploymentStackResourceId": format!("{rg}/providers/Microsoft.Resources/deploymentStacks/st"),
+        "retentionInterval": "P7D",
+        "template": secured,
+        "parameters": {"adminPassword": {"value": CANARY}},
+        "actionOnUnmanage": {"resources": "delete"},
+        "denySettings": {"mode": "none"}
+    }});
+    let put = call(
+        &router,
+        "PUT",
+        &format!("{result}?{V}"),
+        Some(body.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+    assert!(!put.text.contains(CANARY), "{}", put.text);
+    assert!(
+        files_containing(dir.path(), CANARY.as_bytes()).is_empty(),
+        "the secure parameter value is on disk in plaintext"
+    );
+    assert!(
+        !files_containing(dir.path(), b"deploymentStacksWhatIfResults/kept").is_empty(),
+        "the scan sees the stored result"
+    );
+    drop(router);
+    store.close().await.expect("close");
+    drop(store);
+
+    let (router, store) = app_over(dir.path()).await;
+    let get = call(&router, "GET", &format!("{result}?{V}"), None, None).await;
+    assert_eq!(get.status.as_u16(), 200, "{}", get.text);
+    assert_eq!(get.json, put.json);
+    let rerun = call(&router, "POST", &format!("{result}/whatIf?{V}"), None, None).await;
+    assert_eq!(rerun.status.as_u16(), 200, "{}", rerun.text);
+    assert_eq!(change_types(&rerun.json), change_types(&put.json));
+    assert!(!rerun.text.contains(CANARY));
+    store.close().await.expect("close");
+    assert!(
+        files_containing(dir.path(), CANARY.as_bytes()).is_empty(),
+        "the secure parameter value is on disk in plaintext after checkpoint"
     );
 }
 

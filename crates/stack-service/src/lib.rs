@@ -118,8 +118,6 @@ struct Inner {
     host: Arc<ExtensionHost>,
     providers: Arc<Providers>,
     settings: StackServiceSettings,
-    /// Stack what-if results (in memory; see `what_if`).
-    what_ifs: what_if::WhatIfResults,
 }
 
 /// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
@@ -373,7 +371,6 @@ impl StackService {
                 host,
                 providers: Arc::new(all),
                 settings,
-                what_ifs: what_if::WhatIfResults::default(),
             }),
         }
     }

@@ -1,6 +1,7 @@
 //! Stack what-if and bulk delete end to end: a temp-dir SQLite store, the engine, the built-in Local extension
 //! (files under a temp root), the built-in Key Vault provider, and a widget extension whose token lives in the
-//! local Key Vault and which can be taken down.
+//! local Key Vault and which can be taken down. What-if results are persisted (they survive a service restart over
+//! the same data directory, their request holds no plaintext secret on disk) and expire after `retentionInterval`.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,7 +17,8 @@ use cairn_extension_contract::transport::{
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
 use cairn_stack_service::{BulkDeleteEntry, BulkDeleteStatus, StackService, StackServiceSettings};
 use cairn_store::{
-    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
+    NewSecretVersion, PageRequest, Precondition, ResourceGroup, SecretString, Store, Tags,
+    Timestamp, Vault,
 };
 use cairn_store_sqlite::SqliteStore;
 use serde_json::{Value, json};
@@ -83,7 +85,7 @@ impl ExtensionTransport for WidgetTransport {
 }
 
 struct Env {
-    _dir: tempfile::TempDir,
+    dir: tempfile::TempDir,
     root: tempfile::TempDir,
     store: Arc<dyn Store>,
     service: StackService,
@@ -105,6 +107,49 @@ async fn vault(store: &Arc<dyn Store>, id: &str, name: &str) {
         )
         .await
         .expect("vault");
+}
+
+/// A stack service (with its engine and extension host) over `store`.
+fn service_over(store: Arc<dyn Store>, widgets: Arc<Widgets>) -> StackService {
+    let mut registry = Registry::new();
+    registry.register(RegisteredExtension::new(
+        "Widgets",
+        "1.0.0",
+        Arc::new(WidgetTransport(widgets)),
+    ));
+    registry.register(RegisteredExtension::new(
+        cairn_ext_local::NAME,
+        cairn_ext_local::VERSION,
+        Arc::new(cairn_ext_local::in_process_transport()),
+    ));
+    let host = Arc::new(ExtensionHost::new(
+        Arc::new(registry),
+        HostSettings {
+            relo_poll_interval: Duration::from_millis(10),
+            min_poll_interval: Duration::from_millis(10),
+            retry: RetryPolicy::none(),
+            ..HostSettings::default()
+        },
+        "http://localhost/cairn-test",
+    ));
+    let engine = Engine::new(
+        store.clone(),
+        host.clone(),
+        Providers::empty(),
+        EngineSettings {
+            parallelism: 4,
+            ..EngineSettings::default()
+        },
+    )
+    .expect("engine");
+    let settings = StackServiceSettings {
+        lease_ttl: Duration::from_secs(10),
+        heartbeat_interval: Duration::from_millis(200),
+        max_delete_rounds: 2,
+        retry_backoff: Duration::from_millis(10),
+        ..StackServiceSettings::default()
+    };
+    StackService::new(engine, store, host, Providers::empty(), settings)
 }
 
 async fn setup() -> Env {
@@ -142,47 +187,9 @@ async fn setup() -> Env {
         .await
         .expect("secret");
     let widgets = Arc::new(Widgets::default());
-    let mut registry = Registry::new();
-    registry.register(RegisteredExtension::new(
-        "Widgets",
-        "1.0.0",
-        Arc::new(WidgetTransport(widgets.clone())),
-    ));
-    registry.register(RegisteredExtension::new(
-        cairn_ext_local::NAME,
-        cairn_ext_local::VERSION,
-        Arc::new(cairn_ext_local::in_process_transport()),
-    ));
-    let host = Arc::new(ExtensionHost::new(
-        Arc::new(registry),
-        HostSettings {
-            relo_poll_interval: Duration::from_millis(10),
-            min_poll_interval: Duration::from_millis(10),
-            retry: RetryPolicy::none(),
-            ..HostSettings::default()
-        },
-        "http://localhost/cairn-test",
-    ));
-    let engine = Engine::new(
-        store.clone(),
-        host.clone(),
-        Providers::empty(),
-        EngineSettings {
-            parallelism: 4,
-            ..EngineSettings::default()
-        },
-    )
-    .expect("engine");
-    let settings = StackServiceSettings {
-        lease_ttl: Duration::from_secs(10),
-        heartbeat_interval: Duration::from_millis(200),
-        max_delete_rounds: 2,
-        retry_backoff: Duration::from_millis(10),
-        ..StackServiceSettings::default()
-    };
-    let service = StackService::new(engine, store.clone(), host, Providers::empty(), settings);
+    let service = service_over(store.clone(), widgets.clone());
     Env {
-        _dir: dir,
+        dir,
         root,
         store,
         service,
@@ -320,17 +327,228 @@ async fn what_if_of_a_new_stack_creates_everything() {
     assert!(!env.root.path().join("a.txt").exists());
     // Stored: get, list, rerun, delete.
     assert_eq!(
-        env.service.get_what_if(RG, "wi1").expect("stored"),
+        env.service.get_what_if(RG, "wi1").await.expect("stored"),
         accepted.result
     );
-    assert_eq!(env.service.list_what_ifs(RG).len(), 1);
+    assert_eq!(list_names(&env.service, RG).await, ["wi1"]);
     let again = env.service.rerun_what_if(RG, "wi1").await.expect("rerun");
     assert_eq!(changes(&again), changes(&accepted.result));
-    assert!(env.service.delete_what_if(RG, "wi1"));
-    assert!(!env.service.delete_what_if(RG, "wi1"));
+    assert_ne!(
+        again.properties.correlation_id, accepted.result.properties.correlation_id,
+        "a rerun computes anew"
+    );
     assert_eq!(
-        env.service.get_what_if(RG, "wi1").unwrap_err().status(),
+        env.service.get_what_if(RG, "wi1").await.expect("stored"),
+        again,
+        "the rerun's result is stored"
+    );
+    assert!(env.service.delete_what_if(RG, "wi1").await.expect("delete"));
+    assert!(!env.service.delete_what_if(RG, "wi1").await.expect("again"));
+    assert_eq!(
+        env.service
+            .get_what_if(RG, "wi1")
+            .await
+            .unwrap_err()
+            .status(),
         404
+    );
+    assert_eq!(
+        env.service
+            .rerun_what_if(RG, "wi1")
+            .await
+            .unwrap_err()
+            .status(),
+        404
+    );
+}
+
+async fn list_names(service: &StackService, scope: &str) -> Vec<String> {
+    let mut names = Vec::new();
+    let mut page = PageRequest::first(1);
+    loop {
+        let listed = service
+            .list_what_ifs(scope, page.clone())
+            .await
+            .expect("list");
+        names.extend(listed.items.iter().filter_map(|r| r.name.clone()));
+        match listed.continuation {
+            Some(token) => page.continuation = Some(token),
+            None => return names,
+        }
+    }
+}
+
+const CANARY: &str = "what-if-canary-3b9d41e7";
+
+/// `properties` with a `secureString` parameter whose value is [`CANARY`].
+fn with_secure_parameter(mut properties: Value) -> Value {
+    properties["template"]["parameters"] = json!({"adminPassword": {"type": "secureString"}});
+    properties["parameters"] = json!({"adminPassword": {"value": CANARY}});
+    properties
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|window| window == needle)
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_results_survive_a_restart_and_keep_no_plaintext_secret() {
+    let env = setup().await;
+    let root = env.root.path().to_string_lossy().into_owned();
+    let request = what_if_request(
+        "fresh",
+        with_secure_parameter(properties(&root, &["a.txt"], false, "delete")),
+    );
+    let accepted = env
+        .service
+        .what_if(RG, "kept", request)
+        .await
+        .expect("what-if");
+    let text = serde_json::to_string(&accepted.result).expect("json");
+    assert!(
+        !text.contains(CANARY),
+        "the result holds no secure value: {text}"
+    );
+    // The control: the scan sees what the store keeps in plaintext (the result's name).
+    assert!(!files_containing(env.dir.path(), b"deploymentStacksWhatIfResults/kept").is_empty());
+    assert!(
+        files_containing(env.dir.path(), CANARY.as_bytes()).is_empty(),
+        "a secure parameter value is on disk in plaintext"
+    );
+
+    // Restart: close the store, open the same directory again, build a new service over it.
+    let Env {
+        dir,
+        root,
+        widgets,
+        store,
+        service,
+    } = env;
+    drop(service);
+    store.close().await.expect("close");
+    drop(store);
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("reopen"));
+    let service = service_over(store.clone(), widgets);
+    assert_eq!(
+        service.get_what_if(RG, "KEPT").await.expect("survives"),
+        accepted.result
+    );
+    assert_eq!(list_names(&service, RG).await, ["kept"]);
+    // The sealed request (with the secure value) is read back to run it again.
+    let again = service.rerun_what_if(RG, "kept").await.expect("rerun");
+    assert_eq!(changes(&again), changes(&accepted.result));
+    assert!(
+        !serde_json::to_string(&again)
+            .expect("json")
+            .contains(CANARY)
+    );
+    store.close().await.expect("close");
+    assert!(
+        files_containing(dir.path(), CANARY.as_bytes()).is_empty(),
+        "a secure parameter value is on disk in plaintext after checkpoint"
+    );
+    drop(root);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_results_expire_after_their_retention_interval() {
+    let env = setup().await;
+    let root = env.root.path().to_string_lossy().into_owned();
+    let mut short = what_if_request("fresh", properties(&root, &["a.txt"], false, "delete"));
+    short.properties.retention_interval = "PT1S".into();
+    env.service
+        .what_if(RG, "short", short)
+        .await
+        .expect("what-if");
+    let long = what_if_request("fresh", properties(&root, &["a.txt"], false, "delete"));
+    env.service
+        .what_if(RG, "long", long)
+        .await
+        .expect("what-if");
+    assert!(env.service.get_what_if(RG, "short").await.is_ok());
+    assert_eq!(list_names(&env.service, RG).await, ["long", "short"]);
+
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let gone = env.service.get_what_if(RG, "short").await.unwrap_err();
+    assert_eq!(
+        (gone.status(), gone.code()),
+        (404, "DeploymentStacksWhatIfResultNotFound")
+    );
+    assert_eq!(list_names(&env.service, RG).await, ["long"]);
+    assert_eq!(
+        env.service
+            .rerun_what_if(RG, "short")
+            .await
+            .unwrap_err()
+            .status(),
+        404
+    );
+    assert_eq!(
+        env.service.purge_expired_what_ifs().await.expect("purge"),
+        1
+    );
+    assert_eq!(
+        env.service.purge_expired_what_ifs().await.expect("purge"),
+        0
+    );
+    assert!(
+        !env.service
+            .delete_what_if(RG, "short")
+            .await
+            .expect("delete")
+    );
+    assert!(env.service.get_what_if(RG, "long").await.is_ok());
+
+    // A PUT over an expired name creates it anew (201, not 200).
+    let mut again = what_if_request("fresh", properties(&root, &["a.txt"], false, "delete"));
+    again.properties.retention_interval = "PT1S".into();
+    let first = env
+        .service
+        .what_if(RG, "again", again.clone())
+        .await
+        .expect("what-if");
+    assert!(first.created);
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    let second = env
+        .service
+        .what_if(RG, "again", again)
+        .await
+        .expect("what-if");
+    assert!(second.created, "an expired result is not replaced");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_if_refuses_a_bad_retention_interval() {
+    let env = setup().await;
+    for text in ["", "7 days", "P1M", "PT0S", "P7"] {
+        let mut request = what_if_request("x", properties("/tmp", &[], false, "detach"));
+        request.properties.retention_interval = text.into();
+        let error = env.service.what_if(RG, "bad", request).await.unwrap_err();
+        assert_eq!(
+            (error.status(), error.code()),
+            (400, "InvalidRetentionInterval"),
+            "{text:?}"
+        );
+        assert_eq!(
+            error.detail().target.as_deref(),
+            Some("properties.retentionInterval")
+        );
+    }
+    assert!(
+        list_names(&env.service, RG).await.is_empty(),
+        "nothing stored"
     );
 }
 

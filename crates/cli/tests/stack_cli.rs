@@ -1,14 +1,29 @@
-//! `cairn stack group ...` end to end on the in-process engine: what-if before a stack exists, create, what-if
-//! again (no change), what-if of a smaller template (the dropped resource would be deleted), delete.
+//! `cairn stack group|sub ...` end to end: on the in-process engine (what-if before a stack exists, create,
+//! what-if again, what-if of a smaller template, delete), and with `--server` against a running `cairn serve`
+//! (create, update, show, list, export, delete with per-resource progress on stderr, the unmanage flags reaching
+//! the stack and its DELETE, ARM errors with their codes and exit codes), with the Local extension and a test
+//! extension whose deletes are slow or unsupported.
 
+mod common;
+
+use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Output};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
 
+use axum::Json;
+use axum::extract::State;
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
 use serde_json::{Value, json};
 
 fn cairn(home: &Path, args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_cairn"))
         .env("CAIRN_HOME", home)
+        .env_remove("CAIRN_SERVER")
+        .env_remove("CAIRN_TOKEN")
+        .env_remove("CAIRN_EXTENSIONS")
         .args(args)
         .output()
         .unwrap()
@@ -155,4 +170,556 @@ fn stack_what_if_create_and_delete() {
         "progress during the delete: {progress}"
     );
     assert!(!root.join("a.txt").exists() && !root.join("b.txt").exists());
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Runs and expects exit `code`; returns the output.
+fn expect(home: &Path, args: &[&str], code: i32) -> Output {
+    let out = cairn(home, args);
+    assert_eq!(
+        out.status.code(),
+        Some(code),
+        "cairn {args:?}\nstdout: {}\nstderr: {}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    out
+}
+
+fn stdout_json(out: &Output) -> Value {
+    serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
+}
+
+/// The ARM error JSON at the end of stderr (after any progress lines).
+fn stderr_error(out: &Output) -> Value {
+    let text = stderr(out);
+    let start = text
+        .find("{\n  \"error\"")
+        .unwrap_or_else(|| panic!("no ARM error on stderr: {text}"));
+    serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{e}: {text}"))
+}
+
+/// `args` plus `--server url`.
+fn on<'a>(server: &'a str, args: &[&'a str]) -> Vec<&'a str> {
+    let mut all = args.to_vec();
+    all.extend(["--server", server]);
+    all
+}
+
+/// Local files `{name}.txt` whose content ends with the `suffix` parameter.
+fn suffixed_template(files: &[&str]) -> Value {
+    let mut template = template(files);
+    template["parameters"] = json!({ "suffix": { "type": "string", "defaultValue": "" } });
+    for f in files {
+        template["resources"][*f]["properties"]["content"] = json!(format!(
+            "[format('{{0}}-{{1}}', '{f}', parameters('suffix'))]"
+        ));
+    }
+    template
+}
+
+#[test]
+fn server_mode_create_update_show_list_export_delete() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("client-home");
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(&registry, json!({ "extensions": [] }).to_string()).unwrap();
+    let server = common::start_server(&dir.path().join("server-data"), &registry);
+    let url = server.url.as_str();
+
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": { "suffix": { "value": "file" } },
+                "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } })
+        .to_string(),
+    )
+    .unwrap();
+    let full = dir.path().join("full.json");
+    std::fs::write(&full, suffixed_template(&["a", "b"]).to_string()).unwrap();
+    let smaller = dir.path().join("smaller.json");
+    std::fs::write(&smaller, suffixed_template(&["a"]).to_string()).unwrap();
+    let (full, smaller, params) = (
+        full.to_str().unwrap(),
+        smaller.to_str().unwrap(),
+        params.to_str().unwrap(),
+    );
+
+    expect(
+        &home,
+        &on(url, &["group", "create", "-n", "rg", "-l", "local"]),
+        0,
+    );
+    let create = |file: &str, extra: &[&str]| -> Vec<String> {
+        let mut args: Vec<String> = [
+            "stack",
+            "group",
+            "create",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "-f",
+            file,
+            "-p",
+            params,
+            "-p",
+            "suffix=one",
+            "suffix=two",
+            "--aou",
+            "deleteAll",
+            "--yes",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        args.extend(extra.iter().map(|s| s.to_string()));
+        args
+    };
+
+    // Create: progress on stderr, the stack on stdout, the flags on the record.
+    let args = create(
+        full,
+        &[
+            "--resources-without-delete-support",
+            "detach",
+            "--tags",
+            "env=dev",
+            "team=a",
+            "--description",
+            "d",
+        ],
+    );
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = expect(&home, &on(url, &args), 0);
+    let created = stdout_json(&out);
+    let progress = stderr(&out);
+    assert_eq!(
+        created["properties"]["provisioningState"], "succeeded",
+        "{created:#}"
+    );
+    assert_eq!(
+        created["properties"]["actionOnUnmanage"]["resourcesWithoutDeleteSupport"], "detach",
+        "{created:#}"
+    );
+    assert_eq!(created["tags"], json!({ "env": "dev", "team": "a" }));
+    assert!(progress.contains("stack st: deploying ("), "{progress}");
+    assert!(progress.contains("stack st: succeeded ("), "{progress}");
+    assert!(
+        progress.contains("stack st: 2 managed, 0 deleted, 0 detached, 0 failed"),
+        "{progress}"
+    );
+    // The later -p value won; the parameters file's value was overridden.
+    assert_eq!(
+        std::fs::read_to_string(root.join("a.txt")).unwrap(),
+        "a-two"
+    );
+    assert_eq!(
+        std::fs::read_to_string(root.join("b.txt")).unwrap(),
+        "b-two"
+    );
+    // Nothing was opened locally.
+    assert!(!home.join("cairn.db").exists());
+
+    let shown = expect(
+        &home,
+        &on(
+            url,
+            &[
+                "stack",
+                "group",
+                "show",
+                "-n",
+                "st",
+                "-g",
+                "rg",
+                "--query",
+                "properties.actionOnUnmanage.resourcesWithoutDeleteSupport",
+            ],
+        ),
+        0,
+    );
+    assert_eq!(stdout_json(&shown), "detach");
+    let listed = stdout_json(&expect(
+        &home,
+        &on(url, &["stack", "group", "list", "-g", "rg"]),
+        0,
+    ));
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed:#}");
+    assert_eq!(listed[0]["name"], "st");
+    let names = expect(
+        &home,
+        &on(
+            url,
+            &["stack", "group", "list", "-g", "rg", "--query", "[0].name"],
+        ),
+        0,
+    );
+    assert_eq!(stdout_json(&names), "st");
+    let table = expect(
+        &home,
+        &on(url, &["stack", "group", "list", "-g", "rg", "-o", "table"]),
+        0,
+    );
+    assert!(String::from_utf8_lossy(&table.stdout).contains("succeeded"));
+    let exported = stdout_json(&expect(
+        &home,
+        &on(url, &["stack", "group", "export", "-n", "st", "-g", "rg"]),
+        0,
+    ));
+    assert!(
+        exported["template"]["resources"].get("b").is_some(),
+        "{exported:#}"
+    );
+
+    // Update with b dropped: b is deleted and reported by name.
+    let args = create(smaller, &[]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let out = expect(&home, &on(url, &args), 0);
+    let progress = stderr(&out);
+    assert!(
+        progress.contains(r#"stack st: deleted Local File {"path":"b.txt"} ("#),
+        "{progress}"
+    );
+    assert_eq!(
+        progress.matches(r#"{"path":"b.txt"}"#).count(),
+        1,
+        "{progress}"
+    );
+    assert!(
+        progress.contains("stack st: 1 managed, 1 deleted, 0 detached, 0 failed"),
+        "{progress}"
+    );
+    assert!(!root.join("b.txt").exists() && root.join("a.txt").exists());
+
+    // Delete: a line for the remaining resource, then the stack is gone.
+    let out = expect(
+        &home,
+        &on(
+            url,
+            &[
+                "stack",
+                "group",
+                "delete",
+                "-n",
+                "st",
+                "-g",
+                "rg",
+                "--aou",
+                "deleteAll",
+                "--yes",
+            ],
+        ),
+        0,
+    );
+    let progress = stderr(&out);
+    let a_lines: Vec<&str> = progress
+        .lines()
+        .filter(|l| l.contains(r#"Local File {"path":"a.txt"}"#))
+        .collect();
+    assert_eq!(a_lines.len(), 1, "{progress}");
+    assert!(
+        a_lines[0].starts_with("stack st: deleted ")
+            || a_lines[0].starts_with(
+                "stack st: unmanaged Local File {\"path\":\"a.txt\"} (delete requested"
+            ),
+        "{progress}"
+    );
+    assert!(progress.contains("stack st: deleted ("), "{progress}");
+    assert!(out.stdout.is_empty(), "stdout is for results only");
+    assert!(!root.join("a.txt").exists());
+
+    // The server's ARM errors, with their codes and the in-process exit codes.
+    let missing = expect(
+        &home,
+        &on(url, &["stack", "group", "show", "-n", "st", "-g", "rg"]),
+        1,
+    );
+    assert_eq!(
+        stderr_error(&missing)["error"]["code"],
+        "DeploymentStackNotFound"
+    );
+    let again = expect(
+        &home,
+        &on(
+            url,
+            &[
+                "stack",
+                "group",
+                "delete",
+                "-n",
+                "st",
+                "-g",
+                "rg",
+                "--aou",
+                "deleteAll",
+                "--yes",
+            ],
+        ),
+        1,
+    );
+    assert_eq!(
+        stderr_error(&again)["error"]["code"],
+        "DeploymentStackNotFound"
+    );
+    let bad_name = [
+        "stack",
+        "group",
+        "create",
+        "-n",
+        "bad!name",
+        "-g",
+        "rg",
+        "-f",
+        full,
+        "-p",
+        params,
+        "--aou",
+        "detachAll",
+    ];
+    let remote = expect(&home, &on(url, &bad_name), 2);
+    let remote_error = stderr_error(&remote);
+    assert!(
+        remote_error["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains('!'),
+        "{remote_error:#}"
+    );
+    let local_home = dir.path().join("local-home");
+    expect(
+        &local_home,
+        &["group", "create", "-n", "rg", "-l", "local"],
+        0,
+    );
+    let local = expect(&local_home, &bad_name, 2);
+    assert_eq!(
+        stderr_error(&local)["error"]["code"],
+        remote_error["error"]["code"]
+    );
+}
+
+/// A v2 test extension ("Things"): `slow*` resources take `SLOW_DELETE` to delete, `fixed*` resources cannot be
+/// deleted (405), the rest delete at once. It remembers what exists.
+#[derive(Clone, Default)]
+struct Things {
+    existing: Arc<Mutex<BTreeSet<String>>>,
+}
+
+const SLOW_DELETE: Duration = Duration::from_millis(1500);
+
+fn thing(body: &Value, name: &str) -> Value {
+    json!({ "type": body["type"], "apiVersion": body["apiVersion"], "identifiers": { "name": name },
+            "properties": { "name": name } })
+}
+
+fn thing_name(body: &Value, pointer: &str) -> String {
+    body.pointer(pointer)
+        .and_then(Value::as_str)
+        .unwrap_or_default()
+        .to_owned()
+}
+
+async fn thing_create(State(s): State<Things>, Json(body): Json<Value>) -> Json<Value> {
+    let name = thing_name(&body, "/properties/name");
+    s.existing.lock().unwrap().insert(name.clone());
+    Json(thing(&body, &name))
+}
+
+async fn thing_preview(Json(body): Json<Value>) -> Json<Value> {
+    let name = thing_name(&body, "/properties/name");
+    Json(thing(&body, &name))
+}
+
+async fn thing_get(State(s): State<Things>, Json(body): Json<Value>) -> Response {
+    let name = thing_name(&body, "/identifiers/name");
+    if s.existing.lock().unwrap().contains(&name) {
+        Json(thing(&body, &name)).into_response()
+    } else {
+        (
+            axum::http::StatusCode::NOT_FOUND,
+            Json(json!({ "error": { "code": "ResourceNotFound", "message": "not found" } })),
+        )
+            .into_response()
+    }
+}
+
+async fn thing_delete(State(s): State<Things>, Json(body): Json<Value>) -> Response {
+    let name = thing_name(&body, "/identifiers/name");
+    if name.starts_with("fixed") {
+        return (
+            axum::http::StatusCode::METHOD_NOT_ALLOWED,
+            Json(json!({ "error": { "code": "DeleteNotSupported",
+                                    "message": "Things of this kind cannot be deleted." } })),
+        )
+            .into_response();
+    }
+    if name.starts_with("slow") {
+        tokio::time::sleep(SLOW_DELETE).await;
+    }
+    s.existing.lock().unwrap().remove(&name);
+    axum::http::StatusCode::NO_CONTENT.into_response()
+}
+
+/// Serves [`Things`] on a loopback port from its own runtime (kept alive by the returned handle).
+fn start_things() -> (tokio::runtime::Runtime, String, Things) {
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let things = Things::default();
+    let app = axum::Router::new()
+        .route("/{version}/resource/createOrUpdate", post(thing_create))
+        .route("/{version}/resource/get", post(thing_get))
+        .route("/{version}/resource/preview", post(thing_preview))
+        .route("/{version}/resource/delete", post(thing_delete))
+        .with_state(things.clone());
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    runtime.spawn(async move { axum::serve(listener, app).await });
+    (runtime, url, things)
+}
+
+fn things_template(names: &[&str]) -> Value {
+    let resources: serde_json::Map<String, Value> = names
+        .iter()
+        .map(|name| {
+            (
+                name.replace('-', "_"),
+                json!({ "extension": "things", "type": "Thing", "apiVersion": "v1",
+                        "properties": { "name": name } }),
+            )
+        })
+        .collect();
+    json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.2-experimental",
+        "contentVersion": "1.0.0.0",
+        "extensions": { "things": { "name": "Things", "version": "1.0.0" } },
+        "resources": resources
+    })
+}
+
+fn thing_line(progress: &str, verb: &str, name: &str) -> bool {
+    let needle = format!(r#"stack st: {verb} Things Thing {{"name":"{name}"}}"#);
+    progress.lines().filter(|l| l.starts_with(&needle)).count() == 1
+}
+
+#[test]
+fn server_mode_reports_each_unmanaged_resource_and_honours_without_delete_support() {
+    let (_runtime, things_url, things) = start_things();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("client-home");
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(
+        &registry,
+        json!({ "extensions": [ { "name": "Things", "version": "1.0.0",
+                                  "transport": { "kind": "http", "url": things_url } } ] })
+        .to_string(),
+    )
+    .unwrap();
+    let server = common::start_server(&dir.path().join("server-data"), &registry);
+    let url = server.url.as_str();
+    let all = dir.path().join("all.json");
+    std::fs::write(
+        &all,
+        things_template(&["quick", "slow-1", "fixed-1"]).to_string(),
+    )
+    .unwrap();
+    let none = dir.path().join("none.json");
+    std::fs::write(&none, things_template(&[]).to_string()).unwrap();
+    let (all, none) = (all.to_str().unwrap(), none.to_str().unwrap());
+    expect(
+        &home,
+        &on(url, &["group", "create", "-n", "rg", "-l", "local"]),
+        0,
+    );
+    let stack = |file: &str, extra: &[&str], code: i32| {
+        let mut args = vec![
+            "stack", "group", "create", "-n", "st", "-g", "rg", "-f", file, "--yes",
+        ];
+        args.extend_from_slice(extra);
+        expect(&home, &on(url, &args), code)
+    };
+    let existing = || things.existing.lock().unwrap().clone();
+
+    stack(all, &["--aou", "detachAll"], 0);
+    assert_eq!(existing().len(), 3);
+
+    // Everything leaves the stack: the undeletable thing is detached, as --resources-without-delete-support says.
+    let out = stack(
+        none,
+        &[
+            "--aou",
+            "deleteAll",
+            "--resources-without-delete-support",
+            "detach",
+        ],
+        0,
+    );
+    let progress = stderr(&out);
+    assert!(thing_line(&progress, "deleted", "quick"), "{progress}");
+    assert!(thing_line(&progress, "deleted", "slow-1"), "{progress}");
+    assert!(thing_line(&progress, "detached", "fixed-1"), "{progress}");
+    assert!(
+        progress.contains("stack st: 0 managed, 2 deleted, 1 detached, 0 failed"),
+        "{progress}"
+    );
+    assert_eq!(existing(), BTreeSet::from(["fixed-1".to_string()]));
+
+    // A delete that cannot delete everything (the default: a type without delete support fails) leaves the
+    // stack failed, with a line per deleted resource and the failure's error.
+    stack(all, &["--aou", "detachAll"], 0);
+    let delete = |extra: &[&str], code: i32| {
+        let mut args = vec![
+            "stack",
+            "group",
+            "delete",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "--aou",
+            "deleteAll",
+            "--yes",
+        ];
+        args.extend_from_slice(extra);
+        expect(&home, &on(url, &args), code)
+    };
+    let out = delete(&[], 1);
+    let progress = stderr(&out);
+    assert!(thing_line(&progress, "deleted", "quick"), "{progress}");
+    assert!(thing_line(&progress, "deleted", "slow-1"), "{progress}");
+    assert!(thing_line(&progress, "failed", "fixed-1"), "{progress}");
+    assert!(
+        progress.contains(r#"stack st: failed Things Thing {"name":"fixed-1"}: "#),
+        "the failure's error is on its line: {progress}"
+    );
+    assert!(progress.contains("stack st: failed ("), "{progress}");
+    let left = stdout_json(&out);
+    assert_eq!(
+        left["properties"]["provisioningState"], "failed",
+        "{left:#}"
+    );
+    assert!(
+        stderr_error(&out)["error"]["code"].is_string(),
+        "{progress}"
+    );
+    assert_eq!(existing(), BTreeSet::from(["fixed-1".to_string()]));
+
+    // The same delete with `detach` for such types goes through: the flag reached the DELETE.
+    let out = delete(&["--resources-without-delete-support", "detach"], 0);
+    let progress = stderr(&out);
+    assert!(progress.contains("stack st: deleted ("), "{progress}");
+    expect(
+        &home,
+        &on(url, &["stack", "group", "show", "-n", "st", "-g", "rg"]),
+        1,
+    );
+    assert_eq!(existing(), BTreeSet::from(["fixed-1".to_string()]));
 }

@@ -237,6 +237,8 @@ fn validate_body(properties: &DeploymentStackProperties) -> Result<(), ArmError>
         PersistedConfig::from_arm(alias, config).map_err(|e| bad_request(e.to_error_detail()))?;
     }
     Ok(())
+}
+
 /// Subscription and management-group stacks run a deployment at that scope, which needs a location (ARM's
 /// `LocationRequired`, refused before anything runs rather than as a failed deployment).
 fn check_location(scope: &str, request: &DeploymentStack) -> Result<(), ArmError> {
@@ -319,8 +321,6 @@ fn deployment_scope_of(
         }));
     }
     Ok(requested.to_owned())
-}
-
 }
 
 /// The deployment a stack runs.
@@ -479,12 +479,12 @@ impl StackService {
     fn check_in_sync(
         name: &str,
         state: &StoredState,
-        if bypass {
-            return Ok(());
-        }
         current: &DeploymentStack,
         bypass: bool,
     ) -> Result<(), ArmError> {
+        if bypass {
+            return Ok(());
+        }
         let interrupted = current
             .properties
             .provisioning_state
@@ -510,12 +510,12 @@ impl StackService {
                     "The deployment stack '{name}' might not have an accurate list of managed resources (its last \
                      operation did not finish). To proceed, check the resources and retry with \
                      'bypassStackOutOfSyncError' set to true."
-        Ok(())
-    }
-
                 ),
             ));
         }
+        Ok(())
+    }
+
     /// After a request found an interrupted operation (and released the lease): resume it in the background.
     fn resume_if_interrupted(&self, error: &ArmError, scope: &str, name: &str) {
         if error.status() == 409
@@ -540,11 +540,11 @@ impl StackService {
         request: DeploymentStack,
         correlation_id: Option<String>,
     ) -> Result<Accepted, ArmError> {
-        check_location(scope, &request)?;
-        deployment_scope_of(scope, &request.properties)?;
         cairn_arm::names::validate_deployment_name(name)?;
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
+        check_location(scope, &request)?;
+        deployment_scope_of(scope, &request.properties)?;
         validation::check_stack_extension_configs(name, &request.properties)?;
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let existing = self.load(scope, name).await?;
@@ -553,10 +553,10 @@ impl StackService {
             .await?;
         let result = self
             .accept_put(scope, name, &id, request, existing, correlation_id)
-            self.resume_if_interrupted(error, scope, name);
             .await;
         if let Err(error) = &result {
             self.release(scope, name, &owner).await;
+            self.resume_if_interrupted(error, scope, name);
         }
         let (accepted, job) = result?;
         let stop = self.heartbeat(lease.name, owner.clone());
@@ -614,18 +614,18 @@ impl StackService {
         p.failed_resources = None;
         p.resources = Some(previous.managed_set.to_references());
         p.deployment_extensions = Some(previous.managed_set.deployment_extensions());
-            pending: Some(PendingOperation::Put {
-                correlation_id: correlation_id.clone(),
-            }),
         // The run's state says which operation is under way: if this process dies, the next one finishes it.
         let in_flight = StoredState {
             out_of_sync: false,
+            pending: Some(PendingOperation::Put {
+                correlation_id: correlation_id.clone(),
+            }),
             ..previous.clone()
         };
-        let fence = RecordFence::new(scope, name, written.version);
         let written = self
             .put_record(scope, name, &stack, &in_flight, precondition)
             .await?;
+        let fence = RecordFence::new(scope, name, written.version);
         Ok((
             Accepted {
                 stack: stack.clone(),
@@ -633,10 +633,10 @@ impl StackService {
             },
             PutJob {
                 request,
-                fence,
                 stack,
                 previous: in_flight,
                 correlation_id,
+                fence,
             },
         ))
     }
@@ -760,10 +760,10 @@ impl StackService {
         let started = Instant::now();
         let PutJob {
             request,
-            fence,
             mut stack,
             previous,
             correlation_id,
+            fence,
         } = job;
         let deployment_scope = stack
             .properties
@@ -785,12 +785,12 @@ impl StackService {
                     },
                 )
                 .await
-            self.snapshot(&deployment_scope, &deployment_name, 0).await
-        }
-        .await;
                 .map_err(|e| e.to_arm())?;
             stack.properties.deployment_id = handle.accepted.id.clone();
             handle.wait().await.map_err(|e| e.to_arm())?;
+            self.snapshot(&deployment_scope, &deployment_name, 0).await
+        }
+        .await;
         let run = PutRun {
             scope,
             name,
@@ -878,12 +878,12 @@ impl StackService {
                     let claims = ownership.claims(resource.key());
                     if claims.iter().all(|claim| claim.shared) {
                         merged.merge(resource.clone());
-                return self.fail_with(fence, stack, state, errors, started).await;
-            }
-        };
                     }
                 }
                 state.managed_set = merged;
+                return self.fail_with(fence, stack, state, errors, started).await;
+            }
+        };
         // While the deletes run, the record shows `deletingResources` and what is gone so far; the managed set it
         // publishes is the previous one with the new resources added, so a crash loses neither.
         let mut publishing = stack.clone();
@@ -940,10 +940,10 @@ impl StackService {
             _ => update_failed(errors),
         });
         p.duration = Some(iso_duration(started.elapsed()));
-    /// The operation's last write: the stack in a terminal state, no operation pending.
         self.finish(fence, &stack, &state).await
     }
 
+    /// The operation's last write: the stack in a terminal state, no operation pending.
     async fn finish(
         &self,
         fence: &RecordFence,
@@ -954,28 +954,28 @@ impl StackService {
             pending: None,
             ..state.clone()
         };
-    /// Runs the unmanage diff's deletes. With `publish` (the operation's fence and the record as it stands), the
-    /// deletes done so far are published on the record while the rest run.
         self.write_fenced(fence, stack, &state).await
     }
 
+    /// Runs the unmanage diff's deletes. With `publish` (the operation's fence and the record as it stands), the
+    /// deletes done so far are published on the record while the rest run.
     async fn unmanage(
         &self,
-        publish: Option<(&RecordFence, DeploymentStack, StoredState)>,
         diff: cairn_stacks::UnmanageDiff,
         action: &cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: &str,
+        publish: Option<(&RecordFence, DeploymentStack, StoredState)>,
     ) -> Result<StackOperationResult, ArmError> {
         let mut settings =
             RunSettings::for_action(action).map_err(|e| bad_request(e.to_error_detail()))?;
         settings.max_rounds = self.inner.settings.max_delete_rounds.max(1);
         settings.max_in_flight = Some(self.inner.settings.max_deletes_in_flight.max(1));
-            host: self.inner.host.clone(),
-            correlation_id: correlation_id.to_owned(),
-        };
         let deleter = Deleter {
             store: self.inner.store.clone(),
             providers: self.inner.providers.clone(),
+            host: self.inner.host.clone(),
+            correlation_id: correlation_id.to_owned(),
+        };
         let plan = diff.delete_plan();
         let publisher = match publish {
             Some((fence, stack, state)) if !plan.is_empty() => Some(self.publish_deletes(
@@ -988,10 +988,10 @@ impl StackService {
         };
         let report = deleter
             .run(
-                publisher.as_ref().map(|(sender, _)| sender),
                 plan,
                 settings,
                 self.inner.settings.retry_backoff,
+                publisher.as_ref().map(|(sender, _)| sender),
             )
             .await;
         if let Some((sender, handle)) = publisher {
@@ -1050,10 +1050,10 @@ impl StackService {
         check_actions(&options.action_on_unmanage)?;
         let Some((_, current, _)) = self.load(scope, name).await? else {
             return Ok(false);
-        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         };
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
+        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let accepted = async {
             let Some((record, mut stack, mut state)) = self.load(scope, name).await? else {
                 return Ok(None);
@@ -1086,10 +1086,10 @@ impl StackService {
             Ok(None) => {
                 self.release(scope, name, &owner).await;
                 return Ok(false);
-                self.resume_if_interrupted(&error, scope, name);
             }
             Err(error) => {
                 self.release(scope, name, &owner).await;
+                self.resume_if_interrupted(&error, scope, name);
                 return Err(error);
             }
         };
@@ -1253,13 +1253,13 @@ impl StackService {
         })
     }
 }
+
+struct PutJob {
+    request: DeploymentStack,
     stack: DeploymentStack,
     /// The stored state as the PUT found it (with the PUT pending).
     previous: StoredState,
     correlation_id: String,
-
-struct PutJob {
-    request: DeploymentStack,
     fence: RecordFence,
 }
 

@@ -118,9 +118,24 @@ pub async fn run(
             "recovered interrupted deployments"
         );
     }
+    let stack_service = cairn_stack_service::StackService::new(
+        engine.clone(),
+        store.clone(),
+        host.clone(),
+        Providers::empty(),
+        // A stack operation's lease follows the same crash-recovery clock as a deployment's claim: after a crash
+        // the stack's interrupted operation is taken over (and finished) once the claim TTL has passed.
+        cairn_stack_service::StackServiceSettings {
+            lease_ttl: stack_lease_ttl,
+            heartbeat_interval: stack_heartbeat,
+            ..cairn_stack_service::StackServiceSettings::default()
+        },
+    );
+    log_stack_recovery(stack_service.recover().await);
     // A deployment whose engine died keeps its claim until the claim's TTL runs out (another replica, or this
     // process restarted after a crash, cannot know sooner): look for such orphans periodically, not only at start.
     let periodic = engine.clone();
+    let periodic_stacks = stack_service.clone();
     let recovery_stop = shutdown.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(recovery_interval);
@@ -139,21 +154,10 @@ pub async fn run(
                 Ok(_) => {}
                 Err(error) => tracing::warn!(%error, "recovering interrupted deployments failed"),
             }
+            // After the engine's pass: an interrupted stack update waits for its deployment to end.
+            log_stack_recovery(periodic_stacks.recover().await);
         }
     });
-    let stack_service = cairn_stack_service::StackService::new(
-        engine.clone(),
-        store.clone(),
-        host.clone(),
-        Providers::empty(),
-        // A stack operation's lease follows the same crash-recovery clock as a deployment's claim: after a crash
-        // the stack is free again (for a retry with bypassStackOutOfSyncError) once the claim TTL has passed.
-        cairn_stack_service::StackServiceSettings {
-            lease_ttl: stack_lease_ttl,
-            heartbeat_interval: stack_heartbeat,
-            ..cairn_stack_service::StackServiceSettings::default()
-        },
-    );
     // Stack what-if results past their retentionInterval are already invisible to the API; this sweep (at start,
     // then every five minutes) removes them and their sealed requests from the store.
     let what_if_sweeper = stack_service.clone();
@@ -196,6 +200,30 @@ pub async fn run(
         tracing::warn!(%error, "closing the store failed");
     }
     Ok(())
+}
+
+fn log_stack_recovery(
+    recovered: Result<cairn_stack_service::StackRecoveryReport, cairn_arm::ArmError>,
+) {
+    match recovered {
+        Ok(r)
+            if !r.resumed_deletes.is_empty()
+                || !r.resumed_updates.is_empty()
+                || !r.failed.is_empty() =>
+        {
+            tracing::info!(
+                resumed_deletes = r.resumed_deletes.len(),
+                resumed_updates = r.resumed_updates.len(),
+                failed = r.failed.len(),
+                waiting = r.waiting.len(),
+                "recovered interrupted stack operations"
+            );
+        }
+        Ok(_) => {}
+        Err(error) => {
+            tracing::warn!(error = %error.detail().message(), "recovering interrupted stack operations failed");
+        }
+    }
 }
 
 /// Resolves on Ctrl-C or (on Unix) SIGTERM.

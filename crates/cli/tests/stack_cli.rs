@@ -378,6 +378,69 @@ fn server_mode_create_update_show_list_export_delete() {
         "{exported:#}"
     );
 
+    // What-if and validate through the server.
+    let base = [
+        "-n",
+        "st",
+        "-g",
+        "rg",
+        "-f",
+        full,
+        "-p",
+        params,
+        "-p",
+        "suffix=two",
+        "--aou",
+        "deleteAll",
+    ];
+    let what_if = [&["stack", "group", "what-if"][..], &base[..]].concat();
+    let predicted = stdout_json(&expect(&home, &on(url, &what_if), 0));
+    let kinds = change_types(&predicted);
+    assert_eq!(kinds.len(), 2, "{predicted:#}");
+    assert!(
+        kinds.iter().all(|(_, kind)| kind == "noChange"),
+        "{kinds:?}"
+    );
+    let validate = [&["stack", "group", "validate"][..], &base[..]].concat();
+    let validated = stdout_json(&expect(&home, &on(url, &validate), 0));
+    assert_eq!(
+        validated["properties"]["validatedResources"]
+            .as_array()
+            .map(Vec::len),
+        Some(2),
+        "{validated:#}"
+    );
+    let broken = dir.path().join("broken.json");
+    let mut template = suffixed_template(&["a"]);
+    template["resources"]["a"]["properties"]["content"] = json!("[parameters('missing')]");
+    std::fs::write(&broken, template.to_string()).unwrap();
+    let broken = broken.to_str().unwrap();
+    let invalid = [
+        "stack",
+        "group",
+        "validate",
+        "-n",
+        "st",
+        "-g",
+        "rg",
+        "-f",
+        broken,
+        "-p",
+        params,
+        "--aou",
+        "deleteAll",
+    ];
+    let remote = expect(&home, &on(url, &invalid), 2);
+    let error = stderr_error(&remote);
+    assert_eq!(
+        error["error"]["code"], "InvalidTemplateDeployment",
+        "{error:#}"
+    );
+    assert_eq!(
+        error["error"]["details"][0]["target"], "resources.a.properties.content",
+        "{error:#}"
+    );
+
     // Update with b dropped: b is deleted and reported by name.
     let args = create(smaller, &[]);
     let args: Vec<&str> = args.iter().map(String::as_str).collect();
@@ -722,4 +785,71 @@ fn server_mode_reports_each_unmanaged_resource_and_honours_without_delete_suppor
         1,
     );
     assert_eq!(existing(), BTreeSet::from(["fixed-1".to_string()]));
+}
+
+#[test]
+fn every_stack_command_has_help_and_takes_the_server_flags() {
+    let dir = tempfile::tempdir().unwrap();
+    for scope in ["group", "sub"] {
+        for verb in [
+            "create", "validate", "show", "list", "delete", "export", "what-if",
+        ] {
+            let out = expect(dir.path(), &["stack", scope, verb, "--help"], 0);
+            let help = String::from_utf8_lossy(&out.stdout);
+            for flag in ["--server", "--token", "--ca-cert"] {
+                assert!(help.contains(flag), "stack {scope} {verb}: {help}");
+            }
+        }
+    }
+    let create = expect(dir.path(), &["stack", "sub", "create", "--help"], 0);
+    let help = String::from_utf8_lossy(&create.stdout);
+    for flag in [
+        "--resources-without-delete-support",
+        "--deny-settings-excluded-principals",
+        "--deny-settings-excluded-actions",
+        "--deny-settings-apply-to-child-scopes",
+        "--tags",
+        "--deployment-resource-group",
+        "--query",
+    ] {
+        assert!(help.contains(flag), "{flag}: {help}");
+    }
+    // A subscription stack needs a location; a group stack needs its group (usage errors, exit 2).
+    expect(
+        dir.path(),
+        &[
+            "stack",
+            "sub",
+            "create",
+            "-n",
+            "s",
+            "-f",
+            "x.json",
+            "--aou",
+            "detachAll",
+        ],
+        2,
+    );
+    expect(dir.path(), &["stack", "group", "show", "-n", "s"], 2);
+    // An unreachable server is an error (exit 1), not a usage error.
+    let out = expect(
+        dir.path(),
+        &[
+            "stack",
+            "group",
+            "show",
+            "-n",
+            "s",
+            "-g",
+            "rg",
+            "--server",
+            "http://127.0.0.1:9",
+        ],
+        1,
+    );
+    assert!(
+        stderr(&out).contains("cannot reach the server"),
+        "{}",
+        stderr(&out)
+    );
 }

@@ -667,10 +667,9 @@ impl StackService {
             .map_err(store_error)
     }
 
-    /// The other stacks' claims on resources, for the ownership check.
-    async fn ownership(&self, scope: &str, name: &str) -> Result<Ownership, ArmError> {
-        let mut ownership = Ownership::new();
-        let me = lease_name(scope, name);
+    /// Every stack record of every scope (the ownership check and recovery look across all of them).
+    async fn all_stack_records(&self) -> Result<Vec<StackRecord>, ArmError> {
+        let mut records = Vec::new();
         let mut page = PageRequest::default();
         loop {
             let listed = self
@@ -679,38 +678,45 @@ impl StackService {
                 .list_stacks(None, page.clone())
                 .await
                 .map_err(store_error)?;
-            for record in &listed.items {
-                if lease_name(&record.scope, &record.name) == me {
-                    continue;
-                }
-                let Ok(state) = StoredState::from_value(&record.managed_set) else {
-                    continue;
-                };
-                let shared = record
-                    .stack
-                    .pointer("/tags")
-                    .and_then(|t| t.get(SHARE_TAG))
-                    .and_then(Value::as_str)
-                    .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-                let stack_id = record
-                    .stack
-                    .get("id")
-                    .and_then(Value::as_str)
-                    .unwrap_or(&record.name)
-                    .to_owned();
-                for resource in &state.managed_set {
-                    ownership.claim(
-                        resource.key().clone(),
-                        StackClaim {
-                            stack_id: stack_id.clone(),
-                            shared,
-                        },
-                    );
-                }
-            }
+            records.extend(listed.items);
             match listed.continuation {
                 Some(token) => page.continuation = Some(token),
-                None => break,
+                None => return Ok(records),
+            }
+        }
+    }
+
+    /// The other stacks' claims on resources, for the ownership check.
+    async fn ownership(&self, scope: &str, name: &str) -> Result<Ownership, ArmError> {
+        let mut ownership = Ownership::new();
+        let me = lease_name(scope, name);
+        for record in self.all_stack_records().await? {
+            if lease_name(&record.scope, &record.name) == me {
+                continue;
+            }
+            let Ok(state) = StoredState::from_value(&record.managed_set) else {
+                continue;
+            };
+            let shared = record
+                .stack
+                .pointer("/tags")
+                .and_then(|t| t.get(SHARE_TAG))
+                .and_then(Value::as_str)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+            let stack_id = record
+                .stack
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or(&record.name)
+                .to_owned();
+            for resource in &state.managed_set {
+                ownership.claim(
+                    resource.key().clone(),
+                    StackClaim {
+                        stack_id: stack_id.clone(),
+                        shared,
+                    },
+                );
             }
         }
         Ok(ownership)

@@ -9,7 +9,7 @@ use std::time::Instant;
 
 use cairn_arm::models::stack::{DeploymentStack, DeploymentStackProvisioningState};
 use cairn_arm::{ArmError, ErrorDetail};
-use cairn_store::{PageRequest, Timestamp};
+use cairn_store::Timestamp;
 
 use crate::record::RecordFence;
 use crate::state::{PendingOperation, StoredState};
@@ -56,31 +56,20 @@ impl StackService {
     /// held by a live lease are left alone.
     pub async fn recover(&self) -> Result<StackRecoveryReport, ArmError> {
         let mut report = StackRecoveryReport::default();
-        let mut interrupted = Vec::new();
-        let mut page = PageRequest::default();
-        loop {
-            let listed = self
-                .inner
-                .store
-                .list_stacks(None, page.clone())
-                .await
-                .map_err(store_error)?;
-            for record in &listed.items {
-                let running = record
+        let interrupted: Vec<(String, String)> = self
+            .all_stack_records()
+            .await?
+            .into_iter()
+            .filter(|record| {
+                record
                     .stack
                     .pointer("/properties/provisioningState")
                     .and_then(serde_json::Value::as_str)
                     .map(DeploymentStackProvisioningState::parse)
-                    .is_some_and(|state| !state.is_terminal());
-                if running {
-                    interrupted.push((record.scope.clone(), record.name.clone()));
-                }
-            }
-            match listed.continuation {
-                Some(token) => page.continuation = Some(token),
-                None => break,
-            }
-        }
+                    .is_some_and(|state| !state.is_terminal())
+            })
+            .map(|record| (record.scope, record.name))
+            .collect();
         for (scope, name) in interrupted {
             let id = format!("{scope}/providers/Microsoft.Resources/deploymentStacks/{name}");
             match self.recover_stack(&scope, &name).await {

@@ -1,4 +1,4 @@
-//! `cairn stack group|sub create|show|list|delete|validate|export|what-if`: deployment stacks with az's flags
+//! `cairn stack group|sub|mg create|show|list|delete|validate|export|what-if`: deployment stacks with az's flags
 //! (`az stack group create` is the model: `--action-on-unmanage detachAll|deleteResources|deleteAll`,
 //! `--resources-without-delete-support detach|fail`, `--deny-settings-mode` and its excluded principals, excluded
 //! actions and child scopes, `--tags`, `--deployment-resource-group`, repeated `-p`, `--yes`), on the in-process
@@ -24,7 +24,7 @@ use cairn_arm::models::stack::{
     ResourcesWithoutDeleteSupportAction, StackDeleteOptions,
 };
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
-use cairn_arm::{ArmError, ErrorDetail};
+use cairn_arm::{ArmError, ErrorDetail, ResourceId};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
@@ -54,6 +54,11 @@ enum StackScope {
         #[command(subcommand)]
         command: StackCommand,
     },
+    /// Stacks at management group scope (`--management-group-id`).
+    Mg {
+        #[command(subcommand)]
+        command: StackCommand,
+    },
 }
 
 #[derive(Subcommand)]
@@ -79,6 +84,7 @@ enum StackCommand {
 enum ScopeKind {
     Group,
     Subscription,
+    ManagementGroup,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -151,6 +157,9 @@ struct ScopeArgs {
     /// Resource group (for `stack group`).
     #[arg(short = 'g', long = "resource-group", value_name = "NAME")]
     group: Option<String>,
+    /// Management group id (for `stack mg`).
+    #[arg(short = 'm', long = "management-group-id", value_name = "ID")]
+    management_group: Option<String>,
 }
 
 /// What a stack body is made of: the flags of `create`, `validate` and `what-if`.
@@ -213,7 +222,14 @@ struct StackFlags {
         value_name = "NAME"
     )]
     deployment_resource_group: Option<String>,
-    /// Location of the stack's data (required for `stack sub`).
+    /// Subscription the stack's deployment runs in (`stack mg` only; default: the management group).
+    #[arg(
+        long = "deployment-subscription",
+        visible_alias = "ds",
+        value_name = "ID"
+    )]
+    deployment_subscription: Option<String>,
+    /// Location of the stack's data (required for `stack sub` and `stack mg`).
     #[arg(short = 'l', long)]
     location: Option<String>,
     #[arg(long)]
@@ -303,6 +319,7 @@ pub(crate) fn run(args: StackArgs) -> anyhow::Result<ExitCode> {
         let (kind, command) = match args.scope {
             StackScope::Group { command } => (ScopeKind::Group, command),
             StackScope::Sub { command } => (ScopeKind::Subscription, command),
+            StackScope::Mg { command } => (ScopeKind::ManagementGroup, command),
         };
         match execute(&args.target, kind, command).await {
             Ok(code) => code,
@@ -312,6 +329,9 @@ pub(crate) fn run(args: StackArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn scope_of(target: &TargetArgs, kind: ScopeKind, scope: &ScopeArgs) -> Result<String, Failure> {
+    if kind != ScopeKind::ManagementGroup && scope.management_group.is_some() {
+        return Err(Failure::usage("--management-group-id is for `stack mg`"));
+    }
     match (kind, &scope.group) {
         (ScopeKind::Group, Some(group)) => target.group_scope(group),
         (ScopeKind::Group, None) => Err(Failure::usage(
@@ -322,6 +342,21 @@ fn scope_of(target: &TargetArgs, kind: ScopeKind, scope: &ScopeArgs) -> Result<S
              --deployment-resource-group",
         )),
         (ScopeKind::Subscription, None) => target.subscription_scope(),
+        (ScopeKind::ManagementGroup, Some(_)) => Err(Failure::usage(
+            "-g/--resource-group is for `stack group`; a management group stack deploys into a subscription with \
+             --deployment-subscription",
+        )),
+        (ScopeKind::ManagementGroup, None) => {
+            let Some(group) = &scope.management_group else {
+                return Err(Failure::usage(
+                    "the following argument is required for `stack mg`: -m/--management-group-id",
+                ));
+            };
+            let id = ResourceId::management_group(group).map_err(|e| {
+                Failure::usage(format!("'{group}' is not a valid management group id: {e}"))
+            })?;
+            Ok(id.to_string())
+        }
     }
 }
 
@@ -331,17 +366,39 @@ fn stack_request(
     kind: ScopeKind,
     a: &StackFlags,
 ) -> Result<DeploymentStack, Failure> {
-    if kind == ScopeKind::Subscription && a.location.is_none() {
-        return Err(Failure::usage(
-            "the following argument is required for `stack sub`: -l/--location",
-        ));
+    match kind {
+        ScopeKind::Subscription if a.location.is_none() => {
+            return Err(Failure::usage(
+                "the following argument is required for `stack sub`: -l/--location",
+            ));
+        }
+        ScopeKind::ManagementGroup if a.location.is_none() => {
+            return Err(Failure::usage(
+                "the following argument is required for `stack mg`: -l/--location",
+            ));
+        }
+        _ => {}
     }
-    let deployment_scope = match (&a.deployment_resource_group, kind) {
-        (None, _) => None,
-        (Some(group), ScopeKind::Subscription) => Some(target.group_scope(group)?),
-        (Some(_), ScopeKind::Group) => {
+    let deployment_scope = match (&a.deployment_resource_group, &a.deployment_subscription, kind) {
+        (None, None, _) => None,
+        (Some(group), None, ScopeKind::Subscription) => Some(target.group_scope(group)?),
+        (None, Some(subscription), ScopeKind::ManagementGroup) => Some(
+            ResourceId::subscription(subscription)
+                .map_err(|e| {
+                    Failure::usage(format!(
+                        "--deployment-subscription '{subscription}' is not a valid subscription id: {e}"
+                    ))
+                })?
+                .to_string(),
+        ),
+        (Some(_), _, _) => {
             return Err(Failure::usage(
                 "--deployment-resource-group is for `stack sub`: a resource group stack deploys into its own group",
+            ));
+        }
+        (None, Some(_), _) => {
+            return Err(Failure::usage(
+                "--deployment-subscription is for `stack mg`",
             ));
         }
     };
@@ -670,6 +727,7 @@ mod tests {
         let (kind, command) = match parsed.scope {
             StackScope::Group { command } => (ScopeKind::Group, command),
             StackScope::Sub { command } => (ScopeKind::Subscription, command),
+            StackScope::Mg { command } => (ScopeKind::ManagementGroup, command),
         };
         let StackCommand::Create(a) = command else {
             panic!("not a create")

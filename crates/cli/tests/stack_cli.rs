@@ -853,3 +853,112 @@ fn every_stack_command_has_help_and_takes_the_server_flags() {
         stderr(&out)
     );
 }
+
+#[test]
+fn management_group_stacks_in_process() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } }).to_string(),
+    )
+    .unwrap();
+    let mut mg_template = template(&["a", "b"]);
+    mg_template["$schema"] = json!(
+        "https://schema.management.azure.com/schemas/2019-08-01/managementGroupDeploymentTemplate.json#"
+    );
+    let file = dir.path().join("mg.json");
+    std::fs::write(&file, mg_template.to_string()).unwrap();
+    let (file, params) = (file.to_str().unwrap(), params.to_str().unwrap());
+    let create = [
+        "stack",
+        "mg",
+        "create",
+        "-n",
+        "files",
+        "-m",
+        "platform",
+        "-l",
+        "westus",
+        "-f",
+        file,
+        "-p",
+        params,
+        "--action-on-unmanage",
+        "deleteAll",
+        "--yes",
+    ];
+    let created = ok_json(&home, &create);
+    assert_eq!(
+        created["properties"]["provisioningState"], "succeeded",
+        "{created:#}"
+    );
+    assert_eq!(
+        created["properties"]["deploymentScope"],
+        "/providers/Microsoft.Management/managementGroups/platform"
+    );
+    assert!(root.join("a.txt").exists() && root.join("b.txt").exists());
+    let listed = ok_json(&home, &["stack", "mg", "list", "-m", "platform"]);
+    assert_eq!(listed.as_array().map(Vec::len), Some(1), "{listed:#}");
+
+    // Usage mistakes are caught before anything runs (exit 2).
+    let no_group = expect(&home, &["stack", "mg", "show", "-n", "files"], 2);
+    assert!(
+        stderr(&no_group).contains("--management-group-id"),
+        "{}",
+        stderr(&no_group)
+    );
+    let wrong_flag = [
+        "stack",
+        "mg",
+        "create",
+        "-n",
+        "x",
+        "-m",
+        "platform",
+        "-l",
+        "westus",
+        "-f",
+        file,
+        "--deployment-resource-group",
+        "rg",
+        "--action-on-unmanage",
+        "detachAll",
+    ];
+    expect(&home, &wrong_flag, 2);
+    let no_location = [
+        "stack",
+        "mg",
+        "create",
+        "-n",
+        "x",
+        "-m",
+        "platform",
+        "-f",
+        file,
+        "--action-on-unmanage",
+        "detachAll",
+    ];
+    expect(&home, &no_location, 2);
+
+    let out = cairn(
+        &home,
+        &[
+            "stack",
+            "mg",
+            "delete",
+            "-n",
+            "files",
+            "-m",
+            "platform",
+            "--action-on-unmanage",
+            "deleteAll",
+            "--yes",
+        ],
+    );
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert!(!root.join("a.txt").exists() && !root.join("b.txt").exists());
+}

@@ -225,6 +225,53 @@ impl LocalStacks {
                 ..StackServiceSettings::default()
             },
         );
-        Ok(LocalStacks { service, store })
+        let local = LocalStacks { service, store };
+        local.finish_interrupted().await?;
+        Ok(local)
+    }
+
+    /// An earlier command killed mid-operation left its stack `deploying`/`deleting`: once its lease has run out,
+    /// finish that operation here (before this command's own work) and wait for it, so nothing stays stuck.
+    async fn finish_interrupted(&self) -> Result<(), Failure> {
+        let report = self.service.recover().await?;
+        for id in &report.failed {
+            eprintln!(
+                "stack {id}: its interrupted operation could not be resumed; the stack is now failed"
+            );
+        }
+        let resumed = report.resumed_deletes.iter().chain(&report.resumed_updates);
+        for id in resumed {
+            let Some((scope, name)) =
+                id.split_once("/providers/Microsoft.Resources/deploymentStacks/")
+            else {
+                continue;
+            };
+            eprintln!("stack {name}: finishing the operation an earlier command left interrupted");
+            loop {
+                match self.service.get(scope, name).await {
+                    Ok(stack)
+                        if stack
+                            .properties
+                            .provisioning_state
+                            .as_ref()
+                            .is_some_and(|s| s.is_terminal()) =>
+                    {
+                        let state = stack
+                            .properties
+                            .provisioning_state
+                            .map(|s| s.as_str().to_owned());
+                        eprintln!("stack {name}: {}", state.unwrap_or_default());
+                        break;
+                    }
+                    Ok(_) => tokio::time::sleep(LOCAL_POLL).await,
+                    Err(error) if error.status() == 404 => {
+                        eprintln!("stack {name}: deleted");
+                        break;
+                    }
+                    Err(error) => return Err(Failure::Arm(error)),
+                }
+            }
+        }
+        Ok(())
     }
 }

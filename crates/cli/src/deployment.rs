@@ -6,7 +6,7 @@
 //! positions before anything is sent (exit 2); the engine's own validation errors come back as ARM errors (400,
 //! exit 2). A deployment that ends `Failed` or `Canceled` prints ARM's error tree on stderr and exits 1.
 
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cairn_arm::models::deployment::{
@@ -14,9 +14,8 @@ use cairn_arm::models::deployment::{
 };
 use cairn_arm::models::extension::ExtensionConfigs;
 use cairn_arm::models::parameters::DeploymentParameters;
-use cairn_template::{Diagnostic, ParameterValue, ParametersFile, SourceFile, Template};
 use clap::{Args, Subcommand, ValueEnum};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::backend::TargetArgs;
 use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format};
@@ -424,40 +423,8 @@ async fn operations(target: &TargetArgs, kind: ScopeKind, args: NamedArgs) -> Cm
 fn print_record(format: Format, record: &Value, query: Option<&str>) -> CmdResult<()> {
     match query {
         None => output::emit_one(format, record, DEPLOYMENT_COLUMNS),
-        Some(path) => {
-            let part = select(record, path)
-                .ok_or_else(|| Failure::usage(format!("--query '{path}' selects nothing")))?;
-            match format {
-                Format::Table => match part {
-                    Value::Array(items) => output::emit_list(format, items, &[]),
-                    _ => output::emit(Format::Json, part, &[], &[]),
-                },
-                _ => output::emit(format, part, &[], &[]),
-            }
-        }
+        Some(path) => crate::inputs::print_query(format, record, path),
     }
-}
-
-/// A dotted path (`properties.outputs.greeting.value`; `[n]` indexes arrays), matched ignoring case.
-fn select<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
-    let mut current = value;
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (key, index) = match part.split_once('[') {
-            Some((key, rest)) => (key, Some(rest.strip_suffix(']')?.parse::<usize>().ok()?)),
-            None => (part, None),
-        };
-        if !key.is_empty() {
-            current = current
-                .as_object()?
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                .map(|(_, v)| v)?;
-        }
-        if let Some(i) = index {
-            current = current.as_array()?.get(i)?;
-        }
-    }
-    Some(current)
 }
 
 /// Drops outputs of secure type (the engine leaves them out; a server of another make might not).
@@ -654,59 +621,12 @@ fn build_request(args: &TemplateArgs, kind: ScopeKind) -> Result<(String, Deploy
             "the following argument is required for `deployment sub`: -l/--location",
         ));
     }
-    if args
-        .template_file
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("bicep") || e.eq_ignore_ascii_case("bicepparam"))
-    {
-        return Err(Failure::usage(format!(
-            "{} is Bicep source: cairn deploys ARM JSON; run `bicep build {}` and pass the .json file",
-            args.template_file.display(),
-            args.template_file.display()
-        )));
-    }
-    let mut sources = Vec::new();
-    let mut diagnostics = Vec::new();
-    let template_source = read_source(&args.template_file)?;
-    let template = match cairn_json::parse(&template_source.text) {
-        Ok(root) => {
-            let (_, diags) = Template::parse(root.clone());
-            diagnostics.extend(
-                diags
-                    .into_iter()
-                    .filter(Diagnostic::is_error)
-                    .map(|d| template_source.locate(d)),
-            );
-            root.to_json()
-        }
-        Err(e) => {
-            diagnostics.push(
-                template_source.locate(
-                    Diagnostic::error(
-                        "InvalidTemplate",
-                        format!("The template is not valid JSON: {e}."),
-                        "",
-                    )
-                    .with_span(e.span),
-                ),
-            );
-            Value::Null
-        }
-    };
-    sources.push(template_source);
-    let mut inputs = Inputs::default();
-    for arg in &args.parameters {
-        inputs.add(arg, &mut sources, &mut diagnostics)?;
-    }
-    if !diagnostics.is_empty() {
-        crate::render::print_diagnostics(&diagnostics, &sources, crate::render::OutputFormat::Text);
-        return Err(Failure::Reported);
-    }
+    let inputs = crate::inputs::read_template_inputs(&args.template_file, &args.parameters)?;
     let mut properties = DeploymentProperties::new(match args.mode {
         Mode::Incremental => DeploymentMode::Incremental,
         Mode::Complete => DeploymentMode::Complete,
     });
-    properties.template = Some(template);
+    properties.template = Some(inputs.template);
     if !inputs.parameters.is_empty() {
         properties.parameters = Some(DeploymentParameters(inputs.parameters));
     }
@@ -730,129 +650,9 @@ fn build_request(args: &TemplateArgs, kind: ScopeKind) -> Result<(String, Deploy
     ))
 }
 
-fn read_source(path: &Path) -> Result<SourceFile, Failure> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|e| Failure::usage(format!("cannot read {}: {e}", path.display())))?;
-    Ok(SourceFile::new(path.display().to_string(), text))
-}
-
-/// Parameters and extension configs gathered from every `-p`, in ARM's request shapes.
-#[derive(Default)]
-struct Inputs {
-    parameters: Map<String, Value>,
-    extension_configs: Map<String, Value>,
-    external_input_definitions: Option<Value>,
-}
-
-impl Inputs {
-    /// One `-p`: `@file.json`, `file.json`, or `name=value` (JSON if it parses, else a string), as az takes it.
-    fn add(
-        &mut self,
-        arg: &str,
-        sources: &mut Vec<SourceFile>,
-        diagnostics: &mut Vec<Diagnostic>,
-    ) -> Result<(), Failure> {
-        let as_file = arg.strip_prefix('@').unwrap_or(arg);
-        if let Some((name, value)) = arg.split_once('=')
-            && !arg.starts_with('@')
-            && !Path::new(as_file).exists()
-        {
-            if name.is_empty() {
-                return Err(Failure::usage(format!("-p '{arg}' names no parameter")));
-            }
-            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
-            self.set_parameter(name, json!({ "value": value }));
-            return Ok(());
-        }
-        let source = read_source(Path::new(as_file))?;
-        match cairn_json::parse(&source.text) {
-            Ok(root) => {
-                let (file, diags) = ParametersFile::parse(&root);
-                diagnostics.extend(
-                    diags
-                        .into_iter()
-                        .filter(Diagnostic::is_error)
-                        .map(|d| source.locate(d)),
-                );
-                self.merge(file);
-            }
-            Err(e) => diagnostics.push(
-                source.locate(
-                    Diagnostic::error(
-                        "InvalidParameterFile",
-                        format!("The parameters file is not valid JSON: {e}."),
-                        "",
-                    )
-                    .with_span(e.span),
-                ),
-            ),
-        }
-        sources.push(source);
-        Ok(())
-    }
-
-    fn set_parameter(&mut self, name: &str, entry: Value) {
-        self.parameters.retain(|k, _| !k.eq_ignore_ascii_case(name));
-        self.parameters.insert(name.to_string(), entry);
-    }
-
-    fn merge(&mut self, file: ParametersFile) {
-        for p in file.parameters {
-            let entry = match p.value {
-                ParameterValue::Value(v) => json!({ "value": v.to_json() }),
-                ParameterValue::KeyVault(r) => {
-                    let mut reference = json!({
-                        "keyVault": { "id": r.vault_id },
-                        "secretName": r.secret_name,
-                    });
-                    if let Some(version) = r.secret_version {
-                        reference["secretVersion"] = json!(version);
-                    }
-                    json!({ "reference": reference })
-                }
-                ParameterValue::Expression(e) => json!({ "expression": e }),
-            };
-            self.set_parameter(&p.name, entry);
-        }
-        for config in file.extension_configs {
-            let key = self
-                .extension_configs
-                .keys()
-                .find(|k| k.eq_ignore_ascii_case(&config.alias))
-                .cloned()
-                .unwrap_or(config.alias);
-            let slot = self
-                .extension_configs
-                .entry(key)
-                .or_insert_with(|| Value::Object(Map::new()));
-            if let Value::Object(items) = slot {
-                for (property, item) in config.items {
-                    items.retain(|k, _| !k.eq_ignore_ascii_case(&property));
-                    items.insert(property, item.to_json());
-                }
-            }
-        }
-        if let Some(defs) = file.external_input_definitions {
-            self.external_input_definitions = Some(defs.to_json());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn queries_follow_dotted_paths_ignoring_case() {
-        let v = json!({"properties": {"outputs": {"greeting": {"value": "hi"}}, "list": [1, 2]}});
-        assert_eq!(
-            select(&v, "properties.Outputs.greeting.value"),
-            Some(&json!("hi"))
-        );
-        assert_eq!(select(&v, "properties.list[1]"), Some(&json!(2)));
-        assert_eq!(select(&v, "properties.missing"), None);
-        assert_eq!(select(&v, "properties.list[x]"), None);
-    }
 
     #[test]
     fn secure_outputs_are_dropped() {
@@ -874,20 +674,5 @@ mod tests {
         }]}});
         let text = redact_what_if(result).to_string();
         assert!(!text.contains("hunter2"), "{text}");
-    }
-
-    #[test]
-    fn parameters_later_values_win_ignoring_case() {
-        let mut inputs = Inputs::default();
-        let (mut sources, mut diags) = (Vec::new(), Vec::new());
-        inputs.add("Name=one", &mut sources, &mut diags).unwrap();
-        inputs.add("name=2", &mut sources, &mut diags).unwrap();
-        inputs
-            .add("obj={\"a\":1}", &mut sources, &mut diags)
-            .unwrap();
-        assert_eq!(
-            Value::Object(inputs.parameters),
-            json!({"name": {"value": 2}, "obj": {"value": {"a": 1}}})
-        );
     }
 }

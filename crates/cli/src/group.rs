@@ -4,7 +4,7 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::{Map, Value, json};
+use serde_json::json;
 
 use crate::backend::TargetArgs;
 use crate::output::{self, CmdResult, Failure, Format};
@@ -109,7 +109,7 @@ async fn execute(target: &TargetArgs, command: GroupCommand) -> CmdResult {
             let id = target.group_scope(&a.name)?;
             let mut body = json!({ "location": a.location });
             if !a.tags.is_empty() {
-                body["tags"] = Value::Object(parse_tags(&a.tags)?);
+                body["tags"] = json!(crate::inputs::parse_tags(&a.tags)?);
             }
             let backend = target.connect().await?;
             let group = backend.put_group(&id, &body).await;
@@ -146,19 +146,6 @@ async fn execute(target: &TargetArgs, command: GroupCommand) -> CmdResult {
     Ok(ExitCode::SUCCESS)
 }
 
-/// `key=value` tags (a bare `key` has an empty value, as in az).
-fn parse_tags(tags: &[String]) -> Result<Map<String, Value>, Failure> {
-    let mut out = Map::new();
-    for tag in tags {
-        let (key, value) = tag.split_once('=').unwrap_or((tag, ""));
-        if key.is_empty() {
-            return Err(Failure::usage(format!("tag '{tag}' has no name")));
-        }
-        out.insert(key.to_string(), json!(value));
-    }
-    Ok(out)
-}
-
 /// Asks on a terminal; scripts (stdin not a terminal) are not asked, as `--yes` is implied.
 fn confirm(name: &str) -> Result<bool, Failure> {
     if !std::io::stdin().is_terminal() {
@@ -177,11 +164,4 @@ fn confirm(name: &str) -> Result<bool, Failure> {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn tags_are_key_value_pairs() {
-        let tags = parse_tags(&["env=dev".into(), "owner".into()]).unwrap();
-        assert_eq!(Value::Object(tags), json!({"env": "dev", "owner": ""}));
-        assert!(parse_tags(&["=x".into()]).is_err());
-    }
 }

@@ -5,6 +5,7 @@ mod client;
 mod deployment;
 mod extension;
 mod group;
+mod inputs;
 mod keyvault;
 mod lint;
 mod local;

@@ -10,7 +10,6 @@
 //! e.g. a missing stack), 2 usage or an invalid request (400).
 
 mod backend;
-mod inputs;
 mod watch;
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
@@ -29,9 +28,9 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use self::backend::StackBackend;
-use self::inputs::{parse_tags, print_query, read_template_inputs};
 use self::watch::{StackWatch, follow};
 use crate::backend::TargetArgs;
+use crate::inputs::{parse_tags, print_query, read_template_inputs};
 use crate::output::{self, CmdResult, Failure, Format};
 
 #[derive(Args)]

@@ -1,6 +1,6 @@
-//! What the stack commands read from their flags: the ARM JSON template (`-f`, diagnostics with file positions),
-//! az's repeated `-p` (parameters files and `name=value`, later values winning), `--tags key=value ...` and the
-//! dotted `--query` path. Nothing here is stack-specific: the deployment and group commands can share it.
+//! What the resource commands (deployments, stacks, groups) read from their flags: the ARM JSON template (`-f`,
+//! diagnostics with file positions), az's repeated `-p` (parameters files and `name=value`, later values winning),
+//! `--tags key=value ...` and the dotted `--query` path.
 //!
 //! Files are parsed with positions so a template or parameters file that is not valid JSON, or that the template
 //! model rejects, is reported as `error[Code]: ... --> file:line:col` before anything is sent (exit 2).

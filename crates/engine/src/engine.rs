@@ -6,10 +6,11 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cairn_arm::models::deployment::{
-    Deployment, DeploymentExportResult, DeploymentExtended, DeploymentMode,
+    Deployment, DeploymentExportResult, DeploymentExtended, DeploymentMode, DeploymentProperties,
     DeploymentResourceReference, DeploymentValidateResult, DeploymentWhatIf,
 };
 use cairn_arm::models::operation::DeploymentOperation;
+use cairn_arm::models::parameters::DeploymentParameters;
 use cairn_arm::models::what_if::WhatIfOperationResult;
 use cairn_arm::{ArmError, ErrorDetail};
 use cairn_host::ExtensionHost;
@@ -25,6 +26,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::EngineError;
 use crate::events::DeploymentEvent;
 use crate::inflight::LocalFuture;
+use crate::link::{HttpTemplateFetcher, TemplateFetcher, resolve_request, seal_links};
 use crate::provider::Providers;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
 use crate::root::{RootStart, interrupted_resources, prepare, resource_group_location, run_root};
@@ -190,6 +192,19 @@ impl Engine {
         providers: Providers,
         settings: EngineSettings,
     ) -> Result<Engine, EngineError> {
+        let fetcher = Arc::new(HttpTemplateFetcher::new(settings.linked_template_timeout));
+        Self::with_template_fetcher(store, host, providers, settings, fetcher)
+    }
+
+    /// [`Engine::new`] with `fetcher` downloading linked templates (`templateLink.uri`, `parametersLink`) in place
+    /// of the HTTP one, e.g. an in-process fetcher in tests.
+    pub fn with_template_fetcher(
+        store: Arc<dyn Store>,
+        host: Arc<ExtensionHost>,
+        providers: Providers,
+        settings: EngineSettings,
+        fetcher: Arc<dyn TemplateFetcher>,
+    ) -> Result<Engine, EngineError> {
         let mut all = Providers::builtin(store.clone());
         all.extend(providers);
         let env = Arc::new(EngineEnv {
@@ -197,6 +212,7 @@ impl Engine {
             host,
             providers: Arc::new(all),
             settings,
+            fetcher,
         });
         let (tx, rx) = mpsc::unbounded_channel();
         let (ready_tx, ready_rx) = std::sync::mpsc::channel();
@@ -317,6 +333,11 @@ impl Engine {
             ));
         }
         let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
+        let (resolved, _) = resolve_request(&env, &request.properties).await?;
+        let request = Deployment {
+            properties: resolved,
+            ..request
+        };
         let correlation_id = options
             .correlation_id
             .clone()
@@ -357,8 +378,16 @@ impl Engine {
         )
         .await
         .map_err(store_error)?;
+        seal_links(
+            env.store.as_ref(),
+            Some(&SecretOwner::Deployment(id.clone())),
+            &mut sealed,
+        )
+        .await
+        .map_err(store_error)?;
         if let Json::Object(p) = &mut sealed {
-            // A template sent as a JSON string is stored parsed, so records can read its declarations.
+            // A template sent as a JSON string (or behind a link) is stored parsed, so records can read its
+            // declarations and exportTemplate returns it.
             if let Ok(template) = crate::root::template_json(&request.properties) {
                 p.insert("template".into(), template);
             }
@@ -632,7 +661,20 @@ impl Engine {
         }
     }
 
-    /// The template of a stored deployment (`exportTemplate`).
+    /// The template and parameters a deployment request amounts to: `templateLink` (a template spec version or a
+    /// URI) and `parametersLink` resolved, or the inline ones. The same checks as a deployment PUT: not both
+    /// `template` and `templateLink`, not both `parameters` and `parametersLink`.
+    pub async fn resolve_template(
+        &self,
+        properties: &DeploymentProperties,
+    ) -> Result<(Json, Option<DeploymentParameters>), ArmError> {
+        let (resolved, _) = resolve_request(&self.inner.env, properties).await?;
+        let template = crate::root::template_json(&resolved)?;
+        Ok((template, resolved.parameters))
+    }
+
+    /// The template of a stored deployment (`exportTemplate`): for a linked deployment, the template it
+    /// downloaded.
     pub async fn export_template(
         &self,
         scope: &str,
@@ -656,6 +698,11 @@ impl Engine {
         cairn_arm::names::validate_deployment_name(name)?;
         let key = Self::key(scope, name);
         let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
+        let (resolved, _) = resolve_request(&self.inner.env, &request.properties).await?;
+        let request = Deployment {
+            properties: resolved,
+            ..request
+        };
         let tracking = uuid::Uuid::new_v4().to_string();
         let properties = request.properties.clone();
         let prepare_key = key.clone();
@@ -715,6 +762,12 @@ impl Engine {
             Some(cairn_arm::models::deployment::DeploymentProvisioningState::Succeeded);
         shown.properties.mode = Some(request.properties.mode.clone());
         shown.properties.parameters = parameters;
+        shown.properties.template_link = request.properties.template_link.as_ref().map(|link| {
+            let mut link = link.clone();
+            link.query_string = None;
+            link.uri = link.uri.as_deref().map(crate::link::display_text);
+            link
+        });
         shown.properties.template_hash = prepared.annotation.template_hash.clone();
         shown.properties.dependencies = Some(prepared.annotation.dependencies.clone());
         shown.properties.validated_resources = Some(validated);
@@ -741,10 +794,19 @@ impl Engine {
         let key = Self::key(scope, name);
         let (properties, settings) = request.properties.into_parts();
         let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
+        let (properties, origin) = resolve_request(&self.inner.env, &properties).await?;
         self.on_coordinator(move |env| {
             Box::pin(async move {
-                crate::what_if::what_if(&env, &key, &properties, settings, location, rg_location)
-                    .await
+                crate::what_if::what_if(
+                    &env,
+                    &key,
+                    &properties,
+                    origin,
+                    settings,
+                    location,
+                    rg_location,
+                )
+                .await
             })
         })
         .await?

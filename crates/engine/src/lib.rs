@@ -4,7 +4,11 @@
 //! resume after a crash is in the store.
 //!
 //! Entry point: [`Engine`] (`create_or_update`, `get`, `list`, `operations`, `delete`, `cancel`, `validate`,
-//! `what_if`, `export_template`, `recover`). See `docs/engine.md`.
+//! `what_if`, `export_template`, `resolve_template`, `recover`). See `docs/engine.md`.
+//!
+//! Templates come inline or through links: template spec versions (`templateLink.id`, served by the built-in
+//! template spec provider), URIs (`templateLink.uri`, `parametersLink`, downloaded by a [`TemplateFetcher`]) and
+//! `relativePath` links of nested deployments.
 //!
 //! # Architecture
 //!
@@ -19,6 +23,7 @@ pub mod error;
 pub mod events;
 mod hook;
 mod inflight;
+pub mod link;
 pub mod provider;
 pub mod records;
 mod root;
@@ -30,6 +35,7 @@ mod what_if;
 pub use engine::{DeployOptions, DeploymentHandle, DeploymentPage, Engine, RecoveryReport};
 pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};
+pub use link::{FetchError, FetchFuture, HttpTemplateFetcher, TemplateFetcher};
 pub use provider::{ProviderError, Providers, PutOutcome, ResourceProvider};
 pub use settings::{EngineSettings, RecoveryPolicy};
 

@@ -97,7 +97,19 @@ pub fn deployment_extended(record: &DeploymentRecord) -> DeploymentExtended {
         },
         providers: None,
         dependencies: Some(annotation.dependencies.clone()),
-        template_link: from_json(request.get("templateLink")),
+        // A root request's query string is a sealed secret marker: never shown.
+        template_link: from_json(
+            request
+                .get("templateLink")
+                .map(|link| {
+                    let mut link = link.clone();
+                    if let Value::Object(map) = &mut link {
+                        map.remove("queryString");
+                    }
+                    link
+                })
+                .as_ref(),
+        ),
         parameters,
         parameters_link: from_json(request.get("parametersLink")),
         extensions: from_json::<Vec<DeploymentExtension>>(record.extensions.as_ref())

@@ -22,6 +22,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::events::{DeploymentEvent, EventKind};
 use crate::hook::{EngineHook, RuntimeValues};
+use crate::link::TemplateOrigin;
 use crate::records::EngineAnnotation;
 use crate::run::{
     EngineEnv, Run, Tree, context_for, dependencies, diagnostic_detail, request_secure_items,
@@ -65,20 +66,14 @@ fn scope_name(kind: ScopeKind) -> &'static str {
     }
 }
 
-/// The template JSON of a request (an object, or a JSON string holding one).
+/// The template JSON of a request (an object, or a JSON string holding one). A linked request is resolved first
+/// ([`crate::link::resolve_request`]): its `template` then holds the downloaded template beside the link.
 pub(crate) fn template_json(properties: &DeploymentProperties) -> Result<Json, ArmError> {
-    if properties.template_link.is_some() {
+    if properties.template.is_none() && properties.template_link.is_some() {
         return Err(ArmError::new(
             400,
             "InvalidRequestContent",
-            "cairn deploys inline templates only: 'templateLink' is not supported. Send the template in 'properties.template'.",
-        ));
-    }
-    if properties.parameters_link.is_some() {
-        return Err(ArmError::new(
-            400,
-            "InvalidRequestContent",
-            "cairn takes inline parameters only: 'parametersLink' is not supported.",
+            "The linked template of this request was not resolved.",
         ));
     }
     match &properties.template {
@@ -292,7 +287,7 @@ async fn run_tree(
         }
     };
     let (template, diags) = Template::parse(Node::from_json(&template_value));
-    let run = Run::new(
+    let mut run = Run::new(
         tree.clone(),
         record.id.clone(),
         record.key.clone(),
@@ -324,6 +319,7 @@ async fn run_tree(
         annotation,
         &env.settings,
     );
+    run.set_link_context(TemplateOrigin::of(properties), ctx.clone());
     let hook = EngineHook::new(tree.values.clone());
     let expansion = run
         .with_runtime_values(&hook, || {

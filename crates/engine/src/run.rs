@@ -37,6 +37,7 @@ use crate::config::{public_config, resolve_config};
 use crate::events::{DeploymentEvent, EventKind};
 use crate::hook::{EngineHook, Miss, RuntimeValues};
 use crate::inflight::{InFlight, LocalFuture};
+use crate::link::TemplateOrigin;
 use crate::provider::{ProviderError, Providers, status_name};
 use crate::records::{ENGINE_MEMBER, EngineAnnotation};
 use crate::secrets::{read_key_vault_secret, seal_request};
@@ -48,6 +49,8 @@ pub(crate) struct EngineEnv {
     pub host: Arc<ExtensionHost>,
     pub providers: Arc<Providers>,
     pub settings: EngineSettings,
+    /// Downloads `templateLink.uri` templates and `parametersLink` files.
+    pub fetcher: Arc<dyn crate::link::TemplateFetcher>,
 }
 
 /// State shared by a root deployment and every deployment nested in it.
@@ -167,6 +170,10 @@ pub(crate) struct Run {
     started: Instant,
     /// Store writes in flight, by operation ID.
     writes: RefCell<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// Where this deployment's template came from (what nested `relativePath` links resolve against).
+    origin: TemplateOrigin,
+    /// This deployment's facts, the base of its linked nested deployments' facts.
+    context: Option<DeploymentContext>,
 }
 
 fn now() -> Timestamp {
@@ -344,7 +351,58 @@ impl Run {
             secure_config,
             started: Instant::now(),
             writes: RefCell::new(HashMap::new()),
+            origin: TemplateOrigin::Inline,
+            context: None,
         }
+    }
+
+    /// Sets where the run's template came from and its deployment facts (needed by linked nested deployments).
+    pub(crate) fn set_link_context(&mut self, origin: TemplateOrigin, context: DeploymentContext) {
+        self.origin = origin;
+        self.context = Some(context);
+    }
+
+    /// The child deployment of nested deployment `identity` (its body evaluated): inline templates from the
+    /// expansion, linked ones downloaded or read from their template spec. Also returns the child's template
+    /// origin, the link its record shows and parameters read from a `parametersLink`.
+    pub(crate) async fn nested_child(
+        &self,
+        expansion: &Expansion<'_>,
+        identity: &ResourceIdentity,
+        body: &Json,
+    ) -> Result<NestedChild, ErrorDetail> {
+        if identity.nested_deployment {
+            let nested = expansion
+                .nested(identity.index)
+                .map_err(|diags| template_error(&diags))?;
+            return Ok(NestedChild {
+                nested,
+                origin: self.origin.clone(),
+                shown_link: None,
+                fetched_parameters: None,
+            });
+        }
+        let Some(context) = &self.context else {
+            return Err(ErrorDetail::new(
+                "InternalServerError",
+                "The deployment facts of a linked nested deployment's parent are missing.",
+            ));
+        };
+        let linked = crate::link::linked_nested(
+            self.env(),
+            expansion,
+            identity,
+            body,
+            context,
+            &self.origin,
+        )
+        .await?;
+        Ok(NestedChild {
+            nested: linked.nested,
+            origin: linked.linked.origin,
+            shown_link: Some(linked.linked.shown),
+            fetched_parameters: linked.fetched_parameters,
+        })
     }
 
     fn env(&self) -> &EngineEnv {
@@ -858,7 +916,7 @@ impl Run {
                 );
                 return (index, Outcome::Skipped);
             }
-            if identity.nested_deployment {
+            if is_nested_deployment(identity) {
                 if stop.get() || self.tree.cancel.is_cancelled() {
                     return (index, Outcome::NotStarted);
                 }
@@ -1320,10 +1378,16 @@ impl Run {
             Ok(None) => return Outcome::Skipped,
             Err(error) => return fail_early(error, target).await,
         };
-        let mut nested = match expansion.nested(identity.index) {
-            Ok(n) => n,
-            Err(diags) => return fail_early(template_error(&diags), target).await,
+        let child = match self.nested_child(expansion, identity, &body).await {
+            Ok(child) => child,
+            Err(error) => return fail_early(error, target).await,
         };
+        let NestedChild {
+            mut nested,
+            origin: child_origin,
+            shown_link,
+            fetched_parameters,
+        } = child;
         let child_key = DeploymentKey::new(
             scope_key(&nested.context.scope_id(nested.template.scope)),
             nested.context.deployment_name.clone(),
@@ -1342,6 +1406,15 @@ impl Run {
             Ok(x) => x,
             Err(error) => return fail_early(error, target).await,
         };
+        let mut body = body;
+        if let Some(Json::Object(properties)) = body.get_mut("properties") {
+            if let Some(link) = shown_link {
+                properties.insert("templateLink".into(), link);
+            }
+            if let Some(parameters) = fetched_parameters {
+                properties.insert("parameters".into(), Json::Object(parameters));
+            }
+        }
         let record = match self
             .create_child(&child_key, &body, &nested, &child_expansion)
             .await
@@ -1358,7 +1431,7 @@ impl Run {
             None,
             None,
         );
-        let child = Run::new(
+        let mut child = Run::new(
             self.tree.clone(),
             record.id.clone(),
             child_key.clone(),
@@ -1366,6 +1439,7 @@ impl Run {
             record.version,
             secure_config(Some(&nested.template), request_secure_items(&body)),
         );
+        child.set_link_context(child_origin, nested.context.clone());
         let finished: Finished = {
             let run: LocalFuture<'_, Finished> =
                 Box::pin(child.execute(&child_expansion, &child_hook));
@@ -1503,13 +1577,18 @@ impl Run {
         )
         .await
         .map_err(|e| internal(&e))?;
+        // Nested records are never resumed on their own: link query strings (credentials) are dropped.
+        crate::link::seal_links(store.as_ref(), None, &mut properties)
+            .await
+            .map_err(|e| internal(&e))?;
         if let Json::Object(p) = &mut properties {
-            p.insert("template".into(), template_json);
             let annotation = EngineAnnotation {
                 dependencies: dependencies(&expansion.resources()),
                 location: nested.context.location.clone(),
+                template_hash: Some(crate::root::template_hash(&template_json)),
                 ..EngineAnnotation::default()
             };
+            p.insert("template".into(), template_json);
             p.insert(
                 ENGINE_MEMBER.into(),
                 serde_json::to_value(annotation).unwrap_or(Json::Null),
@@ -1540,6 +1619,26 @@ impl Run {
         self.tree.active.borrow_mut().push(id);
         Ok(record)
     }
+}
+
+/// A nested deployment's child, ready to expand.
+pub(crate) struct NestedChild {
+    pub nested: NestedTemplate,
+    pub origin: TemplateOrigin,
+    /// The `templateLink` the child's record shows (linked children only).
+    pub shown_link: Option<Json>,
+    pub fetched_parameters: Option<Map<String, Json>>,
+}
+
+/// Whether `identity` is a nested deployment the engine runs itself: `Microsoft.Resources/deployments` with an
+/// inline template or a template link (an `existing` one is only read).
+pub(crate) fn is_nested_deployment(identity: &ResourceIdentity) -> bool {
+    identity.nested_deployment
+        || (identity.extension.is_none()
+            && !identity.existing
+            && identity
+                .resource_type
+                .eq_ignore_ascii_case(crate::provider::DEPLOYMENTS_TYPE))
 }
 
 /// Config items a nested deployment's evaluated `extensionConfigs` (or a request's) mark `SecureString` /

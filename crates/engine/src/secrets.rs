@@ -87,7 +87,7 @@ pub async fn read_key_vault_secret(
 }
 
 /// A stored document's secret: its JSON serialized into the secret store.
-async fn seal_value(
+pub(crate) async fn seal_value(
     store: &dyn Store,
     owner: &SecretOwner,
     name: &str,

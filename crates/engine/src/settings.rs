@@ -1,4 +1,5 @@
-//! Engine settings: parallelism, claim and heartbeat timing, recovery policy and the local tenant's identity.
+//! Engine settings: parallelism, claim and heartbeat timing, recovery policy, the local tenant's identity and
+//! linked-template download limits.
 
 use std::time::Duration;
 
@@ -33,6 +34,11 @@ pub struct EngineSettings {
     /// How many times a resource body is re-evaluated after fetching runtime values (`list*`, Key Vault, reads of
     /// resources outside the template) before giving up.
     pub max_runtime_rounds: usize,
+    /// The largest linked template or parameters file downloaded for `templateLink.uri` / `parametersLink` (ARM's
+    /// 4 MiB).
+    pub max_linked_template_bytes: usize,
+    /// How long one linked-template download may take.
+    pub linked_template_timeout: Duration,
 }
 
 impl Default for EngineSettings {
@@ -46,6 +52,8 @@ impl Default for EngineSettings {
             tenant_id: "00000000-0000-0000-0000-000000000000".into(),
             require_resource_groups: true,
             max_runtime_rounds: 8,
+            max_linked_template_bytes: crate::link::DEFAULT_MAX_LINKED_BYTES,
+            linked_template_timeout: crate::link::DEFAULT_LINK_TIMEOUT,
         }
     }
 }

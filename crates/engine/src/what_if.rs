@@ -30,9 +30,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::EngineError;
 use crate::hook::{EngineHook, RuntimeValues};
+use crate::link::TemplateOrigin;
 use crate::records::EngineAnnotation;
 use crate::root::{parameters_file, scope_kind_of, template_json};
-use crate::run::{EngineEnv, Run, Tree, context_for, template_error};
+use crate::run::{EngineEnv, Run, Tree, context_for, is_nested_deployment, template_error};
 
 const MAX_DEPTH: usize = cairn_template::expand::MAX_NESTING_DEPTH;
 
@@ -46,6 +47,7 @@ pub(crate) async fn what_if(
     env: &Arc<EngineEnv>,
     key: &DeploymentKey,
     properties: &DeploymentProperties,
+    origin: TemplateOrigin,
     settings: Option<DeploymentWhatIfSettings>,
     location: Option<String>,
     rg_location: Option<String>,
@@ -88,7 +90,7 @@ pub(crate) async fn what_if(
         active: RefCell::new(Vec::new()),
     });
     // A run that is never written: what-if only uses its runtime-value fetching and config resolution.
-    let run = Run::new(
+    let mut run = Run::new(
         tree.clone(),
         DeploymentId::from_string(format!("what-if-{tracking}")),
         key.clone(),
@@ -96,6 +98,7 @@ pub(crate) async fn what_if(
         0,
         Default::default(),
     );
+    run.set_link_context(origin, ctx.clone());
     let hook = EngineHook::new(tree.values.clone());
     let expansion = run
         .with_runtime_values(&hook, || {
@@ -197,13 +200,34 @@ fn walk<'f>(
                     continue;
                 }
             };
-            if identity.nested_deployment {
+            if is_nested_deployment(&identity) {
                 if depth >= MAX_DEPTH {
                     continue;
                 }
-                let Ok(nested) = expansion.nested(index) else {
-                    continue;
+                let nested = match run
+                    .nested_child(expansion, &identity, &body.to_json())
+                    .await
+                {
+                    Ok(child) => child,
+                    Err(error) => {
+                        // A linked template that cannot be read: the deployment's changes are unknown.
+                        let mut change =
+                            base_change(&identity, deployment_id, ChangeType::Unsupported);
+                        change.unsupported_reason = Some(error.message().to_string());
+                        collector.borrow_mut().changes.push(change);
+                        continue;
+                    }
                 };
+                let mut child_run = Run::new(
+                    run.tree.clone(),
+                    run.id.clone(),
+                    run.key.clone(),
+                    depth + 1,
+                    0,
+                    Default::default(),
+                );
+                child_run.set_link_context(nested.origin.clone(), nested.nested.context.clone());
+                let nested = nested.nested;
                 let child_hook = EngineHook::new(hook.shared().clone());
                 let Ok(child) = run
                     .with_runtime_values(&child_hook, || {
@@ -218,7 +242,15 @@ fn walk<'f>(
                     nested.context.scope_id(nested.template.scope),
                     nested.context.deployment_name
                 );
-                walk(run, &child, &child_hook, collector, &child_id, depth + 1).await;
+                walk(
+                    &child_run,
+                    &child,
+                    &child_hook,
+                    collector,
+                    &child_id,
+                    depth + 1,
+                )
+                .await;
                 continue;
             }
             let change = match &identity.extension {

@@ -1,6 +1,6 @@
-//! `Microsoft.Resources/deployments` as a provider, for what is not a nested deployment with an inline template:
-//! GET answers `reference()` of deployments outside the template from their records; PUT of a linked template
-//! (`templateLink`, template specs) is refused, since cairn fetches no templates.
+//! `Microsoft.Resources/deployments` as a provider, for what is not a nested deployment of a template: GET answers
+//! `reference()` of deployments outside the template from their records. Nested deployments (inline or linked
+//! templates) are run by the engine itself, never PUT through here.
 
 use std::sync::Arc;
 
@@ -39,8 +39,8 @@ impl ResourceProvider for DeploymentsProvider {
         Box::pin(async {
             Err(ProviderError::bad_request(
                 "InvalidTemplate",
-                "A nested deployment needs an inline 'properties.template': cairn does not fetch linked templates \
-                 ('templateLink') or template specs.",
+                "Deployments are created through the deployments API or as nested deployments of a template, \
+                 not as individual resources.",
             ))
         })
     }

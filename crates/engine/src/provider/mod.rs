@@ -1,6 +1,6 @@
 //! Resource providers for ARM resource types: the [`ResourceProvider`] trait (PUT, GET, DELETE and POST actions by
 //! resource ID and API version), the [`Providers`] registry the engine looks types up in, and the built-in local
-//! providers (resource groups, Key Vault vaults and secrets).
+//! providers (resource groups, deployments, Key Vault vaults and secrets, template specs and their versions).
 //!
 //! A type without a provider fails with `NoRegisteredProviderFound`, naming the type: cairn has no Azure behind
 //! it, so anything beyond the built-ins comes from a registered provider or a Bicep extension.
@@ -8,6 +8,7 @@
 mod deployments;
 mod key_vault;
 mod resource_groups;
+mod template_specs;
 
 use std::collections::HashMap;
 use std::future::Future;
@@ -20,6 +21,8 @@ use serde_json::Value;
 pub use deployments::{DEPLOYMENTS_TYPE, DeploymentsProvider};
 pub use key_vault::{KeyVaultProvider, SECRETS_TYPE, VAULTS_TYPE};
 pub use resource_groups::{RESOURCE_GROUPS_TYPE, ResourceGroupProvider};
+pub(crate) use template_specs::{SpecVersion, normalize_path};
+pub use template_specs::{TEMPLATE_SPEC_VERSIONS_TYPE, TEMPLATE_SPECS_TYPE, TemplateSpecProvider};
 
 /// The future every provider method returns.
 pub type ProviderFuture<'a, T> =
@@ -131,6 +134,18 @@ pub trait ResourceProvider: Send + Sync {
         &[]
     }
 
+    /// `GET {parent}/{type}`: the resources of `resource_type` under `parent` (a scope for top-level types, the
+    /// parent resource for child types). `None` when this provider does not list that collection.
+    fn list<'a>(
+        &'a self,
+        parent: &'a ResourceId,
+        resource_type: &'a str,
+        api_version: &'a str,
+    ) -> ProviderFuture<'a, Option<Vec<Value>>> {
+        let _ = (parent, resource_type, api_version);
+        Box::pin(async { Ok(None) })
+    }
+
     /// `POST {id}/{action}` (`listKeys`, `listCredentials`, ...). Providers without actions keep the default.
     fn action<'a>(
         &'a self,
@@ -173,9 +188,11 @@ impl Providers {
     }
 
     /// The built-in local providers over `store`: resource groups, deployments (reads of records; nested
-    /// deployments with inline templates are run by the engine itself) and Key Vault (vaults and secrets).
+    /// deployments are run by the engine itself), Key Vault (vaults and secrets) and template specs (specs and
+    /// versions).
     pub fn builtin(store: Arc<dyn cairn_store::Store>) -> Self {
         let key_vault = Arc::new(KeyVaultProvider::new(store.clone()));
+        let template_specs = Arc::new(TemplateSpecProvider::new(store.clone()));
         Providers::empty()
             .with(
                 RESOURCE_GROUPS_TYPE,
@@ -184,6 +201,8 @@ impl Providers {
             .with(DEPLOYMENTS_TYPE, Arc::new(DeploymentsProvider::new(store)))
             .with(VAULTS_TYPE, key_vault.clone())
             .with(SECRETS_TYPE, key_vault)
+            .with(TEMPLATE_SPECS_TYPE, template_specs.clone())
+            .with(TEMPLATE_SPEC_VERSIONS_TYPE, template_specs)
     }
 
     /// Adds every provider of `other`, replacing this set's provider of the same type.
@@ -225,8 +244,9 @@ pub fn no_provider(resource_type: &str, api_version: &str) -> ProviderError {
         format!(
             "No resource provider is registered for type '{resource_type}' (API version '{api_version}'). cairn deploys \
              Azure types only through a provider registered with the engine (built in: Microsoft.Resources/resourceGroups, \
-             Microsoft.Resources/deployments, Microsoft.KeyVault/vaults, Microsoft.KeyVault/vaults/secrets); deploy \
-             other resources through a Bicep extension."
+             Microsoft.Resources/deployments, Microsoft.KeyVault/vaults, Microsoft.KeyVault/vaults/secrets, \
+             Microsoft.Resources/templateSpecs, Microsoft.Resources/templateSpecs/versions); deploy other resources \
+             through a Bicep extension."
         ),
     )
 }

@@ -1,12 +1,16 @@
 //! Stacks-mode validation of a stack body before it deploys: rule `stacks-extensibility-compat` (cairn-stacks-lint)
-//! over the stack's inline template, its parameters and its `extensionConfigs`.
+//! over the stack's template (inline, or the one its `templateLink` resolves to: a template spec version's main
+//! template or a downloaded URI), its parameters (inline or from `parametersLink`) and its `extensionConfigs`.
 //!
 //! A stack keeps managing extension resources long after the deployment, so every extension config it is given must
 //! be storable or re-fetchable (REP 0006). Findings of error level refuse the operation with 400
 //! `InvalidTemplateDeployment` whose `details` are the findings (code, JSON path, message; never a value).
 
+use cairn_arm::models::deployment::{DeploymentMode, DeploymentProperties};
+use cairn_arm::models::parameters::DeploymentParameters;
 use cairn_arm::models::stack::DeploymentStackProperties;
 use cairn_arm::{ArmError, ErrorDetail};
+use cairn_engine::Engine;
 use cairn_stacks_lint::{LintInput, Mode, Rules};
 use cairn_template::{Severity, SourceFile};
 use serde_json::{Map, Value, json};
@@ -15,7 +19,7 @@ use serde_json::{Map, Value, json};
 const PARAMETERS_SCHEMA: &str =
     "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#";
 
-/// Lints an inline stack template (a `templateLink` cannot be read before it is fetched, the engine checks it then).
+/// Lints an inline stack template (a `templateLink` is linted by [`check_stack_template`], which resolves it).
 /// `Ok` when nothing of error level is found.
 pub(crate) fn check_stack_extension_configs(
     stack_name: &str,
@@ -24,10 +28,75 @@ pub(crate) fn check_stack_extension_configs(
     let Some(template) = &properties.template else {
         return Ok(());
     };
-    let template_text = template.to_string();
+    lint(
+        stack_name,
+        template,
+        properties.parameters.as_ref(),
+        properties,
+        "properties.template",
+    )
+}
+
+/// Lints the template the stack deploys: the inline one, or the template its `templateLink` resolves to through
+/// `engine` (a missing template spec version or a failed download is refused with the engine's ARM error), with
+/// the parameters its `parametersLink` holds. `Ok` when nothing of error level is found.
+///
+/// The stack service's PUT and validate call [`check_stack_extension_configs`] today; calling this one in its
+/// place (with the service's engine) extends the check to linked templates.
+#[allow(dead_code)]
+pub(crate) async fn check_stack_template(
+    engine: &Engine,
+    stack_name: &str,
+    properties: &DeploymentStackProperties,
+) -> Result<(), ArmError> {
+    if properties.template_link.is_none() && properties.parameters_link.is_none() {
+        return check_stack_extension_configs(stack_name, properties);
+    }
+    let (template, parameters) = engine
+        .resolve_template(&deployment_properties(properties))
+        .await?;
+    let target = if properties.template_link.is_some() {
+        "properties.templateLink"
+    } else {
+        "properties.template"
+    };
+    lint(
+        stack_name,
+        &template,
+        parameters.as_ref(),
+        properties,
+        target,
+    )
+}
+
+/// The deployment request parts of a stack body that name its template and parameters.
+fn deployment_properties(properties: &DeploymentStackProperties) -> DeploymentProperties {
+    let mut deployment = DeploymentProperties::new(DeploymentMode::Incremental);
+    deployment.template = properties.template.clone();
+    deployment.template_link = properties.template_link.clone();
+    deployment.parameters = properties.parameters.clone();
+    deployment.parameters_link = properties.parameters_link.clone();
+    deployment.extension_configs = properties.extension_configs.clone();
+    deployment
+}
+
+/// Runs the stacks-mode rules over `template` with `parameters` and the stack's extension configs; template
+/// findings are reported under `template_target`.
+fn lint(
+    stack_name: &str,
+    template: &Value,
+    parameters: Option<&DeploymentParameters>,
+    properties: &DeploymentStackProperties,
+    template_target: &str,
+) -> Result<(), ArmError> {
+    let template_text = match template {
+        // A template sent as a JSON string is linted as that text.
+        Value::String(text) => text.clone(),
+        other => other.to_string(),
+    };
     let template_file = SourceFile::new("template", template_text);
     let parameters_file =
-        parameters_file_of(properties).map(|text| SourceFile::new("parameters", text));
+        parameters_file_of(parameters, properties).map(|text| SourceFile::new("parameters", text));
     let rules = Rules::default();
     let findings: Vec<ErrorDetail> = cairn_stacks_lint::lint(&LintInput {
         template: &template_file,
@@ -42,7 +111,7 @@ pub(crate) fn check_stack_extension_configs(
         // Parameters-file paths (`extensionConfigs.k8s...`) are the stack body's own, under `properties`.
         let target = match d.file.as_deref() {
             Some("parameters") => join_target("properties", &d.target),
-            _ => join_target("properties.template", &d.target),
+            _ => join_target(template_target, &d.target),
         };
         ErrorDetail::new(d.code, d.message).with_target(target)
     })
@@ -71,10 +140,13 @@ fn join_target(prefix: &str, target: &str) -> String {
     }
 }
 
-/// The stack's `parameters` and `extensionConfigs` as a parameters file (the linter checks the root deployment's
+/// The stack's parameters and `extensionConfigs` as a parameters file (the linter checks the root deployment's
 /// configs from there); `None` when the stack has neither.
-fn parameters_file_of(properties: &DeploymentStackProperties) -> Option<String> {
-    if properties.parameters.is_none() && properties.extension_configs.is_none() {
+fn parameters_file_of(
+    parameters: Option<&DeploymentParameters>,
+    properties: &DeploymentStackProperties,
+) -> Option<String> {
+    if parameters.is_none() && properties.extension_configs.is_none() {
         return None;
     }
     let mut file = Map::new();
@@ -82,9 +154,7 @@ fn parameters_file_of(properties: &DeploymentStackProperties) -> Option<String> 
     file.insert("contentVersion".into(), json!("1.0.0.0"));
     file.insert(
         "parameters".into(),
-        properties
-            .parameters
-            .as_ref()
+        parameters
             .and_then(|p| serde_json::to_value(p).ok())
             .unwrap_or_else(|| json!({})),
     );
@@ -95,4 +165,156 @@ fn parameters_file_of(properties: &DeploymentStackProperties) -> Option<String> 
         );
     }
     Some(Value::Object(file).to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+
+    use cairn_arm::ResourceId;
+    use cairn_engine::{EngineSettings, Providers};
+    use cairn_host::{ExtensionHost, HostSettings, Registry};
+    use cairn_store::Store;
+
+    use super::*;
+
+    const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
+
+    async fn engine(dir: &std::path::Path) -> Engine {
+        let store: Arc<dyn Store> = Arc::new(
+            cairn_store_sqlite::SqliteStore::open(dir)
+                .await
+                .expect("store"),
+        );
+        let host = Arc::new(ExtensionHost::new(
+            Arc::new(Registry::new()),
+            HostSettings::default(),
+            "http://localhost/cairn-test",
+        ));
+        Engine::new(store, host, Providers::empty(), EngineSettings::default()).expect("engine")
+    }
+
+    /// A template whose nested deployment configures the Kubernetes extension's `auth.kubeConfig` from `source`
+    /// (a secure parameter is a value a stack can neither store nor fetch again).
+    fn secure_config_template(source: Value) -> Value {
+        json!({
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.2-experimental",
+            "contentVersion": "1.0.0.0",
+            "parameters": {"secureParam": {"type": "securestring"}},
+            "resources": {"cluster": {
+                "type": "Microsoft.Resources/deployments",
+                "apiVersion": "2025-04-01",
+                "name": "cluster",
+                "properties": {
+                    "expressionEvaluationOptions": {"scope": "inner"},
+                    "mode": "Incremental",
+                    "extensionConfigs": {"k8s": {
+                        "auth": {"kubeConfig": source},
+                        "namespace": {"value": "default"}
+                    }},
+                    "template": {
+                        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                        "languageVersion": "2.2-experimental",
+                        "contentVersion": "1.0.0.0",
+                        "extensions": {"k8s": {"name": "Kubernetes", "version": "1.0.0", "config": {
+                            "namespace": {"type": "string", "defaultValue": "default"},
+                            "kubeConfig": {"type": "secureString"}
+                        }}},
+                        "resources": {}
+                    }
+                }
+            }}
+        })
+    }
+
+    async fn put_spec(engine: &Engine, version: &str, main: Value) -> String {
+        let spec = format!("{RG}/providers/Microsoft.Resources/templateSpecs/stackspec");
+        let version_id = format!("{spec}/versions/{version}");
+        for (id, body) in [
+            (spec.clone(), json!({"location": "westus"})),
+            (
+                version_id.clone(),
+                json!({"location": "westus", "properties": {"mainTemplate": main}}),
+            ),
+        ] {
+            let id = ResourceId::parse(&id).expect("id");
+            let provider = engine
+                .providers()
+                .get(&id.resource_type())
+                .expect("provider")
+                .clone();
+            provider.put(&id, "2022-02-01", &body).await.expect("put");
+        }
+        version_id
+    }
+
+    fn stack_properties(link: Value) -> DeploymentStackProperties {
+        serde_json::from_value(json!({
+            "templateLink": link,
+            "parameters": {"secureParam": {"value": "kube-secret-material"}},
+            "actionOnUnmanage": {"resources": "detach"},
+            "denySettings": {"mode": "none"}
+        }))
+        .expect("stack properties")
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_linked_template_is_linted_once_resolved() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let engine = engine(dir.path()).await;
+        let bad = put_spec(
+            &engine,
+            "1.0",
+            secure_config_template(json!({"value": "[parameters('secureParam')]"})),
+        )
+        .await;
+        let properties = stack_properties(json!({"id": bad}));
+        // The inline check cannot see it; the resolving one refuses it.
+        assert!(check_stack_extension_configs("s", &properties).is_ok());
+        let error = check_stack_template(&engine, "s", &properties)
+            .await
+            .expect_err("a secure parameter in an extension config");
+        assert_eq!(
+            (error.status(), error.detail().code()),
+            (400, "InvalidTemplateDeployment")
+        );
+        let response = serde_json::to_value(error.to_response()).expect("json");
+        let details = &response["error"]["details"];
+        assert_eq!(details.as_array().map(Vec::len), Some(1), "{response:#}");
+        assert!(
+            details[0]["message"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("secureParam")
+        );
+        assert_eq!(details[0]["code"], "stacks-extensibility-compat");
+        let target = details[0]["target"].as_str().unwrap_or_default();
+        assert!(
+            target.starts_with(
+                "properties.templateLink.resources.cluster.properties.extensionConfigs.k8s"
+            ),
+            "{target}"
+        );
+        assert!(!response.to_string().contains("kube-secret-material"));
+
+        let fine = secure_config_template(json!({"keyVaultReference": {
+            "keyVault": {"id": format!("{RG}/providers/Microsoft.KeyVault/vaults/ops")},
+            "secretName": "kubeconfig"
+        }}));
+        let good = put_spec(&engine, "2.0", fine).await;
+        check_stack_template(&engine, "s", &stack_properties(json!({"id": good})))
+            .await
+            .expect("nothing to refuse");
+
+        let missing =
+            format!("{RG}/providers/Microsoft.Resources/templateSpecs/stackspec/versions/9.0");
+        let error = check_stack_template(&engine, "s", &stack_properties(json!({"id": missing})))
+            .await
+            .expect_err("no such version");
+        assert_eq!(
+            (error.status(), error.detail().code()),
+            (404, "TemplateSpecVersionNotFound")
+        );
+    }
 }

@@ -323,6 +323,31 @@ fn deployment_scope_of(
     Ok(requested.to_owned())
 }
 
+/// A `templateLink` as a stack keeps and returns it: its `queryString` and the query of its `uri` are credentials
+/// (SAS tokens), which the engine keeps sealed for the deployment and the stack never holds.
+fn link_without_credentials(
+    link: &cairn_arm::models::common::TemplateLink,
+) -> cairn_arm::models::common::TemplateLink {
+    cairn_arm::models::common::TemplateLink {
+        uri: link.uri.as_deref().map(uri_without_query),
+        query_string: None,
+        ..link.clone()
+    }
+}
+
+fn parameters_link_without_credentials(
+    link: &cairn_arm::models::common::ParametersLink,
+) -> cairn_arm::models::common::ParametersLink {
+    cairn_arm::models::common::ParametersLink {
+        uri: uri_without_query(&link.uri),
+        ..link.clone()
+    }
+}
+
+fn uri_without_query(uri: &str) -> String {
+    uri.split(['?', '#']).next().unwrap_or_default().to_owned()
+}
+
 /// The deployment a stack runs.
 fn deployment_of(stack: &DeploymentStack) -> Deployment {
     let p = &stack.properties;
@@ -545,7 +570,7 @@ impl StackService {
         validate_body(&request.properties)?;
         check_location(scope, &request)?;
         deployment_scope_of(scope, &request.properties)?;
-        validation::check_stack_extension_configs(name, &request.properties)?;
+        validation::check_stack_template(&self.inner.engine, name, &request.properties).await?;
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let existing = self.load(scope, name).await?;
         let lease = self
@@ -602,7 +627,16 @@ impl StackService {
         stack.tags = request.tags.clone();
         let p = &mut stack.properties;
         p.template = None;
-        p.template_link = request.properties.template_link.clone();
+        p.template_link = request
+            .properties
+            .template_link
+            .as_ref()
+            .map(link_without_credentials);
+        p.parameters_link = request
+            .properties
+            .parameters_link
+            .as_ref()
+            .map(parameters_link_without_credentials);
         p.parameters = public_parameters(&request.properties);
         p.deployment_scope = Some(deployment_scope_of(scope, &request.properties)?);
         p.provisioning_state = Some(DeploymentStackProvisioningState::Deploying);
@@ -1189,7 +1223,7 @@ impl StackService {
         cairn_arm::names::validate_deployment_name(name)?;
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
-        validation::check_stack_extension_configs(name, &request.properties)?;
+        validation::check_stack_template(&self.inner.engine, name, &request.properties).await?;
         let deployment_scope = deployment_scope_of(scope, &request.properties)?;
         let validated = self
             .inner
@@ -1221,7 +1255,7 @@ impl StackService {
                 deployment_scope: Some(deployment_scope),
                 description: p.description.clone(),
                 parameters: public_parameters(p),
-                template_link: p.template_link.clone(),
+                template_link: p.template_link.as_ref().map(link_without_credentials),
                 validated_resources: Some(validated_resources),
                 deployment_extensions: props.extensions,
                 validation_level: p.validation_level.clone(),

@@ -40,10 +40,7 @@ pub(crate) fn check_stack_extension_configs(
 /// Lints the template the stack deploys: the inline one, or the template its `templateLink` resolves to through
 /// `engine` (a missing template spec version or a failed download is refused with the engine's ARM error), with
 /// the parameters its `parametersLink` holds. `Ok` when nothing of error level is found.
-///
-/// The stack service's PUT and validate call [`check_stack_extension_configs`] today; calling this one in its
-/// place (with the service's engine) extends the check to linked templates.
-#[allow(dead_code)]
+/// The stack service's PUT and validate run it before anything is deployed.
 pub(crate) async fn check_stack_template(
     engine: &Engine,
     stack_name: &str,

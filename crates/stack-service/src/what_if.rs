@@ -790,6 +790,14 @@ impl crate::StackService {
         let p = &mut result.properties;
         // Like a stack record, a result keeps no template and no secure parameter values.
         p.template = None;
+        p.template_link = p
+            .template_link
+            .as_ref()
+            .map(crate::link_without_credentials);
+        p.parameters_link = p
+            .parameters_link
+            .as_ref()
+            .map(crate::parameters_link_without_credentials);
         p.parameters = crate::public_parameters(&next);
         p.bypass_stack_out_of_sync_error = None;
         p.deployment_scope = Some(deployment_scope);

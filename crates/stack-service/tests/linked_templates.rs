@@ -139,10 +139,19 @@ async fn a_stack_by_template_spec_manages_what_its_linked_templates_deploy() {
     let env = setup().await;
     let version = put_spec(&env.engine).await;
     env.service
-        .create_or_update(RG, "fromspec", stack(json!({ "id": version })), None)
+        .create_or_update(
+            RG,
+            "fromspec",
+            stack(json!({ "id": version, "queryString": "sig=stack-sas-token" })),
+            None,
+        )
         .await
         .expect("accepted");
     let settled = settle(&env.service, "fromspec").await;
+    assert!(
+        !settled.to_string().contains("stack-sas-token"),
+        "a stack never keeps the link's credential: {settled:#}"
+    );
     assert_eq!(
         settled["properties"]["provisioningState"], "succeeded",
         "{settled:#}"
@@ -188,4 +197,90 @@ async fn a_stack_by_a_missing_template_spec_version_names_it() {
     let text = error.to_string();
     assert!(text.contains("TemplateSpecVersionNotFound"), "{text}");
     assert!(text.contains(&missing), "{text}");
+}
+
+/// A spec version whose main template configures the Kubernetes extension's `auth.kubeConfig` from a secure
+/// parameter: a value a stack can neither store nor fetch again.
+async fn put_violating_spec(engine: &Engine) -> String {
+    let template = json!({
+        "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
+        "parameters": { "secureParam": { "type": "securestring" } },
+        "resources": { "cluster": {
+            "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "cluster",
+            "properties": {
+                "expressionEvaluationOptions": { "scope": "inner" }, "mode": "Incremental",
+                "extensionConfigs": { "k8s": {
+                    "auth": { "kubeConfig": { "value": "[parameters('secureParam')]" } },
+                    "namespace": { "value": "default" } } },
+                "template": {
+                    "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
+                    "extensions": { "k8s": { "name": "Kubernetes", "version": "1.0.0", "config": {
+                        "namespace": { "type": "string", "defaultValue": "default" },
+                        "kubeConfig": { "type": "secureString" } } } },
+                    "resources": {} } } } }
+    });
+    let spec = format!("{RG}/providers/Microsoft.Resources/templateSpecs/kube");
+    let version = format!("{spec}/versions/1.0");
+    for (id, body) in [
+        (spec.clone(), json!({ "location": "westus" })),
+        (
+            version.clone(),
+            json!({ "location": "westus", "properties": { "mainTemplate": template } }),
+        ),
+    ] {
+        let id = ResourceId::parse(&id).expect("id");
+        let provider = engine
+            .providers()
+            .get(&id.resource_type())
+            .expect("provider")
+            .clone();
+        provider.put(&id, "2022-02-01", &body).await.expect("put");
+    }
+    version
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_whose_linked_template_breaks_stacks_mode_is_refused() {
+    let env = setup().await;
+    let version = put_violating_spec(&env.engine).await;
+    let body: DeploymentStack = serde_json::from_value(json!({ "properties": {
+        "templateLink": { "id": version },
+        "parameters": { "secureParam": { "value": "kube-secret-material" } },
+        "actionOnUnmanage": { "resources": "detach" },
+        "denySettings": { "mode": "none" }
+    }}))
+    .expect("a stack body");
+    for error in [
+        env.service
+            .create_or_update(RG, "kube", body.clone(), None)
+            .await
+            .expect_err("refused at PUT"),
+        env.service
+            .validate(RG, "kube", body)
+            .await
+            .expect_err("refused by validate"),
+    ] {
+        assert_eq!(
+            (error.status(), error.code()),
+            (400, "InvalidTemplateDeployment")
+        );
+        let response = serde_json::to_value(error.to_response()).expect("json");
+        assert_eq!(
+            response["error"]["details"][0]["code"],
+            "stacks-extensibility-compat"
+        );
+        assert_eq!(
+            response["error"]["details"][0]["target"],
+            "properties.templateLink.resources.cluster.properties.extensionConfigs.k8s.auth.kubeConfig"
+        );
+        assert!(!response.to_string().contains("kube-secret-material"));
+    }
+    assert_eq!(
+        env.service
+            .get(RG, "kube")
+            .await
+            .expect_err("never stored")
+            .status(),
+        404
+    );
 }

@@ -163,7 +163,10 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             operation_id,
         } => stack_what_if::operation_status(state, result, operation_id).await,
         Target::Resource { id } => resources::resource(state, call, id, method).await,
-        Target::Resources { parent, .. } => Err(ArmError::resource_not_found(parent)),
+        Target::Resources {
+            parent,
+            resource_type,
+        } => resources::list(state, call, parent, resource_type).await,
         Target::ResourceAction { id, action } => resources::action(state, call, id, action).await,
     }
 }

@@ -1,5 +1,6 @@
-//! Individual ARM resources outside deployments, served by the engine's resource providers (the local Key Vault:
-//! `Microsoft.KeyVault/vaults` and `vaults/secrets`). Types without a provider answer `NoRegisteredProviderFound`.
+//! Individual ARM resources outside deployments, and the collections their providers list, served by the engine's
+//! resource providers (the local Key Vault: `Microsoft.KeyVault/vaults` and `vaults/secrets`; template specs and
+//! their versions). Types without a provider answer `NoRegisteredProviderFound`.
 
 use axum::http::StatusCode;
 use cairn_arm::route::Method;
@@ -71,6 +72,30 @@ pub(crate) async fn resource(
             "MethodNotAllowed",
             format!("The method '{method:?}' is not allowed here."),
         )),
+    }
+}
+
+/// `GET {parent}/{type}`: the collection, when the type's provider lists it (`{ "value": [...] }`); a type without
+/// a provider, or whose provider does not list, is 404 as ARM answers an unknown collection.
+pub(crate) async fn list(
+    state: &AppState,
+    call: &Call,
+    parent: &ResourceId,
+    resource_type: &str,
+) -> ApiResult {
+    let Some(provider) = state.engine.providers().get(resource_type).cloned() else {
+        return Err(ArmError::resource_not_found(parent));
+    };
+    match provider
+        .list(parent, resource_type, call.api_version.as_str())
+        .await
+        .map_err(arm)?
+    {
+        Some(value) => Ok(json_response(
+            StatusCode::OK,
+            &serde_json::json!({ "value": value }),
+        )),
+        None => Err(ArmError::resource_not_found(parent)),
     }
 }
 

@@ -1,5 +1,5 @@
-//! Template specs over the ARM API (served by the engine's built-in template spec provider): PUT, GET, HEAD and
-//! DELETE of specs and versions, and a deployment by `templateLink.id` whose nested deployment reaches a linked
+//! Template specs over the ARM API (served by the engine's built-in template spec provider): PUT, GET, HEAD, LIST
+//! and DELETE of specs and versions, and a deployment by `templateLink.id` whose nested deployment reaches a linked
 //! template by `relativePath`; its record shows the link and exportTemplate the spec's main template.
 
 mod common;
@@ -179,6 +179,48 @@ async fn template_specs_and_versions_over_the_api() {
     .await;
     assert_eq!(answer.status.as_u16(), 400, "{}", answer.text);
     assert_eq!(answer.json["error"]["code"], "InvalidRequestContent");
+
+    // The collections list: specs in the group, versions under the spec.
+    let specs = call(
+        &app.router,
+        "GET",
+        &format!("{}/providers/Microsoft.Resources/templateSpecs?{V}", rg()),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(specs.status.as_u16(), 200, "{}", specs.text);
+    let names: Vec<&str> = specs.json["value"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|s| s["name"].as_str())
+        .collect();
+    assert_eq!(names, ["webapp"], "{}", specs.text);
+    let versions = call(
+        &app.router,
+        "GET",
+        &format!("{}/versions?{V}", spec()),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(versions.status.as_u16(), 200, "{}", versions.text);
+    assert_eq!(
+        versions.json["value"].as_array().map(Vec::len),
+        Some(1),
+        "{}",
+        versions.text
+    );
+    let unlisted = call(
+        &app.router,
+        "GET",
+        &format!("{}/providers/Microsoft.Storage/storageAccounts?{V}", rg()),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(unlisted.status.as_u16(), 404, "{}", unlisted.text);
 
     // A deployment by templateLink.id: the nested relativePath link resolves inside the spec version.
     let deployment = format!(

@@ -779,7 +779,9 @@ pub(crate) async fn linked_nested(
             }
         }
     }
-    let context = child_context(parent_context, identity, body_json);
+    let context = parent_context.for_nested(identity.name.clone().unwrap_or_default(), |k| {
+        body_json.get(k).and_then(Json::as_str).map(str::to_string)
+    });
     Ok(LinkedNested {
         nested: NestedTemplate {
             template,
@@ -792,48 +794,6 @@ pub(crate) async fn linked_nested(
         linked,
         fetched_parameters,
     })
-}
-
-/// The deployment facts of a nested deployment: the parent's, with the name and the `subscriptionId`,
-/// `resourceGroup`, `location` and `scope` the deployment resource gives.
-fn child_context(
-    parent: &DeploymentContext,
-    identity: &ResourceIdentity,
-    body: &Json,
-) -> DeploymentContext {
-    let mut ctx = parent.clone();
-    ctx.deployment_name = identity.name.clone().unwrap_or_default();
-    let get = |k: &str| body.get(k).and_then(Json::as_str).map(str::to_string);
-    if let Some(s) = get("subscriptionId") {
-        ctx.subscription_id = s;
-        ctx.subscription_object = None;
-    }
-    if let Some(rg) = get("resourceGroup")
-        && !rg.eq_ignore_ascii_case(&ctx.resource_group)
-    {
-        ctx.resource_group = rg;
-        ctx.resource_group_object = None;
-    }
-    if let Some(l) = get("location") {
-        ctx.location = Some(l);
-    }
-    if let Some(scope) = get("scope") {
-        let scope = scope.trim_end_matches('/');
-        let lower = scope.to_ascii_lowercase();
-        let prefixes = [
-            "/providers/microsoft.management/managementgroups/",
-            "providers/microsoft.management/managementgroups/",
-            "microsoft.management/managementgroups/",
-        ];
-        for prefix in prefixes {
-            if let Some(rest) = lower.strip_prefix(prefix) {
-                ctx.management_group = Some(scope[scope.len() - rest.len()..].to_string());
-                ctx.management_group_object = None;
-                break;
-            }
-        }
-    }
-    ctx
 }
 
 #[cfg(test)]

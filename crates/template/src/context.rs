@@ -40,6 +40,60 @@ pub struct DeploymentContext {
     pub external_inputs: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
+impl DeploymentContext {
+    /// The facts of a nested deployment named `name`: these, with the `subscriptionId`, `resourceGroup`,
+    /// `location` and `scope` its deployment resource gives (`property` reads a string property of its body).
+    pub fn for_nested(
+        &self,
+        name: String,
+        property: impl Fn(&str) -> Option<String>,
+    ) -> DeploymentContext {
+        let mut ctx = self.clone();
+        ctx.deployment_name = name;
+        if let Some(s) = property("subscriptionId") {
+            ctx.subscription_id = s;
+            ctx.subscription_object = None;
+        }
+        if let Some(rg) = property("resourceGroup")
+            && !rg.eq_ignore_ascii_case(&ctx.resource_group)
+        {
+            ctx.resource_group = rg;
+            ctx.resource_group_object = None;
+        }
+        if let Some(l) = property("location") {
+            ctx.location = Some(l);
+        }
+        if let Some(scope) = property("scope") {
+            let scope = normalize_scope(&scope);
+            let lower = scope.to_ascii_lowercase();
+            if let Some(mg) =
+                lower.strip_prefix("/providers/microsoft.management/managementgroups/")
+            {
+                ctx.management_group = Some(scope[scope.len() - mg.len()..].to_string());
+                ctx.management_group_object = None;
+            }
+        }
+        ctx
+    }
+}
+
+/// A `scope` value as an absolute scope ID: `/` is the tenant; a relative ID such as
+/// `Microsoft.Management/managementGroups/mg` (what Bicep emits for module scopes) is under `/providers/`.
+pub(crate) fn normalize_scope(scope: &str) -> String {
+    let trimmed = scope.trim_end_matches('/');
+    if trimmed.is_empty() {
+        return String::new();
+    }
+    if trimmed.starts_with('/') {
+        return trimmed.to_string();
+    }
+    let lower = trimmed.to_ascii_lowercase();
+    if lower.starts_with("subscriptions/") || lower.starts_with("providers/") {
+        return format!("/{trimmed}");
+    }
+    format!("/providers/{trimmed}")
+}
+
 impl Default for DeploymentContext {
     fn default() -> DeploymentContext {
         DeploymentContext {

@@ -17,7 +17,7 @@ use cairn_expr::{Expr, ExprKind};
 use cairn_json::{Member, Node, NodeKind};
 
 use crate::config::{merge_config, normalize_alias_input};
-use crate::context::DeploymentContext;
+use crate::context::{DeploymentContext, normalize_scope};
 use crate::diagnostics::{Diagnostic, join_path};
 use crate::model::{ExtensionDecl, ResourceDecl, Template, VariableValue};
 use crate::params::{KeyVaultReference, ParameterValue, ParametersFile};
@@ -1494,37 +1494,14 @@ impl<'a> TemplateEnv<'a> {
                 }
             }
         }
-        let mut ctx = self.ctx.clone();
-        ctx.deployment_name = inst.name.clone().unwrap_or_default();
         let b = body.as_object();
-        let get = |k: &str| {
-            b.and_then(|o| o.get(k))
-                .and_then(Value::as_str)
-                .map(str::to_string)
-        };
-        if let Some(s) = get("subscriptionId") {
-            ctx.subscription_id = s;
-            ctx.subscription_object = None;
-        }
-        if let Some(rg) = get("resourceGroup")
-            && !rg.eq_ignore_ascii_case(&ctx.resource_group)
-        {
-            ctx.resource_group = rg;
-            ctx.resource_group_object = None;
-        }
-        if let Some(l) = get("location") {
-            ctx.location = Some(l);
-        }
-        if let Some(scope) = get("scope") {
-            let scope = normalize_scope(&scope);
-            let lower = scope.to_ascii_lowercase();
-            if let Some(mg) =
-                lower.strip_prefix("/providers/microsoft.management/managementgroups/")
-            {
-                ctx.management_group = Some(scope[scope.len() - mg.len()..].to_string());
-                ctx.management_group_object = None;
-            }
-        }
+        let ctx = self
+            .ctx
+            .for_nested(inst.name.clone().unwrap_or_default(), |k| {
+                b.and_then(|o| o.get(k))
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+            });
         Some(NestedTemplate {
             template: child_template,
             parameters,
@@ -1810,23 +1787,6 @@ struct DepRef {
 fn type_name_matches(lower_id: &str, text: &str) -> bool {
     // `Microsoft.Network/virtualNetworks/vnet1/subnets/sn` style full-type-plus-names references.
     lower_id.contains(&format!("/providers/{}", text.to_ascii_lowercase()))
-}
-
-/// A `scope` value as an absolute scope ID: `/` is the tenant; a relative ID such as
-/// `Microsoft.Management/managementGroups/mg` (what Bicep emits for module scopes) is under `/providers/`.
-fn normalize_scope(scope: &str) -> String {
-    let trimmed = scope.trim_end_matches('/');
-    if trimmed.is_empty() {
-        return String::new();
-    }
-    if trimmed.starts_with('/') {
-        return trimmed.to_string();
-    }
-    let lower = trimmed.to_ascii_lowercase();
-    if lower.starts_with("subscriptions/") || lower.starts_with("providers/") {
-        return format!("/{trimmed}");
-    }
-    format!("/providers/{trimmed}")
 }
 
 fn prefix_diag(mut d: Diagnostic, prefix: &str) -> Diagnostic {

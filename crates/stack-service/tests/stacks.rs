@@ -659,22 +659,9 @@ async fn an_interrupted_stack_is_out_of_sync_until_bypassed() {
         .await
         .expect("accepted");
     settle(&env.service, "torn").await;
-    // A process died mid-operation: the record says `deploying`, and nobody holds the lease any more.
-    let mut record = env.store.get_stack(RG, "torn").await.unwrap().unwrap();
-    record.stack["properties"]["provisioningState"] = json!("deploying");
-    env.store
-        .put_stack(
-            cairn_store::NewStack {
-                scope: record.scope.clone(),
-                name: record.name.clone(),
-                stack: record.stack.clone(),
-                managed_set: record.managed_set.clone(),
-            },
-            Precondition::Version(record.version),
-            Timestamp::now(),
-        )
-        .await
-        .unwrap();
+    // A process died mid-operation, written before records named their operation: the record says `deploying`,
+    // nothing says what ran, and nobody holds the lease any more.
+    leave_interrupted(&env, "torn", "deploying", Value::Null, None).await;
     let refused = env
         .service
         .create_or_update(RG, "torn", stack(&["a"], false, "detach", "c1"), None)

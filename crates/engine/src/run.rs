@@ -1256,6 +1256,7 @@ impl Run {
                 key: ResourceKey::extension(
                     &ext.name,
                     deployed.config_id.as_deref(),
+                    &identity.resource_type,
                     &deployed.identifiers,
                 ),
                 resource_id: None,

@@ -128,13 +128,23 @@ pub(crate) async fn what_if(
     {
         for record in page.items {
             let r = record.resource;
+            // An extension resource is named by extension, type and identifiers, whatever extension version or
+            // apiVersion either side uses (they change without the resource changing).
             let named = collector
                 .changes
                 .iter()
                 .any(|c| match (&r.resource_id, &c.resource_id) {
                     (Some(a), Some(b)) => a.eq_ignore_ascii_case(b),
-                    _ => match (&r.extension, &c.identifiers) {
-                        (Some(ext), Some(ids)) => ext.identifiers.as_ref() == Some(ids),
+                    _ => match (&r.extension, &c.extension, &c.identifiers) {
+                        (Some(ext), Some(named_by), Some(ids)) => {
+                            ext.name
+                                .as_deref()
+                                .is_some_and(|name| name.eq_ignore_ascii_case(&named_by.name))
+                                && c.resource_type
+                                    .as_deref()
+                                    .is_some_and(|t| t.eq_ignore_ascii_case(&r.resource_type))
+                                && ext.identifiers.as_ref() == Some(ids)
+                        }
                         _ => false,
                     },
                 });

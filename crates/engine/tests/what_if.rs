@@ -112,6 +112,59 @@ async fn what_if_compares_with_current_state() {
     }
 }
 
+/// Two types with one name are two inventory rows (a ConfigMap and a Secret named alike): what-if of a template
+/// that keeps only one shows the other as left alone instead of hiding it behind the one it names.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resources_of_two_types_with_equal_identifiers_stay_apart() {
+    let env = setup().await;
+    let gadget = |name: &str| json!({ "extension": "fake", "type": "gadget", "apiVersion": "v1", "properties": { "name": name } });
+    let both = fake_template(
+        json!({ "w": widget("x", json!({})), "g": gadget("x") }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "two", request(both, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    let inventory = env
+        .store
+        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
+        .await
+        .unwrap();
+    let mut types: Vec<&str> = inventory
+        .items
+        .iter()
+        .map(|r| r.resource.resource_type.as_str())
+        .collect();
+    types.sort_unstable();
+    assert_eq!(types, ["gadget", "widget"]);
+
+    let widget_only = fake_template(json!({ "w": widget("x", json!({})) }), json!({}));
+    let result = env
+        .engine
+        .what_if(RG, "two", what_if_request(widget_only, None))
+        .await
+        .unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    let mut changes: Vec<(String, String)> = result["properties"]["changes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| {
+            (
+                c["resourceType"].as_str().unwrap_or("").to_owned(),
+                c["changeType"].as_str().unwrap_or("").to_owned(),
+            )
+        })
+        .collect();
+    changes.sort();
+    assert_eq!(
+        changes,
+        [
+            ("gadget".to_owned(), "Ignore".to_owned()),
+            ("widget".to_owned(), "NoChange".to_owned())
+        ]
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn validate_lists_resources_or_reports_the_template_errors() {
     let env = setup().await;

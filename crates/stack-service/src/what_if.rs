@@ -258,7 +258,6 @@ fn find_managed<'a>(
     managed.iter().find(|candidate| match candidate.key() {
         ResourceKey::Extensible(have) => {
             have.extension_name() == wanted.extension_name()
-                && have.extension_version() == wanted.extension_version()
                 && have.resource_type() == wanted.resource_type()
                 && have.canonical_identifiers() == wanted.canonical_identifiers()
         }
@@ -970,6 +969,47 @@ mod tests {
                 computed.changes.resource_changes[0].change_type.as_str(),
                 expected
             );
+        }
+    }
+
+    /// A template moving its widgets to a new extension version (with or without the `configId` the what-if
+    /// could learn) modifies the managed resource: no delete, no create.
+    #[test]
+    fn an_extension_upgrade_is_a_modify_not_a_delete_and_create() {
+        let mut managed_widget = ManagedResource::extensible(
+            ExtensionIdentity {
+                name: "Widgets".into(),
+                version: "1.0.0".into(),
+                config_id: Some("c1".into()),
+            },
+            "widget",
+            serde_json::json!({"name": "a"}),
+        );
+        managed_widget.api_version = Some("v1".into());
+        let managed = ManagedSet::from_resources([managed_widget]);
+        let next: DeploymentStackProperties = serde_json::from_value(serde_json::json!({
+            "actionOnUnmanage": {"resources": "delete", "resourceGroups": "delete",
+                                 "managementGroups": "delete"},
+            "denySettings": {"mode": "none"}
+        }))
+        .expect("properties");
+        for config_id in [Some("c1"), None] {
+            let mut predicted = WhatIfChange::new(ChangeType::Modify);
+            predicted.resource_type = Some("widget".into());
+            predicted.identifiers = Some(serde_json::json!({"name": "a"}));
+            predicted.extension = Some(serde_json::from_value(
+                serde_json::json!({"name": "Widgets", "version": "1.1.0", "configId": config_id}),
+            )
+            .expect("extension"));
+            let computed =
+                compare(&[predicted], &managed, Some(&next), &next, &|_| None).expect("compare");
+            let kinds: Vec<&str> = computed
+                .changes
+                .resource_changes
+                .iter()
+                .map(|c| c.change_type.as_str())
+                .collect();
+            assert_eq!(kinds, ["modify"], "configId {config_id:?}");
         }
     }
 }

@@ -129,12 +129,36 @@ impl ExtensionTransport for WidgetTransport {
     }
 }
 
+/// Serves an extension under a version it may not know (the registered one, `serve_as`), logging every delete as
+/// `{name}@{registered version}`: which version of an extension a stack deletes through.
+struct Versioned {
+    inner: Arc<dyn ExtensionTransport>,
+    registered: String,
+    serve_as: &'static str,
+    deletes: Arc<Mutex<Vec<String>>>,
+}
+
+impl ExtensionTransport for Versioned {
+    fn send(
+        &self,
+        mut request: TransportRequest,
+    ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
+        if request.operation == Operation::Delete {
+            self.deletes.lock().unwrap().push(self.registered.clone());
+        }
+        request.extension_version = self.serve_as.to_owned();
+        self.inner.send(request)
+    }
+}
+
 struct Env {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
     engine: Engine,
     service: StackService,
     widgets: Arc<Widgets>,
+    /// Every delete that reached an extension, as `{name}@{version}`.
+    extension_deletes: Arc<Mutex<Vec<String>>>,
 }
 
 async fn set_token(store: &Arc<dyn Store>, value: &str) {
@@ -189,17 +213,33 @@ async fn setup(settings: StackServiceSettings) -> Env {
     set_token(&store, "token-1").await;
     let widgets = Arc::new(Widgets::default());
     *widgets.accepted_token.lock().unwrap() = "token-1".into();
+    let extension_deletes = Arc::new(Mutex::new(Vec::new()));
+    let widget_transport: Arc<dyn ExtensionTransport> = Arc::new(WidgetTransport(widgets.clone()));
+    let local_transport: Arc<dyn ExtensionTransport> =
+        Arc::new(cairn_ext_local::in_process_transport());
     let mut registry = Registry::new();
-    registry.register(RegisteredExtension::new(
-        "Widgets",
-        "1.0.0",
-        Arc::new(WidgetTransport(widgets.clone())),
-    ));
-    registry.register(RegisteredExtension::new(
-        cairn_ext_local::NAME,
-        cairn_ext_local::VERSION,
-        Arc::new(cairn_ext_local::in_process_transport()),
-    ));
+    // Widgets and Local at their own version and at 1.1.0 (served by the same code): an upgrade target.
+    for (name, inner, serve_as) in [
+        ("Widgets", &widget_transport, "1.0.0"),
+        (
+            cairn_ext_local::NAME,
+            &local_transport,
+            cairn_ext_local::VERSION,
+        ),
+    ] {
+        for version in [serve_as, "1.1.0"] {
+            registry.register(RegisteredExtension::new(
+                name,
+                version,
+                Arc::new(Versioned {
+                    inner: inner.clone(),
+                    registered: format!("{name}@{version}"),
+                    serve_as,
+                    deletes: extension_deletes.clone(),
+                }),
+            ));
+        }
+    }
     let host = Arc::new(ExtensionHost::new(
         Arc::new(registry),
         HostSettings {
@@ -233,6 +273,7 @@ async fn setup(settings: StackServiceSettings) -> Env {
         engine,
         service,
         widgets,
+        extension_deletes,
     }
 }
 
@@ -484,6 +525,170 @@ async fn stack_lifecycle_unmanages_and_deletes_with_fresh_credentials() {
             .unwrap(),
         "204 when gone"
     );
+}
+
+/// A stack over 10 widgets (`Widgets@{version}`, `apiVersion` `{api}`) and 10 Local files under `root`
+/// (`Local@{version}`, `apiVersion` `{version}`).
+fn widgets_and_files(root: &str, version: &str, api: &str) -> DeploymentStack {
+    let mut resources = serde_json::Map::new();
+    for n in 0..10 {
+        resources.insert(
+            format!("w{n}"),
+            json!({"extension": "widgets", "type": "widget", "apiVersion": api,
+                   "properties": {"name": format!("w{n}")}}),
+        );
+        resources.insert(
+            format!("f{n}"),
+            json!({"extension": "local", "type": "File", "apiVersion": version,
+                   "properties": {"path": format!("f{n}.txt"), "content": "hello"}}),
+        );
+    }
+    serde_json::from_value(json!({
+        "properties": {
+            "template": {
+                "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                "languageVersion": "2.2-experimental",
+                "contentVersion": "1.0.0.0",
+                "extensions": {
+                    "widgets": {"name": "Widgets", "version": version,
+                                "config": {"cluster": {"type": "string"}, "token": {"type": "secureString"}}},
+                    "local": {"name": "Local", "version": version,
+                              "config": {"rootDirectory": {"type": "string"}}}
+                },
+                "resources": resources
+            },
+            "extensionConfigs": {
+                "widgets": {"cluster": {"value": "c1"},
+                            "token": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": SECRET}}},
+                "local": {"rootDirectory": {"value": root}}
+            },
+            "actionOnUnmanage": {"resources": "delete", "resourceGroups": "delete", "managementGroups": "delete"},
+            "denySettings": {"mode": "none"}
+        }
+    }))
+    .expect("a stack body")
+}
+
+/// Seed 003: an extension resource's identity does not change across extension versions. Moving a stack of 20
+/// widgets and Local files from 1.0.0 / `v1` to 1.1.0 / `v2` with deleteAll deletes nothing; the stack records each
+/// resource once, with the new version and `apiVersion`, and deleting the stack deletes each once through 1.1.0.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_extension_upgrade_with_delete_all_deletes_nothing() {
+    let env = setup(fast()).await;
+    let service = &env.service;
+    let root = tempfile::tempdir().expect("root");
+    let root_text = root.path().to_str().expect("utf-8 path");
+    let resources_of = |stack: &Value| -> Vec<(String, String, String)> {
+        let mut found: Vec<(String, String, String)> = stack["properties"]["resources"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .map(|r| {
+                (
+                    format!(
+                        "{}@{}",
+                        r["extension"]["name"].as_str().unwrap_or(""),
+                        r["extension"]["version"].as_str().unwrap_or("")
+                    ),
+                    r["apiVersion"].as_str().unwrap_or("").to_owned(),
+                    r["status"].as_str().unwrap_or("").to_owned(),
+                )
+            })
+            .collect();
+        found.sort();
+        found
+    };
+    let expected = |version: &str, api: &str| {
+        let mut expected: Vec<(String, String, String)> = (0..10)
+            .flat_map(|_| {
+                [
+                    (
+                        format!("Local@{version}"),
+                        version.to_owned(),
+                        "managed".to_owned(),
+                    ),
+                    (
+                        format!("Widgets@{version}"),
+                        api.to_owned(),
+                        "managed".to_owned(),
+                    ),
+                ]
+            })
+            .collect();
+        expected.sort();
+        expected
+    };
+
+    service
+        .create_or_update(
+            RG,
+            "upgrade",
+            widgets_and_files(root_text, "1.0.0", "v1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    let created = settle(service, "upgrade").await;
+    assert_eq!(
+        created["properties"]["provisioningState"], "succeeded",
+        "{created:#}"
+    );
+    assert_eq!(resources_of(&created), expected("1.0.0", "v1"));
+
+    service
+        .create_or_update(
+            RG,
+            "upgrade",
+            widgets_and_files(root_text, "1.1.0", "v2"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    let upgraded = settle(service, "upgrade").await;
+    assert_eq!(
+        upgraded["properties"]["provisioningState"], "succeeded",
+        "{upgraded:#}"
+    );
+    assert_eq!(
+        env.extension_deletes.lock().unwrap().as_slice(),
+        &[] as &[String],
+        "no delete reached an extension"
+    );
+    assert_eq!(resources_of(&upgraded), expected("1.1.0", "v2"));
+    assert!(names_of(&upgraded["properties"]["deletedResources"]).is_empty());
+    assert!(names_of(&upgraded["properties"]["detachedResources"]).is_empty());
+    let extensions = upgraded["properties"]["deploymentExtensions"].to_string();
+    assert!(!extensions.contains("1.0.0"), "{extensions}");
+    for n in 0..10 {
+        assert!(env.widgets.has(&format!("w{n}")));
+        assert!(root.path().join(format!("f{n}.txt")).is_file());
+    }
+
+    service
+        .delete(
+            RG,
+            "upgrade",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(
+        settle(service, "upgrade").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    let mut deletes = env.extension_deletes.lock().unwrap().clone();
+    deletes.sort();
+    let mut once_each: Vec<String> = (0..10)
+        .flat_map(|_| ["Local@1.1.0".to_owned(), "Widgets@1.1.0".to_owned()])
+        .collect();
+    once_each.sort();
+    assert_eq!(deletes, once_each);
+    for n in 0..10 {
+        assert!(!env.widgets.has(&format!("w{n}")));
+        assert!(!root.path().join(format!("f{n}.txt")).exists());
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

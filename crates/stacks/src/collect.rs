@@ -721,7 +721,6 @@ mod tests {
         let ext_key = |name: &str| {
             ResourceKey::extensible(
                 "Kubernetes",
-                "1.0.0",
                 Some("C1"),
                 "apps/Deployment",
                 &json!({"metadata": {"namespace": "app", "name": name}}),

@@ -427,6 +427,46 @@ mod tests {
         );
     }
 
+    fn widget(version: &str, api_version: &str, cluster_config: &str) -> ManagedResource {
+        let mut resource = ManagedResource::extensible(
+            ExtensionIdentity {
+                name: "Widgets".into(),
+                version: version.into(),
+                config_id: Some("c1".into()),
+            },
+            "widget",
+            json!({"name": "a"}),
+        );
+        resource.api_version = Some(api_version.into());
+        let config = crate::directive::PersistedConfig::from_wire(
+            "widgets",
+            &json!({"cluster": {"value": cluster_config}}),
+        )
+        .unwrap();
+        resource.set_config(std::sync::Arc::new(config));
+        resource
+    }
+
+    /// Moving a template to a new extension version and `apiVersion` keeps its resources, recorded as the new
+    /// deployment describes them: nothing is removed, so `deleteAll` deletes nothing.
+    #[test]
+    fn an_extension_upgrade_keeps_resources_with_the_new_record() {
+        let previous = ManagedSet::from_resources([widget("1.0.0", "v1", "old")]);
+        let next = ManagedSet::from_resources([widget("1.1.0", "v2", "new")]);
+        let delete_all = ActionOnUnmanage::from_cli_preset("deleteAll").unwrap();
+        for complete in [true, false] {
+            let result = diff(&previous, &next, complete, &delete_all, &Ownership::new()).unwrap();
+            assert!(result.removed.is_empty(), "{:?}", result.removed);
+            assert!(result.added.is_empty());
+            assert!(result.delete_plan().is_empty());
+            assert_eq!(result.kept.len(), 1);
+            let kept = &result.kept[0];
+            assert_eq!(kept.extension().unwrap().version, "1.1.0");
+            assert_eq!(kept.api_version.as_deref(), Some("v2"));
+            assert_eq!(kept.config, next.iter().next().unwrap().config);
+        }
+    }
+
     #[test]
     fn detach_all_deletes_nothing_and_delete_all_deletes_groups() {
         let previous =

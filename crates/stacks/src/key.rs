@@ -1,9 +1,11 @@
 //! Stable identities of managed resources: [`ResourceKey`], the key stacks diff and order by.
 //!
 //! An ARM resource is its resource ID compared ignoring case. An extensible resource has no ID; it is the
-//! extension's name (ignoring case), version and `configId` (the control plane), its type (ignoring case) and
-//! its identifiers as canonical JSON (object keys sorted recursively). Alias, deployment ID and `apiVersion`
-//! are deliberately not part of the key (REP 0006): they change without the resource changing.
+//! extension's name (ignoring case) and `configId` (the control plane), its type (ignoring case) and its
+//! identifiers as canonical JSON (object keys sorted recursively). Alias, deployment ID, extension version and
+//! `apiVersion` are deliberately not part of the key (REP 0006; seed 003: the identity "must not change across
+//! provider versions"): they change without the resource changing, so moving a template to a new extension
+//! version or `apiVersion` keeps its resources instead of deleting and recreating them.
 
 use std::cmp::Ordering;
 use std::fmt;
@@ -35,7 +37,6 @@ pub struct ArmKey {
 #[derive(Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ExtensibleKey {
     extension_name: Box<str>,
-    extension_version: Box<str>,
     config_id: Option<Box<str>>,
     resource_type: Box<str>,
     identifiers: Box<str>,
@@ -100,14 +101,12 @@ impl ExtensibleKey {
     /// The key of an extensible resource. An empty `config_id` is the same as none.
     pub fn new(
         extension_name: &str,
-        extension_version: &str,
         config_id: Option<&str>,
         resource_type: &str,
         identifiers: &Value,
     ) -> Self {
         Self {
             extension_name: fold(extension_name).into_boxed_str(),
-            extension_version: extension_version.into(),
             config_id: config_id.filter(|c| !c.is_empty()).map(Into::into),
             resource_type: fold(resource_type).into_boxed_str(),
             identifiers: to_canonical_string(identifiers).into_boxed_str(),
@@ -117,11 +116,6 @@ impl ExtensibleKey {
     /// The extension name, lower-cased.
     pub fn extension_name(&self) -> &str {
         &self.extension_name
-    }
-
-    /// The extension version.
-    pub fn extension_version(&self) -> &str {
-        &self.extension_version
     }
 
     /// The control plane identifier the extension returned, if any.
@@ -139,11 +133,10 @@ impl ExtensibleKey {
         &self.identifiers
     }
 
-    /// Whether `other` lives in the same control plane (same extension name, version and `configId`).
+    /// Whether `other` lives in the same control plane (same extension name and `configId`, whatever the
+    /// extension versions that reached it).
     pub fn same_control_plane(&self, other: &Self) -> bool {
-        self.extension_name == other.extension_name
-            && self.extension_version == other.extension_version
-            && self.config_id == other.config_id
+        self.extension_name == other.extension_name && self.config_id == other.config_id
     }
 }
 
@@ -156,14 +149,12 @@ impl ResourceKey {
     /// The key of an extensible resource (see [`ExtensibleKey::new`]).
     pub fn extensible(
         extension_name: &str,
-        extension_version: &str,
         config_id: Option<&str>,
         resource_type: &str,
         identifiers: &Value,
     ) -> Self {
         Self::Extensible(ExtensibleKey::new(
             extension_name,
-            extension_version,
             config_id,
             resource_type,
             identifiers,
@@ -180,13 +171,12 @@ impl ResourceKey {
 }
 
 impl fmt::Display for ResourceKey {
-    /// ARM keys print their ID as given; extensible keys print
-    /// `{extension}@{version}[{configId}] {type} {identifiers}`.
+    /// ARM keys print their ID as given; extensible keys print `{extension}[{configId}] {type} {identifiers}`.
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             Self::Arm(key) => write!(f, "{}", key.id),
             Self::Extensible(key) => {
-                write!(f, "{}@{}", key.extension_name, key.extension_version)?;
+                write!(f, "{}", key.extension_name)?;
                 if let Some(config_id) = &key.config_id {
                     write!(f, "[{config_id}]")?;
                 }
@@ -203,7 +193,8 @@ impl fmt::Debug for ResourceKey {
 }
 
 /// The serialized form of a key, shaped like a stack's resource reference: `{"id"}` or
-/// `{"extension": {name, version, configId?}, "type", "identifiers"}`.
+/// `{"extension": {name, configId?}, "type", "identifiers"}`. Keys written before the version left the identity
+/// carry `extension.version`; like any unknown field, it is ignored.
 #[derive(Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct KeyRecord {
@@ -221,7 +212,6 @@ struct KeyRecord {
 #[serde(rename_all = "camelCase")]
 struct KeyExtension {
     name: String,
-    version: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     config_id: Option<String>,
 }
@@ -239,7 +229,6 @@ impl Serialize for ResourceKey {
                 id: None,
                 extension: Some(KeyExtension {
                     name: key.extension_name.to_string(),
-                    version: key.extension_version.to_string(),
                     config_id: key.config_id.as_deref().map(str::to_owned),
                 }),
                 resource_type: Some(key.resource_type.to_string()),
@@ -260,7 +249,6 @@ impl<'de> Deserialize<'de> for ResourceKey {
             (Some(id), None) => Ok(Self::arm(&id)),
             (None, Some(extension)) => Ok(Self::extensible(
                 &extension.name,
-                &extension.version,
                 extension.config_id.as_deref(),
                 record.resource_type.as_deref().unwrap_or(""),
                 record.identifiers.as_ref().unwrap_or(&Value::Null),
@@ -275,6 +263,7 @@ impl<'de> Deserialize<'de> for ResourceKey {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::managed::{ExtensionIdentity, ManagedResource};
     use serde_json::json;
 
     fn arm(text: &str) -> ResourceKey {
@@ -296,7 +285,7 @@ mod tests {
     #[test]
     fn extensible_keys_ignore_identifier_order_but_not_config_id() {
         let key = |config: Option<&str>, ids: Value| {
-            ResourceKey::extensible("Kubernetes", "1.0.0", config, "core/ConfigMap", &ids)
+            ResourceKey::extensible("Kubernetes", config, "core/ConfigMap", &ids)
         };
         let a = key(
             Some("C"),
@@ -322,7 +311,6 @@ mod tests {
         assert_eq!(
             ResourceKey::extensible(
                 "KUBERNETES",
-                "1.0.0",
                 Some("C"),
                 "Core/configmap",
                 &json!({"metadata": {"name": "s", "namespace": "app"}})
@@ -335,12 +323,63 @@ mod tests {
     fn keys_round_trip_through_serde() {
         for key in [
             arm("/subscriptions/s/resourceGroups/rg"),
-            ResourceKey::extensible("K", "1", Some("c"), "t", &json!({"b": 1, "a": [2]})),
+            ResourceKey::extensible("K", Some("c"), "t", &json!({"b": 1, "a": [2]})),
         ] {
             let text = serde_json::to_string(&key).unwrap();
             let back: ResourceKey = serde_json::from_str(&text).unwrap();
             assert_eq!(back, key, "{text}");
         }
         assert!(serde_json::from_value::<ResourceKey>(json!({})).is_err());
+    }
+
+    /// Seed 003: an extensible resource's identity "must not change across provider versions".
+    #[test]
+    fn extensible_keys_ignore_the_extension_version_but_not_the_type() {
+        let ids = json!({"metadata": {"name": "s", "namespace": "app"}});
+        let config_map = |version: &str| {
+            ManagedResource::extensible(
+                ExtensionIdentity {
+                    name: "Kubernetes".into(),
+                    version: version.into(),
+                    config_id: Some("C".into()),
+                },
+                "core/ConfigMap",
+                ids.clone(),
+            )
+        };
+        let old = config_map("1.0.0");
+        let new = config_map("1.1.0");
+        assert_eq!(old.key(), new.key());
+        assert_eq!(old.key().cmp(new.key()), Ordering::Equal);
+        let keys = std::collections::HashSet::from([old.key().clone()]);
+        assert!(keys.contains(new.key()), "hashes agree with equality");
+        assert_eq!(old.key().to_string(), new.key().to_string());
+        assert!(!new.key().to_string().contains("1.1.0"));
+        let (ResourceKey::Extensible(a), ResourceKey::Extensible(b)) = (old.key(), new.key())
+        else {
+            panic!("extensible keys");
+        };
+        assert!(a.same_control_plane(b));
+        assert_ne!(
+            ResourceKey::extensible("Kubernetes", Some("C"), "core/Secret", &ids),
+            *old.key(),
+            "a Secret and a ConfigMap with one name are two resources"
+        );
+    }
+
+    #[test]
+    fn keys_written_with_a_version_read_back_without_it() {
+        let stored = json!({"extension": {"name": "Widgets", "version": "1.0.0", "configId": "c1"},
+                            "type": "widget", "identifiers": {"name": "a"}});
+        let key: ResourceKey = serde_json::from_value(stored).unwrap();
+        assert_eq!(
+            key,
+            ResourceKey::extensible("Widgets", Some("c1"), "widget", &json!({"name": "a"}))
+        );
+        assert_eq!(
+            serde_json::to_value(&key).unwrap(),
+            json!({"extension": {"name": "widgets", "configId": "c1"},
+                   "type": "widget", "identifiers": {"name": "a"}})
+        );
     }
 }

@@ -3,6 +3,7 @@
 //! resource's credentials come from, and its persisted config directives), and conversion to and from the
 //! stack API's `resources[]` / `deploymentExtensions[]` shapes.
 
+use std::cmp::Ordering;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -19,7 +20,9 @@ use crate::key::ResourceKey;
 /// The type of nested deployments: the structure of a deployment tree, never a managed resource.
 pub const DEPLOYMENTS_TYPE: &str = "Microsoft.Resources/deployments";
 
-/// The control plane an extensible resource lives in: extension name, version and `configId`.
+/// The extension an extensible resource was deployed through: the control plane (extension name and `configId`)
+/// and the extension version that reached it. The version is not part of the resource's identity (see
+/// [`crate::key`]); it says which version of the extension to call (deletes use the recorded one).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ExtensionIdentity {
@@ -49,11 +52,41 @@ impl ExtensionIdentity {
         }
     }
 
-    /// Whether two identities name the same control plane (name ignoring case).
+    /// Whether two identities name the same extension version on the same control plane (name ignoring
+    /// case): what an extension config belongs to, since configs can differ between versions.
     pub fn same_as(&self, other: &Self) -> bool {
-        self.name.eq_ignore_ascii_case(&other.name)
-            && self.version == other.version
-            && self.config_id == other.config_id
+        self.same_control_plane(other) && self.version == other.version
+    }
+
+    /// Whether two identities name the same control plane (name ignoring case), whatever their versions.
+    pub fn same_control_plane(&self, other: &Self) -> bool {
+        self.name.eq_ignore_ascii_case(&other.name) && self.config_id == other.config_id
+    }
+
+    /// Orders the versions of one extension: semantic-version order when both are semantic versions, else
+    /// dot-separated segments compared numerically where both are numbers (`1.10` after `1.9`), else as text.
+    pub fn compare_versions(a: &str, b: &str) -> Ordering {
+        if let (Ok(a), Ok(b)) = (semver::Version::parse(a), semver::Version::parse(b)) {
+            return a.cmp(&b);
+        }
+        let mut left = a.split('.');
+        let mut right = b.split('.');
+        loop {
+            match (left.next(), right.next()) {
+                (None, None) => return a.cmp(b),
+                (None, Some(_)) => return Ordering::Less,
+                (Some(_), None) => return Ordering::Greater,
+                (Some(x), Some(y)) => {
+                    let order = match (x.parse::<u64>(), y.parse::<u64>()) {
+                        (Ok(x), Ok(y)) => x.cmp(&y),
+                        _ => x.cmp(y),
+                    };
+                    if order != Ordering::Equal {
+                        return order;
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -135,7 +168,6 @@ impl ManagedResource {
                 identifiers,
             } => ResourceKey::extensible(
                 &extension.name,
-                &extension.version,
                 extension.config_id.as_deref(),
                 resource_type,
                 identifiers,
@@ -283,6 +315,18 @@ impl ManagedResource {
             resource.deny_status = reference.deny_status.clone();
         }
         Ok(resource)
+    }
+
+    /// Whether `self` was recorded through a newer version of its extension than `other` (an upgrade moved
+    /// the resource to it). Always false for ARM resources.
+    fn supersedes(&self, other: &Self) -> bool {
+        match (self.extension(), other.extension()) {
+            (Some(mine), Some(theirs)) => {
+                ExtensionIdentity::compare_versions(&mine.version, &theirs.version)
+                    == Ordering::Greater
+            }
+            _ => false,
+        }
     }
 
     /// Fills what `self` lacks from `other` (same key): used when several sources describe one resource.
@@ -438,10 +482,20 @@ impl ManagedSet {
         set
     }
 
-    /// Adds `resource`, or fills in what the present resource with its key lacks.
+    /// Adds `resource`, or fills in what the present resource with its key lacks. When the two were recorded
+    /// through different versions of their extension (one resource before and after an upgrade), the newer
+    /// version's record is kept and the older fills its gaps, whatever the order they come in.
     pub fn merge(&mut self, resource: ManagedResource) {
         match self.index.get(resource.key()) {
-            Some(&at) => self.resources[at].absorb(resource),
+            Some(&at) => {
+                let present = &mut self.resources[at];
+                if resource.supersedes(present) {
+                    let older = std::mem::replace(present, resource);
+                    present.absorb(older);
+                } else {
+                    present.absorb(resource);
+                }
+            }
             None => {
                 self.index
                     .insert(resource.key().clone(), self.resources.len());
@@ -712,5 +766,65 @@ mod tests {
             (merged.symbolic_name(), merged.api_version.as_deref()),
             (Some("rg"), Some("2024-03-01"))
         );
+    }
+
+    fn widget(version: &str, api_version: &str) -> ManagedResource {
+        let mut resource = ManagedResource::extensible(
+            ExtensionIdentity {
+                name: "Widgets".into(),
+                version: version.into(),
+                config_id: Some("c1".into()),
+            },
+            "widget",
+            json!({"name": "a"}),
+        );
+        resource.api_version = Some(api_version.into());
+        resource
+    }
+
+    /// A set stored before the version left the identity can hold one resource twice (before and after an
+    /// upgrade): it loads as one resource, recorded through the newer version, in whichever order it was stored.
+    #[test]
+    fn a_stored_set_with_one_resource_at_two_versions_keeps_the_newer_record() {
+        let mut old = widget("1.0.0", "v1");
+        old.status = ResourceStatusMode::DeleteFailed;
+        old.symbolic_name_path = vec!["a".into()];
+        let new = widget("1.1.0", "v2");
+        for stored in [
+            vec![old.clone(), new.clone()],
+            vec![new.clone(), old.clone()],
+        ] {
+            let text = json!({"formatVersion": 1, "resources": stored}).to_string();
+            let set: ManagedSet = serde_json::from_str(&text).unwrap();
+            assert_eq!(set.len(), 1, "{text}");
+            let kept = set.iter().next().unwrap();
+            assert_eq!(kept.extension().unwrap().version, "1.1.0");
+            assert_eq!(kept.api_version.as_deref(), Some("v2"));
+            assert_eq!(kept.status, ResourceStatusMode::Managed);
+            assert_eq!(kept.symbolic_name(), Some("a"), "the older fills gaps");
+        }
+    }
+
+    #[test]
+    fn extension_versions_order_semantically_then_by_segment() {
+        use std::cmp::Ordering::{Greater, Less};
+        let cmp = ExtensionIdentity::compare_versions;
+        assert_eq!(cmp("1.10.0", "1.9.0"), Greater);
+        assert_eq!(cmp("1.0.0-beta", "1.0.0"), Less);
+        assert_eq!(cmp("1.10", "1.9"), Greater, "not semantic versions");
+        assert_eq!(cmp("2", "1.9"), Greater);
+        assert_eq!(cmp("1.0", "1.0.1"), Less);
+        assert_eq!(cmp("v2", "v1"), Greater);
+    }
+
+    #[test]
+    fn configs_belong_to_one_version_of_a_control_plane() {
+        let one = widget("1.0.0", "v1");
+        let two = widget("1.1.0", "v2");
+        let (a, b) = (one.extension().unwrap(), two.extension().unwrap());
+        assert!(a.same_control_plane(b));
+        assert!(!a.same_as(b));
+        let set = ManagedSet::from_resources([one, widget("1.0.0", "v1")]);
+        assert_eq!(set.deployment_extensions().len(), 1);
     }
 }

@@ -593,6 +593,33 @@ mod tests {
         assert_eq!(plan.waves()[1], vec![0]);
     }
 
+    /// A namespace created through one version of the Kubernetes extension holds the objects created through
+    /// another: the control plane is the cluster (`configId`), not the extension version.
+    #[test]
+    fn containment_spans_extension_versions_of_one_control_plane() {
+        let namespace = k8s("core/Namespace", None, "app");
+        let ManagedTarget::Extensible {
+            extension,
+            resource_type,
+            identifiers,
+        } = k8s("core/ConfigMap", Some("app"), "settings")
+            .target()
+            .clone()
+        else {
+            unreachable!("k8s builds extensible resources")
+        };
+        let config_map = ManagedResource::extensible(
+            ExtensionIdentity {
+                version: "2.0.0".into(),
+                ..extension
+            },
+            resource_type,
+            identifiers,
+        );
+        let plan = DeletePlan::build([namespace, config_map]);
+        assert_eq!(plan.waves(), &[vec![1], vec![0]]);
+    }
+
     #[test]
     fn a_container_depending_on_its_content_is_not_a_cycle() {
         let site = format!("{RG}/providers/Microsoft.Web/sites/app");

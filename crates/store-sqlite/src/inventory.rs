@@ -5,6 +5,7 @@ use cairn_store::{
     DeploymentKey, Entity, ExtensionRef, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
 };
+use serde_json::Value;
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
@@ -102,6 +103,52 @@ pub(crate) async fn upsert_resource(
     .map_err(backend)?;
     let version = u64::try_from(version).map_err(|_| StoreError::corrupt(E, "negative version"))?;
     Ok((version, Timestamp::from_unix_millis(created_at)))
+}
+
+/// Schema 6 (a migration data step): extension resources' keys gain their resource type, from
+/// `ext:{name}:{configId}:{identifiers}` to [`ResourceKey::extension`]'s form, so two types with equal identifiers
+/// stop sharing a row. The identifiers are read back from the old key, which was built from the row's own extension
+/// name and configId; a row whose key does not have that form keeps it (nothing is guessed, nothing is dropped).
+pub(crate) async fn key_extension_resources_by_type(
+    conn: &mut SqliteConnection,
+) -> StoreResult<()> {
+    let rows: Vec<(String, String, Option<String>)> = sqlx::query_as(
+        "SELECT key, resource_type, extension FROM managed_resources WHERE key LIKE 'ext:%'",
+    )
+    .fetch_all(&mut *conn)
+    .await
+    .map_err(backend)?;
+    for (old, resource_type, extension) in rows {
+        let Some(new) = key_with_type(&old, &resource_type, extension.as_deref()) else {
+            continue;
+        };
+        sqlx::query("UPDATE managed_resources SET key = ?1 WHERE key = ?2")
+            .bind(new.as_str())
+            .bind(&old)
+            .execute(&mut *conn)
+            .await
+            .map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// The schema 6 key of a row keyed `old` in the schema 5 form, if it is in that form.
+fn key_with_type(old: &str, resource_type: &str, extension: Option<&str>) -> Option<ResourceKey> {
+    let extension: ExtensionRef = serde_json::from_str(extension?).ok()?;
+    let name = extension.name.as_deref()?;
+    let config_id = extension.config_id.as_deref();
+    let prefix = format!(
+        "ext:{}:{}:",
+        name.to_lowercase(),
+        config_id.map(str::to_lowercase).unwrap_or_default()
+    );
+    let identifiers: Value = serde_json::from_str(old.strip_prefix(&prefix)?).ok()?;
+    Some(ResourceKey::extension(
+        name,
+        config_id,
+        resource_type,
+        &identifiers,
+    ))
 }
 
 impl SqliteStore {

@@ -2,7 +2,7 @@
 //! recorded in `schema_migrations` with a checksum so an edited migration is noticed rather than silently skipped.
 
 use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
-use sqlx::SqlitePool;
+use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::rows::backend;
 
@@ -10,6 +10,26 @@ pub(crate) struct Migration {
     pub(crate) version: u32,
     pub(crate) name: &'static str,
     pub(crate) sql: &'static str,
+    /// Rows rewritten in Rust after `sql`, in the same transaction.
+    pub(crate) data: Option<DataStep>,
+}
+
+/// A data rewrite a migration runs in Rust, for what SQL cannot do reliably (Unicode case folding, canonical
+/// JSON). Like the SQL, a released step is never edited.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum DataStep {
+    /// Schema 6: extension resources' inventory keys gain their resource type.
+    InventoryKeysByType,
+}
+
+impl DataStep {
+    async fn run(self, conn: &mut SqliteConnection) -> StoreResult<()> {
+        match self {
+            Self::InventoryKeysByType => {
+                crate::inventory::key_extension_resources_by_type(conn).await
+            }
+        }
+    }
 }
 
 /// Every migration, oldest first. Never edit a released one: add the next.
@@ -18,31 +38,42 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         version: 1,
         name: "core",
         sql: include_str!("../migrations/0001_core.sql"),
+        data: None,
     },
     Migration {
         version: 2,
         name: "inventory_keyvault",
         sql: include_str!("../migrations/0002_inventory_keyvault.sql"),
+        data: None,
     },
     Migration {
         version: 3,
         name: "leases",
         sql: include_str!("../migrations/0003_leases.sql"),
+        data: None,
     },
     Migration {
         version: 4,
         name: "stacks",
         sql: include_str!("../migrations/0004_stacks.sql"),
+        data: None,
     },
     Migration {
         version: 5,
         name: "stack_what_ifs",
         sql: include_str!("../migrations/0005_stack_what_ifs.sql"),
+        data: None,
+    },
+    Migration {
+        version: 6,
+        name: "inventory_keys_by_type",
+        sql: include_str!("../migrations/0006_inventory_keys_by_type.sql"),
+        data: Some(DataStep::InventoryKeysByType),
     },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 5;
+pub const LATEST_SCHEMA_VERSION: u32 = 6;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -102,6 +133,9 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> 
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
+        if let Some(step) = migration.data {
+            step.run(&mut tx).await?;
+        }
         sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)")
             .bind(i64::from(migration.version))
             .bind(migration.name)
@@ -234,7 +268,127 @@ mod tests {
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4, 5]);
+        assert_eq!(applied, [1, 2, 3, 4, 5, 6]);
+        Ok(())
+    }
+
+    /// An extension resource as a build of the given key format recorded it.
+    fn inventory_row(
+        key: cairn_store::ResourceKey,
+        extension: Option<(&str, &str)>,
+        resource_type: &str,
+        identifiers: serde_json::Value,
+    ) -> cairn_store::ManagedResource {
+        cairn_store::ManagedResource {
+            key,
+            resource_id: None,
+            resource_type: resource_type.into(),
+            api_version: Some("v1".into()),
+            properties: serde_json::json!({"data": {"k": resource_type}}),
+            deployment: Some(DeploymentKey::new("/subscriptions/s", "d")),
+            extension: extension.map(|(name, config_id)| cairn_store::ExtensionRef {
+                alias: Some("ext".into()),
+                name: Some(name.into()),
+                version: Some("1.0.0".into()),
+                config_id: Some(config_id.into()),
+                reference_id: None,
+                identifiers: Some(identifiers),
+            }),
+            updated_at: cairn_store::Timestamp::from_unix_millis(7),
+        }
+    }
+
+    /// A schema 5 inventory keyed extension resources without their type: at schema 6 each row is re-keyed by
+    /// type with its data, version and creation time intact (Unicode names and configIds folded as Rust folds
+    /// them), rows of another form keep their keys, and a Secret named like a ConfigMap gets a row of its own.
+    #[tokio::test]
+    async fn upgrading_to_v6_keys_extension_resources_by_type() -> anyhow::Result<()> {
+        use cairn_store::{InventoryStore, ManagedResourceFilter, Precondition, ResourceKey};
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let settings = serde_json::json!({"metadata": {"namespace": "app", "name": "settings"}});
+        let config_map = inventory_row(
+            ResourceKey::from_stored(
+                r#"ext:kubernetes:3a7f:{"metadata":{"name":"settings","namespace":"app"}}"#,
+            ),
+            Some(("Kubernetes", "3A7F")),
+            "core/ConfigMap",
+            settings.clone(),
+        );
+        let widget = inventory_row(
+            ResourceKey::from_stored(r#"ext:wídgets:clüster-ä:{"name":"a"}"#),
+            Some(("WÍDGETS", "CLÜSTER-Ä")),
+            "Widget",
+            serde_json::json!({"name": "a"}),
+        );
+        let odd = inventory_row(
+            ResourceKey::from_stored("ext:not-a-v5-key"),
+            None,
+            "Widget",
+            serde_json::json!({}),
+        );
+        let vault_id = "/subscriptions/s/resourceGroups/r/providers/Microsoft.KeyVault/vaults/v";
+        let mut vault = inventory_row(
+            ResourceKey::arm(vault_id),
+            None,
+            "Microsoft.KeyVault/vaults",
+            serde_json::json!({}),
+        );
+        vault.resource_id = Some(vault_id.into());
+        let mut before = Vec::new();
+        {
+            let store = SqliteStore::open_at_version(dir.path(), &key, 5).await?;
+            for row in [&config_map, &widget, &odd, &vault] {
+                before.push(
+                    store
+                        .put_managed_resource(row.clone(), Precondition::MustNotExist)
+                        .await?,
+                );
+            }
+            store.close_pools().await?;
+        }
+
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        assert_eq!(store.schema_version().await?, 6);
+        let expected_keys = [
+            ResourceKey::extension("Kubernetes", Some("3A7F"), "core/ConfigMap", &settings),
+            ResourceKey::extension(
+                "Wídgets",
+                Some("clüster-ä"),
+                "widget",
+                &serde_json::json!({"name": "a"}),
+            ),
+            odd.key.clone(),
+            vault.key.clone(),
+        ];
+        for (old, new_key) in before.iter().zip(&expected_keys) {
+            let found = store
+                .get_managed_resource(new_key)
+                .await?
+                .unwrap_or_else(|| panic!("{new_key} after the upgrade"));
+            let mut expected = old.clone();
+            expected.resource.key = new_key.clone();
+            assert_eq!(found, expected);
+        }
+        assert!(store.get_managed_resource(&config_map.key).await?.is_none());
+        assert_eq!(
+            expected_keys[0].as_str(),
+            r#"ext:kubernetes:3a7f:core/configmap:{"metadata":{"name":"settings","namespace":"app"}}"#
+        );
+
+        let secret = inventory_row(
+            ResourceKey::extension("Kubernetes", Some("3A7F"), "core/Secret", &settings),
+            Some(("Kubernetes", "3A7F")),
+            "core/Secret",
+            settings.clone(),
+        );
+        store
+            .put_managed_resource(secret, Precondition::MustNotExist)
+            .await?;
+        let listed = store
+            .list_managed_resources(ManagedResourceFilter::default())
+            .await?;
+        assert_eq!(listed.items.len(), 5);
         Ok(())
     }
 

@@ -1162,7 +1162,7 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
     };
     let identifiers = json!({"metadata": {"namespace": "app", "name": "settings"}});
     let extension = ManagedResource {
-        key: ResourceKey::extension("Kubernetes", Some("3A7F"), &identifiers),
+        key: ResourceKey::extension("Kubernetes", Some("3A7F"), "core/ConfigMap", &identifiers),
         resource_id: None,
         resource_type: "core/ConfigMap".into(),
         api_version: Some("v1".into()),

@@ -79,8 +79,9 @@ impl fmt::Display for DeploymentId {
 }
 
 /// The key of a managed resource in the inventory. Built by the constructors so that the same resource always
-/// yields the same key: ARM IDs are case-folded, extension resources are keyed by extension name, configId and the
-/// canonical JSON of their identifiers (object keys sorted recursively, values exact).
+/// yields the same key: ARM IDs are case-folded, extension resources are keyed by extension name, configId,
+/// resource type and the canonical JSON of their identifiers (object keys sorted recursively, values exact). The
+/// extension version and `apiVersion` are not part of it: a resource keeps its key across extension upgrades.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub struct ResourceKey(String);
 
@@ -90,13 +91,20 @@ impl ResourceKey {
         ResourceKey(format!("arm:{}", fold_case(resource_id)))
     }
 
-    /// The key of an extension resource (REP 0006): extension name and configId compare case-insensitively,
-    /// identifiers exactly.
-    pub fn extension(extension_name: &str, config_id: Option<&str>, identifiers: &Value) -> Self {
+    /// The key of an extension resource (REP 0006), `ext:{name}:{configId}:{type}:{identifiers}`: extension name,
+    /// configId and resource type compare case-insensitively, identifiers exactly. Two types with equal
+    /// identifiers (a ConfigMap and a Secret of one name) are two resources.
+    pub fn extension(
+        extension_name: &str,
+        config_id: Option<&str>,
+        resource_type: &str,
+        identifiers: &Value,
+    ) -> Self {
         let mut key = format!(
-            "ext:{}:{}:",
+            "ext:{}:{}:{}:",
             extension_name.to_lowercase(),
-            config_id.map(str::to_lowercase).unwrap_or_default()
+            config_id.map(str::to_lowercase).unwrap_or_default(),
+            resource_type.to_lowercase()
         );
         write_canonical_json(identifiers, &mut key);
         ResourceKey(key)
@@ -188,23 +196,35 @@ mod tests {
         let a = ResourceKey::extension(
             "Kubernetes",
             Some("3A7F"),
+            "core/ConfigMap",
             &json!({"metadata": {"namespace": "app", "name": "s"}}),
         );
         let b = ResourceKey::extension(
             "kubernetes",
             Some("3a7f"),
+            "core/configmap",
             &json!({"metadata": {"name": "s", "namespace": "app"}}),
         );
         let c = ResourceKey::extension(
             "kubernetes",
             Some("3a7f"),
+            "core/ConfigMap",
             &json!({"metadata": {"name": "S", "namespace": "app"}}),
         );
         assert_eq!(a, b);
         assert_ne!(a, c);
         assert_eq!(
             a.as_str(),
-            r#"ext:kubernetes:3a7f:{"metadata":{"name":"s","namespace":"app"}}"#
+            r#"ext:kubernetes:3a7f:core/configmap:{"metadata":{"name":"s","namespace":"app"}}"#
+        );
+    }
+
+    #[test]
+    fn extension_keys_tell_types_apart() {
+        let identifiers = json!({"metadata": {"namespace": "app", "name": "s"}});
+        assert_ne!(
+            ResourceKey::extension("Kubernetes", Some("C"), "core/ConfigMap", &identifiers),
+            ResourceKey::extension("Kubernetes", Some("C"), "core/Secret", &identifiers),
         );
     }
 

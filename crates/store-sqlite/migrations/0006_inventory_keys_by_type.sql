@@ -1,0 +1,7 @@
+-- cairn store schema v6: an extension resource's inventory key gains its resource type.
+-- Before: ext:{name}:{configId}:{identifiers}; after: ext:{name}:{configId}:{type}:{identifiers} (name, configId and
+-- type lower-cased, identifiers canonical JSON). Without the type, two types with equal identifiers (a Kubernetes
+-- ConfigMap and Secret of one name) shared one row and overwrote each other. The extension version was never part
+-- of the key and is not now. The keys are rewritten by a Rust data step run after this script in the same
+-- transaction (crate::inventory::key_extension_resources_by_type): SQLite's lower() folds ASCII only, while keys
+-- are folded the way Rust's to_lowercase does, so string surgery in SQL could miss rows.

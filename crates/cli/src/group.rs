@@ -161,7 +161,3 @@ fn confirm(name: &str) -> Result<bool, Failure> {
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-}

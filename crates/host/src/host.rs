@@ -559,6 +559,16 @@ impl ExtensionHost {
             204 => Ok(DeleteProgress::Deleted),
             200 => {
                 let resource = parse_resource(Operation::Delete, &response)?;
+                let status = resource.effective_status();
+                if !status.is_terminal() && !resolved.entry.transport().allows_delete_relo() {
+                    tracing::warn!(extension = %resolved.key.name, status = %status, "delete answered with RELO, which the extension's contract forbids");
+                    return Err(HostError::contract(
+                        codes::DELETE_RELO_NOT_ALLOWED,
+                        format!(
+                            "The extension answered delete with the resource in status '{status}' (a resource-based long-running operation); its contract allows only 204, or 202 with an operation, for delete."
+                        ),
+                    ));
+                }
                 self.delete_progress_from_resource(&resolved, resource, reference)
             }
             202 => {

@@ -176,6 +176,46 @@ async fn draft_location_outside_the_extension_is_refused() {
     assert_eq!(fake.all_calls().len(), 1);
 }
 
+/// Seed 004: RELO "cannot be used with long-running resource delete operations". A draft extension that answers
+/// delete with its resource still `Deleting` breaks its contract: the host says so with its own code and does
+/// not poll (a v2 extension may do this; see `relo_delete_is_done_on_404` in `host_v2.rs`).
+#[tokio::test]
+async fn draft_delete_answered_with_relo_is_a_contract_violation() {
+    let fake = FakeExtension::start().await;
+    let id = "00-graph%3Agroup%3A7";
+    fake.script(
+        &route("DELETE", &format!("resources/{id}")),
+        vec![Reply::json(200, draft_resource(id, Some("Deleting")))],
+    );
+    let host = draft_host(&fake, fast_settings());
+    let locator = ResourceLocator {
+        resource_type: "application".into(),
+        api_version: Some("v1".into()),
+        identifiers: json!({ "referenceId": id }),
+        config: None,
+        config_id: None,
+    };
+    let error = host
+        .delete(&key(), &locator, &CallContext::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.status(), error.code()),
+        (502, codes::DELETE_RELO_NOT_ALLOWED)
+    );
+    assert_eq!(error.kind(), cairn_host::HostErrorKind::ContractViolation);
+    assert_eq!(fake.all_calls().len(), 1, "a forbidden RELO is not polled");
+
+    // A draft delete that answers 200 with a terminal status is a finished delete, as before.
+    fake.script(
+        &route("DELETE", &format!("resources/{id}")),
+        vec![Reply::json(200, draft_resource(id, Some("Succeeded")))],
+    );
+    host.delete(&key(), &locator, &CallContext::default())
+        .await
+        .unwrap();
+}
+
 // ---- host API ----
 
 fn cairn_id(needs_config: bool) -> ReferenceId {

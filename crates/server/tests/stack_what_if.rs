@@ -416,21 +416,6 @@ async fn app_over(dir: &std::path::Path) -> (Router, Arc<dyn Store>) {
     (cairn_server::app(state), store)
 }
 
-fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files_containing(&path, needle));
-        } else if let Ok(bytes) = std::fs::read(&path)
-            && bytes.windows(needle.len()).any(|window| window == needle)
-        {
-            found.push(path.display().to_string());
-        }
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_if_results_survive_a_restart_without_plaintext_secrets() {
     const CANARY: &str = "api-what-if-canary-81c2aa07";

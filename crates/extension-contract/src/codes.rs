@@ -56,5 +56,8 @@ pub const RESPONSE_MISSING_OPERATION_HANDLE: &str = "ExtensionResponseMissingOpe
 pub const RESPONSE_FAILED_WITHOUT_ERROR: &str = "ExtensionResponseFailedWithoutError";
 /// Contract violation: the response is ambiguous, e.g. both or neither of a resource and an error.
 pub const RESPONSE_AMBIGUOUS: &str = "ExtensionResponseAmbiguous";
+/// Contract violation: delete answered with the resource in a non-terminal status (RELO), which the
+/// extension's contract (seed 004, the REST draft) does not allow for delete.
+pub const DELETE_RELO_NOT_ALLOWED: &str = "ExtensionDeleteReloNotAllowed";
 /// Contract violation: the REST draft 202 lacks a usable `Location`.
 pub const RESPONSE_MISSING_LOCATION: &str = "ExtensionResponseMissingLocation";

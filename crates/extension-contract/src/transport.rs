@@ -208,6 +208,14 @@ pub trait ExtensionTransport: Send + Sync {
         &self,
         request: TransportRequest,
     ) -> BoxFuture<'_, Result<TransportResponse, TransportError>>;
+
+    /// Whether the extension's contract lets delete answer with the resource in a non-terminal `status`
+    /// (RELO). v2.0.0 does; the REST draft of seed 004 does not ("the pattern cannot be used with
+    /// long-running resource delete operations": delete answers 204, or 202 with an operation), so for it the
+    /// host treats such an answer as a contract violation.
+    fn allows_delete_relo(&self) -> bool {
+        true
+    }
 }
 
 #[cfg(test)]

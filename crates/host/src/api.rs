@@ -7,21 +7,25 @@
 //! | `DELETE /extensions/{name}/{version}/resources/{referenceId}` | delete a `00` resource |
 //! | `POST /extensions/{name}/{version}/resources/{referenceId}/getWithConfig` | get a `01` resource; body = config object |
 //! | `POST /extensions/{name}/{version}/resources/{referenceId}/deleteWithConfig` | delete a `01` resource; body = config object |
-//! | `GET /extensions/{name}/{version}/operations/{operationId}` | poll a long-running delete |
+//! | `GET /{name}/{version}/operations/{operationId}` | poll a long-running delete (the `Location` handed out) |
+//! | `GET /extensions/{name}/{version}/operations/{operationId}` | the same (the earlier `Location` shape, kept as an alias) |
 //!
 //! `referenceId` is a cairn reference id exactly as formatted (its escapes are read from the raw path, so
-//! `%3A` may stay encoded). A delete that does not finish at once answers **202** with a host `Location`
-//! (this host's scheme, authority and mount prefix + `/extensions/{name}/{version}/operations/{id}`) and
-//! `Retry-After`, the rewriting seed 004 describes: the host keeps the extension's handle (stepwise LRO)
-//! or resource reference (RELO) under that id, in memory, and a GET on the location polls the extension
-//! once with it and relays `200 {"status": ...}` (`error` when `Failed`/`Canceled`). Pending operations do
-//! not survive a host restart (GET then answers 404 `OperationNotFound`). Errors are ARM-shaped. Every
-//! response carries `x-ms-request-id` (the caller's `x-ms-client-request-id`, else a new id).
+//! `%3A` may stay encoded). A delete that does not finish at once answers **202** with a host `Location` in
+//! seed 004's shape — this host's scheme, authority and mount prefix, then the extension's name and version
+//! first in the path: `/{name}/{version}/operations/{id}` — and `Retry-After`. The host keeps the extension's
+//! handle (stepwise LRO) or resource reference (RELO) under that id in a [`HostOperationStore`] (the server's
+//! store, so a `Location` keeps answering across a restart; in memory when none is given), sealed there since it
+//! can hold the config's secrets, until the host's operation deadline. A GET on the location polls the extension
+//! once with it and relays `200 {"status": ...}` (`error` when `Failed`/`Canceled`); a finished operation is
+//! forgotten (GET then answers 404 `OperationNotFound`). Errors are ARM-shaped. Every response carries
+//! `x-ms-request-id` (the caller's `x-ms-client-request-id`, else a new id).
 
 use crate::error::{ArmError, HostError, HostErrorKind};
 use crate::host::{
     CallContext, DeleteProgress, ExtensionHost, ExtensionKey, PendingDelete, ResourceLocator,
 };
+use crate::operations::MemoryOperations;
 use crate::secret::ExtensionConfig;
 use axum::Router;
 use axum::body::Body;
@@ -30,36 +34,47 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, Uri, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use cairn_extension_contract::{ReferenceId, codes, headers as contract_headers};
+use cairn_store::{
+    HostOperationRecord, HostOperationStore, NewHostOperation, SecretString, StoreError, Timestamp,
+};
 use serde_json::{Value, json};
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
 
 /// Options of the host API.
-#[derive(Debug, Clone, Default)]
+#[derive(Clone, Default)]
 pub struct HostApiOptions {
     /// Public base URL (scheme + authority, e.g. `https://cairn.example`) for `Location`; when absent the
     /// request's `Host` header with `http` is used.
     pub public_base_url: Option<String>,
+    /// Where pending operations are kept; when absent, in memory (they do not survive a restart).
+    pub operations: Option<Arc<dyn HostOperationStore>>,
+}
+
+impl fmt::Debug for HostApiOptions {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("HostApiOptions")
+            .field("public_base_url", &self.public_base_url)
+            .field("persistent_operations", &self.operations.is_some())
+            .finish()
+    }
 }
 
 struct ApiState {
     host: Arc<ExtensionHost>,
-    options: HostApiOptions,
-    operations: Mutex<HashMap<String, TrackedOperation>>,
-}
-
-struct TrackedOperation {
-    pending: PendingDelete,
-    expires: Instant,
+    public_base_url: Option<String>,
+    operations: Arc<dyn HostOperationStore>,
 }
 
 /// Builds the router.
 pub fn router(host: Arc<ExtensionHost>, options: HostApiOptions) -> Router {
     let state = Arc::new(ApiState {
         host,
-        options,
-        operations: Mutex::new(HashMap::new()),
+        public_base_url: options.public_base_url,
+        operations: options
+            .operations
+            .unwrap_or_else(|| Arc::new(MemoryOperations::default())),
     });
     Router::new()
         .route("/extensions", get(list_extensions))
@@ -74,6 +89,10 @@ pub fn router(host: Arc<ExtensionHost>, options: HostApiOptions) -> Router {
         .route(
             "/extensions/{name}/{version}/resources/{reference_id}/deleteWithConfig",
             post(delete_resource_with_config),
+        )
+        .route(
+            "/{name}/{version}/operations/{operation_id}",
+            get(get_operation),
         )
         .route(
             "/extensions/{name}/{version}/operations/{operation_id}",
@@ -326,22 +345,47 @@ async fn respond_delete(
                 &version,
                 &operation_id,
             );
-            remember(state, operation_id, *pending);
+            let now = Timestamp::now();
+            let expires_at = now.saturating_add(state.host.settings().operation_deadline);
+            remember(state, operation_id, &pending, expires_at, now).await?;
             Ok(accepted(&location, retry_after))
         }
     }
 }
 
-fn remember(state: &ApiState, operation_id: String, pending: PendingDelete) {
-    let now = Instant::now();
-    let expires = now + state.host.settings().operation_deadline;
-    // A poisoned lock only means another request panicked mid-update; the map itself stays usable.
-    let mut operations = state
+/// Stores (or updates) a pending operation under `operation_id`.
+async fn remember(
+    state: &ApiState,
+    operation_id: String,
+    pending: &PendingDelete,
+    expires_at: Timestamp,
+    now: Timestamp,
+) -> Result<(), HostError> {
+    let operation = NewHostOperation {
+        id: operation_id,
+        extension_name: pending.key().name.clone(),
+        extension_version: pending.key().version.clone(),
+        state: SecretString::from(pending.to_state().expose().clone()),
+        expires_at,
+    };
+    state
         .operations
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    operations.retain(|_, tracked| tracked.expires > now);
-    operations.insert(operation_id, TrackedOperation { pending, expires });
+        .put_host_operation(operation, now)
+        .await
+        .map_err(storage_error)
+}
+
+/// A store failure as a host error (500); store messages never hold secret values.
+fn storage_error(error: StoreError) -> HostError {
+    tracing::error!(%error, "the host API could not access its pending operations");
+    HostError::new(
+        HostErrorKind::Storage,
+        500,
+        ArmError::new(
+            error.arm_code(),
+            format!("The host could not keep track of the operation: failed to {error}."),
+        ),
+    )
 }
 
 fn accepted(location: &str, retry_after: Duration) -> Response {
@@ -360,7 +404,8 @@ fn retry_after_seconds(wait: Duration) -> u64 {
     wait.as_secs() + u64::from(wait.subsec_nanos() > 0)
 }
 
-/// `{scheme}://{authority}{mount prefix}/extensions/{name}/{version}/operations/{id}`.
+/// `{scheme}://{authority}{mount prefix}/{name}/{version}/operations/{id}`: seed 004's rewriting puts the extension's
+/// name and version first in the path of the host's own endpoint.
 fn operation_location(
     state: &ApiState,
     uri: &Uri,
@@ -372,7 +417,7 @@ fn operation_location(
 ) -> String {
     let original_path = original.path();
     let prefix = original_path.strip_suffix(uri.path()).unwrap_or("");
-    let base = match &state.options.public_base_url {
+    let base = match &state.public_base_url {
         Some(base) => base.trim_end_matches('/').to_owned(),
         None => {
             let host = request_headers
@@ -390,7 +435,7 @@ fn operation_location(
         url.path().trim_start_matches('/').to_owned()
     };
     format!(
-        "{base}{prefix}/extensions/{}/{}/operations/{operation_id}",
+        "{base}{prefix}/{}/{}/operations/{operation_id}",
         encode(name),
         encode(version)
     )
@@ -411,37 +456,54 @@ async fn get_operation(
             ),
         )
     };
-    let pending = {
-        let operations = state
-            .operations
-            .lock()
-            .unwrap_or_else(|poisoned| poisoned.into_inner());
-        let tracked = operations.get(&operation_id).ok_or_else(not_found)?;
-        if !tracked.pending.key().name.eq_ignore_ascii_case(&name)
-            || tracked.pending.key().version != version
-        {
-            return Err(not_found());
-        }
-        tracked.pending.clone()
-    };
+    let now = Timestamp::now();
+    let record = state
+        .operations
+        .get_host_operation(&operation_id, now)
+        .await
+        .map_err(storage_error)?
+        .ok_or_else(not_found)?;
+    if !record.extension_name.eq_ignore_ascii_case(&name) || record.extension_version != version {
+        return Err(not_found());
+    }
+    let pending = pending_of(&record).ok_or_else(|| {
+        storage_error(StoreError::corrupt(
+            cairn_store::Entity::HostOperation,
+            "the pending operation's state is not one this host wrote",
+        ))
+    })?;
     let outcome = state
         .host
         .poll_delete(&pending, &context_from(&request_headers))
         .await;
-    let mut operations = state
-        .operations
-        .lock()
-        .unwrap_or_else(|poisoned| poisoned.into_inner());
-    match outcome {
-        Ok(DeleteProgress::Deleted) => {
-            operations.remove(&operation_id);
-            Ok(axum::Json(json!({ "status": "Succeeded" })).into_response())
+    let finish = |status: &'static str, error: Option<Value>| {
+        let state = state.clone();
+        let operation_id = operation_id.clone();
+        async move {
+            state
+                .operations
+                .delete_host_operation(&operation_id, Timestamp::now())
+                .await
+                .map_err(storage_error)?;
+            let mut body = json!({ "status": status });
+            if let Some(error) = error {
+                body["error"] = error;
+            }
+            Ok::<_, HostError>(axum::Json(body).into_response())
         }
+    };
+    match outcome {
+        Ok(DeleteProgress::Deleted) => finish("Succeeded", None).await,
         Ok(DeleteProgress::Pending(next)) => {
             let retry_after = next.retry_after;
-            if let Some(tracked) = operations.get_mut(&operation_id) {
-                tracked.pending = *next;
-            }
+            remember(
+                &state,
+                record.id.clone(),
+                &next,
+                record.expires_at,
+                Timestamp::now(),
+            )
+            .await?;
             let mut response = axum::Json(json!({ "status": "Running" })).into_response();
             response.headers_mut().insert(
                 header::RETRY_AFTER,
@@ -455,14 +517,25 @@ async fn get_operation(
                 HostErrorKind::OperationFailed | HostErrorKind::OperationCanceled
             ) =>
         {
-            operations.remove(&operation_id);
             let status = if error.kind() == HostErrorKind::OperationCanceled {
                 "Canceled"
             } else {
                 "Failed"
             };
-            Ok(axum::Json(json!({ "status": status, "error": error.error() })).into_response())
+            let body = serde_json::to_value(error.error()).unwrap_or(Value::Null);
+            finish(status, Some(body)).await
         }
         Err(error) => Err(error),
     }
+}
+
+fn pending_of(record: &HostOperationRecord) -> Option<PendingDelete> {
+    use cairn_store::ExposeSecret;
+    PendingDelete::from_state(
+        ExtensionKey::new(
+            record.extension_name.clone(),
+            record.extension_version.clone(),
+        ),
+        record.state.expose_secret(),
+    )
 }

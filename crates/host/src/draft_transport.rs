@@ -337,6 +337,12 @@ impl ExtensionTransport for RestDraftTransport {
     ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
         Box::pin(self.dispatch(request))
     }
+
+    /// The draft's delete answers 204 or 202 + `Location` only (seed 004: RELO "cannot be used with
+    /// long-running resource delete operations").
+    fn allows_delete_relo(&self) -> bool {
+        false
+    }
 }
 
 fn draft_identifiers(reference_id: Option<&str>) -> Value {

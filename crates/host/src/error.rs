@@ -44,6 +44,8 @@ pub enum HostErrorKind {
     NotRegistered,
     /// The caller's request is invalid (400).
     InvalidRequest,
+    /// The host could not read or write its own state, e.g. the host API's pending operations (500).
+    Storage,
 }
 
 /// One entry of an ARM error's `details`.

@@ -25,7 +25,7 @@
 
 use crate::error::{ArmError, HostError, HostErrorKind};
 use crate::registry::{RegisteredExtension, Registry};
-use crate::secret::{EchoedConfig, ExtensionConfig};
+use crate::secret::{EchoedConfig, ExtensionConfig, Redacted};
 use crate::settings::HostSettings;
 use cairn_extension_contract::transport::{Operation, TransportRequest, TransportResponse};
 use cairn_extension_contract::v2::{
@@ -36,7 +36,7 @@ use cairn_extension_contract::{
     JsonPointer, OperationStatus, ReferenceId, ReferenceIdError, ReferenceIdParts, codes, headers,
     validate,
 };
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
 use std::time::Duration;
@@ -214,9 +214,39 @@ impl PendingDelete {
     pub fn key(&self) -> &ExtensionKey {
         &self.key
     }
+
+    /// The polling state as JSON text, to keep across a restart (with [`Self::from_state`]). It can hold the
+    /// extension config, secrets included: callers keep it sealed.
+    pub fn to_state(&self) -> Redacted<String> {
+        let state = PendingState {
+            wait: self.wait.clone(),
+            retry_after_millis: u64::try_from(self.retry_after.as_millis()).unwrap_or(u64::MAX),
+        };
+        Redacted::new(String::from_utf8(to_body(&state)).unwrap_or_default())
+    }
+
+    /// Reads back what [`Self::to_state`] wrote for the delete running in `key`; `None` when it is not such a
+    /// state.
+    pub fn from_state(key: ExtensionKey, state: &str) -> Option<Self> {
+        let state: PendingState = serde_json::from_str(state).ok()?;
+        Some(Self {
+            key,
+            wait: state.wait,
+            retry_after: Duration::from_millis(state.retry_after_millis),
+        })
+    }
 }
 
-#[derive(Debug, Clone)]
+/// The persisted form of a [`PendingDelete`] (its key is stored beside it).
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct PendingState {
+    wait: PendingWait,
+    retry_after_millis: u64,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
 enum PendingWait {
     /// RELO: poll `/resource/get` until 404.
     Resource(ResourceReference),
@@ -559,6 +589,16 @@ impl ExtensionHost {
             204 => Ok(DeleteProgress::Deleted),
             200 => {
                 let resource = parse_resource(Operation::Delete, &response)?;
+                let status = resource.effective_status();
+                if !status.is_terminal() && !resolved.entry.transport().allows_delete_relo() {
+                    tracing::warn!(extension = %resolved.key.name, status = %status, "delete answered with RELO, which the extension's contract forbids");
+                    return Err(HostError::contract(
+                        codes::DELETE_RELO_NOT_ALLOWED,
+                        format!(
+                            "The extension answered delete with the resource in status '{status}' (a resource-based long-running operation); its contract allows only 204, or 202 with an operation, for delete."
+                        ),
+                    ));
+                }
                 self.delete_progress_from_resource(&resolved, resource, reference)
             }
             202 => {

@@ -9,7 +9,8 @@
 //! - [`http_transport::HttpV2Transport`] (contract v2.0.0) and [`draft_transport::RestDraftTransport`]
 //!   (REST draft), both implementing the contract crate's `ExtensionTransport`.
 //! - [`secret`]: the redacting [`secret::ExtensionConfig`] and the persistable [`secret::EchoedConfig`].
-//! - [`api::router`]: the axum router for `.../extensions/{name}/{version}/resources/{referenceId}`.
+//! - [`api::router`]: the axum router for `.../extensions/{name}/{version}/resources/{referenceId}`; its pending
+//!   operations live in a `cairn_store::HostOperationStore` ([`operations::MemoryOperations`] by default).
 //!
 //! See `docs/extension-host.md` for the behaviour in prose.
 
@@ -18,6 +19,7 @@ pub mod draft_transport;
 pub mod error;
 pub mod host;
 pub mod http_transport;
+pub mod operations;
 pub mod registry;
 pub mod secret;
 pub mod settings;

@@ -6,6 +6,7 @@ use axum::body::Body;
 use axum::http::{Request, StatusCode};
 use cairn_extension_contract::{ReferenceFlags, ReferenceId, ReferenceIdParts, codes};
 use cairn_host::api::{HostApiOptions, router};
+use cairn_host::operations::MemoryOperations;
 use cairn_host::{
     CallContext, CreateOrUpdateRequest, ExtensionConfig, ExtensionKey, ResourceLocator,
 };
@@ -176,6 +177,46 @@ async fn draft_location_outside_the_extension_is_refused() {
     assert_eq!(fake.all_calls().len(), 1);
 }
 
+/// Seed 004: RELO "cannot be used with long-running resource delete operations". A draft extension that answers
+/// delete with its resource still `Deleting` breaks its contract: the host says so with its own code and does
+/// not poll (a v2 extension may do this; see `relo_delete_is_done_on_404` in `host_v2.rs`).
+#[tokio::test]
+async fn draft_delete_answered_with_relo_is_a_contract_violation() {
+    let fake = FakeExtension::start().await;
+    let id = "00-graph%3Agroup%3A7";
+    fake.script(
+        &route("DELETE", &format!("resources/{id}")),
+        vec![Reply::json(200, draft_resource(id, Some("Deleting")))],
+    );
+    let host = draft_host(&fake, fast_settings());
+    let locator = ResourceLocator {
+        resource_type: "application".into(),
+        api_version: Some("v1".into()),
+        identifiers: json!({ "referenceId": id }),
+        config: None,
+        config_id: None,
+    };
+    let error = host
+        .delete(&key(), &locator, &CallContext::default())
+        .await
+        .unwrap_err();
+    assert_eq!(
+        (error.status(), error.code()),
+        (502, codes::DELETE_RELO_NOT_ALLOWED)
+    );
+    assert_eq!(error.kind(), cairn_host::HostErrorKind::ContractViolation);
+    assert_eq!(fake.all_calls().len(), 1, "a forbidden RELO is not polled");
+
+    // A draft delete that answers 200 with a terminal status is a finished delete, as before.
+    fake.script(
+        &route("DELETE", &format!("resources/{id}")),
+        vec![Reply::json(200, draft_resource(id, Some("Succeeded")))],
+    );
+    host.delete(&key(), &locator, &CallContext::default())
+        .await
+        .unwrap();
+}
+
 // ---- host API ----
 
 fn cairn_id(needs_config: bool) -> ReferenceId {
@@ -325,9 +366,11 @@ async fn api_delete_answers_202_and_relays_polls() {
     let (status, headers, _) = send(&app, "POST", &uri, Some(json!({ "kubeconfig": "abc" }))).await;
     assert_eq!(status, StatusCode::ACCEPTED);
     let location = headers["location"].to_str().unwrap().to_owned();
-    let prefix =
-        format!("http://cairn.test:8443/extensibility/extensions/{NAME}/{VERSION}/operations/");
-    assert!(location.starts_with(&prefix), "{location}");
+    let prefix = format!("http://cairn.test:8443/extensibility/{NAME}/{VERSION}/operations/");
+    assert!(
+        location.starts_with(&prefix),
+        "seed 004: the extension's name and version lead the host's path: {location}"
+    );
     assert_eq!(
         headers["retry-after"], "1",
         "7 s clamped to the test maximum of 10 ms, rounded up"
@@ -339,7 +382,9 @@ async fn api_delete_answers_202_and_relays_polls() {
         (status, body),
         (StatusCode::OK, json!({ "status": "Running" }))
     );
-    let (status, _, body) = send(&app, "GET", path, None).await;
+    // The earlier shape, `/extensions/{name}/{version}/operations/{id}`, still answers.
+    let alias = path.replace("/extensibility/", "/extensibility/extensions/");
+    let (status, _, body) = send(&app, "GET", &alias, None).await;
     assert_eq!(
         (status, body),
         (StatusCode::OK, json!({ "status": "Succeeded" }))
@@ -428,4 +473,66 @@ async fn api_errors_are_arm_shaped() {
         assert_eq!(body["error"]["code"], json!(expected_code), "{uri}");
         assert!(body["error"]["message"].is_string());
     }
+}
+
+/// Pending operations live in the store the router is given, not in the router: a second router (a restarted host)
+/// over the same store answers the first one's `Location`, and the extension name in the path must match.
+#[tokio::test]
+async fn api_pending_operations_live_in_the_given_store() {
+    let fake = FakeExtension::start().await;
+    fake.script(
+        &route("POST", "resource/delete"),
+        vec![Reply::json(
+            202,
+            json!({ "status": "Running", "operationHandle": { "op": "d-1" } }),
+        )],
+    );
+    fake.script(
+        &route("POST", "longRunningOperation/get"),
+        vec![Reply::json(200, json!({ "status": "Succeeded" }))],
+    );
+    let store = Arc::new(MemoryOperations::default());
+    let with_store = |fake: &FakeExtension| {
+        let host = Arc::new(v2_host(fake, fast_settings(), None));
+        axum::Router::new().nest(
+            "/extensibility",
+            router(
+                host,
+                HostApiOptions {
+                    operations: Some(store.clone()),
+                    ..HostApiOptions::default()
+                },
+            ),
+        )
+    };
+    let first = with_store(&fake);
+    let uri = format!(
+        "/extensibility/extensions/{NAME}/{VERSION}/resources/{}",
+        cairn_id(false)
+    );
+    let (status, headers, _) = send(&first, "DELETE", &uri, None).await;
+    assert_eq!(status, StatusCode::ACCEPTED);
+    let path = headers["location"]
+        .to_str()
+        .unwrap()
+        .trim_start_matches("http://cairn.test:8443")
+        .to_owned();
+    drop(first);
+
+    let second = with_store(&fake);
+    let (status, _, body) = send(&second, "GET", &path.replace(NAME, "Other"), None).await;
+    assert_eq!(
+        (status, body["error"]["code"].clone()),
+        (StatusCode::NOT_FOUND, json!(codes::OPERATION_NOT_FOUND)),
+        "another extension's path does not reach the operation"
+    );
+    let (status, _, body) = send(&second, "GET", &path, None).await;
+    assert_eq!(
+        (status, body),
+        (StatusCode::OK, json!({ "status": "Succeeded" }))
+    );
+    assert_eq!(
+        fake.calls(&route("POST", "longRunningOperation/get"))[0].json(),
+        json!({ "op": "d-1" })
+    );
 }

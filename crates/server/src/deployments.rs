@@ -65,9 +65,9 @@ fn url(call: &Call, path: &str, api_version: &str) -> String {
 
 /// `Location` polling URLs go to `/subscriptions/{s}/operationresults/{id}`, a resource-groups route:
 /// keep the caller's api-version when that route accepts it, else use its latest.
-fn operation_result_version(call: &Call) -> &str {
-    if ApiKind::ResourceGroups.supports(&call.api_version) {
-        &call.api_version
+pub(crate) fn operation_result_version(api_version: &str) -> &str {
+    if ApiKind::ResourceGroups.supports(api_version) {
+        api_version
     } else {
         ApiKind::ResourceGroups.latest()
     }
@@ -99,7 +99,7 @@ fn finish_lro(
         call.base_url,
         encode_query_value(subscription),
         encode_query_value(&operation_id),
-        encode_query_value(operation_result_version(call))
+        encode_query_value(operation_result_version(&call.api_version))
     );
     Ok(accepted_with_location(state, &location))
 }

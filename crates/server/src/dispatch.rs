@@ -16,6 +16,7 @@ use serde::de::DeserializeOwned;
 
 use crate::middleware::RequestIds;
 use crate::response::{base_url, empty_response, error_response, with_header};
+use crate::stack_what_if::BulkDeletePath;
 use crate::state::AppState;
 use crate::{deployments, groups, resources, stack_what_if, stacks};
 
@@ -49,21 +50,43 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
     let base_url = base_url(&request, state.options.public_base_url.as_deref());
     let (parts, body) = request.into_parts();
     // Bulk delete is no ARM resource path `classify` knows: served before classification.
-    if let Some(subscription) = stack_what_if::bulk_delete_subscription(parts.uri.path()) {
-        if parts.method != axum::http::Method::POST {
-            return Err(ArmError::method_not_allowed(parts.method.as_str()));
-        }
+    if let Some(bulk) = stack_what_if::bulk_delete_path(parts.uri.path()) {
         let query = cairn_arm::query::Query::parse(parts.uri.query().unwrap_or(""));
-        if query.get("api-version").is_none_or(|v| v.trim().is_empty()) {
-            return Err(ArmError::missing_api_version());
-        }
-        let body = read_body(body, state.options.max_request_bytes).await?;
-        let correlation_id = parts
-            .extensions
-            .get::<RequestIds>()
-            .map(|ids| ids.correlation_id.clone())
-            .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
-        return stack_what_if::bulk_delete(state, subscription, &body, &correlation_id).await;
+        let api_version = query.get("api-version").map(str::trim).unwrap_or_default();
+        return match bulk {
+            BulkDeletePath::Action { subscription } => {
+                if parts.method != axum::http::Method::POST {
+                    return Err(ArmError::method_not_allowed(parts.method.as_str()));
+                }
+                if api_version.is_empty() {
+                    return Err(ArmError::missing_api_version());
+                }
+                let body = read_body(body, state.options.max_request_bytes).await?;
+                let correlation_id = parts
+                    .extensions
+                    .get::<RequestIds>()
+                    .map(|ids| ids.correlation_id.clone())
+                    .unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+                let call = stack_what_if::BulkDeleteCall {
+                    base_url: &base_url,
+                    api_version,
+                    correlation_id: &correlation_id,
+                };
+                stack_what_if::bulk_delete(state, subscription, &body, &call).await
+            }
+            BulkDeletePath::Status {
+                subscription,
+                operation_id,
+            } => {
+                if parts.method != axum::http::Method::GET {
+                    return Err(ArmError::method_not_allowed(parts.method.as_str()));
+                }
+                if api_version.is_empty() {
+                    return Err(ArmError::missing_api_version());
+                }
+                stack_what_if::bulk_delete_status(state, subscription, operation_id)
+            }
+        };
     }
     let path = legacy_deployment_path(parts.uri.path());
     let route = classify(

@@ -16,7 +16,7 @@ use cairn_store::{
 use serde_json::json;
 
 use crate::dispatch::{ApiResult, Call, parse_body, store_error};
-use crate::response::{empty_response, encode_query_value, json_response};
+use crate::response::{empty_response, encode_query_value, json_response, with_header};
 use crate::state::AppState;
 
 /// `GET /subscriptions/{s}`.
@@ -341,7 +341,7 @@ pub(crate) async fn list(state: &AppState, call: &Call, subscription: &str) -> A
     ))
 }
 
-/// `GET /subscriptions/{s}/operationresults/{id}`: `Location` polling of a finished operation.
+/// `GET /subscriptions/{s}/operationresults/{id}`: `Location` polling: 202 while running, then the final answer.
 pub(crate) fn operation_result(
     state: &AppState,
     subscription: &str,
@@ -352,6 +352,12 @@ pub(crate) fn operation_result(
             404,
             "OperationNotFound",
             format!("The operation '{operation_id}' could not be found."),
+        )),
+        // Still running (a large bulk delete): poll again.
+        Some(outcome) if outcome.status == StatusCode::ACCEPTED => Ok(with_header(
+            empty_response(StatusCode::ACCEPTED),
+            "retry-after",
+            &state.options.retry_after_seconds.to_string(),
         )),
         Some(outcome) => Ok(match outcome.body {
             Some(body) => json_response(outcome.status, &body),

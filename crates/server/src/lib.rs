@@ -56,6 +56,8 @@ pub fn app(state: AppState) -> Router {
             host.clone(),
             HostApiOptions {
                 public_base_url: state.options.public_base_url.clone(),
+                // Pending host operations live in the store, so their `Location` answers after a restart.
+                operations: Some(state.store.clone()),
             },
         );
         router = router.nest_service(EXTENSIBILITY_PREFIX, host_api);

@@ -158,9 +158,11 @@ pub async fn run(
             log_stack_recovery(periodic_stacks.recover().await);
         }
     });
-    // Stack what-if results past their retentionInterval are already invisible to the API; this sweep (at start,
-    // then every five minutes) removes them and their sealed requests from the store.
+    // Stack what-if results past their retentionInterval, and extension host operations past the host's deadline,
+    // are already invisible to the API; this sweep (at start, then every five minutes) removes them and their
+    // sealed contents from the store.
     let what_if_sweeper = stack_service.clone();
+    let operation_sweeper = store.clone();
     let sweep_stop = shutdown.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(300));
@@ -176,6 +178,16 @@ pub async fn run(
                     error = %error.detail().message(),
                     "purging expired stack what-if results failed"
                 ),
+            }
+            match operation_sweeper
+                .purge_expired_host_operations(cairn_store::Timestamp::now())
+                .await
+            {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged expired extension host operations"),
+                Err(error) => {
+                    tracing::warn!(%error, "purging expired extension host operations failed")
+                }
             }
         }
     });

@@ -11,22 +11,27 @@
 //! absent from LIST, and 204 to DELETE. Resource-group, subscription and management-group scopes are served.
 //!
 //! Bulk delete is not an ARM resource path `cairn_arm::route::classify` knows, so the dispatcher hands it here
-//! before classification: body `{ "resources": [entry...] }`, answer 200 `{ "value": [result...] }` in request
-//! order once every delete has settled.
+//! before classification: body `{ "resources": [entry...] }` (or seed 003's bare array), answer 200
+//! `{ "value": [result...] }` in request order once every delete has settled — or, for a large request (see
+//! `cairn_stack_service::bulk_delete_runs_long`), 202 with `Azure-AsyncOperation` (`.../bulkDelete/operationStatuses/
+//! {id}`), `Location` (`/subscriptions/{s}/operationresults/{id}`, whose final answer is that 200 body) and
+//! `Retry-After`, the deletes running in the background.
 
 use axum::http::StatusCode;
 use cairn_arm::models::common::ListResult;
 use cairn_arm::models::lro::{OperationStatus, OperationStatusResult};
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
 use cairn_arm::{ArmError, ResourceId};
-use cairn_stack_service::{BulkDeleteRequest, BulkDeleteResponse, StackService};
+use cairn_stack_service::{
+    BulkDeleteRequest, BulkDeleteResponse, StackService, bulk_delete_runs_long, check_bulk_delete,
+};
 use cairn_store::PageRequest;
 
 use crate::dispatch::{ApiResult, Call, parse_body};
 use crate::response::{
     empty_response, encode_id_path, encode_query_value, json_response, with_header,
 };
-use crate::state::AppState;
+use crate::state::{AppState, OperationOutcome};
 
 fn service(state: &AppState) -> Result<&StackService, ArmError> {
     state.stacks.as_ref().ok_or_else(|| {
@@ -177,34 +182,79 @@ pub(crate) async fn operation_status(
     Ok(json_response(StatusCode::OK, &result))
 }
 
-/// The subscription of `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete` (any case).
-pub(crate) fn bulk_delete_subscription(path: &str) -> Option<&str> {
+/// Operation ids of large bulk deletes start with this, so their status route answers for nothing else.
+const BULK_DELETE_OPERATION_PREFIX: &str = "bulkdelete-";
+
+/// A bulk delete path: the action, or the status of a large one.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum BulkDeletePath<'a> {
+    /// `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete`.
+    Action { subscription: &'a str },
+    /// `GET /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete/operationStatuses/{id}`.
+    Status {
+        subscription: &'a str,
+        operation_id: &'a str,
+    },
+}
+
+/// Recognises the bulk delete paths (any case).
+pub(crate) fn bulk_delete_path(path: &str) -> Option<BulkDeletePath<'_>> {
     let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-    match segments.as_slice() {
-        [subscriptions, subscription, providers, namespace, action]
-            if subscriptions.eq_ignore_ascii_case("subscriptions")
-                && !subscription.is_empty()
-                && providers.eq_ignore_ascii_case("providers")
-                && namespace.eq_ignore_ascii_case("Microsoft.Resources")
-                && action.eq_ignore_ascii_case("bulkDelete") =>
+    let (subscription, rest) = match segments.as_slice() {
+        [
+            subscriptions,
+            subscription,
+            providers,
+            namespace,
+            action,
+            rest @ ..,
+        ] if subscriptions.eq_ignore_ascii_case("subscriptions")
+            && !subscription.is_empty()
+            && providers.eq_ignore_ascii_case("providers")
+            && namespace.eq_ignore_ascii_case("Microsoft.Resources")
+            && action.eq_ignore_ascii_case("bulkDelete") =>
         {
-            Some(subscription)
+            (*subscription, rest)
+        }
+        _ => return None,
+    };
+    match rest {
+        [] => Some(BulkDeletePath::Action { subscription }),
+        [statuses, operation_id]
+            if statuses.eq_ignore_ascii_case("operationStatuses") && !operation_id.is_empty() =>
+        {
+            Some(BulkDeletePath::Status {
+                subscription,
+                operation_id,
+            })
         }
         _ => None,
     }
 }
 
+/// Where a bulk delete's answers go: `{base}` and the request's api-version, echoed in the URLs handed out.
+pub(crate) struct BulkDeleteCall<'a> {
+    pub base_url: &'a str,
+    pub api_version: &'a str,
+    pub correlation_id: &'a str,
+}
+
 /// `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete`: every entry must name a resource in
-/// subscription `{s}` (ARM ids) — extensible entries are not bound to a subscription.
+/// subscription `{s}` (ARM ids) — extensible entries are not bound to a subscription. The request is checked
+/// before anything runs; small requests answer 200 when done, large ones 202 at once.
 pub(crate) async fn bulk_delete(
     state: &AppState,
     subscription: &str,
     body: &[u8],
-    correlation_id: &str,
+    call: &BulkDeleteCall<'_>,
 ) -> ApiResult {
     let request: BulkDeleteRequest = parse_body(body)?;
     for (index, entry) in request.resources.iter().enumerate() {
         let Some(id) = &entry.id else { continue };
+        if entry.import.is_some() {
+            // Seed 003's `id` of an extensible entry is the provider's id, not an ARM id.
+            continue;
+        }
         let in_subscription = ResourceId::parse(id)
             .ok()
             .and_then(|id| id.subscription_id().map(str::to_owned))
@@ -220,10 +270,114 @@ pub(crate) async fn bulk_delete(
             .with_target(format!("resources[{index}].id")));
         }
     }
-    let value = service(state)?
-        .bulk_delete(request.resources, Some(correlation_id.to_owned()))
-        .await?;
-    Ok(json_response(StatusCode::OK, &BulkDeleteResponse { value }))
+    let service = service(state)?.clone();
+    check_bulk_delete(&request.resources)?;
+    if !bulk_delete_runs_long(&request.resources) {
+        let value = service
+            .bulk_delete(request.resources, Some(call.correlation_id.to_owned()))
+            .await?;
+        return Ok(json_response(StatusCode::OK, &BulkDeleteResponse { value }));
+    }
+    let operation_id = format!("{BULK_DELETE_OPERATION_PREFIX}{}", uuid::Uuid::new_v4());
+    let results = state.operation_results.clone();
+    results.record(
+        subscription,
+        &operation_id,
+        OperationOutcome {
+            status: StatusCode::ACCEPTED,
+            body: None,
+        },
+    );
+    let (owner, id, correlation_id) = (
+        subscription.to_owned(),
+        operation_id.clone(),
+        call.correlation_id.to_owned(),
+    );
+    tokio::spawn(async move {
+        let outcome = match service
+            .bulk_delete(request.resources, Some(correlation_id))
+            .await
+        {
+            Ok(value) => OperationOutcome {
+                status: StatusCode::OK,
+                body: serde_json::to_value(BulkDeleteResponse { value }).ok(),
+            },
+            Err(error) => OperationOutcome {
+                status: StatusCode::from_u16(error.status())
+                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                body: serde_json::to_value(error.to_response()).ok(),
+            },
+        };
+        results.record(&owner, &id, outcome);
+    });
+    let subscription_path = format!("/subscriptions/{}", encode_query_value(subscription));
+    let status = format!(
+        "{}{subscription_path}/providers/Microsoft.Resources/bulkDelete/operationStatuses/{}?api-version={}",
+        call.base_url,
+        encode_query_value(&operation_id),
+        encode_query_value(call.api_version)
+    );
+    let location = format!(
+        "{}{subscription_path}/operationresults/{}?api-version={}",
+        call.base_url,
+        encode_query_value(&operation_id),
+        encode_query_value(crate::deployments::operation_result_version(
+            call.api_version
+        ))
+    );
+    let response = with_header(
+        empty_response(StatusCode::ACCEPTED),
+        "azure-asyncoperation",
+        &status,
+    );
+    let response = with_header(response, "location", &location);
+    Ok(with_header(
+        response,
+        "retry-after",
+        &state.options.retry_after_seconds.to_string(),
+    ))
+}
+
+/// `GET .../bulkDelete/operationStatuses/{id}`: `Running` until the deletes have settled, then `Succeeded` (the
+/// per-entry outcomes are in the `Location` result) or `Failed` with the error that stopped the request.
+pub(crate) fn bulk_delete_status(
+    state: &AppState,
+    subscription: &str,
+    operation_id: &str,
+) -> ApiResult {
+    let not_found = || {
+        ArmError::new(
+            404,
+            "OperationNotFound",
+            format!("The bulk delete operation '{operation_id}' could not be found."),
+        )
+    };
+    if !operation_id.starts_with(BULK_DELETE_OPERATION_PREFIX) {
+        return Err(not_found());
+    }
+    let outcome = state
+        .operation_results
+        .get(subscription, operation_id)
+        .ok_or_else(not_found)?;
+    let status = if outcome.status == StatusCode::ACCEPTED {
+        OperationStatus::Running
+    } else if outcome.status.is_success() {
+        OperationStatus::Succeeded
+    } else {
+        OperationStatus::Failed
+    };
+    let mut result = OperationStatusResult::new(status.clone());
+    result.id = Some(format!(
+        "/subscriptions/{subscription}/providers/Microsoft.Resources/bulkDelete/operationStatuses/{operation_id}"
+    ));
+    result.name = Some(operation_id.to_owned());
+    if status == OperationStatus::Failed {
+        result.error = outcome
+            .body
+            .and_then(|body| serde_json::from_value::<cairn_arm::ErrorResponse>(body).ok())
+            .map(|response| response.error);
+    }
+    Ok(json_response(StatusCode::OK, &result))
 }
 
 #[cfg(test)]
@@ -233,17 +387,30 @@ mod tests {
     #[test]
     fn bulk_delete_paths_are_recognised_in_any_case() {
         assert_eq!(
-            bulk_delete_subscription("/subscriptions/s1/providers/Microsoft.Resources/bulkDelete"),
-            Some("s1")
+            bulk_delete_path("/subscriptions/s1/providers/Microsoft.Resources/bulkDelete"),
+            Some(BulkDeletePath::Action { subscription: "s1" })
         );
         assert_eq!(
-            bulk_delete_subscription("/SUBSCRIPTIONS/s1/PROVIDERS/microsoft.resources/BULKDELETE"),
-            Some("s1")
+            bulk_delete_path("/SUBSCRIPTIONS/s1/PROVIDERS/microsoft.resources/BULKDELETE"),
+            Some(BulkDeletePath::Action { subscription: "s1" })
         );
         assert_eq!(
-            bulk_delete_subscription("/subscriptions/s1/providers/Microsoft.Resources/deployments"),
+            bulk_delete_path(
+                "/subscriptions/s1/providers/Microsoft.Resources/bulkDelete/operationStatuses/op-1"
+            ),
+            Some(BulkDeletePath::Status {
+                subscription: "s1",
+                operation_id: "op-1"
+            })
+        );
+        assert_eq!(
+            bulk_delete_path("/subscriptions/s1/providers/Microsoft.Resources/bulkDelete/other/x"),
             None
         );
-        assert_eq!(bulk_delete_subscription("/subscriptions/s1"), None);
+        assert_eq!(
+            bulk_delete_path("/subscriptions/s1/providers/Microsoft.Resources/deployments"),
+            None
+        );
+        assert_eq!(bulk_delete_path("/subscriptions/s1"), None);
     }
 }

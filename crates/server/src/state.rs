@@ -45,7 +45,7 @@ pub struct AppState {
     pub(crate) options: ServerOptions,
     pub(crate) tokens: Option<Arc<TokenSet>>,
     pub(crate) host: Option<Arc<ExtensionHost>>,
-    pub(crate) operation_results: OperationResults,
+    pub(crate) operation_results: Arc<OperationResults>,
     /// Deployment stacks; without it the stack routes answer 501.
     pub(crate) stacks: Option<cairn_stack_service::StackService>,
 }
@@ -60,7 +60,7 @@ impl AppState {
             options: ServerOptions::default(),
             tokens: None,
             host: None,
-            operation_results: OperationResults::default(),
+            operation_results: Arc::default(),
             stacks: None,
         }
     }
@@ -95,8 +95,9 @@ impl AppState {
     }
 }
 
-/// The final answer of an operation polled through `Location` (`/subscriptions/{s}/operationresults/{id}`).
-/// cairn's deletes and what-ifs finish before the first answer, so an operation is recorded done.
+/// The answer of an operation polled through `Location` (`/subscriptions/{s}/operationresults/{id}`). cairn's
+/// deletes and what-ifs finish before the first answer, so they are recorded done; a large bulk delete is recorded
+/// `202 Accepted` (running) first and its final answer when it ends.
 #[derive(Clone, Debug)]
 pub(crate) struct OperationOutcome {
     pub status: StatusCode,
@@ -109,7 +110,8 @@ struct TrackedResult {
     expires: Instant,
 }
 
-/// Operation results kept in memory for an hour; they do not survive a restart (a GET then answers 404).
+/// Operation results kept in memory for an hour after their last update; they do not survive a restart (a GET then
+/// answers 404).
 #[derive(Default)]
 pub(crate) struct OperationResults {
     entries: Mutex<HashMap<String, TrackedResult>>,

@@ -416,21 +416,6 @@ async fn app_over(dir: &std::path::Path) -> (Router, Arc<dyn Store>) {
     (cairn_server::app(state), store)
 }
 
-fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
-    let mut found = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            found.extend(files_containing(&path, needle));
-        } else if let Ok(bytes) = std::fs::read(&path)
-            && bytes.windows(needle.len()).any(|window| window == needle)
-        {
-            found.push(path.display().to_string());
-        }
-    }
-    found
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn what_if_results_survive_a_restart_without_plaintext_secrets() {
     const CANARY: &str = "api-what-if-canary-81c2aa07";
@@ -573,4 +558,141 @@ async fn bulk_delete_over_the_api() {
     );
     let wrong_method = call(&app.router, "GET", &format!("{bulk}?{V}"), None, None).await;
     assert_eq!(wrong_method.status.as_u16(), 405);
+}
+
+/// A large bulk delete (more than 20 entries) is an ARM long-running operation: 202 at once with
+/// `Azure-AsyncOperation` (Running → Succeeded) and `Location` (202 while running, then the per-entry results).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_large_bulk_delete_runs_as_a_long_running_operation() {
+    let app = TestApp::new().await;
+    make_group(&app, "big").await;
+    let vault = format!("{SUB}/resourceGroups/big/providers/Microsoft.KeyVault/vaults/doomed");
+    let made = call(
+        &app.router,
+        "PUT",
+        &format!("{vault}?api-version=2023-07-01"),
+        Some(json!({"location": "local", "properties": {}}).to_string()),
+        None,
+    )
+    .await;
+    assert!(made.status.is_success(), "{}", made.text);
+    let mut resources = vec![json!({"id": vault, "apiVersion": "2023-07-01"})];
+    resources.extend((0..20).map(|i| {
+        json!({"id": format!("{SUB}/resourceGroups/big/providers/Microsoft.KeyVault/vaults/never{i}"),
+               "apiVersion": "2023-07-01"})
+    }));
+    let bulk = format!("{SUB}/providers/Microsoft.Resources/bulkDelete?{V}");
+    let accepted = call(
+        &app.router,
+        "POST",
+        &bulk,
+        Some(json!({ "resources": resources }).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(accepted.status.as_u16(), 202, "{}", accepted.text);
+    let status_url = path_of(accepted.headers["azure-asyncoperation"].to_str().unwrap());
+    assert!(
+        status_url.starts_with(&format!(
+            "{SUB}/providers/Microsoft.Resources/bulkDelete/operationStatuses/"
+        )),
+        "{status_url}"
+    );
+    let location = path_of(accepted.headers["location"].to_str().unwrap());
+    assert!(
+        location.starts_with(&format!("{SUB}/operationresults/")),
+        "{location}"
+    );
+    assert!(accepted.headers.contains_key("retry-after"));
+
+    let mut last = Value::Null;
+    for _ in 0..200 {
+        let polled = call(&app.router, "GET", &status_url, None, None).await;
+        assert_eq!(polled.status.as_u16(), 200, "{}", polled.text);
+        last = polled.json;
+        if last["status"] != "Running" {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert_eq!(last["status"], "Succeeded", "{last}");
+    let result = call(&app.router, "GET", &location, None, None).await;
+    assert_eq!(result.status.as_u16(), 200, "{}", result.text);
+    let statuses: Vec<&str> = result.json["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["status"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(statuses.len(), 21);
+    assert_eq!(statuses[0], "deleted");
+    assert!(
+        statuses[1..].iter().all(|s| *s == "notFound"),
+        "{statuses:?}"
+    );
+    let gone = call(
+        &app.router,
+        "GET",
+        &format!("{vault}?api-version=2023-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(gone.status.as_u16(), 404);
+    let unknown = call(
+        &app.router,
+        "GET",
+        &format!(
+            "{SUB}/providers/Microsoft.Resources/bulkDelete/operationStatuses/bulkdelete-nope?{V}"
+        ),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(unknown.status.as_u16(), 404);
+    assert_eq!(unknown.json["error"]["code"], "OperationNotFound");
+}
+
+/// Seed 003's body (a bare array, `import` entries) over the API; its `UserProvided` auth is refused up front.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_delete_takes_the_gists_body_and_refuses_raw_credentials() {
+    let app = TestApp::new().await;
+    let bulk = format!("{SUB}/providers/Microsoft.Resources/bulkDelete?{V}");
+    let missing = format!("{SUB}/resourceGroups/bd/providers/Microsoft.KeyVault/vaults/never");
+    let answer = call(
+        &app.router,
+        "POST",
+        &bulk,
+        Some(json!([{"id": missing, "apiVersion": "2023-07-01"}]).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.text);
+    assert_eq!(answer.json["value"][0]["status"], "notFound");
+
+    let refused = call(
+        &app.router,
+        "POST",
+        &bulk,
+        Some(
+            json!([{"import": {"provider": "Kubernetes", "version": "0.1",
+                               "config": {"cluster": "c1", "auth": {"type": "UserProvided", "kubeConfig": "raw-kubeconfig-55e1"}}},
+                    "type": "apps/Deployment", "apiVersion": "v1",
+                    "id": "cluster/c1/metadata.namespace/default/metadata.name/foo"}])
+            .to_string(),
+        ),
+        None,
+    )
+    .await;
+    assert_eq!(refused.status.as_u16(), 400, "{}", refused.text);
+    assert_eq!(refused.json["error"]["code"], "InvalidStackExtensionConfig");
+    assert_eq!(
+        refused.json["error"]["target"],
+        "resources[0].import.config.auth"
+    );
+    assert!(
+        !refused.text.contains("raw-kubeconfig-55e1"),
+        "{}",
+        refused.text
+    );
 }

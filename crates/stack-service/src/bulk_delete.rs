@@ -3,14 +3,47 @@
 //! [`DeleteRun`] with retry rounds, ARM deletes through the providers and extensible deletes through the
 //! extension host with the config resolved fresh — and answers per entry: `deleted`, `notFound` or `failed`
 //! with its error. Served as `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete`.
+//!
+//! # Request shapes
+//!
+//! The body is cairn's `{"resources": [entry...]}` or, as seed 003 (Part 3, "BulkDelete API") describes it, a bare
+//! array of entries. An entry is cairn's (`id`, or `extension` + `type` + `identifiers`, with `apiVersion`) or the
+//! gist's outputResources form:
+//!
+//! ```json
+//! {"import": {"provider": "Kubernetes", "version": "0.1",
+//!             "config": {"cluster": "c1", "auth": {"type": "KeyVaultSecret", "keyVaultId": "/subscriptions/...",
+//!                                                  "secretName": "kubeconfig"}}},
+//!  "type": "apps/Deployment", "apiVersion": "v1", "id": "<the resource's id>"}
+//! ```
+//!
+//! `import.provider`/`version` name the extension; `import.config` is read like any persisted config (plain values,
+//! `auth` objects of type `KeyVaultSecret` become Key Vault directives, `keyVaultReference`/`apiReference` items).
+//! The gist's `id` is the provider's own string id. When it is a cairn reference id (what cairn reports for an
+//! extensible resource) the type, API version, identifiers and configId are read from it; otherwise it is the
+//! extension's own id, which cairn carries as identifiers `{"referenceId": id}` — how cairn addresses REST-draft
+//! resources, the contract of the gist's era. Explicit `identifiers` win over both.
+//!
+//! A config a stack could not keep refuses the whole request before anything runs (400
+//! `InvalidStackExtensionConfig`, target `resources[i]...config`): seed 003's `auth.type: UserProvided` carries a
+//! raw credential, and stacks never hold raw credentials; so do secure values given literally.
+//!
+//! # Long requests
+//!
+//! [`bulk_delete_runs_long`] says whether a request is *large*: more than [`BULK_DELETE_SYNC_MAX_ENTRIES`]
+//! entries, or any extensible entry whose config holds a directive (each such delete first fetches a credential
+//! from Key Vault or an ARM API, then may wait on the extension's long-running operation). The server answers large
+//! requests as an ARM long-running operation (202 + `Azure-AsyncOperation`) instead of holding the connection.
 
 use std::collections::HashMap;
 
 use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::stack::ResourceReference;
 use cairn_arm::{ArmError, ErrorDetail};
+use cairn_extension_contract::{ReferenceId, ReferenceIdParts};
+use cairn_host::draft_transport::DRAFT_REFERENCE_ID_KEY;
 use cairn_host::{CallContext, ExtensionConfig, ExtensionKey, HostErrorKind, ResourceLocator};
-use cairn_stacks::directive::resolve_config;
+use cairn_stacks::directive::{PersistedConfig, resolve_config};
 use cairn_stacks::{
     DeleteOutcome, DeletePlan, DeleteRun, ManagedResource, ManagedTarget, ResourceKey, RunSettings,
     Step, WithoutDeleteSupport,
@@ -23,6 +56,19 @@ use crate::unmanage::{Deleter, LocalResolver};
 
 /// Most entries one request may carry.
 pub const MAX_BULK_DELETE_ENTRIES: usize = 1000;
+
+/// Requests with more entries than this are *large* (see [`bulk_delete_runs_long`]).
+pub const BULK_DELETE_SYNC_MAX_ENTRIES: usize = 20;
+
+/// Seed 003's `import` block: which extension, and its config as the gist writes it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GistImport {
+    pub provider: String,
+    pub version: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config: Option<Value>,
+}
 
 /// One resource to delete: an ARM `id`, or an extensible resource (`extension` with `name`, `version`,
 /// `configId` and its persisted `config` — literals and `keyVaultReference` / `apiReference` directives —, `type`,
@@ -40,13 +86,169 @@ pub struct BulkDeleteEntry {
     pub identifiers: Option<Value>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_version: Option<String>,
+    /// Seed 003's form: the extension and its config (then `id` is the provider's id of the resource).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub import: Option<GistImport>,
 }
 
-/// The request body: `{ "resources": [...] }`.
+/// The request body: `{ "resources": [...] }`, or seed 003's bare array of entries.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
+#[serde(rename_all = "camelCase", from = "BulkDeleteBody")]
 pub struct BulkDeleteRequest {
     pub resources: Vec<BulkDeleteEntry>,
+}
+
+#[derive(Deserialize)]
+#[serde(untagged)]
+enum BulkDeleteBody {
+    Wrapped { resources: Vec<BulkDeleteEntry> },
+    Entries(Vec<BulkDeleteEntry>),
+}
+
+impl From<BulkDeleteBody> for BulkDeleteRequest {
+    fn from(body: BulkDeleteBody) -> Self {
+        match body {
+            BulkDeleteBody::Wrapped { resources } | BulkDeleteBody::Entries(resources) => {
+                Self { resources }
+            }
+        }
+    }
+}
+
+/// Whether a request is large: more than [`BULK_DELETE_SYNC_MAX_ENTRIES`] entries, or an extensible entry whose
+/// config holds a directive (a credential to fetch before its delete). Entries that do not parse count as plain.
+pub fn bulk_delete_runs_long(entries: &[BulkDeleteEntry]) -> bool {
+    entries.len() > BULK_DELETE_SYNC_MAX_ENTRIES
+        || entries.iter().any(|entry| {
+            normalize(entry, 0)
+                .ok()
+                .and_then(|entry| entry.extension)
+                .and_then(|extension| {
+                    let config = extension.config?;
+                    PersistedConfig::from_arm(&extension.name, &config).ok()
+                })
+                .is_some_and(|config| !config.directives().is_empty())
+        })
+}
+
+/// Checks a request before anything runs: at most [`MAX_BULK_DELETE_ENTRIES`] entries, and every extension config
+/// one a stack could keep (no `UserProvided` auth, no secure literal). Other problems fail their entry alone.
+pub fn check_bulk_delete(entries: &[BulkDeleteEntry]) -> Result<(), ArmError> {
+    if entries.len() > MAX_BULK_DELETE_ENTRIES {
+        return Err(ArmError::new(
+            400,
+            "TooManyResources",
+            format!(
+                "A bulk delete takes at most {MAX_BULK_DELETE_ENTRIES} resources; this one has {}.",
+                entries.len()
+            ),
+        )
+        .with_target("resources"));
+    }
+    for (index, entry) in entries.iter().enumerate() {
+        if let Err(Refusal::Config(error)) = normalize(entry, index) {
+            return Err(ArmError::from_detail(400, error));
+        }
+    }
+    Ok(())
+}
+
+/// Why an entry cannot be deleted as given.
+enum Refusal {
+    /// Its config is one a stack must not keep: the whole request is refused.
+    Config(ErrorDetail),
+    /// Something else: the entry fails alone.
+    Entry(ErrorDetail),
+}
+
+/// The entry in cairn's form: seed 003 entries (`import` + `id`) are translated (see the module docs).
+fn normalize(entry: &BulkDeleteEntry, index: usize) -> Result<BulkDeleteEntry, Refusal> {
+    let config_check =
+        |name: &str, config: Option<&cairn_arm::models::extension::ExtensionConfig>| match config
+            .map(|config| PersistedConfig::from_arm(name, config))
+        {
+            Some(Err(error)) => Err(Refusal::Config(error.to_error_detail().with_target(
+                format!("resources[{index}].extension.config.{}", error.property),
+            ))),
+            _ => Ok(()),
+        };
+    let Some(import) = &entry.import else {
+        if let Some(extension) = &entry.extension {
+            config_check(&extension.name, extension.config.as_ref())?;
+        }
+        return Ok(entry.clone());
+    };
+    let invalid =
+        |message: String| Refusal::Entry(ErrorDetail::new("InvalidBulkDeleteEntry", message));
+    if entry.extension.is_some() {
+        return Err(invalid(
+            "Give either 'import' (seed 003) or 'extension', not both.".into(),
+        ));
+    }
+    if import.provider.trim().is_empty() || import.version.trim().is_empty() {
+        return Err(invalid("'import' needs 'provider' and 'version'.".into()));
+    }
+    let config = match &import.config {
+        None | Some(Value::Null) => None,
+        Some(config) => Some(
+            PersistedConfig::from_wire(&import.provider, config)
+                .map_err(|error| {
+                    let target = if error.property.is_empty() {
+                        format!("resources[{index}].import.config")
+                    } else {
+                        format!("resources[{index}].import.config.{}", error.property)
+                    };
+                    Refusal::Config(error.to_error_detail().with_target(target))
+                })?
+                .to_arm(),
+        ),
+    };
+    let from_id = entry
+        .id
+        .as_deref()
+        .and_then(|id| ReferenceId::parse(id).ok())
+        .and_then(|id| ReferenceIdParts::from_reference_id(&id).ok());
+    if let Some(parts) = &from_id
+        && !parts.extension_name.eq_ignore_ascii_case(&import.provider)
+    {
+        return Err(invalid(format!(
+            "'id' is a reference id of extension '{}', not of '{}'.",
+            parts.extension_name, import.provider
+        )));
+    }
+    let identifiers = match (&entry.identifiers, &from_id, &entry.id) {
+        (Some(identifiers), _, _) => identifiers.clone(),
+        (None, Some(parts), _) => parts.identifiers.clone(),
+        (None, None, Some(id)) if !id.is_empty() => {
+            serde_json::json!({ DRAFT_REFERENCE_ID_KEY: id })
+        }
+        _ => {
+            return Err(invalid(
+                "An 'import' entry needs the resource's 'id' (or 'identifiers').".into(),
+            ));
+        }
+    };
+    Ok(BulkDeleteEntry {
+        id: None,
+        extension: Some(DeploymentExtension {
+            alias: None,
+            name: import.provider.clone(),
+            version: import.version.clone(),
+            config_id: from_id.as_ref().and_then(|parts| parts.config_id.clone()),
+            config_hash: None,
+            config,
+        }),
+        resource_type: entry
+            .resource_type
+            .clone()
+            .or_else(|| from_id.as_ref().map(|parts| parts.resource_type.clone())),
+        identifiers: Some(identifiers),
+        api_version: entry
+            .api_version
+            .clone()
+            .or_else(|| from_id.as_ref().and_then(|parts| parts.api_version.clone())),
+        import: None,
+    })
 }
 
 /// How one entry went.
@@ -122,19 +324,25 @@ impl crate::StackService {
         entries: Vec<BulkDeleteEntry>,
         correlation_id: Option<String>,
     ) -> Result<Vec<BulkDeleteResult>, ArmError> {
-        if entries.len() > MAX_BULK_DELETE_ENTRIES {
-            return Err(ArmError::new(
-                400,
-                "TooManyResources",
-                format!(
-                    "A bulk delete takes at most {MAX_BULK_DELETE_ENTRIES} resources; this one has {}.",
-                    entries.len()
-                ),
-            )
-            .with_target("resources"));
-        }
-        let parsed: Vec<Result<ManagedResource, ErrorDetail>> =
-            entries.iter().map(to_resource).collect();
+        check_bulk_delete(&entries)?;
+        let normalized: Vec<Result<BulkDeleteEntry, ErrorDetail>> = entries
+            .iter()
+            .enumerate()
+            .map(|(index, entry)| {
+                normalize(entry, index).map_err(|refusal| match refusal {
+                    Refusal::Config(detail) | Refusal::Entry(detail) => detail,
+                })
+            })
+            .collect();
+        let parsed: Vec<Result<ManagedResource, ErrorDetail>> = normalized
+            .iter()
+            .map(|entry| entry.as_ref().map_err(Clone::clone).and_then(to_resource))
+            .collect();
+        let references: Vec<ResourceReference> = normalized
+            .iter()
+            .zip(&entries)
+            .map(|(normalized, original)| public_reference(normalized.as_ref().unwrap_or(original)))
+            .collect();
         let mut unique: HashMap<ResourceKey, ManagedResource> = HashMap::new();
         for resource in parsed.iter().flatten() {
             unique
@@ -154,10 +362,10 @@ impl crate::StackService {
             correlation_id: correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         };
         let (outcomes, failed) = self.drive(&deleter, plan, settings).await?;
-        Ok(entries
-            .iter()
+        Ok(references
+            .into_iter()
             .zip(parsed)
-            .map(|(entry, resource)| {
+            .map(|(reference, resource)| {
                 let (status, error) = match resource {
                     Err(error) => (BulkDeleteStatus::Failed, Some(error)),
                     Ok(resource) => match failed.get(resource.key()) {
@@ -183,7 +391,7 @@ impl crate::StackService {
                     },
                 };
                 BulkDeleteResult {
-                    resource: public_reference(entry),
+                    resource: reference,
                     status,
                     error,
                 }
@@ -306,6 +514,37 @@ mod tests {
                 .as_deref(),
             Some("InvalidBulkDeleteEntry")
         );
+    }
+
+    /// A gist `id` that is not a cairn reference id is the extension's own id: identifiers `{"referenceId": id}`,
+    /// as cairn addresses REST-draft resources.
+    #[test]
+    fn a_providers_own_id_becomes_draft_identifiers() {
+        let entry: BulkDeleteEntry = serde_json::from_value(serde_json::json!({
+            "import": {"provider": "Kubernetes", "version": "0.1", "config": {"cluster": "myCluster"}},
+            "type": "apps/Deployment", "apiVersion": "v1",
+            "id": "cluster/ant-test-cluster/metadata.namespace/default/metadata.name/foo"
+        }))
+        .expect("entry");
+        let Ok(normalized) = normalize(&entry, 0) else {
+            panic!("normalised")
+        };
+        assert_eq!(
+            normalized.identifiers,
+            Some(
+                serde_json::json!({"referenceId": "cluster/ant-test-cluster/metadata.namespace/default/metadata.name/foo"})
+            )
+        );
+        let extension = normalized.extension.expect("extension");
+        assert_eq!(
+            (extension.name.as_str(), extension.version.as_str()),
+            ("Kubernetes", "0.1")
+        );
+        assert_eq!(
+            extension.config.expect("config")["cluster"].value,
+            Some(serde_json::json!("myCluster"))
+        );
+        assert!(normalized.id.is_none() && normalized.import.is_none());
     }
 
     #[test]

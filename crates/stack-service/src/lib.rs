@@ -56,8 +56,9 @@ use crate::state::{PendingOperation, StoredState};
 use crate::unmanage::Deleter;
 
 pub use crate::bulk_delete::{
-    BulkDeleteEntry, BulkDeleteRequest, BulkDeleteResponse, BulkDeleteResult, BulkDeleteStatus,
-    MAX_BULK_DELETE_ENTRIES,
+    BULK_DELETE_SYNC_MAX_ENTRIES, BulkDeleteEntry, BulkDeleteRequest, BulkDeleteResponse,
+    BulkDeleteResult, BulkDeleteStatus, GistImport, MAX_BULK_DELETE_ENTRIES, bulk_delete_runs_long,
+    check_bulk_delete,
 };
 pub use crate::recovery::StackRecoveryReport;
 pub use crate::state::SHARE_TAG;

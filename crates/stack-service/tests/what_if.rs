@@ -15,7 +15,10 @@ use cairn_extension_contract::transport::{
     BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
 };
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
-use cairn_stack_service::{BulkDeleteEntry, BulkDeleteStatus, StackService, StackServiceSettings};
+use cairn_stack_service::{
+    BulkDeleteEntry, BulkDeleteRequest, BulkDeleteStatus, StackService, StackServiceSettings,
+    bulk_delete_runs_long,
+};
 use cairn_store::{
     NewSecretVersion, PageRequest, Precondition, ResourceGroup, SecretString, Store, Tags,
     Timestamp, Vault,
@@ -743,4 +746,129 @@ async fn bulk_delete_reports_per_entry() {
     assert!(results[0].error.is_some(), "{results:?}");
     assert_eq!(results[1].status, BulkDeleteStatus::Deleted);
     assert!(env.widgets.resources.lock().unwrap().contains_key("w2"));
+}
+
+/// A cairn reference id of a widget (what cairn reports for an extensible resource).
+fn widget_reference_id(name: &str) -> String {
+    cairn_extension_contract::ReferenceIdParts {
+        extension_name: "Widgets".into(),
+        resource_type: "widget".into(),
+        api_version: Some("v1".into()),
+        config_id: None,
+        identifiers: json!({"name": name}),
+        needs_config: true,
+    }
+    .to_reference_id()
+    .expect("reference id")
+    .to_string()
+}
+
+/// Seed 003's bulk delete body: a bare array of `import`/`id` entries, the credential an `auth` object of type
+/// `KeyVaultSecret`, fetched fresh for the delete.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_delete_accepts_the_gists_entries() {
+    let env = setup().await;
+    env.widgets
+        .resources
+        .lock()
+        .unwrap()
+        .insert("w5".into(), json!({}));
+    let body = json!([
+        {"import": {"provider": "Widgets", "version": "1.0.0",
+                    "config": {"token": {"type": "KeyVaultSecret", "keyVaultId": OPS_VAULT, "secretName": "widget-token"}}},
+         "type": "widget", "apiVersion": "v1", "id": widget_reference_id("w5")},
+        {"import": {"provider": "Widgets", "version": "1.0.0",
+                    "config": {"token": {"type": "KeyVaultSecret", "keyVaultId": OPS_VAULT, "secretName": "widget-token"}}},
+         "type": "widget", "apiVersion": "v1", "id": widget_reference_id("w6")},
+        {"import": {"provider": "Gadgets", "version": "1.0.0"}, "type": "widget", "id": widget_reference_id("w5")},
+        {"import": {"provider": "Widgets", "version": "1.0.0"}, "type": "widget"}
+    ]);
+    let request: BulkDeleteRequest = serde_json::from_value(body).expect("the gist's body");
+    assert_eq!(request.resources.len(), 4);
+    assert!(
+        bulk_delete_runs_long(&request.resources),
+        "an entry with a credential directive makes the request large"
+    );
+    let results = env
+        .service
+        .bulk_delete(request.resources, None)
+        .await
+        .expect("bulk delete");
+    let statuses: Vec<BulkDeleteStatus> = results.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        vec![
+            BulkDeleteStatus::Deleted,
+            BulkDeleteStatus::NotFound,
+            BulkDeleteStatus::Failed,
+            BulkDeleteStatus::Failed,
+        ],
+        "{results:?}"
+    );
+    assert!(env.widgets.resources.lock().unwrap().is_empty());
+    assert_eq!(results[0].resource.identifiers, Some(json!({"name": "w5"})));
+    let text = serde_json::to_string(&results).expect("json");
+    assert!(
+        !text.contains("widget-token") && !text.contains("token-1"),
+        "{text}"
+    );
+    for failed in &results[2..] {
+        assert_eq!(
+            failed
+                .error
+                .as_ref()
+                .map(|e| e.code().to_owned())
+                .as_deref(),
+            Some("InvalidBulkDeleteEntry")
+        );
+    }
+
+    // cairn's own body still reads, and a small request without directives is not large.
+    let plain: BulkDeleteRequest = serde_json::from_value(json!({"resources": [
+        {"id": format!("{RG}/providers/Microsoft.KeyVault/vaults/v"), "apiVersion": "2023-07-01"}
+    ]}))
+    .expect("cairn's body");
+    assert!(!bulk_delete_runs_long(&plain.resources));
+}
+
+/// Seed 003's `auth.type: UserProvided` carries a raw credential: the whole request is refused before anything
+/// runs, with an error that names the entry and the fix and never the credential.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_delete_refuses_user_provided_credentials() {
+    let env = setup().await;
+    env.widgets
+        .resources
+        .lock()
+        .unwrap()
+        .insert("w7".into(), json!({}));
+    let widgets = json!({"name": "Widgets", "version": "1.0.0", "config": {
+        "token": {"keyVaultReference": {"keyVault": {"id": OPS_VAULT}, "secretName": "widget-token"}}}});
+    let entries = vec![
+        entry(
+            json!({"extension": widgets, "type": "widget", "apiVersion": "v1", "identifiers": {"name": "w7"}}),
+        ),
+        entry(json!({"import": {"provider": "Widgets", "version": "1.0.0",
+                                "config": {"auth": {"type": "UserProvided", "token": "raw-credential-93af"}}},
+                     "type": "widget", "apiVersion": "v1", "id": widget_reference_id("w7")})),
+    ];
+    let error = env
+        .service
+        .bulk_delete(entries, None)
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        (error.status(), error.code()),
+        (400, "InvalidStackExtensionConfig")
+    );
+    let body = serde_json::to_string(&error.to_response()).expect("json");
+    assert!(body.contains("resources[1].import.config.auth"), "{body}");
+    assert!(
+        body.contains("UserProvided") && body.contains("Key Vault"),
+        "{body}"
+    );
+    assert!(!body.contains("raw-credential-93af"), "{body}");
+    assert!(
+        env.widgets.resources.lock().unwrap().contains_key("w7"),
+        "nothing ran"
+    );
 }

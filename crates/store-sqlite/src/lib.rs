@@ -17,7 +17,8 @@
 //!   with a checksum per migration); a database from a newer cairn is refused.
 //! - Runtime queries only (no compile-time macros), so no database is needed to build.
 //! - Secret values are sealed with the store's data key (see `cairn_store::crypto`) before they reach SQL; so is
-//!   the whole request of a stack what-if result (it holds secure parameter values).
+//!   the whole request of a stack what-if result (it holds secure parameter values) and the polling state of a
+//!   pending extension host operation (it can hold the extension config).
 //! - Per-resource writes are small and do not grow with deployment size: journal appends at the edge of the run's
 //!   range, inventory upserts, updates of a deployment row that never includes the request (kept in
 //!   `deployment_requests`, written once), and a 4,000-page checkpoint interval ([`SqliteOptions`]). The
@@ -25,6 +26,7 @@
 
 mod deployments;
 mod groups;
+mod host_operations;
 mod inventory;
 mod journal;
 mod keyvault;

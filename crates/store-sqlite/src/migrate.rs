@@ -70,10 +70,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0006_inventory_keys_by_type.sql"),
         data: Some(DataStep::InventoryKeysByType),
     },
+    Migration {
+        version: 7,
+        name: "host_operations",
+        sql: include_str!("../migrations/0007_host_operations.sql"),
+        data: None,
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 6;
+pub const LATEST_SCHEMA_VERSION: u32 = 7;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -268,7 +274,7 @@ mod tests {
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4, 5, 6]);
+        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7]);
         Ok(())
     }
 

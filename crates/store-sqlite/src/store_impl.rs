@@ -11,8 +11,8 @@ use cairn_store::{
 };
 
 use cairn_store::{
-    InventoryChange, NewStack, NewStackWhatIf, StackRecord, StackStore, StackWhatIfRecord,
-    StackWhatIfStore,
+    HostOperationRecord, HostOperationStore, InventoryChange, NewHostOperation, NewStack,
+    NewStackWhatIf, StackRecord, StackStore, StackWhatIfRecord, StackWhatIfStore,
 };
 
 use crate::SqliteStore;
@@ -354,6 +354,32 @@ impl StackWhatIfStore for SqliteStore {
 
     fn purge_expired_stack_what_ifs<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64> {
         Box::pin(self.purge_expired_stack_what_ifs_impl(now))
+    }
+}
+
+impl HostOperationStore for SqliteStore {
+    fn put_host_operation<'a>(
+        &'a self,
+        operation: NewHostOperation,
+        now: Timestamp,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(self.put_host_operation_impl(operation, now))
+    }
+
+    fn get_host_operation<'a>(
+        &'a self,
+        id: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Option<HostOperationRecord>> {
+        Box::pin(self.get_host_operation_impl(id, now))
+    }
+
+    fn delete_host_operation<'a>(&'a self, id: &'a str, now: Timestamp) -> StoreFuture<'a, bool> {
+        Box::pin(self.delete_host_operation_impl(id, now))
+    }
+
+    fn purge_expired_host_operations<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64> {
+        Box::pin(self.purge_expired_host_operations_impl(now))
     }
 }
 

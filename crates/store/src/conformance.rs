@@ -13,8 +13,9 @@ use crate::InventoryChange;
 use crate::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
     DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
-    NewSecretVersion, NewStack, NewStackWhatIf, OperationStep, PageRequest, Precondition,
-    ResourceGroup, ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
+    NewHostOperation, NewSecretVersion, NewStack, NewStackWhatIf, OperationStep, PageRequest,
+    Precondition, ResourceGroup, ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags,
+    Timestamp, Vault,
 };
 
 /// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
@@ -41,6 +42,8 @@ pub const CASES: &[&str] = &[
     "stacks_round_trip_versions_and_pages",
     "stack_what_ifs_put_replace_get_list_delete",
     "stack_what_ifs_expire_and_purge",
+    "host_operations_put_replace_get_delete",
+    "host_operations_expire_and_purge",
 ];
 
 /// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
@@ -72,6 +75,8 @@ macro_rules! store_conformance_tests {
             stacks_round_trip_versions_and_pages,
             stack_what_ifs_put_replace_get_list_delete,
             stack_what_ifs_expire_and_purge,
+            host_operations_put_replace_get_delete,
+            host_operations_expire_and_purge,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -1952,6 +1957,17 @@ pub async fn write_canary_everywhere(store: &dyn Store, canary: &str) -> CanaryR
         )
         .await
         .expect("stack what-if with a secure parameter in its request");
+    store
+        .put_host_operation(
+            host_operation(
+                CANARY_HOST_OPERATION,
+                &json!({"config": {"token": canary}}).to_string(),
+                Timestamp::from_unix_millis(i64::MAX),
+            ),
+            at(1),
+        )
+        .await
+        .expect("host operation with a secret config in its state");
     CanaryRefs {
         deployment: run.id,
         secure_parameter,
@@ -2012,6 +2028,16 @@ pub async fn read_canary_everywhere(store: &dyn Store, refs: &CanaryRefs, canary
     assert!(
         !format!("{what_if:?}").contains(canary),
         "the what-if result holds no secret"
+    );
+    let operation = store
+        .get_host_operation(CANARY_HOST_OPERATION, at(2))
+        .await
+        .expect("host operation")
+        .expect("present");
+    assert!(operation.state.expose_secret().contains(canary));
+    assert!(
+        !format!("{operation:?}").contains(canary),
+        "Debug output leaks the host operation state"
     );
 }
 
@@ -2420,5 +2446,188 @@ pub async fn stack_what_ifs_expire_and_purge(store: &dyn Store) {
             .map(|r| r.name.as_str())
             .collect::<Vec<_>>(),
         ["long", "short"]
+    );
+}
+
+const CANARY_HOST_OPERATION: &str = "canary-host-operation";
+
+fn host_operation(id: &str, state: &str, expires_at: Timestamp) -> NewHostOperation {
+    NewHostOperation {
+        id: id.to_owned(),
+        extension_name: "Acme".into(),
+        extension_version: "1.2.0".into(),
+        state: SecretString::from(state.to_owned()),
+        expires_at,
+    }
+}
+
+/// Host operations: put, get (state decrypted), replace (keeps `created_at`), ids compared exactly, delete.
+pub async fn host_operations_put_replace_get_delete(store: &dyn Store) {
+    let forever = Timestamp::from_unix_millis(i64::MAX);
+    assert!(
+        store
+            .get_host_operation("op-1", at(1))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    store
+        .put_host_operation(host_operation("op-1", "state-1", forever), at(1))
+        .await
+        .expect("create");
+    let stored = store
+        .get_host_operation("op-1", at(2))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        (
+            stored.id.as_str(),
+            stored.extension_name.as_str(),
+            stored.extension_version.as_str(),
+            stored.state.expose_secret(),
+            stored.created_at,
+            stored.updated_at,
+            stored.expires_at,
+        ),
+        ("op-1", "Acme", "1.2.0", "state-1", at(1), at(1), forever)
+    );
+    assert!(
+        store
+            .get_host_operation("OP-1", at(2))
+            .await
+            .expect("get")
+            .is_none(),
+        "operation ids are exact"
+    );
+    store
+        .put_host_operation(host_operation("op-1", "state-2", forever), at(3))
+        .await
+        .expect("replace");
+    let replaced = store
+        .get_host_operation("op-1", at(4))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        (
+            replaced.state.expose_secret(),
+            replaced.created_at,
+            replaced.updated_at
+        ),
+        ("state-2", at(1), at(3))
+    );
+    store
+        .put_host_operation(host_operation("op-2", "other", forever), at(3))
+        .await
+        .expect("second");
+    assert!(
+        store
+            .delete_host_operation("op-1", at(5))
+            .await
+            .expect("delete")
+    );
+    assert!(
+        !store
+            .delete_host_operation("op-1", at(5))
+            .await
+            .expect("delete again"),
+        "already gone"
+    );
+    assert!(
+        store
+            .get_host_operation("op-1", at(5))
+            .await
+            .expect("get")
+            .is_none()
+    );
+    assert_eq!(
+        store
+            .get_host_operation("op-2", at(5))
+            .await
+            .expect("get")
+            .expect("untouched")
+            .state
+            .expose_secret(),
+        "other"
+    );
+}
+
+/// Host operations expire: absent from `expires_at` on, a put over one starts afresh, and a purge removes exactly
+/// the expired ones.
+pub async fn host_operations_expire_and_purge(store: &dyn Store) {
+    for (id, expires_at) in [("short", 10), ("long", 1_000), ("other", 10)] {
+        store
+            .put_host_operation(host_operation(id, "s", at(expires_at)), at(1))
+            .await
+            .expect("create");
+    }
+    assert!(
+        store
+            .get_host_operation("short", at(9))
+            .await
+            .expect("get")
+            .is_some()
+    );
+    assert!(
+        store
+            .get_host_operation("short", at(10))
+            .await
+            .expect("get")
+            .is_none(),
+        "gone at its expiry"
+    );
+    store
+        .put_host_operation(host_operation("short", "again", at(1_000)), at(20))
+        .await
+        .expect("put over expired");
+    let renewed = store
+        .get_host_operation("short", at(21))
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        (renewed.created_at, renewed.expires_at),
+        (at(20), at(1_000))
+    );
+    assert!(
+        !store
+            .delete_host_operation("other", at(20))
+            .await
+            .expect("delete expired"),
+        "an expired operation does not count as deleted"
+    );
+    store
+        .put_host_operation(host_operation("doomed", "s", at(30)), at(1))
+        .await
+        .expect("create");
+    assert_eq!(
+        store
+            .purge_expired_host_operations(at(29))
+            .await
+            .expect("purge before expiry"),
+        0
+    );
+    assert_eq!(
+        store
+            .purge_expired_host_operations(at(30))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(
+        store
+            .get_host_operation("doomed", at(2))
+            .await
+            .expect("get")
+            .is_none(),
+        "purged means gone, even to a reader whose clock is behind"
+    );
+    assert!(
+        store
+            .get_host_operation("long", at(30))
+            .await
+            .expect("get")
+            .is_some()
     );
 }

@@ -16,6 +16,7 @@ pub enum Entity {
     StoreKey,
     DeploymentStack,
     StackWhatIf,
+    HostOperation,
     Schema,
 }
 
@@ -33,6 +34,7 @@ impl fmt::Display for Entity {
             Entity::StoreKey => "store key",
             Entity::DeploymentStack => "deployment stack",
             Entity::StackWhatIf => "deployment stack what-if result",
+            Entity::HostOperation => "extension host operation",
             Entity::Schema => "schema",
         })
     }

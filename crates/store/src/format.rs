@@ -18,6 +18,7 @@ pub const fn current_format(entity: Entity) -> u32 {
         | Entity::StoreKey
         | Entity::DeploymentStack
         | Entity::StackWhatIf
+        | Entity::HostOperation
         | Entity::Schema => 1,
     }
 }

@@ -12,6 +12,8 @@
 //!   **Key Vault** (vaults and versioned secrets), generic **leases** with heartbeat, and **secrets**.
 //! - **Deployment stacks** (the stack resource and its managed set) and **stack what-if results**, the latter with
 //!   their request sealed at rest and an expiry (`retentionInterval`) after which reads no longer see them.
+//! - **Pending operations of the extension host's API** (a delete still running behind a `Location`), their polling
+//!   state sealed at rest, each until its expiry, so the `Location` keeps answering across a restart.
 //!
 //! # Architecture invariants
 //!
@@ -42,16 +44,17 @@ pub use error::{Entity, StoreError, StoreResult};
 pub use keys::{DeploymentId, DeploymentKey, ResourceKey, fold_case, write_canonical_json};
 pub use records::{
     DeploymentFilter, DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
-    ExtensionRef, InventoryChange, Lease, MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter,
-    ManagedResourceRecord, NewDeployment, NewSecretVersion, NewStack, NewStackWhatIf,
-    OperationRecord, OperationStep, Page, PageRequest, Precondition, ResourceGroup,
-    ResourceGroupRecord, SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags, UnknownStatus,
-    Vault, VaultRecord, VaultSecret,
+    ExtensionRef, HostOperationRecord, InventoryChange, Lease, MAX_PAGE_SIZE, ManagedResource,
+    ManagedResourceFilter, ManagedResourceRecord, NewDeployment, NewHostOperation,
+    NewSecretVersion, NewStack, NewStackWhatIf, OperationRecord, OperationStep, Page, PageRequest,
+    Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, StackRecord,
+    StackWhatIfRecord, Tags, UnknownStatus, Vault, VaultRecord, VaultSecret,
 };
 pub use secrecy::{ExposeSecret, SecretString};
 pub use secret::{SECRET_REF_MEMBER, SecretOwner, SecretRef};
 pub use store::{
-    DeploymentStore, InventoryStore, KeyVaultStore, LeaseStore, OperationJournal,
-    ResourceGroupStore, SecretStore, StackStore, StackWhatIfStore, Store, StoreFuture,
+    DeploymentStore, HostOperationStore, InventoryStore, KeyVaultStore, LeaseStore,
+    OperationJournal, ResourceGroupStore, SecretStore, StackStore, StackWhatIfStore, Store,
+    StoreFuture,
 };
 pub use time::Timestamp;

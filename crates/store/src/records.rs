@@ -569,3 +569,34 @@ impl StackWhatIfRecord {
         self.expires_at <= now
     }
 }
+
+// ---------------------------------------------------------------------------------------------------------------
+// Pending operations of the extension host's API
+
+/// A long-running operation the extension host's API handed out a `Location` for (a delete an extension is still
+/// running), stored so a poll of that `Location` still answers after a restart. It lives until `expires_at`.
+#[derive(Clone, Debug)]
+pub struct NewHostOperation {
+    /// The id in the `Location` (unique, compared exactly).
+    pub id: String,
+    /// The extension the operation runs in, as the `Location` names it.
+    pub extension_name: String,
+    pub extension_version: String,
+    /// The host's polling state (the extension's operation handle, or the resource reference with its config).
+    /// It can hold the extension config's secrets, so backends keep it sealed at rest; `Debug` redacts it.
+    pub state: SecretString,
+    pub expires_at: Timestamp,
+}
+
+/// A stored, unexpired host operation, its state decrypted.
+#[derive(Clone, Debug)]
+pub struct HostOperationRecord {
+    pub id: String,
+    pub extension_name: String,
+    pub extension_version: String,
+    pub state: SecretString,
+    /// When the operation was first stored (a replacement keeps it).
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub expires_at: Timestamp,
+}

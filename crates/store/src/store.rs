@@ -14,7 +14,9 @@ use crate::records::{
     OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
     SecretVersionInfo, Vault, VaultRecord, VaultSecret,
 };
-use crate::records::{NewStack, NewStackWhatIf, StackRecord, StackWhatIfRecord};
+use crate::records::{
+    HostOperationRecord, NewHostOperation, NewStack, NewStackWhatIf, StackRecord, StackWhatIfRecord,
+};
 use crate::secret::{SecretOwner, SecretRef};
 use crate::time::Timestamp;
 
@@ -380,6 +382,30 @@ pub trait StackWhatIfStore: Send + Sync {
     fn purge_expired_stack_what_ifs<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64>;
 }
 
+/// Pending operations of the extension host's API, keyed by their id (exact), each kept until its `expires_at`.
+/// Reads take `now` and treat a record expired by then (`expires_at <= now`) as absent; the state is sealed at rest.
+pub trait HostOperationStore: Send + Sync {
+    /// Creates or replaces the operation `operation.id` (a replacement keeps `created_at`, unless the old one had
+    /// expired by `now`).
+    fn put_host_operation<'a>(
+        &'a self,
+        operation: NewHostOperation,
+        now: Timestamp,
+    ) -> StoreFuture<'a, ()>;
+
+    fn get_host_operation<'a>(
+        &'a self,
+        id: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Option<HostOperationRecord>>;
+
+    /// Deletes the operation; `true` when an unexpired one existed (an expired one is removed too).
+    fn delete_host_operation<'a>(&'a self, id: &'a str, now: Timestamp) -> StoreFuture<'a, bool>;
+
+    /// Deletes every operation expired by `now`; returns how many.
+    fn purge_expired_host_operations<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64>;
+}
+
 /// Everything a deployment needs persisted. Implemented by the embedded SQLite store and (later) PostgreSQL.
 pub trait Store:
     ResourceGroupStore
@@ -391,6 +417,7 @@ pub trait Store:
     + SecretStore
     + StackStore
     + StackWhatIfStore
+    + HostOperationStore
 {
     /// A short name for diagnostics (`sqlite`, `postgres`).
     fn backend_name(&self) -> &'static str;

@@ -178,3 +178,19 @@ pub async fn send(router: &Router, request: Request<Body>) -> Answer {
         json,
     }
 }
+
+/// The files under `dir` (recursively) whose bytes contain `needle`: a plaintext secret on disk.
+pub fn files_containing(dir: &std::path::Path, needle: &[u8]) -> Vec<String> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|window| window == needle)
+        {
+            found.push(path.display().to_string());
+        }
+    }
+    found
+}

@@ -355,7 +355,7 @@ mod tests {
         }
 
         let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
-        assert_eq!(store.schema_version().await?, 6);
+        assert_eq!(store.schema_version().await?, LATEST_SCHEMA_VERSION);
         let expected_keys = [
             ResourceKey::extension("Kubernetes", Some("3A7F"), "core/ConfigMap", &settings),
             ResourceKey::extension(

@@ -149,6 +149,7 @@ pub(crate) async fn what_if(
                 change.identifiers = ext.identifiers.clone();
                 change.extension = ext.name.clone().map(|name| DeploymentExtension {
                     alias: None,
+                    deployment_id: None,
                     name,
                     version: ext.version.clone().unwrap_or_default(),
                     config_id: ext.config_id.clone(),
@@ -281,6 +282,7 @@ fn base_change(
     if let Some(e) = &identity.extension {
         change.extension = Some(DeploymentExtension {
             alias: None,
+            deployment_id: None,
             name: e.name.clone(),
             version: e.version.clone(),
             config_id: None,

@@ -10,7 +10,7 @@ use crate::id::ResourceId;
 use crate::models::common::{
     DebugSetting, ListResult, ParametersLink, SystemData, Tags, TemplateLink, ValidationLevel,
 };
-use crate::models::extension::{DeploymentExtension, ExtensionConfigs};
+use crate::models::extension::{DeploymentExtension, ExtensionConfigs, ProviderConfigs};
 use crate::models::parameters::{DeploymentParameters, ExternalInputDefinitions, ExternalInputs};
 use crate::wire::extensible_enum;
 
@@ -39,6 +39,14 @@ macro_rules! deployment_properties {
             /// Extension configs, `{alias: {property: item}}`.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub extension_configs: Option<ExtensionConfigs>,
+            /// REP 0004's form of extension configs (`deploymentProviderConfigs`, also spelled
+            /// `deploymentProviderConfigurations`); the engine folds it into `extension_configs`.
+            #[serde(
+                default,
+                alias = "deploymentProviderConfigurations",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub deployment_provider_configs: Option<ProviderConfigs>,
             /// Required.
             pub mode: DeploymentMode,
             #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +93,7 @@ impl DeploymentProperties {
             external_inputs: None,
             external_input_definitions: None,
             extension_configs: None,
+            deployment_provider_configs: None,
             mode,
             debug_setting: None,
             on_error_deployment: None,
@@ -123,6 +132,7 @@ impl DeploymentWhatIfProperties {
             external_inputs: self.external_inputs,
             external_input_definitions: self.external_input_definitions,
             extension_configs: self.extension_configs,
+            deployment_provider_configs: self.deployment_provider_configs,
             mode: self.mode,
             debug_setting: self.debug_setting,
             on_error_deployment: self.on_error_deployment,

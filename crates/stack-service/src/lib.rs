@@ -569,7 +569,9 @@ impl StackService {
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
         check_location(scope, &request)?;
-        deployment_scope_of(scope, &request.properties)?;
+        let deployment_scope = deployment_scope_of(scope, &request.properties)?;
+        self.check_resource_groups(&[scope, &deployment_scope])
+            .await?;
         validation::check_stack_template(&self.inner.engine, name, &request.properties).await?;
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let existing = self.load(scope, name).await?;
@@ -596,6 +598,34 @@ impl StackService {
             service.release(&scope, &name, &owner).await;
         });
         Ok(accepted)
+    }
+
+    /// 404 `ResourceGroupNotFound` when one of `scopes` is a resource group that does not exist (the stack's own,
+    /// or the one it deploys into): checked before anything is stored, as the engine checks a deployment's.
+    async fn check_resource_groups(&self, scopes: &[&str]) -> Result<(), ArmError> {
+        if !self.inner.engine.settings().require_resource_groups {
+            return Ok(());
+        }
+        for scope in scopes {
+            let Ok(id) = ResourceId::parse(scope) else {
+                continue;
+            };
+            let (ResourceIdKind::ResourceGroup, Some(subscription), Some(group)) =
+                (id.kind(), id.subscription_id(), id.resource_group_name())
+            else {
+                continue;
+            };
+            let found = self
+                .inner
+                .store
+                .get_resource_group(subscription, group)
+                .await
+                .map_err(store_error)?;
+            if found.is_none() {
+                return Err(ArmError::resource_group_not_found(group));
+            }
+        }
+        Ok(())
     }
 
     async fn accept_put(

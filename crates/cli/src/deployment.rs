@@ -364,7 +364,7 @@ async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdR
     let (name, request) = build_request(&args.template, kind)?;
     let request = DeploymentWhatIf {
         location: request.location,
-        properties: what_if_properties(request.properties),
+        properties: DeploymentWhatIfProperties::from_parts(request.properties, None),
     };
     let backend = target.connect().await?;
     let result = backend.what_if(&scope, &name, request).await;
@@ -581,24 +581,6 @@ fn short_id(id: &str) -> &str {
     match lower.rfind("/providers/") {
         Some(i) => &id[i + "/providers/".len()..],
         None => id,
-    }
-}
-
-fn what_if_properties(p: DeploymentProperties) -> DeploymentWhatIfProperties {
-    DeploymentWhatIfProperties {
-        template: p.template,
-        template_link: p.template_link,
-        parameters: p.parameters,
-        parameters_link: p.parameters_link,
-        external_inputs: p.external_inputs,
-        external_input_definitions: p.external_input_definitions,
-        extension_configs: p.extension_configs,
-        mode: p.mode,
-        debug_setting: p.debug_setting,
-        on_error_deployment: p.on_error_deployment,
-        expression_evaluation_options: p.expression_evaluation_options,
-        validation_level: p.validation_level,
-        what_if_settings: None,
     }
 }
 

@@ -160,8 +160,3 @@ fn confirm(name: &str) -> Result<bool, Failure> {
         .map_err(|e| Failure::Other(e.into()))?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-}

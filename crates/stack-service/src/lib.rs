@@ -63,6 +63,21 @@ pub use crate::recovery::StackRecoveryReport;
 pub use crate::state::SHARE_TAG;
 pub use crate::what_if::WhatIfAccepted;
 
+/// A stack delete under way in this process ([`StackService::delete_and_report`]).
+#[derive(Debug)]
+pub struct DeleteRun {
+    outcome: tokio::sync::oneshot::Receiver<DeploymentStack>,
+}
+
+impl DeleteRun {
+    /// Waits for the delete to end: the stack as the operation left it, with `deletedResources`,
+    /// `detachedResources` and `failedResources` (`succeeded` when the record is gone, `failed` when it stays).
+    /// `None` when the outcome could not be recorded (the stack's record says what is known).
+    pub async fn finished(self) -> Option<DeploymentStack> {
+        self.outcome.await.ok()
+    }
+}
+
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
 pub struct StackServiceSettings {
@@ -1001,6 +1016,17 @@ impl StackService {
         errors: Vec<ErrorDetail>,
         started: Instant,
     ) -> Result<(), ArmError> {
+        Self::mark_failed(&mut stack, &state, errors, started);
+        self.finish(fence, &stack, &state).await
+    }
+
+    /// The stack as a failed operation leaves it: `failed` with `errors`, managing `state`'s set.
+    fn mark_failed(
+        stack: &mut DeploymentStack,
+        state: &StoredState,
+        errors: Vec<ErrorDetail>,
+        started: Instant,
+    ) {
         let p = &mut stack.properties;
         p.resources = Some(state.managed_set.to_references());
         p.deployment_extensions = Some(state.managed_set.deployment_extensions());
@@ -1010,7 +1036,6 @@ impl StackService {
             _ => update_failed(errors),
         });
         p.duration = Some(iso_duration(started.elapsed()));
-        self.finish(fence, &stack, &state).await
     }
 
     /// The operation's last write: the stack in a terminal state, no operation pending.
@@ -1117,9 +1142,26 @@ impl StackService {
         options: StackDeleteOptions,
         correlation_id: Option<String>,
     ) -> Result<bool, ArmError> {
+        let started = self
+            .delete_and_report(scope, name, options, correlation_id)
+            .await?;
+        Ok(started.is_some())
+    }
+
+    /// [`StackService::delete`] for a caller in this process that wants the outcome: `None` when there is no such
+    /// stack, else the running delete, whose [`DeleteRun::finished`] gives the stack as the operation left it.
+    /// A successful delete removes the record (a reader polling it may never see the last resources it unmanaged);
+    /// the outcome still lists every one.
+    pub async fn delete_and_report(
+        &self,
+        scope: &str,
+        name: &str,
+        options: StackDeleteOptions,
+        correlation_id: Option<String>,
+    ) -> Result<Option<DeleteRun>, ArmError> {
         check_actions(&options.action_on_unmanage)?;
         let Some((_, current, _)) = self.load(scope, name).await? else {
-            return Ok(false);
+            return Ok(None);
         };
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
@@ -1155,7 +1197,7 @@ impl StackService {
             Ok(Some(found)) => found,
             Ok(None) => {
                 self.release(scope, name, &owner).await;
-                return Ok(false);
+                return Ok(None);
             }
             Err(error) => {
                 self.release(scope, name, &owner).await;
@@ -1163,6 +1205,7 @@ impl StackService {
                 return Err(error);
             }
         };
+        let (report, outcome) = tokio::sync::oneshot::channel();
         self.spawn_delete(
             lease,
             owner,
@@ -1171,11 +1214,13 @@ impl StackService {
             state,
             options.action_on_unmanage,
             correlation_id,
+            Some(report),
         );
-        Ok(true)
+        Ok(Some(DeleteRun { outcome }))
     }
 
-    /// Runs a delete in the background under `lease` (renewed until it ends, then released).
+    /// Runs a delete in the background under `lease` (renewed until it ends, then released); the stack as the
+    /// delete left it goes to `report`, once the lease is released.
     #[allow(clippy::too_many_arguments)]
     fn spawn_delete(
         &self,
@@ -1186,19 +1231,23 @@ impl StackService {
         state: StoredState,
         action: cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: String,
+        report: Option<tokio::sync::oneshot::Sender<DeploymentStack>>,
     ) {
         let stop = self.heartbeat(lease.name, owner.clone());
         let service = self.clone();
         let (scope, name) = (fence.scope().to_owned(), fence.name().to_owned());
         tokio::spawn(async move {
-            if let Err(error) = service
+            let outcome = service
                 .run_delete(&fence, stack, state, &action, &correlation_id)
-                .await
-            {
+                .await;
+            if let Err(error) = &outcome {
                 tracing::error!(stack = name, error = %error.detail().message(), "stack delete could not be recorded");
             }
             let _ = stop.send(());
             service.release(&scope, &name, &owner).await;
+            if let (Some(report), Ok(stack)) = (report, outcome) {
+                let _ = report.send(stack);
+            }
         });
     }
 
@@ -1209,15 +1258,15 @@ impl StackService {
         mut state: StoredState,
         action: &cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: &str,
-    ) -> Result<(), ArmError> {
+    ) -> Result<DeploymentStack, ArmError> {
         let started = Instant::now();
         let ownership = self.ownership(fence.scope(), fence.name()).await?;
         let diff = match unmanage_all(&state.managed_set, action, &ownership) {
             Ok(diff) => diff,
             Err(error) => {
-                return self
-                    .fail_with(fence, stack, state, vec![error.to_error_detail()], started)
-                    .await;
+                Self::mark_failed(&mut stack, &state, vec![error.to_error_detail()], started);
+                self.finish(fence, &stack, &state).await?;
+                return Ok(stack);
             }
         };
         let result = self
@@ -1228,18 +1277,23 @@ impl StackService {
                 Some((fence, stack.clone(), state.clone())),
             )
             .await?;
-        if result.error.is_none() {
-            return self.delete_fenced(fence).await;
-        }
         state.managed_set = result.resources.clone();
         result.apply_to(&mut stack.properties);
+        let succeeded = result.error.is_none();
         let p = &mut stack.properties;
         p.correlation_id = Some(correlation_id.to_owned());
         p.resources = Some(state.managed_set.to_references());
         p.deployment_extensions = Some(state.managed_set.deployment_extensions());
-        p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
         p.duration = Some(iso_duration(started.elapsed()));
-        self.finish(fence, &stack, &state).await
+        if succeeded {
+            // The record goes; the stack as it ended is only the caller's to report.
+            p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);
+            self.delete_fenced(fence).await?;
+        } else {
+            p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
+            self.finish(fence, &stack, &state).await?;
+        }
+        Ok(stack)
     }
 
     /// Validates a stack body and its deployment without running anything (`POST .../validate`). An invalid

@@ -122,6 +122,29 @@ deployment_properties! {
 }
 
 impl DeploymentWhatIfProperties {
+    /// The what-if properties of a deployment request with `settings`; the inverse of `into_parts`.
+    pub fn from_parts(
+        properties: DeploymentProperties,
+        what_if_settings: Option<DeploymentWhatIfSettings>,
+    ) -> Self {
+        Self {
+            template: properties.template,
+            template_link: properties.template_link,
+            parameters: properties.parameters,
+            parameters_link: properties.parameters_link,
+            external_inputs: properties.external_inputs,
+            external_input_definitions: properties.external_input_definitions,
+            extension_configs: properties.extension_configs,
+            deployment_provider_configs: properties.deployment_provider_configs,
+            mode: properties.mode,
+            debug_setting: properties.debug_setting,
+            on_error_deployment: properties.on_error_deployment,
+            expression_evaluation_options: properties.expression_evaluation_options,
+            validation_level: properties.validation_level,
+            what_if_settings,
+        }
+    }
+
     /// Splits into the deployment properties the engine plans with and the what-if settings.
     pub fn into_parts(self) -> (DeploymentProperties, Option<DeploymentWhatIfSettings>) {
         let properties = DeploymentProperties {

@@ -364,7 +364,7 @@ async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdR
     let (name, request) = build_request(&args.template, kind)?;
     let request = DeploymentWhatIf {
         location: request.location,
-        properties: what_if_properties(request.properties),
+        properties: DeploymentWhatIfProperties::from_parts(request.properties, None),
     };
     let backend = target.connect().await?;
     let result = backend.what_if(&scope, &name, request).await;
@@ -515,23 +515,7 @@ fn what_if_summary(scope: &str, result: &Value) -> String {
     let mut counts: Vec<(String, usize)> = Vec::new();
     for change in &changes {
         let kind = change["changeType"].as_str().unwrap_or("Unsupported");
-        let name = change["resourceId"]
-            .as_str()
-            .map(|id| short_id(id).to_string())
-            .or_else(|| {
-                change["symbolicName"].as_str().map(|s| {
-                    format!(
-                        "{s} ({} {})",
-                        change["resourceType"].as_str().unwrap_or(""),
-                        change
-                            .pointer("/identifiers")
-                            .map(|i| i.to_string())
-                            .unwrap_or_default()
-                    )
-                })
-            })
-            .unwrap_or_default();
-        out.push(format!("  {} {name}", symbol(kind)));
+        out.push(format!("  {} {}", symbol(kind), change_label(change)));
         if let Some(reason) = change["unsupportedReason"].as_str() {
             out.push(format!("      {reason}"));
         }
@@ -575,30 +559,38 @@ fn what_if_summary(scope: &str, result: &Value) -> String {
     out.join("\n")
 }
 
+/// How a what-if line names its resource: an Azure resource by its id (after `/providers/`); an extension
+/// resource by extension, type and identifiers (with the template's symbolic name when it has one), as the
+/// extension knows it.
+fn change_label(change: &Value) -> String {
+    if let Some(id) = change["resourceId"].as_str() {
+        return short_id(id).to_string();
+    }
+    let mut parts: Vec<String> = [
+        change.pointer("/extension/name").and_then(Value::as_str),
+        change["resourceType"].as_str(),
+    ]
+    .into_iter()
+    .flatten()
+    .map(str::to_string)
+    .collect();
+    if let Some(identifiers) = change.get("identifiers").filter(|i| !i.is_null()) {
+        parts.push(identifiers.to_string());
+    }
+    let label = parts.join(" ");
+    match change["symbolicName"].as_str() {
+        Some(symbolic) if label.is_empty() => symbolic.to_string(),
+        Some(symbolic) => format!("{label} ({symbolic})"),
+        None => label,
+    }
+}
+
 /// The part of an ARM id after its last `/providers/`.
 fn short_id(id: &str) -> &str {
     let lower = id.to_ascii_lowercase();
     match lower.rfind("/providers/") {
         Some(i) => &id[i + "/providers/".len()..],
         None => id,
-    }
-}
-
-fn what_if_properties(p: DeploymentProperties) -> DeploymentWhatIfProperties {
-    DeploymentWhatIfProperties {
-        template: p.template,
-        template_link: p.template_link,
-        parameters: p.parameters,
-        parameters_link: p.parameters_link,
-        external_inputs: p.external_inputs,
-        external_input_definitions: p.external_input_definitions,
-        extension_configs: p.extension_configs,
-        mode: p.mode,
-        debug_setting: p.debug_setting,
-        on_error_deployment: p.on_error_deployment,
-        expression_evaluation_options: p.expression_evaluation_options,
-        validation_level: p.validation_level,
-        what_if_settings: None,
     }
 }
 
@@ -662,6 +654,29 @@ mod tests {
             without_secure_outputs(record)["properties"]["outputs"],
             json!({"a": {"type": "String", "value": "x"}})
         );
+    }
+
+    #[test]
+    fn what_if_names_extension_resources_by_extension_type_and_identifiers() {
+        let result = json!({"properties": {"changes": [
+            {"changeType": "Ignore", "resourceType": "File",
+             "extension": {"name": "Local", "version": "1.0.0"}, "identifiers": {"path": "old.txt"}},
+            {"changeType": "Unsupported", "symbolicName": "note", "resourceType": "File",
+             "extension": {"name": "Local", "version": "1.0.0"}, "identifiers": {"path": "note.txt"},
+             "unsupportedReason": "no config"},
+            {"changeType": "Create",
+             "resourceId": "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/v"}
+        ]}});
+        let text = what_if_summary("/subscriptions/s/resourceGroups/g", &result);
+        assert!(
+            text.contains(r#"  * Local File {"path":"old.txt"}"#),
+            "{text}"
+        );
+        assert!(
+            text.contains(r#"  x Local File {"path":"note.txt"} (note)"#),
+            "{text}"
+        );
+        assert!(text.contains("  + Microsoft.KeyVault/vaults/v"), "{text}");
     }
 
     #[test]

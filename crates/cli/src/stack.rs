@@ -28,7 +28,7 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use self::backend::StackBackend;
-use self::watch::{StackWatch, follow};
+use self::watch::{FollowedDelete, StackWatch, follow};
 use crate::backend::TargetArgs;
 use crate::inputs::{parse_tags, print_query, read_template_inputs};
 use crate::output::{self, CmdResult, Failure, Format};
@@ -651,14 +651,17 @@ async fn delete(
         return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
     };
     let mut watch = StackWatch::new(name, Some(&before));
-    let action = &options.action_on_unmanage;
+    let followed = FollowedDelete {
+        action: &options.action_on_unmanage,
+        outcome: started.outcome,
+    };
     let remaining = follow(
         backend,
         &scope,
         name,
         &mut watch,
         started.poll,
-        Some(action),
+        Some(followed),
     )
     .await?;
     match remaining {

@@ -165,9 +165,19 @@ fn stack_what_if_create_and_delete() {
     );
     let progress = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(0), "{progress}");
+    // Every resource the in-process delete removed is reported as deleted, the last ones too (the record is gone
+    // before a read could show them; the delete's outcome lists them).
+    for file in ["a.txt", "b.txt"] {
+        let line = format!(r#"stack st: deleted Local File {{"path":"{file}"}} ("#);
+        assert_eq!(progress.matches(&line).count(), 1, "{file}: {progress}");
+    }
     assert!(
-        progress.contains("stack st: deleted"),
-        "progress during the delete: {progress}"
+        !progress.contains("removed before it reported"),
+        "{progress}"
+    );
+    assert!(
+        progress.contains(": 2 deleted, 0 detached, 0 unmanaged without a report"),
+        "{progress}"
     );
     assert!(!root.join("a.txt").exists() && !root.join("b.txt").exists());
 }

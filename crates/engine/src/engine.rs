@@ -732,6 +732,7 @@ impl Engine {
                 Some(e) => DeploymentResourceReference {
                     extension: Some(cairn_arm::models::extension::DeploymentExtension {
                         alias: None,
+                        deployment_id: None,
                         name: e.name.clone(),
                         version: e.version.clone(),
                         config_id: None,

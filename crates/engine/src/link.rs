@@ -570,6 +570,7 @@ pub(crate) async fn resolve_request(
         ));
     }
     let mut resolved = properties.clone();
+    crate::root::fold_provider_configs(&mut resolved)?;
     let mut origin = TemplateOrigin::Inline;
     if let Some(link) = &properties.template_link {
         if non_empty(&link.id).is_none() && non_empty(&link.uri).is_none() {

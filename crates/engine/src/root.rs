@@ -6,7 +6,7 @@ use std::rc::Rc;
 use std::sync::Arc;
 
 use cairn_arm::models::deployment::{DeploymentProperties, DeploymentResourceReference};
-use cairn_arm::models::extension::DeploymentExtension;
+use cairn_arm::models::extension::{DeploymentExtension, ExtensionConfig, ExtensionConfigs};
 use cairn_arm::models::operation::TargetResource;
 use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_eval::ScopeKind;
@@ -122,6 +122,71 @@ pub(crate) fn parameters_file(
         .map(diagnostic_detail)
         .collect();
     (file, errors)
+}
+
+/// Folds a request's `deploymentProviderConfigs` (REP 0004; also spelled `deploymentProviderConfigurations`) into
+/// its `extensionConfigs`, reading the items as a parameters file reads them (`reference` is a Key Vault
+/// reference), so that sealing, expansion and records see one form and the other is never stored.
+pub(crate) fn fold_provider_configs(properties: &mut DeploymentProperties) -> Result<(), ArmError> {
+    let Some(configs) = properties.deployment_provider_configs.take() else {
+        return Ok(());
+    };
+    let invalid = |details: Vec<ErrorDetail>| {
+        ArmError::new(
+            400,
+            "InvalidRequestContent",
+            "The request's 'deploymentProviderConfigs' are not valid; see the details.",
+        )
+        .with_details(details)
+    };
+    let doc = json!({ "deploymentProviderConfigs": Json::Object(configs.0) });
+    let (file, diags) = ParametersFile::parse(&Node::from_json(&doc));
+    let errors: Vec<ErrorDetail> = diags
+        .iter()
+        .filter(|d| d.is_error())
+        .map(|d| diagnostic_detail(d).with_target(format!("properties.{}", d.target)))
+        .collect();
+    if !errors.is_empty() {
+        return Err(invalid(errors));
+    }
+    let merged = properties
+        .extension_configs
+        .get_or_insert_with(ExtensionConfigs::default);
+    for input in file.extension_configs {
+        let target = format!("properties.{}", input.path);
+        if merged.keys().any(|a| a.eq_ignore_ascii_case(&input.alias)) {
+            return Err(invalid(vec![
+                ErrorDetail::new(
+                    "InvalidExtensionConfig",
+                    format!(
+                        "The config of extension '{}' is given in both 'extensionConfigs' and \
+                         'deploymentProviderConfigs'.",
+                        input.alias
+                    ),
+                )
+                .with_target(target),
+            ]));
+        }
+        let mut config = ExtensionConfig::new();
+        for (property, item) in input.items {
+            // The item may hold a secret: the message names the property, never the value.
+            let item = serde_json::from_value(item.to_json()).map_err(|_| {
+                invalid(vec![
+                    ErrorDetail::new(
+                        "InvalidExtensionConfig",
+                        format!(
+                            "The config property '{property}' of extension '{}' is not a value or a Key Vault reference.",
+                            input.alias
+                        ),
+                    )
+                    .with_target(format!("{target}.{property}")),
+                ])
+            })?;
+            config.insert(property, item);
+        }
+        merged.insert(input.alias, config);
+    }
+    Ok(())
 }
 
 /// FNV-1a of the template text as a decimal string, shaped like ARM's `templateHash`.

@@ -710,6 +710,7 @@ impl Run {
                 });
                 DeploymentExtension {
                     alias: Some(e.alias.clone()),
+                    deployment_id: Some(self.key.to_string()),
                     name: e.name.clone(),
                     version: e.version.clone(),
                     config_id,
@@ -806,13 +807,13 @@ impl Run {
         nested_extensions.sort_by_key(|(i, _)| by_position(i));
         let output_resources: Vec<DeploymentResourceReference> =
             output_resources.into_iter().flat_map(|(_, r)| r).collect();
+        // Across the tree, an extension entry is keyed by the deployment that declared it and its alias.
         let mut extensions = self.extensions_of(expansion);
         for (_, nested) in nested_extensions {
             for e in nested {
-                if !extensions
-                    .iter()
-                    .any(|x| x.same_identity(&e) && x.alias == e.alias)
-                {
+                if !extensions.iter().any(|x| {
+                    x.same_identity(&e) && x.alias == e.alias && x.deployment_id == e.deployment_id
+                }) {
                     extensions.push(e);
                 }
             }
@@ -959,6 +960,7 @@ impl Run {
                 .or_else(|| Some(identity.key.clone())),
             extension: ext.map(|e| DeploymentExtension {
                 alias: Some(e.alias.clone()),
+                deployment_id: None,
                 name: e.name.clone(),
                 version: e.version.clone(),
                 config_id,
@@ -1294,6 +1296,7 @@ impl Run {
             done.output_resources.push(DeploymentResourceReference {
                 extension: Some(DeploymentExtension {
                     alias: None,
+                    deployment_id: None,
                     name: ext.name.clone(),
                     version: ext.version.clone(),
                     config_id: deployed.config_id.clone(),

@@ -4,9 +4,10 @@
 //! comparison as noise) and `get`. Change types: `Create`, `Modify`, `NoChange`, `Deploy` (cannot tell: depends
 //! on values known only while deploying), `Unsupported` (no provider, or preview not supported), `Ignore`
 //! (resources an earlier run of this deployment created that the template no longer names; Incremental mode
-//! leaves them alone).
+//! leaves them alone). Extension resources are named by extension, type and identifiers, never an ARM id.
 
 use std::cell::RefCell;
+use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
@@ -14,6 +15,7 @@ use cairn_arm::models::deployment::{
     DeploymentProperties, DeploymentWhatIfSettings, WhatIfResultFormat,
 };
 use cairn_arm::models::extension::DeploymentExtension;
+use cairn_arm::models::operation::TargetResource;
 use cairn_arm::models::what_if::{
     ChangeType, PropertyChangeType, WhatIfChange, WhatIfOperationProperties, WhatIfOperationResult,
     WhatIfPropertyChange,
@@ -116,6 +118,7 @@ pub(crate) async fn what_if(
     let deployment_id = key.to_string();
     walk(&run, &expansion, &hook, &collector, &deployment_id, 0).await;
     let mut collector = collector.into_inner();
+    identify_from_last_run(env, &mut collector.changes).await;
     // Resources an earlier run of this deployment wrote that the template no longer names.
     if let Ok(page) = env
         .store
@@ -159,6 +162,7 @@ pub(crate) async fn what_if(
                 change.identifiers = ext.identifiers.clone();
                 change.extension = ext.name.clone().map(|name| DeploymentExtension {
                     alias: None,
+                    deployment_id: None,
                     name,
                     version: ext.version.clone().unwrap_or_default(),
                     config_id: ext.config_id.clone(),
@@ -181,6 +185,66 @@ pub(crate) async fn what_if(
         }),
         error: None,
     })
+}
+
+/// Gives an extension resource whose change could not be previewed (config not resolvable, preview unsupported,
+/// body not evaluable) the identifiers its deployment's last run gave it: the journal's operation for the same
+/// symbolic name and type, when exactly one says. An extension resource is known by extension, type and
+/// identifiers; without them the change would not say which resource it is, and the record of it would show again
+/// as `Ignore`.
+async fn identify_from_last_run(env: &EngineEnv, changes: &mut [WhatIfChange]) {
+    let mut journals: HashMap<String, Vec<TargetResource>> = HashMap::new();
+    for change in changes.iter_mut() {
+        let (Some(extension), Some(symbolic), Some(deployment), None) = (
+            &change.extension,
+            &change.symbolic_name,
+            &change.deployment_id,
+            &change.identifiers,
+        ) else {
+            continue;
+        };
+        if !journals.contains_key(deployment) {
+            let targets = last_run_targets(env, deployment).await;
+            journals.insert(deployment.clone(), targets);
+        }
+        let resource_type = change.resource_type.as_deref().unwrap_or_default();
+        let mut matching = journals[deployment].iter().filter(|t| {
+            t.symbolic_name.as_deref() == Some(symbolic.as_str())
+                && t.resource_type
+                    .as_deref()
+                    .is_some_and(|ty| ty.eq_ignore_ascii_case(resource_type))
+                && t.extension
+                    .as_ref()
+                    .is_some_and(|e| e.name.eq_ignore_ascii_case(&extension.name))
+                && t.identifiers.is_some()
+        });
+        if let (Some(only), None) = (matching.next(), matching.next()) {
+            change.identifiers = only.identifiers.clone();
+            if let Some(e) = &mut change.extension
+                && e.config_id.is_none()
+            {
+                e.config_id = only.extension.as_ref().and_then(|x| x.config_id.clone());
+            }
+        }
+    }
+}
+
+/// The targets of the last run's create operations of the deployment `deployment_id` (none when it never ran).
+async fn last_run_targets(env: &EngineEnv, deployment_id: &str) -> Vec<TargetResource> {
+    let Some(key) = crate::root::deployment_key_of(deployment_id) else {
+        return Vec::new();
+    };
+    let Ok(Some(record)) = env.store.get_deployment(&key).await else {
+        return Vec::new();
+    };
+    let Ok(operations) = env.store.latest_operations(&record.id).await else {
+        return Vec::new();
+    };
+    operations
+        .into_iter()
+        .filter(|op| op.step.provisioning_operation == "Create")
+        .filter_map(|op| serde_json::from_value(op.step.target_resource?).ok())
+        .collect()
 }
 
 fn walk<'f>(
@@ -291,6 +355,7 @@ fn base_change(
     if let Some(e) = &identity.extension {
         change.extension = Some(DeploymentExtension {
             alias: None,
+            deployment_id: None,
             name: e.name.clone(),
             version: e.version.clone(),
             config_id: None,

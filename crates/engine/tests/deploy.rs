@@ -43,7 +43,8 @@ async fn dependencies_order_resources_and_reference_answers_from_the_extension()
     assert!(first["referenceId"].as_str().unwrap().starts_with("01-"));
     assert_eq!(
         p["extensions"],
-        json!([{"alias": "fake", "name": "Fake", "version": "1.0.0", "configId": "c1"}])
+        json!([{"alias": "fake", "deploymentId": format!("{RG}/providers/Microsoft.Resources/deployments/order"),
+                "name": "Fake", "version": "1.0.0", "configId": "c1"}])
     );
     assert!(p["correlationId"].is_string() && p["duration"].as_str().unwrap().starts_with("PT"));
     let deps = p["dependencies"].as_array().unwrap();

@@ -261,3 +261,49 @@ async fn what_if_never_shows_key_vault_secret_values() {
         .clone();
     assert_eq!(secret_change["changeType"], "Deploy", "{secret_change:#}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_resources_that_cannot_be_previewed_are_named_by_extension_type_and_identifiers()
+{
+    let env = setup().await;
+    let template = fake_template(
+        json!({ "a": widget("a", json!({})), "gone": widget("gone", json!({})) }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "wi", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+
+    // The config now points at a secret that does not exist: nothing of the alias can be previewed.
+    let next = fake_template(json!({ "a": widget("a", json!({})) }), json!({}));
+    let mut request = what_if_request(next, None);
+    request.properties.extension_configs = serde_json::from_value(json!({ "fake": {
+        "token": { "keyVaultReference": {
+            "keyVault": { "id": format!("{RG}/providers/Microsoft.KeyVault/vaults/none") }, "secretName": "x" } }
+    } }))
+    .unwrap();
+    let result = env.engine.what_if(RG, "wi", request).await.unwrap();
+    let result = serde_json::to_value(result).unwrap();
+    let changes = result["properties"]["changes"].as_array().unwrap();
+    let of = |name: &str| -> Vec<&Value> {
+        changes
+            .iter()
+            .filter(|c| c["identifiers"]["name"] == name)
+            .collect()
+    };
+    // One change for `a`, unsupported, known by its extension, type and identifiers (not a second `Ignore`).
+    let a = of("a");
+    assert_eq!(a.len(), 1, "{changes:#?}");
+    assert_eq!(a[0]["changeType"], "Unsupported", "{:#}", a[0]);
+    assert_eq!(a[0]["resourceType"], "widget");
+    assert_eq!(a[0]["identifiers"], json!({ "name": "a" }));
+    assert_eq!(a[0]["extension"]["name"], "Fake");
+    assert!(a[0].get("resourceId").is_none(), "{:#}", a[0]);
+    // What the template no longer names is ignored, by the same keys.
+    let gone = of("gone");
+    assert_eq!(gone.len(), 1, "{changes:#?}");
+    assert_eq!(gone[0]["changeType"], "Ignore");
+    assert_eq!(gone[0]["resourceType"], "widget");
+    assert_eq!(gone[0]["extension"]["name"], "Fake");
+    assert!(gone[0].get("resourceId").is_none(), "{:#}", gone[0]);
+    assert_eq!(changes.len(), 2, "{changes:#?}");
+}

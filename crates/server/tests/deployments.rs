@@ -621,3 +621,136 @@ async fn deleting_a_group_deletes_its_local_key_vaults() {
             .is_some()
     );
 }
+
+/// A template writing `root.txt` through Local, with a nested deployment (`files-inner`) that declares Local
+/// again (config inherited whole) and writes `inner.txt`.
+fn provider_config_template() -> Value {
+    let local = json!({"local": {"name": "Local", "version": "1.0.0",
+                                 "config": {"rootDirectory": {"type": "string"}}}});
+    json!({
+        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+        "languageVersion": "2.2-experimental",
+        "contentVersion": "1.0.0.0",
+        "extensions": local,
+        "resources": {
+            "root": {"extension": "local", "type": "File", "properties": {"path": "root.txt", "content": "r"}},
+            "inner": {
+                "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "files-inner",
+                "properties": {
+                    "mode": "Incremental",
+                    "expressionEvaluationOptions": {"scope": "inner"},
+                    "extensionConfigs": {"local": "[extensions('local').config]"},
+                    "template": {
+                        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                        "languageVersion": "2.2-experimental",
+                        "contentVersion": "1.0.0.0",
+                        "extensions": local,
+                        "resources": {"file": {"extension": "local", "type": "File",
+                                               "properties": {"path": "inner.txt", "content": "i"}}}
+                    }
+                }
+            }
+        }
+    })
+}
+
+#[tokio::test]
+async fn provider_configs_in_the_body_and_extensions_with_their_deployment_ids() {
+    let app = TestApp::new().await;
+    create_group(&app, "providers").await;
+    let scope = rg("providers");
+    for (name, key) in [
+        ("spelled-short", "deploymentProviderConfigs"),
+        ("spelled-long", "deploymentProviderConfigurations"),
+    ] {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path().to_str().unwrap().to_owned();
+        let path = deployment(&scope, name);
+        let request = json!({"properties": {"mode": "Incremental", "template": provider_config_template(),
+                                            key: {"local": {"rootDirectory": {"value": root}}}}});
+        let put = call(
+            &app.router,
+            "PUT",
+            &format!("{path}?{V}"),
+            Some(request.to_string()),
+            None,
+        )
+        .await;
+        assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+        let status = poll_status(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+        assert_eq!(status.json["status"], "Succeeded", "{key}: {}", status.text);
+        assert!(dir.path().join("root.txt").exists() && dir.path().join("inner.txt").exists());
+
+        // Both deployments' extensions, each with the id of the deployment that declared it; a deployment the
+        // API started (not a stack) never shows config.
+        let got = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
+        let extensions = got.json["properties"]["extensions"].as_array().unwrap();
+        let mut ids: Vec<String> = extensions
+            .iter()
+            .map(|e| {
+                assert_eq!(
+                    (&e["alias"], &e["name"], &e["version"]),
+                    (&json!("local"), &json!("Local"), &json!("1.0.0")),
+                    "{e}"
+                );
+                assert!(e.get("config").is_none(), "{e}");
+                e["deploymentId"].as_str().unwrap().to_owned()
+            })
+            .collect();
+        ids.sort();
+        let mut expected = vec![path.clone(), deployment(&scope, "files-inner")];
+        expected.sort();
+        let lower = |v: Vec<String>| -> Vec<String> {
+            v.into_iter().map(|s| s.to_ascii_lowercase()).collect()
+        };
+        assert_eq!(lower(ids), lower(expected), "{}", got.text);
+        let nested = call(
+            &app.router,
+            "GET",
+            &format!("{}?{V}", deployment(&scope, "files-inner")),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(
+            nested.json["properties"]["extensions"][0]["deploymentId"]
+                .as_str()
+                .map(str::to_ascii_lowercase),
+            Some(deployment(&scope, "files-inner").to_ascii_lowercase()),
+            "{}",
+            nested.text
+        );
+
+        // The body form is stored as extensionConfigs, sealed like them: the value is not in the record.
+        let record = app
+            .store
+            .get_deployment(&DeploymentKey::new(&scope, name))
+            .await
+            .unwrap()
+            .unwrap();
+        let stored = record.request.to_string();
+        assert!(!stored.contains(&root), "{stored}");
+        assert!(!stored.contains(key), "{stored}");
+    }
+
+    // One alias given in both forms is refused, and nothing is stored.
+    let path = deployment(&scope, "both");
+    let request = json!({"properties": {"mode": "Incremental", "template": provider_config_template(),
+        "extensionConfigs": {"local": {"rootDirectory": {"value": "/a"}}},
+        "deploymentProviderConfigs": {"local": {"rootDirectory": {"value": "/b"}}}}});
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{path}?{V}"),
+        Some(request.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status, StatusCode::BAD_REQUEST, "{}", put.text);
+    assert_eq!(
+        put.json["error"]["details"][0]["target"],
+        "properties.deploymentProviderConfigs.local"
+    );
+    let gone = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
+    assert_eq!(gone.status, StatusCode::NOT_FOUND);
+}

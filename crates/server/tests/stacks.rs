@@ -520,3 +520,69 @@ async fn deployment_scopes_outside_the_stack_are_refused() {
     assert_eq!(refused.status.as_u16(), 400, "{}", refused.text);
     assert_eq!(refused.json["error"]["code"], "LocationRequired");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_in_or_into_a_missing_resource_group_is_404_and_saves_nothing() {
+    let app = TestApp::new().await;
+    let missing = format!("{SUB}/resourceGroups/missing");
+    let stack = format!("{missing}/providers/Microsoft.Resources/deploymentStacks/st");
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{stack}?api-version=2025-07-01"),
+        Some(stack_body(&["v"]).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 404, "{}", put.text);
+    assert_eq!(put.json["error"]["code"], "ResourceGroupNotFound");
+    assert!(put.headers.get("azure-asyncoperation").is_none());
+    let got = call(
+        &app.router,
+        "GET",
+        &format!("{stack}?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(got.status.as_u16(), 404, "{}", got.text);
+    assert_eq!(got.json["error"]["code"], "DeploymentStackNotFound");
+    for scope in [missing.as_str(), SUB] {
+        let list = call(
+            &app.router,
+            "GET",
+            &format!(
+                "{scope}/providers/Microsoft.Resources/deploymentStacks?api-version=2025-07-01"
+            ),
+            None,
+            None,
+        )
+        .await;
+        assert_eq!(list.json["value"], json!([]), "{scope}: {}", list.text);
+    }
+
+    // A subscription stack deploying into a missing group: the same, and the stack is not stored either.
+    let sub_stack = format!("{SUB}/providers/Microsoft.Resources/deploymentStacks/into");
+    let mut body = stack_body(&["v"]);
+    body["location"] = json!("westus");
+    body["properties"]["deploymentScope"] = json!(missing);
+    let put = call(
+        &app.router,
+        "PUT",
+        &format!("{sub_stack}?api-version=2025-07-01"),
+        Some(body.to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 404, "{}", put.text);
+    assert_eq!(put.json["error"]["code"], "ResourceGroupNotFound");
+    let got = call(
+        &app.router,
+        "GET",
+        &format!("{sub_stack}?api-version=2025-07-01"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(got.status.as_u16(), 404, "{}", got.text);
+}

@@ -64,6 +64,21 @@ pub use crate::recovery::StackRecoveryReport;
 pub use crate::state::SHARE_TAG;
 pub use crate::what_if::WhatIfAccepted;
 
+/// A stack delete under way in this process ([`StackService::delete_and_report`]).
+#[derive(Debug)]
+pub struct DeleteRun {
+    outcome: tokio::sync::oneshot::Receiver<DeploymentStack>,
+}
+
+impl DeleteRun {
+    /// Waits for the delete to end: the stack as the operation left it, with `deletedResources`,
+    /// `detachedResources` and `failedResources` (`succeeded` when the record is gone, `failed` when it stays).
+    /// `None` when the outcome could not be recorded (the stack's record says what is known).
+    pub async fn finished(self) -> Option<DeploymentStack> {
+        self.outcome.await.ok()
+    }
+}
+
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
 pub struct StackServiceSettings {
@@ -570,7 +585,9 @@ impl StackService {
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
         check_location(scope, &request)?;
-        deployment_scope_of(scope, &request.properties)?;
+        let deployment_scope = deployment_scope_of(scope, &request.properties)?;
+        self.check_resource_groups(&[scope, &deployment_scope])
+            .await?;
         validation::check_stack_template(&self.inner.engine, name, &request.properties).await?;
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let existing = self.load(scope, name).await?;
@@ -597,6 +614,34 @@ impl StackService {
             service.release(&scope, &name, &owner).await;
         });
         Ok(accepted)
+    }
+
+    /// 404 `ResourceGroupNotFound` when one of `scopes` is a resource group that does not exist (the stack's own,
+    /// or the one it deploys into): checked before anything is stored, as the engine checks a deployment's.
+    async fn check_resource_groups(&self, scopes: &[&str]) -> Result<(), ArmError> {
+        if !self.inner.engine.settings().require_resource_groups {
+            return Ok(());
+        }
+        for scope in scopes {
+            let Ok(id) = ResourceId::parse(scope) else {
+                continue;
+            };
+            let (ResourceIdKind::ResourceGroup, Some(subscription), Some(group)) =
+                (id.kind(), id.subscription_id(), id.resource_group_name())
+            else {
+                continue;
+            };
+            let found = self
+                .inner
+                .store
+                .get_resource_group(subscription, group)
+                .await
+                .map_err(store_error)?;
+            if found.is_none() {
+                return Err(ArmError::resource_group_not_found(group));
+            }
+        }
+        Ok(())
     }
 
     async fn accept_put(
@@ -972,6 +1017,17 @@ impl StackService {
         errors: Vec<ErrorDetail>,
         started: Instant,
     ) -> Result<(), ArmError> {
+        Self::mark_failed(&mut stack, &state, errors, started);
+        self.finish(fence, &stack, &state).await
+    }
+
+    /// The stack as a failed operation leaves it: `failed` with `errors`, managing `state`'s set.
+    fn mark_failed(
+        stack: &mut DeploymentStack,
+        state: &StoredState,
+        errors: Vec<ErrorDetail>,
+        started: Instant,
+    ) {
         let p = &mut stack.properties;
         p.resources = Some(state.managed_set.to_references());
         p.deployment_extensions = Some(state.managed_set.deployment_extensions());
@@ -981,7 +1037,6 @@ impl StackService {
             _ => update_failed(errors),
         });
         p.duration = Some(iso_duration(started.elapsed()));
-        self.finish(fence, &stack, &state).await
     }
 
     /// The operation's last write: the stack in a terminal state, no operation pending.
@@ -1088,9 +1143,26 @@ impl StackService {
         options: StackDeleteOptions,
         correlation_id: Option<String>,
     ) -> Result<bool, ArmError> {
+        let started = self
+            .delete_and_report(scope, name, options, correlation_id)
+            .await?;
+        Ok(started.is_some())
+    }
+
+    /// [`StackService::delete`] for a caller in this process that wants the outcome: `None` when there is no such
+    /// stack, else the running delete, whose [`DeleteRun::finished`] gives the stack as the operation left it.
+    /// A successful delete removes the record (a reader polling it may never see the last resources it unmanaged);
+    /// the outcome still lists every one.
+    pub async fn delete_and_report(
+        &self,
+        scope: &str,
+        name: &str,
+        options: StackDeleteOptions,
+        correlation_id: Option<String>,
+    ) -> Result<Option<DeleteRun>, ArmError> {
         check_actions(&options.action_on_unmanage)?;
         let Some((_, current, _)) = self.load(scope, name).await? else {
-            return Ok(false);
+            return Ok(None);
         };
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
         let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
@@ -1126,7 +1198,7 @@ impl StackService {
             Ok(Some(found)) => found,
             Ok(None) => {
                 self.release(scope, name, &owner).await;
-                return Ok(false);
+                return Ok(None);
             }
             Err(error) => {
                 self.release(scope, name, &owner).await;
@@ -1134,6 +1206,7 @@ impl StackService {
                 return Err(error);
             }
         };
+        let (report, outcome) = tokio::sync::oneshot::channel();
         self.spawn_delete(
             lease,
             owner,
@@ -1142,11 +1215,13 @@ impl StackService {
             state,
             options.action_on_unmanage,
             correlation_id,
+            Some(report),
         );
-        Ok(true)
+        Ok(Some(DeleteRun { outcome }))
     }
 
-    /// Runs a delete in the background under `lease` (renewed until it ends, then released).
+    /// Runs a delete in the background under `lease` (renewed until it ends, then released); the stack as the
+    /// delete left it goes to `report`, once the lease is released.
     #[allow(clippy::too_many_arguments)]
     fn spawn_delete(
         &self,
@@ -1157,19 +1232,23 @@ impl StackService {
         state: StoredState,
         action: cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: String,
+        report: Option<tokio::sync::oneshot::Sender<DeploymentStack>>,
     ) {
         let stop = self.heartbeat(lease.name, owner.clone());
         let service = self.clone();
         let (scope, name) = (fence.scope().to_owned(), fence.name().to_owned());
         tokio::spawn(async move {
-            if let Err(error) = service
+            let outcome = service
                 .run_delete(&fence, stack, state, &action, &correlation_id)
-                .await
-            {
+                .await;
+            if let Err(error) = &outcome {
                 tracing::error!(stack = name, error = %error.detail().message(), "stack delete could not be recorded");
             }
             let _ = stop.send(());
             service.release(&scope, &name, &owner).await;
+            if let (Some(report), Ok(stack)) = (report, outcome) {
+                let _ = report.send(stack);
+            }
         });
     }
 
@@ -1180,15 +1259,15 @@ impl StackService {
         mut state: StoredState,
         action: &cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: &str,
-    ) -> Result<(), ArmError> {
+    ) -> Result<DeploymentStack, ArmError> {
         let started = Instant::now();
         let ownership = self.ownership(fence.scope(), fence.name()).await?;
         let diff = match unmanage_all(&state.managed_set, action, &ownership) {
             Ok(diff) => diff,
             Err(error) => {
-                return self
-                    .fail_with(fence, stack, state, vec![error.to_error_detail()], started)
-                    .await;
+                Self::mark_failed(&mut stack, &state, vec![error.to_error_detail()], started);
+                self.finish(fence, &stack, &state).await?;
+                return Ok(stack);
             }
         };
         let result = self
@@ -1199,18 +1278,23 @@ impl StackService {
                 Some((fence, stack.clone(), state.clone())),
             )
             .await?;
-        if result.error.is_none() {
-            return self.delete_fenced(fence).await;
-        }
         state.managed_set = result.resources.clone();
         result.apply_to(&mut stack.properties);
+        let succeeded = result.error.is_none();
         let p = &mut stack.properties;
         p.correlation_id = Some(correlation_id.to_owned());
         p.resources = Some(state.managed_set.to_references());
         p.deployment_extensions = Some(state.managed_set.deployment_extensions());
-        p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
         p.duration = Some(iso_duration(started.elapsed()));
-        self.finish(fence, &stack, &state).await
+        if succeeded {
+            // The record goes; the stack as it ended is only the caller's to report.
+            p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);
+            self.delete_fenced(fence).await?;
+        } else {
+            p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
+            self.finish(fence, &stack, &state).await?;
+        }
+        Ok(stack)
     }
 
     /// Validates a stack body and its deployment without running anything (`POST .../validate`). An invalid

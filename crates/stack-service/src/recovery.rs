@@ -159,6 +159,7 @@ impl StackService {
                     state,
                     action_on_unmanage,
                     correlation_id,
+                    None,
                 );
                 Ok(Recovered::ResumedDelete)
             }

@@ -7,6 +7,13 @@ use cairn_json::{Node, Span};
 use crate::config::normalize_config_item;
 use crate::diagnostics::{Diagnostic, join_path};
 
+/// The top-level members that hold extension configs: `extensionConfigs` and REP 0004's two spellings.
+pub const EXTENSION_CONFIG_KEYS: [&str; 3] = [
+    "extensionConfigs",
+    "deploymentProviderConfigs",
+    "deploymentProviderConfigurations",
+];
+
 /// A Key Vault secret reference: `{ keyVault: { id }, secretName, secretVersion? }`.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -93,7 +100,9 @@ impl ParametersFile {
             || root
                 .get_ci("parameters")
                 .is_some_and(|p| p.as_object().is_some())
-            || root.get_ci("extensionConfigs").is_some();
+            || EXTENSION_CONFIG_KEYS
+                .iter()
+                .any(|key| root.get_ci(key).is_some());
         let (params, prefix) = if is_full_file {
             (
                 root.get_ci("parameters")
@@ -119,11 +128,7 @@ impl ParametersFile {
                 ),
             }
         }
-        for key in [
-            "extensionConfigs",
-            "deploymentProviderConfigs",
-            "deploymentProviderConfigurations",
-        ] {
+        for key in EXTENSION_CONFIG_KEYS {
             let Some(configs) = root.get_ci(key) else {
                 continue;
             };
@@ -241,6 +246,28 @@ mod tests {
                 .contains_key("keyVaultReference")
         );
         assert_eq!(file.extension_configs.len(), 9);
+    }
+
+    #[test]
+    fn provider_configs_alone_make_a_full_file() {
+        let (file, diags) = ParametersFile::parse(
+            &cairn_json::parse(
+                r#"{"deploymentProviderConfigs": {"k8s": {"namespace": {"value": "apps"},
+                    "kubeConfig": {"reference": {"keyVault": {"id": "/v"}, "secretName": "kc"}}}}}"#,
+            )
+            .unwrap(),
+        );
+        assert!(diags.is_empty(), "{diags:?}");
+        assert!(file.parameters.is_empty(), "{:?}", file.parameters);
+        let k8s = &file.extension_configs[0];
+        assert_eq!(k8s.alias, "k8s");
+        assert!(
+            k8s.items[1]
+                .1
+                .as_object()
+                .unwrap()
+                .contains_key("keyVaultReference")
+        );
     }
 
     #[test]

@@ -10,7 +10,7 @@ use crate::id::ResourceId;
 use crate::models::common::{
     DebugSetting, ListResult, ParametersLink, SystemData, Tags, TemplateLink, ValidationLevel,
 };
-use crate::models::extension::{DeploymentExtension, ExtensionConfigs};
+use crate::models::extension::{DeploymentExtension, ExtensionConfigs, ProviderConfigs};
 use crate::models::parameters::{DeploymentParameters, ExternalInputDefinitions, ExternalInputs};
 use crate::wire::extensible_enum;
 
@@ -39,6 +39,14 @@ macro_rules! deployment_properties {
             /// Extension configs, `{alias: {property: item}}`.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub extension_configs: Option<ExtensionConfigs>,
+            /// REP 0004's form of extension configs (`deploymentProviderConfigs`, also spelled
+            /// `deploymentProviderConfigurations`); the engine folds it into `extension_configs`.
+            #[serde(
+                default,
+                alias = "deploymentProviderConfigurations",
+                skip_serializing_if = "Option::is_none"
+            )]
+            pub deployment_provider_configs: Option<ProviderConfigs>,
             /// Required.
             pub mode: DeploymentMode,
             #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -85,6 +93,7 @@ impl DeploymentProperties {
             external_inputs: None,
             external_input_definitions: None,
             extension_configs: None,
+            deployment_provider_configs: None,
             mode,
             debug_setting: None,
             on_error_deployment: None,
@@ -113,6 +122,29 @@ deployment_properties! {
 }
 
 impl DeploymentWhatIfProperties {
+    /// The what-if properties of a deployment request with `settings`; the inverse of `into_parts`.
+    pub fn from_parts(
+        properties: DeploymentProperties,
+        what_if_settings: Option<DeploymentWhatIfSettings>,
+    ) -> Self {
+        Self {
+            template: properties.template,
+            template_link: properties.template_link,
+            parameters: properties.parameters,
+            parameters_link: properties.parameters_link,
+            external_inputs: properties.external_inputs,
+            external_input_definitions: properties.external_input_definitions,
+            extension_configs: properties.extension_configs,
+            deployment_provider_configs: properties.deployment_provider_configs,
+            mode: properties.mode,
+            debug_setting: properties.debug_setting,
+            on_error_deployment: properties.on_error_deployment,
+            expression_evaluation_options: properties.expression_evaluation_options,
+            validation_level: properties.validation_level,
+            what_if_settings,
+        }
+    }
+
     /// Splits into the deployment properties the engine plans with and the what-if settings.
     pub fn into_parts(self) -> (DeploymentProperties, Option<DeploymentWhatIfSettings>) {
         let properties = DeploymentProperties {
@@ -123,6 +155,7 @@ impl DeploymentWhatIfProperties {
             external_inputs: self.external_inputs,
             external_input_definitions: self.external_input_definitions,
             extension_configs: self.extension_configs,
+            deployment_provider_configs: self.deployment_provider_configs,
             mode: self.mode,
             debug_setting: self.debug_setting,
             on_error_deployment: self.on_error_deployment,

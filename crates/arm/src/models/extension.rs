@@ -1,12 +1,13 @@
 //! Bicep extension shapes in the deployments and stacks APIs: `extensionConfigs` inputs (alias → property →
 //! item), config items with their directives (`value`, `keyVaultReference`, `apiReference`), and the
-//! `extensions[]` / `deploymentExtensions[]` / `extension` references in responses.
+//! `extensions[]` / `deploymentExtensions[]` / `extension` references in responses, and REP 0004's
+//! `deploymentProviderConfigs` request form.
 
 use std::fmt;
 
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use crate::models::common::KeyVaultParameterReference;
 use crate::models::parameters::Redacted;
@@ -17,6 +18,22 @@ pub type ExtensionConfig = IndexMap<String, DeploymentExtensionConfigItem>;
 
 /// `extensionConfigs`: `{alias: {property: item}}`; the keys are the template's extension aliases.
 pub type ExtensionConfigs = IndexMap<String, ExtensionConfig>;
+
+/// REP 0004's spelling of `extensionConfigs` in a deployment request, `deploymentProviderConfigs` (also
+/// `deploymentProviderConfigurations`): `{alias: {property: {value} | {reference: {keyVault, secretName}}}}`.
+/// Kept as raw JSON because its items are not `extensionConfigs` items; the engine normalises them into
+/// `extensionConfigs` before anything is stored. `Debug` shows the aliases only.
+#[derive(Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct ProviderConfigs(pub Map<String, Value>);
+
+impl fmt::Debug for ProviderConfigs {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_map()
+            .entries(self.0.keys().map(|k| (k, Redacted)))
+            .finish()
+    }
+}
 
 /// One config property: a literal `value`, or a directive to fetch it later (`keyVaultReference`, or the
 /// REP 0006 `apiReference`). `type` is read-only (set in responses; dropped from the 2026-06-01 API).
@@ -114,6 +131,10 @@ pub struct DeploymentExtension {
     /// The template alias (deployments only).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub alias: Option<String>,
+    /// The ARM id of the deployment whose template declared the alias (deployments only): a deployment's
+    /// `extensions[]` lists its nested deployments' extensions too, keyed by `deploymentId` + `alias` (REP 0006).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deployment_id: Option<String>,
     pub name: String,
     pub version: String,
     /// Returned by the extension; identifies the control plane the config points at.
@@ -127,10 +148,11 @@ pub struct DeploymentExtension {
 }
 
 impl DeploymentExtension {
-    /// The same extension without alias and config: the form used inside resource references.
+    /// The same extension without alias, deployment and config: the form used inside resource references.
     pub fn reference(&self) -> Self {
         Self {
             alias: None,
+            deployment_id: None,
             name: self.name.clone(),
             version: self.version.clone(),
             config_id: self.config_id.clone(),
@@ -173,8 +195,19 @@ mod tests {
     }
 
     #[test]
+    fn provider_configs_debug_shows_aliases_only() {
+        let configs: ProviderConfigs = serde_json::from_value(
+            json!({"k8s": {"kubeConfig": {"value": "kubeconfig-contents"}}}),
+        )
+        .unwrap();
+        let shown = format!("{configs:?}");
+        assert!(shown.contains("k8s") && !shown.contains("kubeconfig-contents"));
+    }
+
+    #[test]
     fn identity_ignores_alias_and_config() {
-        let a: DeploymentExtension = serde_json::from_value(json!({"alias": "k8s", "name": "Kubernetes", "version": "1.0.0", "configId": "X", "config": {}})).unwrap();
+        let a: DeploymentExtension = serde_json::from_value(json!({"alias": "k8s", "deploymentId": "/d", "name": "Kubernetes", "version": "1.0.0", "configId": "X", "config": {}})).unwrap();
+        assert_eq!(a.deployment_id.as_deref(), Some("/d"));
         let b = a.reference();
         assert!(a.same_identity(&b));
         assert_eq!(

@@ -11,7 +11,7 @@ use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
 use cairn_engine::{Engine, EngineSettings, Providers, RecoveryPolicy};
 use cairn_host::{ExtensionHost, HostSettings};
-use cairn_stack_service::{StackService, StackServiceSettings};
+use cairn_stack_service::{DeleteRun, StackService, StackServiceSettings};
 use cairn_store::{PageRequest, Store};
 use cairn_store_sqlite::SqliteStore;
 use serde::Serialize;
@@ -36,12 +36,14 @@ pub(crate) struct LocalStacks {
     store: Arc<dyn Store>,
 }
 
-/// A create/update or delete the backend took: the stack as accepted (`Null` for a delete) and how long to wait
-/// between reads of the stack while it runs.
+/// A create/update or delete the backend took: the stack as accepted (`Null` for a delete), how long to wait
+/// between reads of the stack while it runs, and for a delete in this process its outcome (the record of a
+/// successful delete is gone before a read can show its last resources; the outcome still lists them).
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) stack: Value,
     pub(crate) poll: Duration,
+    pub(crate) outcome: Option<DeleteRun>,
 }
 
 fn to_json<T: Serialize>(value: &T) -> Result<Value, Failure> {
@@ -76,6 +78,7 @@ impl StackBackend {
                 Ok(Started {
                     stack: to_json(&accepted.stack)?,
                     poll: LOCAL_POLL,
+                    outcome: None,
                 })
             }
             StackBackend::Remote(r) => {
@@ -83,6 +86,7 @@ impl StackBackend {
                 Ok(Started {
                     stack: accepted.body,
                     poll: accepted.poll,
+                    outcome: None,
                 })
             }
         }
@@ -126,10 +130,14 @@ impl StackBackend {
     ) -> Result<Option<Started>, Failure> {
         match self {
             StackBackend::Local(l) => {
-                let started = l.service.delete(scope, name, options.clone(), None).await?;
-                Ok(started.then_some(Started {
+                let run = l
+                    .service
+                    .delete_and_report(scope, name, options.clone(), None)
+                    .await?;
+                Ok(run.map(|run| Started {
                     stack: Value::Null,
                     poll: LOCAL_POLL,
+                    outcome: Some(run),
                 }))
             }
             StackBackend::Remote(r) => {
@@ -138,6 +146,7 @@ impl StackBackend {
                     .map(|accepted| Started {
                         stack: accepted.body,
                         poll: accepted.poll,
+                        outcome: None,
                     }))
             }
         }

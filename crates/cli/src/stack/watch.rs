@@ -7,9 +7,10 @@
 //! The service publishes these lists while the operation runs, so they grow between reads: an entry is reported
 //! once, keyed by list and by resource identity (the ARM id ignoring case; for extensible resources extension,
 //! type and identifiers, as stacks diff them). Entries the record held before the operation (a delete does not
-//! clear the previous operation's lists) are not news: they are skipped until they leave their list. When a
-//! deleted stack disappears before the last of its resources was reported, the rest are reported as unmanaged
-//! with the action the delete asked for — the record that would say more is gone.
+//! clear the previous operation's lists) are not news: they are skipped until they leave their list. A successful
+//! delete removes the record, usually before a read shows its last resources: an in-process delete hands over the
+//! stack as it ended, and its lists are reported from that. When nothing says more (a server's delete), the
+//! resources not reported are listed as unmanaged with the action the delete asked for.
 //!
 //! Only identities, states and error messages are printed: never parameters, configs or outputs.
 
@@ -20,6 +21,7 @@ use cairn_arm::models::stack::{
     ActionOnUnmanage, DeploymentStackProvisioningState, ResourceKey, ResourceReference,
     UnmanageAction,
 };
+use cairn_stack_service::DeleteRun;
 use serde_json::Value;
 
 use super::backend::StackBackend;
@@ -186,8 +188,39 @@ impl StackWatch {
 
     /// The lines for what `stack` shows that was not reported yet, `elapsed` into the operation.
     pub(crate) fn observe(&mut self, stack: &Value, elapsed: Duration) -> Vec<String> {
-        let name = self.name.clone();
         let at = seconds(elapsed);
+        let mut resource_lines = self.resource_lines(stack, &at);
+        self.remember_managed(stack);
+        let name = &self.name;
+        let state = stack
+            .pointer("/properties/provisioningState")
+            .and_then(Value::as_str)
+            .unwrap_or("unknown");
+        if self.state.as_deref() == Some(state) {
+            return resource_lines;
+        }
+        self.state = Some(state.to_string());
+        let state_line = format!("stack {name}: {state} ({at})");
+        // A terminal state comes after the resources that led to it; any other before the ones it brings.
+        if is_terminal(stack) {
+            resource_lines.push(state_line);
+            resource_lines
+        } else {
+            let mut lines = vec![state_line];
+            lines.extend(resource_lines);
+            lines
+        }
+    }
+
+    /// The lines for the resources of a deleted stack's outcome (the stack as its delete ended; the record is gone)
+    /// that were not reported yet, `elapsed` into the operation.
+    pub(crate) fn deleted_outcome(&mut self, stack: &Value, elapsed: Duration) -> Vec<String> {
+        self.resource_lines(stack, &seconds(elapsed))
+    }
+
+    /// A line per entry of `stack`'s lists not reported yet (and not left from an earlier operation).
+    fn resource_lines(&mut self, stack: &Value, at: &str) -> Vec<String> {
+        let name = self.name.clone();
         let mut resource_lines = Vec::new();
         for outcome in Outcome::ALL {
             let listed = entries(stack, outcome);
@@ -207,25 +240,7 @@ impl StackWatch {
                 ));
             }
         }
-        self.remember_managed(stack);
-        let state = stack
-            .pointer("/properties/provisioningState")
-            .and_then(Value::as_str)
-            .unwrap_or("unknown");
-        if self.state.as_deref() == Some(state) {
-            return resource_lines;
-        }
-        self.state = Some(state.to_string());
-        let state_line = format!("stack {name}: {state} ({at})");
-        // A terminal state comes after the resources that led to it; any other before the ones it brings.
-        if is_terminal(stack) {
-            resource_lines.push(state_line);
-            resource_lines
-        } else {
-            let mut lines = vec![state_line];
-            lines.extend(resource_lines);
-            lines
-        }
+        resource_lines
     }
 
     /// The counts of a stack whose operation ended.
@@ -300,15 +315,21 @@ pub(crate) fn is_terminal(stack: &Value) -> bool {
         .is_some_and(|s| DeploymentStackProvisioningState::parse(s).is_terminal())
 }
 
+/// What a followed delete asked for, and its outcome when it runs in this process.
+pub(crate) struct FollowedDelete<'a> {
+    pub(crate) action: &'a ActionOnUnmanage,
+    pub(crate) outcome: Option<DeleteRun>,
+}
+
 /// Reads the stack every `poll` until its operation ends, printing `watch`'s lines on stderr; the final record,
-/// or `None` once the stack is gone (a delete's success; `delete_action` says what it asked for).
+/// or `None` once the stack is gone (a delete's success).
 pub(crate) async fn follow(
     backend: &StackBackend,
     scope: &str,
     name: &str,
     watch: &mut StackWatch,
     poll: Duration,
-    delete_action: Option<&ActionOnUnmanage>,
+    mut delete: Option<FollowedDelete<'_>>,
 ) -> Result<Option<Value>, Failure> {
     let started = Instant::now();
     let mut failures = 0;
@@ -325,9 +346,18 @@ pub(crate) async fn follow(
                 }
             }
             Err(Failure::Arm(error)) if error.status() == 404 => {
-                match delete_action {
-                    Some(action) => {
-                        for line in watch.gone(started.elapsed(), action) {
+                match delete.as_mut() {
+                    Some(followed) => {
+                        if let Some(run) = followed.outcome.take()
+                            && let Some(last) = run.finished().await
+                        {
+                            let last = serde_json::to_value(&last)
+                                .map_err(|e| Failure::Other(e.into()))?;
+                            for line in watch.deleted_outcome(&last, started.elapsed()) {
+                                eprintln!("{line}");
+                            }
+                        }
+                        for line in watch.gone(started.elapsed(), followed.action) {
                             eprintln!("{line}");
                         }
                     }
@@ -481,6 +511,39 @@ mod tests {
                  before it reported the resource) (2.0s)",
                 "stack st: deleted (2.0s): 1 deleted, 0 detached, 2 unmanaged without a report",
             ]
+        );
+    }
+
+    #[test]
+    fn a_deleted_stacks_outcome_reports_what_no_read_showed() {
+        let before = stack(
+            "succeeded",
+            json!({ "resources": [site("a"), site("b"), json!({ "id": RG })] }),
+        );
+        let mut watch = StackWatch::new("st", Some(&before));
+        watch.observe(
+            &stack(
+                "deleting",
+                json!({ "deletedResources": [site("a")], "resources": [site("b"), json!({ "id": RG })] }),
+            ),
+            at(1),
+        );
+        let outcome = stack(
+            "succeeded",
+            json!({ "deletedResources": [site("a"), site("b")], "detachedResources": [json!({ "id": RG })],
+                    "resources": [] }),
+        );
+        assert_eq!(
+            watch.deleted_outcome(&outcome, at(2)),
+            [
+                "stack st: deleted /subscriptions/s/resourceGroups/rg/providers/Microsoft.Web/sites/b (2.0s)",
+                "stack st: detached /subscriptions/s/resourceGroups/rg (2.0s)",
+            ]
+        );
+        let action = ActionOnUnmanage::from_cli_preset("deleteResources").unwrap();
+        assert_eq!(
+            watch.gone(at(2), &action),
+            ["stack st: deleted (2.0s): 2 deleted, 1 detached, 0 unmanaged without a report"]
         );
     }
 

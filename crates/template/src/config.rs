@@ -96,10 +96,11 @@ fn is_item(o: &Object) -> bool {
     is_item_keys(o.keys().map(String::as_str))
 }
 
-/// The wrapper kinds (`value`, Key Vault, API call) an item's keys name, each once.
-fn wrapper_kinds(o: &Object) -> Vec<&'static str> {
+/// The wrappers (`value`, `keyVaultReference`, `apiReference`) an item's keys name, each once, seed spellings
+/// included; an item may name only one (seed 000).
+pub fn wrapper_kinds<'k>(keys: impl IntoIterator<Item = &'k str>) -> Vec<&'static str> {
     let mut kinds = Vec::new();
-    for key in o.keys() {
+    for key in keys {
         let kind = if key.eq_ignore_ascii_case("value") {
             "value"
         } else if key.eq_ignore_ascii_case("keyVaultReference")
@@ -152,7 +153,7 @@ pub fn normalize_config_item(item: &Value) -> Result<Value, ConfigError> {
     let Some(o) = item.as_object().filter(|o| is_item(o)) else {
         return Ok(literal(item.clone()));
     };
-    let kinds = wrapper_kinds(o);
+    let kinds = wrapper_kinds(o.keys().map(String::as_str));
     if kinds.len() > 1 {
         return Err(ConfigError::new(format!(
             "A config item holds exactly one of 'value', 'keyVaultReference' and 'apiReference'; this one has {}: keep the one you mean.",
@@ -391,13 +392,18 @@ pub fn check_config(
     let Some(input) = input else {
         return out;
     };
-    let auth = effective
-        .get(AUTH)
-        .and_then(Value::as_object)
-        .filter(|a| !is_item(a));
+    let auth = effective.get(AUTH);
+    let group = auth.and_then(Value::as_object).filter(|a| !is_item(a));
+    // An `auth` given as one credential (seed 003) is the extension's secure credential.
+    let credential = auth.is_some() && group.is_none();
     for required in &decl.required_properties {
-        let supplied =
-            effective.contains_key(required) || auth.is_some_and(|a| a.contains_key(required));
+        let secure = decl
+            .secure_properties
+            .iter()
+            .any(|s| s.eq_ignore_ascii_case(required));
+        let supplied = effective.contains_key(required)
+            || group.is_some_and(|a| a.contains_key(required))
+            || (credential && secure);
         if !supplied {
             out.push(ConfigFinding {
                 code: INVALID_CONFIG,
@@ -407,7 +413,7 @@ pub fn check_config(
                     decl.alias,
                     decl.name,
                     decl.version,
-                    if decl.secure_properties.iter().any(|s| s.eq_ignore_ascii_case(required)) {
+                    if secure {
                         " under 'auth' as a Key Vault reference or a list* output"
                     } else {
                         " as { \"value\": ... }, or give it a defaultValue in the declaration"
@@ -614,6 +620,13 @@ mod tests {
         assert_eq!(
             check(json!({"namespace": "n"})),
             vec![(INVALID_CONFIG, "kubeConfig".to_string(), true)]
+        );
+        // Seed 003's one credential supplies the required secure property.
+        assert_eq!(
+            check(
+                json!({"auth": {"type": "KeyVaultSecret", "keyVaultId": "/kv", "secretName": "s"}})
+            ),
+            vec![]
         );
         assert_eq!(
             check(json!({"kubeConfig": "k", "auth": {"type": "UserProvided", "value": "raw"}})),

@@ -695,11 +695,24 @@ impl<'a> TemplateEnv<'a> {
             let mut defaults = Object::new();
             for (prop, node) in &decl.config_defaults {
                 let path = join_path(&join_path(&decl.path, "config"), prop);
-                if let Some(v) = self.eval_node(node, &path) {
-                    let mut wrapper = Object::new();
-                    wrapper.insert("value", v);
-                    defaults.insert(prop.clone(), Value::Object(wrapper));
+                let Some(v) = self.eval_node(node, &path) else {
+                    continue;
+                };
+                if prop.eq_ignore_ascii_case(crate::config::AUTH) {
+                    // A declared `auth` (seed 003's v1 `imports` form) holds directives, as an input's does.
+                    match crate::config::normalize_property(prop, &v) {
+                        Ok(item) => defaults.insert(prop.clone(), item),
+                        Err(e) => self.error(Diagnostic::error(
+                            crate::config::INVALID_CONFIG,
+                            e.message,
+                            property_target(&join_path(&decl.path, "config"), &e.property),
+                        )),
+                    }
+                    continue;
                 }
+                let mut wrapper = Object::new();
+                wrapper.insert("value", v);
+                defaults.insert(prop.clone(), Value::Object(wrapper));
             }
             let input = self
                 .config_inputs

@@ -9,8 +9,10 @@ use cairn_arm::models::extension::{DeploymentExtensionConfigItem, ExtensionConfi
 use cairn_arm::{ErrorDetail, ResourceId};
 use cairn_host::{EchoedConfig, ExtensionConfig};
 use cairn_store::{ExposeSecret, Store};
+use cairn_template::config::{AUTH, is_item_keys};
 use serde_json::{Map, Value};
 
+use crate::inflight::LocalFuture;
 use crate::provider::Providers;
 use crate::secrets::{SecretReference, read_key_vault_secret};
 
@@ -25,48 +27,84 @@ fn config_error(alias: &str, property: &str, reason: impl std::fmt::Display) -> 
     .with_target(format!("extensionConfigs.{alias}.{property}"))
 }
 
-/// Resolves every wrapper of `wrappers` (property → item) into the flat config for the extension call.
+/// Resolves every wrapper of `wrappers` (property → item) into the config for the extension call: items become
+/// their values; a group (the reserved `auth` object of seed 000) becomes an object of its members' values, so
+/// `{auth: {kubeConfig: {keyVaultReference}}}` reaches the extension as `{auth: {kubeConfig: "..."}}`.
 pub async fn resolve_config(
     store: &dyn Store,
     providers: &Providers,
     alias: &str,
     wrappers: &Map<String, Value>,
 ) -> Result<ExtensionConfig, ErrorDetail> {
-    let mut flat = Map::new();
-    for (property, item) in wrappers {
-        let Some(fields) = item.as_object() else {
-            return Err(config_error(
-                alias,
-                property,
-                "the item is not a { value | keyVaultReference | apiReference } object.",
-            ));
-        };
-        let value = if let Some(v) = fields.get("value") {
-            v.clone()
-        } else if let Some(kv) = fields.get("keyVaultReference") {
-            let reference = SecretReference::from_json(kv).ok_or_else(|| {
-                config_error(
-                    alias,
-                    property,
-                    "a Key Vault reference needs 'keyVault.id' and 'secretName'.",
-                )
-            })?;
-            let secret = read_key_vault_secret(store, &reference)
-                .await
-                .map_err(|e| e.with_target(format!("extensionConfigs.{alias}.{property}")))?;
-            Value::String(secret.expose_secret().to_string())
-        } else if let Some(api) = fields.get("apiReference") {
-            api_reference(providers, alias, property, api).await?
-        } else {
-            return Err(config_error(
-                alias,
-                property,
-                "the item holds none of 'value', 'keyVaultReference' and 'apiReference'.",
-            ));
-        };
-        flat.insert(property.clone(), value);
-    }
+    let flat = resolve_members(store, providers, alias, "", wrappers).await?;
     Ok(ExtensionConfig::new(flat))
+}
+
+/// The values of one level of a config: `prefix` is the dotted path of the group (empty at the top).
+fn resolve_members<'a>(
+    store: &'a dyn Store,
+    providers: &'a Providers,
+    alias: &'a str,
+    prefix: &'a str,
+    members: &'a Map<String, Value>,
+) -> LocalFuture<'a, Result<Map<String, Value>, ErrorDetail>> {
+    Box::pin(async move {
+        let mut out = Map::new();
+        for (name, item) in members {
+            let property = if prefix.is_empty() {
+                name.clone()
+            } else {
+                format!("{prefix}.{name}")
+            };
+            let Some(fields) = item.as_object() else {
+                return Err(config_error(
+                    alias,
+                    &property,
+                    "the item is not a { value | keyVaultReference | apiReference } object.",
+                ));
+            };
+            let value = if !is_item_keys(fields.keys().map(String::as_str)) {
+                Value::Object(resolve_members(store, providers, alias, &property, fields).await?)
+            } else {
+                resolve_item(store, providers, alias, &property, fields).await?
+            };
+            out.insert(name.clone(), value);
+        }
+        Ok(out)
+    })
+}
+
+/// One wrapper item's value.
+async fn resolve_item(
+    store: &dyn Store,
+    providers: &Providers,
+    alias: &str,
+    property: &str,
+    fields: &Map<String, Value>,
+) -> Result<Value, ErrorDetail> {
+    if let Some(v) = fields.get("value") {
+        Ok(v.clone())
+    } else if let Some(kv) = fields.get("keyVaultReference") {
+        let reference = SecretReference::from_json(kv).ok_or_else(|| {
+            config_error(
+                alias,
+                property,
+                "a Key Vault reference needs 'keyVault.id' and 'secretName'.",
+            )
+        })?;
+        let secret = read_key_vault_secret(store, &reference)
+            .await
+            .map_err(|e| e.with_target(format!("extensionConfigs.{alias}.{property}")))?;
+        Ok(Value::String(secret.expose_secret().to_string()))
+    } else if let Some(api) = fields.get("apiReference") {
+        api_reference(providers, alias, property, api).await
+    } else {
+        Err(config_error(
+            alias,
+            property,
+            "the item holds none of 'value', 'keyVaultReference' and 'apiReference'.",
+        ))
+    }
 }
 
 /// `apiReference`: the provider action on `armResourceId`, then `responseValuePath` in its response.
@@ -165,10 +203,16 @@ pub fn public_config(
 ) -> ArmConfig {
     let mut out = ArmConfig::new();
     for (property, item) in wrappers {
-        let is_secure = secure.iter().any(|s| s.eq_ignore_ascii_case(property));
+        // Everything under the reserved `auth` is secure.
+        let is_secure = property.eq_ignore_ascii_case(AUTH)
+            || secure.iter().any(|s| s.eq_ignore_ascii_case(property));
         let Some(fields) = item.as_object() else {
             continue;
         };
+        if !is_item_keys(fields.keys().map(String::as_str)) {
+            group_directives(property, fields, &mut out);
+            continue;
+        }
         if let Some(kv) = fields.get("keyVaultReference")
             && let Ok(reference) = serde_json::from_value(kv.clone())
         {
@@ -206,6 +250,41 @@ pub fn public_config(
     out
 }
 
+/// The directives inside a group (the `auth` object), under dotted names (`auth.kubeConfig`) as the shipped API's
+/// flat item map holds them; its values are secure, so never shown.
+fn group_directives(prefix: &str, group: &Map<String, Value>, out: &mut ArmConfig) {
+    for (name, item) in group {
+        let Some(fields) = item.as_object() else {
+            continue;
+        };
+        let property = format!("{prefix}.{name}");
+        if !is_item_keys(fields.keys().map(String::as_str)) {
+            group_directives(&property, fields, out);
+            continue;
+        }
+        let directive = if let Some(kv) = fields.get("keyVaultReference") {
+            serde_json::from_value(kv.clone())
+                .ok()
+                .map(|reference| DeploymentExtensionConfigItem {
+                    key_vault_reference: Some(reference),
+                    ..DeploymentExtensionConfigItem::default()
+                })
+        } else if let Some(api) = fields.get("apiReference") {
+            serde_json::from_value(api.clone()).ok().map(|reference| {
+                DeploymentExtensionConfigItem {
+                    api_reference: Some(reference),
+                    ..DeploymentExtensionConfigItem::default()
+                }
+            })
+        } else {
+            None
+        };
+        if let Some(directive) = directive {
+            out.insert(property, directive);
+        }
+    }
+}
+
 /// Providers are shared with spawned calls.
 pub type SharedProviders = Arc<Providers>;
 
@@ -228,6 +307,31 @@ mod tests {
         assert_eq!(value_at_path(&doc, "weird['k.x']"), Some(&json!(1)));
         assert_eq!(value_at_path(&doc, "kubeconfigs[3]"), None);
         assert_eq!(value_at_path(&doc, ""), Some(&doc));
+    }
+
+    #[test]
+    fn public_config_shows_auth_directives_and_never_its_values() {
+        let kv = json!({"keyVault": {"id": "/kv"}, "secretName": "k"});
+        let wrappers = json!({
+            "namespace": {"value": "apps"},
+            "auth": {"kubeConfig": {"keyVaultReference": kv}, "token": {"value": "s3cret"}},
+        });
+        let echoed = EchoedConfig(
+            json!({"namespace": "apps", "auth": {"kubeConfig": "kube-secret", "token": "s3cret"}})
+                .as_object()
+                .unwrap()
+                .clone(),
+        );
+        let out = public_config(wrappers.as_object().unwrap(), Some(&echoed), &[]);
+        assert_eq!(
+            serde_json::to_value(&out).unwrap(),
+            json!({"namespace": {"value": "apps"}, "auth.kubeConfig": {"keyVaultReference": kv}})
+        );
+        // Seed 003's user-provided credential is a value under `auth`: never shown, even when echoed.
+        let wrappers = json!({"auth": {"type": "UserProvided", "value": "s3cret"}});
+        let echoed = EchoedConfig(json!({"auth": "s3cret"}).as_object().unwrap().clone());
+        let out = public_config(wrappers.as_object().unwrap(), Some(&echoed), &[]);
+        assert!(out.is_empty());
     }
 
     #[test]

@@ -359,10 +359,10 @@ impl Engine {
                         &env,
                         &key,
                         &properties,
-                        location.as_deref(),
-                        rg_location.as_deref(),
+                        (location.as_deref(), rg_location.as_deref()),
                         annotation,
                         &correlation,
+                        options.stack_initiated,
                     )
                 })
             })
@@ -713,13 +713,13 @@ impl Engine {
                         &env,
                         &prepare_key,
                         &properties,
-                        location.as_deref(),
-                        rg_location.as_deref(),
+                        (location.as_deref(), rg_location.as_deref()),
                         EngineAnnotation {
                             utc_now: cairn_arm::time::format_timestamp(std::time::SystemTime::now()),
                             ..EngineAnnotation::default()
                         },
                         &tracking,
+                        false,
                     )
                 })
             })

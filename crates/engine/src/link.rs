@@ -773,9 +773,16 @@ pub(crate) async fn linked_nested(
         for (alias, value) in configs.iter() {
             match cairn_template::config::normalize_alias_input(value, &parent_lookup) {
                 Ok(items) => extension_configs.push((alias.to_string(), items)),
-                Err(message) => {
-                    return Err(ErrorDetail::new("InvalidExtensionConfig", message)
-                        .with_target(format!("{path}.extensionConfigs.{alias}")));
+                Err(e) => {
+                    let target = format!("{path}.extensionConfigs.{alias}");
+                    return Err(ErrorDetail::new(
+                        cairn_template::config::INVALID_CONFIG,
+                        e.message,
+                    )
+                    .with_target(cairn_template::config::property_target(
+                        &target,
+                        &e.property,
+                    )));
                 }
             }
         }

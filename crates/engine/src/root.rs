@@ -15,7 +15,7 @@ use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate, Store,
     Timestamp,
 };
-use cairn_template::{DeploymentInput, Expansion, ParametersFile, Template};
+use cairn_template::{DeploymentInput, Diagnostic, Expansion, ParametersFile, Template};
 use serde_json::{Value as Json, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -203,16 +203,92 @@ fn invalid(name: &str, tracking: &str, details: Vec<ErrorDetail>) -> ArmError {
     ArmError::invalid_template_deployment(name, tracking, details)
 }
 
+/// Diagnostic codes that are warnings for an ordinary deployment but refuse a stack-initiated one (REP 0006: a
+/// config property the declaration does not know; seed 003: a stack cannot keep user-provided credentials).
+const REFUSED_FOR_STACKS: [&str; 2] = [
+    cairn_template::config::UNDECLARED_CONFIG_PROPERTY,
+    cairn_template::config::USER_PROVIDED_AUTH,
+];
+
+/// Checks one deployment's expansion before anything runs: every body evaluates, and every inline nested
+/// deployment's child expands (its extension configs normalise, its required config properties are supplied),
+/// recursively. For a stack-initiated deployment the [`REFUSED_FOR_STACKS`] warnings are errors too. `prefix`
+/// is the JSON path of this deployment's template in the root's.
+fn preflight(
+    expansion: &Expansion<'_>,
+    hook: &EngineHook,
+    stack_initiated: bool,
+    prefix: &str,
+    errors: &mut Vec<ErrorDetail>,
+) {
+    let located = |diags: Vec<Diagnostic>| -> Vec<Diagnostic> {
+        diags
+            .into_iter()
+            .map(|mut d| {
+                if !prefix.is_empty() {
+                    d.target = if d.target.is_empty() {
+                        prefix.to_string()
+                    } else {
+                        format!("{prefix}.{}", d.target)
+                    };
+                }
+                d
+            })
+            .collect()
+    };
+    if stack_initiated {
+        for d in located(expansion.diagnostics()) {
+            if !d.is_error() && REFUSED_FOR_STACKS.contains(&d.code.as_str()) {
+                errors.push(diagnostic_detail(&d));
+            }
+        }
+    }
+    for &index in expansion.order() {
+        match expansion.evaluate(index) {
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(diags) => {
+                errors.push(template_error(&located(diags)));
+                continue;
+            }
+        }
+        if !expansion.resource(index).nested_deployment {
+            continue;
+        }
+        // Not inline (a templateLink): fetched and checked when it runs.
+        let nested = match expansion.nested(index) {
+            Ok(nested) => nested,
+            Err(diags) if diags.is_empty() => continue,
+            Err(diags) => {
+                errors.push(template_error(&located(diags)));
+                continue;
+            }
+        };
+        match expansion.expand_nested(&nested, hook) {
+            Ok(child) => {
+                let child_prefix = if prefix.is_empty() {
+                    nested.path.clone()
+                } else {
+                    format!("{prefix}.{}", nested.path)
+                };
+                preflight(&child, hook, stack_initiated, &child_prefix, errors);
+            }
+            Err(diags) => errors.push(template_error(&located(diags))),
+        }
+    }
+}
+
 /// Validates a request for a deployment at `key` and computes what is stored beside it. Runs phase one of the
-/// expansion with no runtime values (so `reference()`-dependent parts stay open).
+/// expansion with no runtime values (so `reference()`-dependent parts stay open) and the [`preflight`], in stacks
+/// mode when `stack_initiated`. `locations`: the deployment's and its resource group's.
 pub(crate) fn prepare(
     env: &EngineEnv,
     key: &DeploymentKey,
     properties: &DeploymentProperties,
-    location: Option<&str>,
-    resource_group_location: Option<&str>,
+    (location, resource_group_location): (Option<&str>, Option<&str>),
     annotation: EngineAnnotation,
     tracking: &str,
+    stack_initiated: bool,
 ) -> Result<(Prepared, Vec<cairn_template::ResourceIdentity>), ArmError> {
     let template_value = template_json(properties)?;
     let (template, diags) = Template::parse(Node::from_json(&template_value));
@@ -267,11 +343,7 @@ pub(crate) fn prepare(
         .map_err(|diags| invalid(&key.name, tracking, vec![template_error(&diags)]))?;
     // Preflight, as ARM's: every body must evaluate (runtime values may stay open; hard errors may not).
     let mut errors = Vec::new();
-    for &index in expansion.order() {
-        if let Err(diags) = expansion.evaluate(index) {
-            errors.push(template_error(&diags));
-        }
-    }
+    preflight(&expansion, &hook, stack_initiated, "", &mut errors);
     drop(hook.take_misses());
     if !errors.is_empty() {
         return Err(invalid(&key.name, tracking, errors));

@@ -6,6 +6,7 @@ use std::cell::RefCell;
 use std::rc::Rc;
 
 use cairn_json::{Node, NodeKind, Span};
+use cairn_template::config::{AUTH, is_item_keys, wrapper_kinds};
 use cairn_template::model::{ExtensionDecl, ExtensionEncoding, ResourceDecl};
 use cairn_template::{Template, join_path};
 
@@ -37,6 +38,8 @@ pub struct ExtInfo {
     pub secure: Vec<String>,
     pub required: Vec<String>,
     pub defaults: Vec<String>,
+    /// The declared schema's property names (see `ExtensionDecl::declared_properties`): others are dangling.
+    pub schema: Option<Vec<String>>,
     /// Found in a template declaration (rather than guessed from the alias).
     pub declared: bool,
 }
@@ -60,6 +63,8 @@ impl ExtInfo {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Source {
     ParametersFile,
+    /// The root deployment with no parameters file: its configs come with the deployment request.
+    Deployment,
     Module,
     Declaration,
 }
@@ -68,6 +73,7 @@ impl Source {
     fn describe(self) -> &'static str {
         match self {
             Source::ParametersFile => "the parameters file's extensionConfigs",
+            Source::Deployment => "the deployment (no parameters file gives extensionConfigs)",
             Source::Module => "the module's extensionConfigs",
             Source::Declaration => "the extension declaration",
         }
@@ -180,7 +186,7 @@ impl<'a> Checker<'a> {
 
     // ----- extension facts -----
 
-    pub fn ext_info(&self, template: &Template, decl: &ExtensionDecl) -> ExtInfo {
+    pub fn ext_info(&self, _template: &Template, decl: &ExtensionDecl) -> ExtInfo {
         let mut secure = decl.secure_properties.clone();
         secure.extend(
             catalogue::secure_properties(&decl.name)
@@ -192,7 +198,7 @@ impl<'a> Checker<'a> {
                 .secure_properties_for(&decl.name)
                 .map(str::to_string),
         );
-        let mut required = typed_required(template, decl);
+        let mut required = decl.required_properties.clone();
         required.extend(
             catalogue::required_properties(&decl.name, &decl.version)
                 .iter()
@@ -215,6 +221,7 @@ impl<'a> Checker<'a> {
                 .iter()
                 .map(|(k, _)| k.clone())
                 .collect(),
+            schema: decl.declared_properties.clone(),
             declared: true,
         }
     }
@@ -234,6 +241,7 @@ impl<'a> Checker<'a> {
             secure,
             required: Vec::new(),
             defaults: Vec::new(),
+            schema: None,
             declared: false,
         }
     }
@@ -327,6 +335,22 @@ impl<'a> Checker<'a> {
         }
     }
 
+    /// The root deployment's configs when no parameters file is given: nothing beyond the declarations' defaults,
+    /// so required properties without one are reported (the deployment would be refused for them).
+    pub fn check_root_without_parameters(&self) {
+        let template = self.scope(0).template.clone();
+        for decl in &template.extensions {
+            let ext = self.ext_info(&template, decl);
+            self.record_and_require(
+                0,
+                &ext,
+                Some(Supplied::known(Vec::new())),
+                &join_path("extensionConfigs", &decl.alias),
+                Some((FileKind::Template, decl.span)),
+            );
+        }
+    }
+
     /// Records what an alias receives and reports required properties nobody supplies.
     fn record_and_require(
         &self,
@@ -342,6 +366,10 @@ impl<'a> Checker<'a> {
         };
         let names = supplied.names.map(|mut names| {
             names.extend(ext.defaults.iter().cloned());
+            if ext.defaults.iter().any(|d| d.eq_ignore_ascii_case(AUTH)) {
+                // The declaration's own `auth` (seed 003) is where its secure properties come from.
+                names.extend(credential_properties(ext));
+            }
             dedup_names(&mut names);
             names
         });
@@ -350,10 +378,10 @@ impl<'a> Checker<'a> {
         if supplied.inherited {
             return;
         }
-        let source = if at.is_some_and(|(f, _)| f == FileKind::Parameters) {
-            Source::ParametersFile
-        } else {
-            Source::Module
+        let source = match (scope, at) {
+            (_, Some((FileKind::Parameters, _))) => Source::ParametersFile,
+            (0, _) => Source::Deployment,
+            _ => Source::Module,
         };
         for required in &ext.required {
             if names.iter().any(|n| n.eq_ignore_ascii_case(required)) {
@@ -654,9 +682,24 @@ impl<'a> Checker<'a> {
                 for m in &obj.members {
                     let target = join_path(&site.target, &m.key);
                     names.push(m.key.clone());
-                    if m.key.eq_ignore_ascii_case("auth") {
-                        auth = self.check_auth(&m.value, "auth", &target, site, m.site, 0);
+                    if m.key.eq_ignore_ascii_case(AUTH) {
+                        if self.is_null_literal(&m.value) {
+                            self.report(
+                                target,
+                                m.site,
+                                site.block,
+                                format!(
+                                    "The reserved config property 'auth' of extension alias '{alias}' is null, which is never valid; give its secure properties as an object (such as {{ \"kubeConfig\": {{ \"keyVaultReference\": ... }} }}), or leave 'auth' out."
+                                ),
+                            );
+                            continue;
+                        }
+                        auth = self.check_auth(&m.value, AUTH, &target, site, m.site, 0);
                     } else {
+                        self.check_declared(&m.key, &target, site, m.site);
+                        if self.check_exclusive(&m.value, &m.key, &target, site, m.site) {
+                            continue;
+                        }
                         let value = unwrap_item(&m.value);
                         self.check_item(
                             &value,
@@ -890,7 +933,7 @@ impl<'a> Checker<'a> {
                             ),
                         );
                     }
-                    return Supplied::known(Vec::new());
+                    return Supplied::known(credential_properties(site.ext));
                 }
                 let mut names = Vec::new();
                 for m in &obj.members {
@@ -909,9 +952,15 @@ impl<'a> Checker<'a> {
                             );
                         }
                         _ => {
-                            let value = unwrap_item(&m.value);
-                            self.check_item(&value, true, &sub_path, &sub_target, site, m.site);
+                            if !self.check_exclusive(&m.value, &sub_path, &sub_target, site, m.site)
+                            {
+                                let value = unwrap_item(&m.value);
+                                self.check_item(&value, true, &sub_path, &sub_target, site, m.site);
+                            }
                         }
+                    }
+                    if depth == 0 {
+                        self.check_declared(&sub_path, &sub_target, site, m.site);
                     }
                 }
                 self.check_computed_keys(
@@ -940,6 +989,9 @@ impl<'a> Checker<'a> {
                     .collect(),
             ),
             other => {
+                if self.check_exclusive(other, path, target, site, member_site) {
+                    return Supplied::known(credential_properties(site.ext));
+                }
                 let value = unwrap_item(other);
                 self.check_item(&value, true, path, target, site, member_site);
                 let origins = value.origins();
@@ -955,10 +1007,97 @@ impl<'a> Checker<'a> {
                         inherited: true,
                     }
                 } else {
-                    Supplied::known(Vec::new())
+                    Supplied::known(credential_properties(site.ext))
                 }
             }
         }
+    }
+
+    /// A property the extension's declared schema does not name (`path`: `name` or `auth.name`), seed 000's
+    /// "dangling" config property. Only a typed schema is authoritative (see `ExtInfo::schema`).
+    fn check_declared(
+        &self,
+        path: &str,
+        target: &str,
+        site: &ConfigSite,
+        member_site: Option<(FileKind, Span)>,
+    ) {
+        let Some(schema) = &site.ext.schema else {
+            return;
+        };
+        let name = path.rsplit('.').next().unwrap_or(path);
+        if schema.iter().any(|p| p.eq_ignore_ascii_case(name)) {
+            return;
+        }
+        self.report(
+            target.to_string(),
+            member_site,
+            site.block,
+            format!(
+                "Extension alias {} declares no config property '{path}' (declared: {}); remove it or correct its name.",
+                site.ext.label(),
+                schema.join(", ")
+            ),
+        );
+    }
+
+    /// A config item naming more than one of `value`, `keyVaultReference` and `apiReference` (seed 000: mutually
+    /// exclusive): reported, and `true` so its sources are not judged as well.
+    fn check_exclusive(
+        &self,
+        value: &AVal,
+        path: &str,
+        target: &str,
+        site: &ConfigSite,
+        member_site: Option<(FileKind, Span)>,
+    ) -> bool {
+        let AVal::Object(obj) = value else {
+            return false;
+        };
+        if !is_wrapper(obj) {
+            return false;
+        }
+        let kinds = wrapper_kinds(obj.members.iter().map(|m| m.key.as_str()));
+        if kinds.len() < 2 {
+            return false;
+        }
+        self.report(
+            target.to_string(),
+            member_site,
+            site.block,
+            format!(
+                "Config property '{path}' of extension alias '{}' holds {} at once; a config item holds exactly one of 'value', 'keyVaultReference' and 'apiReference': keep the one you mean.",
+                site.ext.alias,
+                kinds
+                    .iter()
+                    .map(|k| format!("'{k}'"))
+                    .collect::<Vec<_>>()
+                    .join(" and ")
+            ),
+        );
+        true
+    }
+
+    /// A literal `null` as written (`"auth": null`).
+    fn is_null_literal(&self, value: &AVal) -> bool {
+        let AVal::Leaf(origins) = value else {
+            return false;
+        };
+        let [origin] = origins.as_slice() else {
+            return false;
+        };
+        if origin.kind != OriginKind::Literal || origin.transformed_by.is_some() {
+            return false;
+        }
+        let Some((file, span)) = origin.site else {
+            return false;
+        };
+        let text = match file {
+            FileKind::Template => Some(self.tracer.template_text),
+            FileKind::Parameters => self.tracer.parameters_text,
+        };
+        text.and_then(|t| t.get(span.start as usize..span.end as usize))
+            .is_some_and(|t| t.trim() == "null")
     }
 
     /// One config property value (already unwrapped).
@@ -1141,29 +1280,12 @@ impl<'a> Checker<'a> {
     }
 }
 
-/// A wrapper item (`{value}`, `{keyVaultReference}`, `{apiReference}` and the seed forms) rather than a raw object.
+/// A wrapper item (`{value}`, `{keyVaultReference}`, `{apiReference}` and the seed forms) rather than a raw object:
+/// the engine's rule (`cairn_template::config::is_item_keys`).
 fn is_wrapper(obj: &AObject) -> bool {
-    const KEYS: [&str; 8] = [
-        "value",
-        "type",
-        "keyVaultReference",
-        "reference",
-        "apiReference",
-        "runtimeReference",
-        "apiCall",
-        "armApiCall",
-    ];
-    !obj.members.is_empty()
-        && obj.computed.is_empty()
+    obj.computed.is_empty()
         && obj.tail.is_empty()
-        && obj
-            .members
-            .iter()
-            .all(|m| KEYS.iter().any(|k| k.eq_ignore_ascii_case(&m.key)))
-        && obj
-            .members
-            .iter()
-            .any(|m| !m.key.eq_ignore_ascii_case("type"))
+        && is_item_keys(obj.members.iter().map(|m| m.key.as_str()))
 }
 
 /// Replaces wrapper items by what they carry: the value, or a directive origin.
@@ -1217,30 +1339,13 @@ fn typed_alias_entry(obj: &AObject) -> Option<&str> {
     (kind.eq_ignore_ascii_case("object") || kind.eq_ignore_ascii_case("inherit")).then_some(kind)
 }
 
-/// Typed config entries without a default (seed 000/001 declarations) are required.
-fn typed_required(template: &Template, decl: &ExtensionDecl) -> Vec<String> {
-    let section = match decl.encoding {
-        ExtensionEncoding::Imports => return Vec::new(),
-        ExtensionEncoding::Extensions => "extensions",
-        ExtensionEncoding::Providers => "providers",
-    };
-    let Some(config) = template
-        .root
-        .get_ci(section)
-        .and_then(|s| s.get_ci(&decl.alias))
-        .and_then(|d| d.get_ci("config"))
-        .and_then(Node::as_object)
-    else {
-        return Vec::new();
-    };
-    config
+/// What an `auth` given as one credential (seed 003's form, or a single item) supplies: the extension's required
+/// secure properties, as the engine counts them.
+fn credential_properties(ext: &ExtInfo) -> Vec<String> {
+    ext.required
         .iter()
-        .filter(|m| {
-            m.value.get_ci("type").is_some()
-                && m.value.get_ci("defaultValue").is_none()
-                && m.value.get_ci("nullable").and_then(Node::as_bool) != Some(true)
-        })
-        .map(|m| m.key.clone())
+        .filter(|r| ext.is_secure(r))
+        .cloned()
         .collect()
 }
 

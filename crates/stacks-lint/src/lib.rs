@@ -111,8 +111,9 @@ pub fn lint(input: &LintInput<'_>) -> Vec<Diagnostic> {
         rules: input.rules,
         findings: RefCell::new(Vec::new()),
     };
-    if let Some(root) = &parameters_root {
-        checker.check_parameters_file(root);
+    match &parameters_root {
+        Some(root) => checker.check_parameters_file(root),
+        None => checker.check_root_without_parameters(),
     }
     checker.check_scope(0, 0);
 

@@ -60,9 +60,12 @@ fn extensions_baseline() {
     let diags = run("Extensions_CRLF/main.json", None, Mode::Stacks);
     let mut got = targets(&diags);
     got.sort_unstable();
+    // No parameters file: the root's Kubernetes config supplies neither 'namespace' nor 'kubeConfig'.
     assert_eq!(
         got,
         [
+            "extensionConfigs.k8s",
+            "extensionConfigs.k8s",
             "extensions.extWithSecureStr1.config.requiredSecureString.defaultValue",
             "resources.moduleExtConfigsConditionalMixed.properties.extensionConfigs.k8s.kubeConfig",
             "resources.moduleExtConfigsFromParams.properties.extensionConfigs.k8s.kubeConfig",

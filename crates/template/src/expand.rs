@@ -16,7 +16,7 @@ use cairn_eval::{
 use cairn_expr::{Expr, ExprKind};
 use cairn_json::{Member, Node, NodeKind};
 
-use crate::config::{merge_config, normalize_alias_input};
+use crate::config::{check_config, merge_config, normalize_alias_input, property_target};
 use crate::context::{DeploymentContext, normalize_scope};
 use crate::diagnostics::{Diagnostic, join_path};
 use crate::model::{ExtensionDecl, ResourceDecl, Template, VariableValue};
@@ -695,11 +695,24 @@ impl<'a> TemplateEnv<'a> {
             let mut defaults = Object::new();
             for (prop, node) in &decl.config_defaults {
                 let path = join_path(&join_path(&decl.path, "config"), prop);
-                if let Some(v) = self.eval_node(node, &path) {
-                    let mut wrapper = Object::new();
-                    wrapper.insert("value", v);
-                    defaults.insert(prop.clone(), Value::Object(wrapper));
+                let Some(v) = self.eval_node(node, &path) else {
+                    continue;
+                };
+                if prop.eq_ignore_ascii_case(crate::config::AUTH) {
+                    // A declared `auth` (seed 003's v1 `imports` form) holds directives, as an input's does.
+                    match crate::config::normalize_property(prop, &v) {
+                        Ok(item) => defaults.insert(prop.clone(), item),
+                        Err(e) => self.error(Diagnostic::error(
+                            crate::config::INVALID_CONFIG,
+                            e.message,
+                            property_target(&join_path(&decl.path, "config"), &e.property),
+                        )),
+                    }
+                    continue;
                 }
+                let mut wrapper = Object::new();
+                wrapper.insert("value", v);
+                defaults.insert(prop.clone(), Value::Object(wrapper));
             }
             let input = self
                 .config_inputs
@@ -707,11 +720,30 @@ impl<'a> TemplateEnv<'a> {
                 .find(|(a, _)| a.eq_ignore_ascii_case(&decl.alias))
                 .map(|(_, o)| o.clone())
                 .unwrap_or_default();
+            let given = self
+                .config_inputs
+                .iter()
+                .any(|(a, _)| a.eq_ignore_ascii_case(&decl.alias));
+            let config = merge_config(&defaults, &input);
+            // A config given but empty is one known at deployment time only (a whole runtime value): not judged now.
+            let known_input = (!given || !input.is_empty()).then_some(&input);
+            for finding in check_config(decl, &config, known_input) {
+                let target = property_target(
+                    &join_path("extensionConfigs", &decl.alias),
+                    &finding.property,
+                );
+                let diagnostic = if finding.error {
+                    Diagnostic::error(finding.code, finding.message, target)
+                } else {
+                    Diagnostic::warning(finding.code, finding.message, target)
+                };
+                self.diags.borrow_mut().push(diagnostic);
+            }
             resolved.push(PlannedExtension {
                 alias: decl.alias.clone(),
                 name: decl.name.clone(),
                 version: decl.version.clone(),
-                config: merge_config(&defaults, &input),
+                config,
             });
         }
         for (alias, _) in &self.config_inputs {
@@ -1483,12 +1515,18 @@ impl<'a> TemplateEnv<'a> {
             for (alias, value) in configs {
                 match normalize_alias_input(value, &parent_lookup) {
                     Ok(items) => extension_configs.push((alias.clone(), items)),
-                    Err(message) => self.error(Diagnostic::error(
-                        "InvalidExtensionConfig",
-                        message,
-                        join_path(
-                            &join_path(&join_path(&decl.path, "properties"), "extensionConfigs"),
-                            alias,
+                    Err(e) => self.error(Diagnostic::error(
+                        crate::config::INVALID_CONFIG,
+                        e.message,
+                        property_target(
+                            &join_path(
+                                &join_path(
+                                    &join_path(&decl.path, "properties"),
+                                    "extensionConfigs",
+                                ),
+                                alias,
+                            ),
+                            &e.property,
                         ),
                     )),
                 }

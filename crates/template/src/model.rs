@@ -70,6 +70,12 @@ pub struct ExtensionDecl {
     pub config_defaults: Vec<(String, Node)>,
     /// Properties the declaration marks secure (`type: secureString`/`secureObject`).
     pub secure_properties: Vec<String>,
+    /// Typed config entries with neither `defaultValue` nor `nullable: true` (seed 000/001 declarations): a
+    /// deployment must supply them, at the top level or under `auth`.
+    pub required_properties: Vec<String>,
+    /// Every config property the declaration names, when it declares a schema (at least one typed entry);
+    /// `None` for value-only declarations (v1 `imports`, v2 `defaultValue`-only), which may list only some.
+    pub declared_properties: Option<Vec<String>>,
     pub path: String,
     pub span: Span,
 }
@@ -352,7 +358,14 @@ impl Template {
                 let version = string_of(decl.get_ci("version")).unwrap_or_default();
                 let mut config_defaults = Vec::new();
                 let mut secure_properties = Vec::new();
+                let mut required_properties = Vec::new();
+                let mut declared_properties = None;
                 if let Some(config) = decl.get_ci("config").and_then(Node::as_object) {
+                    if encoding != ExtensionEncoding::Imports
+                        && config.iter().any(|c| c.value.get_ci("type").is_some())
+                    {
+                        declared_properties = Some(config.iter().map(|c| c.key.clone()).collect());
+                    }
                     for c in config {
                         match encoding {
                             ExtensionEncoding::Imports => {
@@ -362,8 +375,15 @@ impl Template {
                                 if let Some(default) = c.value.get_ci("defaultValue") {
                                     config_defaults.push((c.key.clone(), default.clone()));
                                 }
-                                let ty =
-                                    c.value.get_ci("type").and_then(Node::as_str).unwrap_or("");
+                                let typed = c.value.get_ci("type");
+                                if typed.is_some()
+                                    && c.value.get_ci("defaultValue").is_none()
+                                    && c.value.get_ci("nullable").and_then(Node::as_bool)
+                                        != Some(true)
+                                {
+                                    required_properties.push(c.key.clone());
+                                }
+                                let ty = typed.and_then(Node::as_str).unwrap_or("");
                                 if ty.eq_ignore_ascii_case("secureString")
                                     || ty.eq_ignore_ascii_case("secureObject")
                                 {
@@ -380,6 +400,8 @@ impl Template {
                     encoding,
                     config_defaults,
                     secure_properties,
+                    required_properties,
+                    declared_properties,
                     path,
                     span: decl.span,
                 });

@@ -4,7 +4,7 @@
 use cairn_eval::Value;
 use cairn_json::{Node, Span};
 
-use crate::config::normalize_config_item;
+use crate::config::normalize_property;
 use crate::diagnostics::{Diagnostic, join_path};
 
 /// The top-level members that hold extension configs: `extensionConfigs` and REP 0004's two spellings.
@@ -161,16 +161,25 @@ impl ParametersFile {
                 };
                 let mut items = Vec::new();
                 for p in props {
-                    match normalize_config_item(&Value::from_node(&p.value)) {
+                    match normalize_property(&p.key, &Value::from_node(&p.value)) {
                         Ok(item) => items.push((p.key.clone(), item)),
-                        Err(message) => diags.push(
-                            Diagnostic::error(
-                                "InvalidExtensionConfig",
-                                message,
-                                join_path(&path, &p.key),
+                        Err(e) => {
+                            // The span of the offending member (`auth.kubeConfig`), else the property's.
+                            let span = e
+                                .property
+                                .split('.')
+                                .skip(1)
+                                .try_fold(&p.value, |node, key| node.get_ci(key))
+                                .map_or(p.value.span, |node| node.span);
+                            diags.push(
+                                Diagnostic::error(
+                                    crate::config::INVALID_CONFIG,
+                                    e.message,
+                                    crate::config::property_target(&path, &e.property),
+                                )
+                                .with_span(span),
                             )
-                            .with_span(p.value.span),
-                        ),
+                        }
                     }
                 }
                 file.extension_configs.push(ExtensionConfigInput {

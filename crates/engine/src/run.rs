@@ -17,8 +17,8 @@ use cairn_arm::models::operation::{StatusMessage, TargetResource};
 use cairn_arm::{ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_eval::Value;
 use cairn_host::{
-    CallContext, CreateOrUpdateRequest, DeployedResource, EchoedConfig, ExtensionConfig,
-    ExtensionHost, ExtensionKey, HostError, ResourceLocator,
+    CallContext, CreateOrUpdateRequest, DeployedResource, ExtensionConfig, ExtensionHost,
+    ExtensionKey, HostError, ResourceLocator,
 };
 use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord, DeploymentStatus,
@@ -154,7 +154,6 @@ struct ResolvedAlias {
 struct AliasSlot {
     resolved: OnceCell<Result<Rc<ResolvedAlias>, ErrorDetail>>,
     config_id: RefCell<Option<String>>,
-    echoed: RefCell<Option<EchoedConfig>>,
 }
 
 /// One deployment (one record) of a tree.
@@ -706,7 +705,7 @@ impl Run {
                         .get(&e.alias.to_ascii_lowercase())
                         .cloned()
                         .unwrap_or_default();
-                    public_config(&wrappers, slot.echoed.borrow().as_ref(), &secure)
+                    public_config(&wrappers, &secure)
                 });
                 DeploymentExtension {
                     alias: Some(e.alias.clone()),
@@ -1230,9 +1229,6 @@ impl Run {
         let slot = self.slot(&ext.alias);
         if deployed.config_id.is_some() {
             *slot.config_id.borrow_mut() = deployed.config_id.clone();
-        }
-        if let Some(echoed) = &deployed.echoed_config {
-            *slot.echoed.borrow_mut() = Some(echoed.clone());
         }
         hook.put_extension(
             &identity.key,

@@ -1433,7 +1433,7 @@ impl Run {
             child_key.clone(),
             self.depth + 1,
             record.version,
-            secure_config(Some(&nested.template), request_secure_items(&body)),
+            self.child_secure_config(expansion, &nested.template, &body),
         );
         child.set_link_context(child_origin, nested.context.clone());
         let finished: Finished = {
@@ -1663,6 +1663,34 @@ pub(crate) fn request_secure_items(body_or_properties: &Json) -> HashMap<String,
         }
     }
     out
+}
+
+impl Run {
+    /// A nested deployment's secure config properties: its own (template and request items), plus those this
+    /// deployment knows secure for the same extension (name and version), whatever the alias: a child that
+    /// inherits a config keeps its secure properties out of its record even if its declaration has no schema.
+    fn child_secure_config(
+        &self,
+        expansion: &Expansion<'_>,
+        child_template: &Template,
+        body: &Json,
+    ) -> HashMap<String, Vec<String>> {
+        let mut out = secure_config(Some(child_template), request_secure_items(body));
+        let parents = expansion.extensions();
+        for child in &child_template.extensions {
+            for parent in parents
+                .iter()
+                .filter(|p| p.name.eq_ignore_ascii_case(&child.name) && p.version == child.version)
+            {
+                if let Some(secure) = self.secure_config.get(&parent.alias.to_ascii_lowercase()) {
+                    out.entry(child.alias.to_ascii_lowercase())
+                        .or_default()
+                        .extend(secure.iter().cloned());
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Config properties declared secure per alias (lower case): by the template's extension declarations and by the

@@ -1,19 +1,19 @@
 //! Extension configs at call time: every wrapper item of an effective config (`{value}`, `{keyVaultReference}`,
 //! `{apiReference}`) is resolved and the config unwrapped to the flat object an extension receives; and the
-//! non-secret view of a config (values the extension echoed, plus directives) that stack-initiated deployment
-//! records show.
+//! non-secret view of a config (non-secure values and directives) that stack-initiated deployment records show.
 
 use std::sync::Arc;
 
 use cairn_arm::models::extension::{DeploymentExtensionConfigItem, ExtensionConfig as ArmConfig};
 use cairn_arm::{ErrorDetail, ResourceId};
-use cairn_host::{EchoedConfig, ExtensionConfig};
+use cairn_host::ExtensionConfig;
 use cairn_store::{ExposeSecret, Store};
 use cairn_template::config::{AUTH, is_item_keys};
 use serde_json::{Map, Value};
 
 use crate::inflight::LocalFuture;
 use crate::provider::Providers;
+use crate::provider::api::{ApiCall, ApiMethod, call_api};
 use crate::secrets::{SecretReference, read_key_vault_secret};
 
 /// The code of config resolution failures that are not Key Vault's.
@@ -107,7 +107,8 @@ async fn resolve_item(
     }
 }
 
-/// `apiReference`: the provider action on `armResourceId`, then `responseValuePath` in its response.
+/// `apiReference`: `GET` of `armResourceId` (or of `{armResourceId}/{action}`), or the `POST` action with its
+/// `query` and `requestBody`; then `responseValuePath` in the response. Errors name the call, never a value.
 async fn api_reference(
     providers: &Providers,
     alias: &str,
@@ -115,42 +116,62 @@ async fn api_reference(
     api: &Value,
 ) -> Result<Value, ErrorDetail> {
     let field = |k: &str| api.get(k).and_then(Value::as_str);
-    let (Some(id), Some(api_version), Some(action)) =
-        (field("armResourceId"), field("apiVersion"), field("action"))
-    else {
+    let (Some(id), Some(api_version)) = (field("armResourceId"), field("apiVersion")) else {
         return Err(config_error(
             alias,
             property,
-            "an apiReference needs 'armResourceId', 'apiVersion' and 'action'.",
+            "an apiReference needs 'armResourceId' and 'apiVersion' (and 'action' for a POST).",
         ));
     };
-    if let Some(method) = field("method")
-        && !method.eq_ignore_ascii_case("POST")
-    {
+    let method_text = field("method").unwrap_or("POST");
+    let Some(method) = ApiMethod::parse(method_text) else {
         return Err(config_error(
             alias,
             property,
-            format!("only POST actions are supported, not '{method}'."),
+            format!(
+                "only GET and POST are evaluated (fetching a value must change nothing), not '{method_text}'."
+            ),
         ));
-    }
-    let id = ResourceId::parse(id).map_err(|e| config_error(alias, property, e))?;
-    let provider = providers
-        .require(&id.resource_type(), api_version)
-        .map_err(|e| *e.error)?;
-    let response = provider
-        .action(&id, api_version, action, None)
-        .await
-        .map_err(|e| *e.error)?;
+    };
+    let action = field("action").unwrap_or_default();
+    let call_label = if action.is_empty() {
+        format!("'{}' of '{id}'", method_text.to_ascii_uppercase())
+    } else {
+        format!("'{} {action}' on '{id}'", method_text.to_ascii_uppercase())
+    };
+    let resource_id = ResourceId::parse(id).map_err(|e| config_error(alias, property, e))?;
+    let call = ApiCall {
+        method,
+        resource_id: &resource_id,
+        api_version,
+        action: Some(action),
+        query: field("query"),
+        body: api.get("requestBody").filter(|b| !b.is_null()),
+    };
+    let response = call_api(providers, &call).await.map_err(|e| {
+        ErrorDetail::new(
+            e.error.code(),
+            format!(
+                "The config property '{property}' of extension '{alias}' could not be resolved: the apiReference \
+                 {call_label} (api-version {api_version}) failed: {}",
+                e.error.message()
+            ),
+        )
+        .with_target(format!("extensionConfigs.{alias}.{property}"))
+    })?;
     match field("responseValuePath") {
-        Some(path) if !path.is_empty() => {
-            value_at_path(&response, path).cloned().ok_or_else(|| {
+        Some(path) if !path.is_empty() => value_at_path(&response, path)
+            .filter(|v| !v.is_null())
+            .cloned()
+            .ok_or_else(|| {
                 config_error(
                     alias,
                     property,
-                    format!("the response of '{action}' has nothing at '{path}'."),
+                    format!(
+                        "the response of the apiReference {call_label} has nothing at '{path}'."
+                    ),
                 )
-            })
-        }
+            }),
         _ => Ok(response),
     }
 }
@@ -194,13 +215,11 @@ fn member_ci<'v>(value: &'v Value, key: &str) -> Option<&'v Value> {
     })
 }
 
-/// The config a stack-initiated deployment's record shows: directives as given, and the values of the properties
-/// the extension echoed back (so not secret) unless declared secure. Nothing else.
-pub fn public_config(
-    wrappers: &Map<String, Value>,
-    echoed: Option<&EchoedConfig>,
-    secure: &[String],
-) -> ArmConfig {
+/// The config a stack-initiated deployment's record shows, which the stack persists to re-use when it deletes:
+/// directives as given, and the value of every property not declared secure, whether or not the extension echoed
+/// it (seed 000: non-secure values are resolved once and stored). A secure property given as a value is left out:
+/// a record never holds a secret (the stacks lint refuses that shape before anything runs).
+pub fn public_config(wrappers: &Map<String, Value>, secure: &[String]) -> ArmConfig {
     let mut out = ArmConfig::new();
     for (property, item) in wrappers {
         // Everything under the reserved `auth` is secure.
@@ -240,7 +259,7 @@ pub fn public_config(
         if is_secure {
             continue;
         }
-        if let Some(value) = echoed.and_then(|e| e.0.get(property)) {
+        if let Some(value) = fields.get("value") {
             out.insert(
                 property.clone(),
                 DeploymentExtensionConfigItem::value(value.clone()),
@@ -316,48 +335,40 @@ mod tests {
             "namespace": {"value": "apps"},
             "auth": {"kubeConfig": {"keyVaultReference": kv}, "token": {"value": "s3cret"}},
         });
-        let echoed = EchoedConfig(
-            json!({"namespace": "apps", "auth": {"kubeConfig": "kube-secret", "token": "s3cret"}})
-                .as_object()
-                .unwrap()
-                .clone(),
-        );
-        let out = public_config(wrappers.as_object().unwrap(), Some(&echoed), &[]);
+        let out = public_config(wrappers.as_object().unwrap(), &[]);
         assert_eq!(
             serde_json::to_value(&out).unwrap(),
             json!({"namespace": {"value": "apps"}, "auth.kubeConfig": {"keyVaultReference": kv}})
         );
-        // Seed 003's user-provided credential is a value under `auth`: never shown, even when echoed.
+        // Seed 003's user-provided credential is a value under `auth`: never shown.
         let wrappers = json!({"auth": {"type": "UserProvided", "value": "s3cret"}});
-        let echoed = EchoedConfig(json!({"auth": "s3cret"}).as_object().unwrap().clone());
-        let out = public_config(wrappers.as_object().unwrap(), Some(&echoed), &[]);
+        let out = public_config(wrappers.as_object().unwrap(), &[]);
         assert!(out.is_empty());
     }
 
     #[test]
-    fn public_config_keeps_directives_and_echoed_values_only() {
+    fn public_config_keeps_directives_and_non_secure_values_echoed_or_not() {
         let wrappers = json!({
             "namespace": {"value": "apps"},
-            "token": {"value": "s3cret"},
+            "region": {"value": {"name": "west", "zones": [1, 2]}},
             "kube": {"keyVaultReference": {"keyVault": {"id": "/kv"}, "secretName": "k"}},
-            "declaredSecure": {"value": "x"},
+            "cred": {"apiReference": {"method": "POST", "armResourceId": "/subscriptions/s/resourceGroups/r/providers/Microsoft.KeyVault/vaults/kv/secrets/s",
+                                      "apiVersion": "2023-07-01", "action": "listValue", "requestBody": {"version": "v1"},
+                                      "responseValuePath": "value"}},
+            "declaredSecure": {"value": "s3cret"},
         });
-        let echoed = EchoedConfig(
-            json!({"namespace": "apps", "declaredSecure": "x"})
-                .as_object()
-                .unwrap()
-                .clone(),
-        );
         let out = public_config(
             wrappers.as_object().unwrap(),
-            Some(&echoed),
             &["declaredSecure".to_string()],
         );
         let text = serde_json::to_value(&out).unwrap();
         assert_eq!(
             text,
             json!({"namespace": {"value": "apps"},
-                   "kube": {"keyVaultReference": {"keyVault": {"id": "/kv"}, "secretName": "k"}}})
+                   "region": {"value": {"name": "west", "zones": [1, 2]}},
+                   "kube": {"keyVaultReference": {"keyVault": {"id": "/kv"}, "secretName": "k"}},
+                   "cred": wrappers["cred"]})
         );
+        assert!(!text.to_string().contains("s3cret"));
     }
 }

@@ -17,8 +17,8 @@ use cairn_arm::models::operation::{StatusMessage, TargetResource};
 use cairn_arm::{ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_eval::Value;
 use cairn_host::{
-    CallContext, CreateOrUpdateRequest, DeployedResource, EchoedConfig, ExtensionConfig,
-    ExtensionHost, ExtensionKey, HostError, ResourceLocator,
+    CallContext, CreateOrUpdateRequest, DeployedResource, ExtensionConfig, ExtensionHost,
+    ExtensionKey, HostError, ResourceLocator,
 };
 use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord, DeploymentStatus,
@@ -154,7 +154,6 @@ struct ResolvedAlias {
 struct AliasSlot {
     resolved: OnceCell<Result<Rc<ResolvedAlias>, ErrorDetail>>,
     config_id: RefCell<Option<String>>,
-    echoed: RefCell<Option<EchoedConfig>>,
 }
 
 /// One deployment (one record) of a tree.
@@ -706,7 +705,7 @@ impl Run {
                         .get(&e.alias.to_ascii_lowercase())
                         .cloned()
                         .unwrap_or_default();
-                    public_config(&wrappers, slot.echoed.borrow().as_ref(), &secure)
+                    public_config(&wrappers, &secure)
                 });
                 DeploymentExtension {
                     alias: Some(e.alias.clone()),
@@ -1233,9 +1232,6 @@ impl Run {
         if deployed.config_id.is_some() {
             *slot.config_id.borrow_mut() = deployed.config_id.clone();
         }
-        if let Some(echoed) = &deployed.echoed_config {
-            *slot.echoed.borrow_mut() = Some(echoed.clone());
-        }
         hook.put_extension(
             &identity.key,
             json!({
@@ -1441,7 +1437,7 @@ impl Run {
             child_key.clone(),
             self.depth + 1,
             record.version,
-            secure_config(Some(&nested.template), request_secure_items(&body)),
+            self.child_secure_config(expansion, &nested.template, &body),
         );
         child.set_link_context(child_origin, nested.context.clone());
         let finished: Finished = {
@@ -1671,6 +1667,34 @@ pub(crate) fn request_secure_items(body_or_properties: &Json) -> HashMap<String,
         }
     }
     out
+}
+
+impl Run {
+    /// A nested deployment's secure config properties: its own (template and request items), plus those this
+    /// deployment knows secure for the same extension (name and version), whatever the alias: a child that
+    /// inherits a config keeps its secure properties out of its record even if its declaration has no schema.
+    fn child_secure_config(
+        &self,
+        expansion: &Expansion<'_>,
+        child_template: &Template,
+        body: &Json,
+    ) -> HashMap<String, Vec<String>> {
+        let mut out = secure_config(Some(child_template), request_secure_items(body));
+        let parents = expansion.extensions();
+        for child in &child_template.extensions {
+            for parent in parents
+                .iter()
+                .filter(|p| p.name.eq_ignore_ascii_case(&child.name) && p.version == child.version)
+            {
+                if let Some(secure) = self.secure_config.get(&parent.alias.to_ascii_lowercase()) {
+                    out.entry(child.alias.to_ascii_lowercase())
+                        .or_default()
+                        .extend(secure.iter().cloned());
+                }
+            }
+        }
+        out
+    }
 }
 
 /// Config properties declared secure per alias (lower case): by the template's extension declarations and by the

@@ -5,7 +5,8 @@
 
 use cairn_arm::ErrorDetail;
 use cairn_store::{
-    ExposeSecret, SecretOwner, SecretRef, SecretString, Store, StoreError, StoreResult, Timestamp,
+    ExposeSecret, SecretOwner, SecretRef, SecretString, SecretVersionInfo, Store, StoreError,
+    StoreResult, Timestamp,
 };
 use serde_json::{Map, Value};
 
@@ -74,16 +75,19 @@ pub async fn read_key_vault_secret(
     let Some(secret) = found else {
         return Err(fail("the vault or the secret (version) does not exist."));
     };
-    if !secret.info.enabled {
-        return Err(fail("the secret version is disabled."));
+    unusable_reason(&secret.info, Timestamp::now())
+        .map_or(Ok(secret.value), |reason| Err(fail(reason)))
+}
+
+/// Why a secret version may not be read now (disabled, expired, not yet valid); `None` when it may.
+pub(crate) fn unusable_reason(info: &SecretVersionInfo, now: Timestamp) -> Option<&'static str> {
+    if !info.enabled {
+        return Some("the secret version is disabled.");
     }
-    let now = Timestamp::now();
-    if secret.info.expires.is_some_and(|exp| exp <= now)
-        || secret.info.not_before.is_some_and(|nbf| nbf > now)
-    {
-        return Err(fail("the secret version is not valid at this time."));
+    if info.expires.is_some_and(|exp| exp <= now) || info.not_before.is_some_and(|nbf| nbf > now) {
+        return Some("the secret version is not valid at this time.");
     }
-    Ok(secret.value)
+    None
 }
 
 /// A stored document's secret: its JSON serialized into the secret store.

@@ -1,4 +1,4 @@
-//! Secret canary: secure parameters, unechoed extension-config values and Key Vault secrets reach the providers
+//! Secret canary: secure parameters, secure extension-config values and Key Vault secrets reach the providers
 //! and extensions but never the records, operations, events, or any file in the data directory.
 
 mod common;
@@ -68,7 +68,10 @@ async fn secrets_never_reach_records_or_the_data_directory() {
         "languageVersion": "2.2-experimental",
         "contentVersion": "1.0.0.0",
         "parameters": { "pw": { "type": "securestring" } },
-        "extensions": { "fake": { "name": "Fake", "version": "1.0.0", "config": { "cluster": { "defaultValue": "c1" } } } },
+        // `token` is declared secure: a stack-initiated record keeps non-secure config values (echoed or not), but
+        // never a secure one, here or in the nested deployment that inherits the config without a schema.
+        "extensions": { "fake": { "name": "Fake", "version": "1.0.0",
+                                  "config": { "cluster": { "defaultValue": "c1" }, "token": { "type": "secureString" } } } },
         "resources": {
             "w": widget("root", json!({ "len": "[length(parameters('pw'))]" })),
             "m": { "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "mod",

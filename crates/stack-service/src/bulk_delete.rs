@@ -236,6 +236,7 @@ fn normalize(entry: &BulkDeleteEntry, index: usize) -> Result<BulkDeleteEntry, R
             version: import.version.clone(),
             config_id: from_id.as_ref().and_then(|parts| parts.config_id.clone()),
             config_hash: None,
+            deployment_id: None,
             config,
         }),
         resource_type: entry

@@ -7,6 +7,7 @@ use std::time::Duration;
 
 use cairn_arm::ErrorDetail;
 use cairn_engine::Providers;
+use cairn_engine::provider::api::{ApiCall, ApiMethod as EngineApiMethod, call_api};
 use cairn_host::{
     CallContext, ExtensionConfig, ExtensionHost, ExtensionKey, HostErrorKind, ResourceLocator,
 };
@@ -56,38 +57,29 @@ impl Resolver for LocalResolver {
     }
 
     async fn call_api(&self, request: &ApiRequest) -> Result<Value, ResolveFailure> {
-        let resource_type = request.resource_id.resource_type();
-        let Some(provider) = self.providers.get(&resource_type) else {
-            return Err(ResolveFailure::Failed {
-                code: Some("NoRegisteredProviderFound".into()),
-                message: format!("no provider for the resource type '{resource_type}'"),
-            });
-        };
-        let failure = |error: cairn_engine::ProviderError| match error.status {
-            404 => ResolveFailure::NotFound,
-            401 | 403 => ResolveFailure::Forbidden {
-                message: error.error.message().to_owned(),
+        let call = ApiCall {
+            method: match request.method {
+                ApiMethod::Get => EngineApiMethod::Get,
+                ApiMethod::Post => EngineApiMethod::Post,
             },
-            _ => ResolveFailure::Failed {
-                code: Some(error.error.code().to_owned()),
-                message: error.error.message().to_owned(),
-            },
+            resource_id: &request.resource_id,
+            api_version: &request.api_version,
+            action: request.action.as_deref(),
+            query: request.query.as_deref(),
+            body: request.body.as_ref(),
         };
-        match (request.method, request.action.as_deref()) {
-            (ApiMethod::Get, None) => provider
-                .get(&request.resource_id, &request.api_version)
-                .await
-                .map_err(failure)?
-                .ok_or(ResolveFailure::NotFound),
-            (_, Some(action)) => provider
-                .action(&request.resource_id, &request.api_version, action, None)
-                .await
-                .map_err(failure),
-            (ApiMethod::Post, None) => Err(ResolveFailure::Failed {
-                code: Some("InvalidResourceOperation".into()),
-                message: "a POST directive needs an action".into(),
-            }),
-        }
+        call_api(&self.providers, &call)
+            .await
+            .map_err(|error| match error.status {
+                404 => ResolveFailure::NotFound,
+                401 | 403 => ResolveFailure::Forbidden {
+                    message: error.error.message().to_owned(),
+                },
+                _ => ResolveFailure::Failed {
+                    code: Some(error.error.code().to_owned()),
+                    message: error.error.message().to_owned(),
+                },
+            })
     }
 }
 

@@ -17,6 +17,7 @@ use cairn_expr::{Expr, ExprKind};
 use cairn_json::{Member, Node, NodeKind};
 
 use crate::config::{check_config, merge_config, normalize_alias_input, property_target};
+use crate::config_source::{list_sources, record_directives};
 use crate::context::{DeploymentContext, normalize_scope};
 use crate::diagnostics::{Diagnostic, join_path};
 use crate::model::{ExtensionDecl, ResourceDecl, Template, VariableValue};
@@ -1408,12 +1409,33 @@ impl<'a> TemplateEnv<'a> {
             .entry(inst.decl)
             .or_insert_with(|| Rc::new(body_node(&decl.node, is_deployment)))
             .clone();
+        // A nested deployment's `list*()` config values are recorded as directives (see `config_source`).
+        let configs_node = (inst.extension.is_none()
+            && inst
+                .resource_type
+                .eq_ignore_ascii_case("Microsoft.Resources/deployments"))
+        .then(|| {
+            decl.node
+                .get_ci("properties")
+                .and_then(|p| p.get_ci("extensionConfigs"))
+        })
+        .flatten();
+        let evaluate = |ev: &mut Evaluator<'_>| -> Result<Value, EvalError> {
+            let mut body = ev.eval_node(&body_node)?;
+            if let Some(node) = configs_node {
+                let sources = list_sources(ev, node, &|target: &str| self.list_target_id(target));
+                if let Some(configs) =
+                    body_properties_mut(&mut body).and_then(|p| p.get_mut("extensionConfigs"))
+                {
+                    record_directives(configs, &sources);
+                }
+            }
+            Ok(body)
+        };
         let mut ev = Evaluator::new(self);
         let body = match &inst.copy {
-            Some(c) => ev.with_copy(&c.name, c.index, CopyKind::Unnamed, |ev| {
-                ev.eval_node(&body_node)
-            }),
-            None => ev.eval_node(&body_node),
+            Some(c) => ev.with_copy(&c.name, c.index, CopyKind::Unnamed, evaluate),
+            None => evaluate(&mut ev),
         };
         let mut body = match body {
             Ok(b) => b,
@@ -1719,23 +1741,22 @@ impl<'a> TemplateEnv<'a> {
         }
     }
 
+    /// The ID a `list*()` call's first argument names: a resource of the template (by symbolic name, ID or
+    /// name), or the argument itself.
+    fn list_target_id(&self, target: &str) -> String {
+        match self.resolve_ref(target) {
+            Some(found) => self.state.borrow().instances[found[0]].key.clone(),
+            None => target.to_string(),
+        }
+    }
+
     fn list(&self, name: &str, args: &[Value]) -> Result<Value, EvalError> {
-        let target = args
-            .first()
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let target = args.first().and_then(Value::as_str).unwrap_or_default();
         let api_version = args.get(1).and_then(Value::as_str).unwrap_or_default();
-        let id = match self.resolve_ref(&target) {
-            Some(found) => {
-                self.state
-                    .borrow_mut()
-                    .touched
-                    .extend(found.iter().copied());
-                self.state.borrow().instances[found[0]].key.clone()
-            }
-            None => target,
-        };
+        if let Some(found) = self.resolve_ref(target) {
+            self.state.borrow_mut().touched.extend(found);
+        }
+        let id = self.list_target_id(target);
         self.hook
             .list(&id, name, api_version, args.get(2))
             .ok_or_else(|| EvalError::unavailable(format!("{name}('{id}')")))
@@ -1834,6 +1855,17 @@ fn prefix_diag(mut d: Diagnostic, prefix: &str) -> Diagnostic {
         format!("{prefix}.{}", d.target)
     };
     d
+}
+
+/// The `properties` object of an evaluated resource body.
+fn body_properties_mut(body: &mut Value) -> Option<&mut Object> {
+    match body {
+        Value::Object(o) => match o.get_mut("properties")? {
+            Value::Object(p) => Some(p),
+            _ => None,
+        },
+        _ => None,
+    }
 }
 
 /// The resource node without control members; for nested deployments, without `properties.template`.

@@ -6,6 +6,7 @@
 
 pub mod checks;
 pub mod config;
+pub mod config_source;
 pub mod context;
 pub mod diagnostics;
 pub mod expand;

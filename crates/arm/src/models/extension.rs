@@ -113,11 +113,16 @@ pub struct ApiReference {
     pub method: String,
     pub arm_resource_id: String,
     pub api_version: String,
-    /// The action appended to the resource ID, e.g. `listClusterAdminCredentials`.
+    /// The action appended to the resource ID, e.g. `listClusterAdminCredentials`; empty (or absent) for a GET
+    /// of the resource itself.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub action: String,
     /// A query string to add, e.g. `a=1&b=2`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub query: Option<String>,
+    /// The JSON body of a `POST` action (a `list*()` call's third argument).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_body: Option<Value>,
     /// Where the value is in the response, e.g. `kubeconfigs[0].value`.
     pub response_value_path: String,
 }

@@ -1,7 +1,10 @@
 //! The local Key Vault provider: `Microsoft.KeyVault/vaults` and `vaults/secrets` as a real secret store. Secret
 //! values go to the store's Key Vault tables (encrypted at rest, versioned) and never come back out of this provider:
 //! responses carry attributes and URIs only, as ARM's do. Values are read by the engine's Key Vault resolver
-//! ([`crate::secrets`]) for parameter references, `keyVaultReference` config items and `getSecret`.
+//! ([`crate::secrets`]) for parameter references, `keyVaultReference` config items and `getSecret`, and by the one
+//! action a secret answers, cairn's `listValue` (`POST {secret id}/listValue`, so `listValue(secretId, apiVersion)`
+//! in a template): the current value, or the version a `{"version": ...}` body names. It exists so a `list*()`
+//! credential can be recorded as an `apiReference` directive and re-fetched by a stack.
 
 use std::sync::Arc;
 
@@ -18,6 +21,8 @@ use super::{
 
 pub const VAULTS_TYPE: &str = "Microsoft.KeyVault/vaults";
 pub const SECRETS_TYPE: &str = "Microsoft.KeyVault/vaults/secrets";
+/// The action that returns a secret's value.
+pub const LIST_VALUE_ACTION: &str = "listValue";
 
 pub struct KeyVaultProvider {
     store: Arc<dyn Store>,
@@ -255,6 +260,49 @@ impl KeyVaultProvider {
     }
 }
 
+impl KeyVaultProvider {
+    /// `listValue`: `{value, version, contentType?}` of the current version, or of `body.version`.
+    async fn list_value(
+        &self,
+        id: &ResourceId,
+        vault_id: &str,
+        name: &str,
+        body: Option<&Value>,
+    ) -> Result<Value, ProviderError> {
+        let version = match body.and_then(|b| member(b, "version")) {
+            None | Some(Value::Null) => None,
+            Some(Value::String(v)) if !v.is_empty() => Some(v.as_str()),
+            Some(_) => {
+                return Err(ProviderError::bad_request(
+                    "BadRequest",
+                    "The listValue body's 'version' must be a non-empty string.",
+                ));
+            }
+        };
+        let secret = self
+            .store
+            .get_vault_secret(vault_id, name, version)
+            .await
+            .map_err(|e| store_failure("read the secret", &e))?
+            .ok_or_else(|| ProviderError::not_found(id))?;
+        if let Some(reason) = crate::secrets::unusable_reason(&secret.info, Timestamp::now()) {
+            return Err(ProviderError::new(
+                403,
+                "SecretNotUsable",
+                format!("The secret '{name}' cannot be read: {reason}"),
+            ));
+        }
+        let mut out = json!({
+            "value": secret.value.expose_secret(),
+            "version": secret.info.version,
+        });
+        if let Some(ct) = &secret.info.content_type {
+            out["contentType"] = json!(ct);
+        }
+        Ok(out)
+    }
+}
+
 impl ResourceProvider for KeyVaultProvider {
     fn write_only_properties(&self, resource_type: &str) -> &'static [&'static str] {
         if resource_type.eq_ignore_ascii_case("Microsoft.KeyVault/vaults/secrets") {
@@ -314,6 +362,31 @@ impl ResourceProvider for KeyVaultProvider {
                 Ok(()) => Ok(true),
                 Err(StoreError::NotFound { .. }) => Ok(false),
                 Err(e) => Err(store_failure("delete", &e)),
+            }
+        })
+    }
+
+    fn action<'a>(
+        &'a self,
+        id: &'a ResourceId,
+        _api_version: &'a str,
+        action: &'a str,
+        body: Option<&'a Value>,
+    ) -> ProviderFuture<'a, Value> {
+        Box::pin(async move {
+            match target(id)? {
+                Target::Secret { vault_id, name }
+                    if action.eq_ignore_ascii_case(LIST_VALUE_ACTION) =>
+                {
+                    self.list_value(id, &vault_id, name, body).await
+                }
+                _ => Err(ProviderError::bad_request(
+                    "InvalidResourceOperation",
+                    format!(
+                        "The resource type '{}' does not support the action '{action}'.",
+                        id.resource_type()
+                    ),
+                )),
             }
         })
     }

@@ -5,6 +5,7 @@
 //! A type without a provider fails with `NoRegisteredProviderFound`, naming the type: cairn has no Azure behind
 //! it, so anything beyond the built-ins comes from a registered provider or a Bicep extension.
 
+pub mod api;
 mod deployments;
 mod key_vault;
 mod resource_groups;
@@ -163,6 +164,32 @@ pub trait ResourceProvider: Send + Sync {
             ),
         );
         Box::pin(async move { Err(error) })
+    }
+
+    /// [`ResourceProvider::action`] with extra query parameters (`a=1&b=2`, without `api-version`), as an
+    /// `apiReference` directive may give them. The default serves actions without query parameters and refuses
+    /// any, rather than dropping them silently.
+    fn action_with_query<'a>(
+        &'a self,
+        id: &'a ResourceId,
+        api_version: &'a str,
+        action: &'a str,
+        query: Option<&'a str>,
+        body: Option<&'a Value>,
+    ) -> ProviderFuture<'a, Value> {
+        match query.filter(|q| !q.is_empty()) {
+            None => self.action(id, api_version, action, body),
+            Some(_) => {
+                let error = ProviderError::bad_request(
+                    "InvalidQueryParameter",
+                    format!(
+                        "The action '{action}' of the resource type '{}' takes no query parameters.",
+                        id.resource_type()
+                    ),
+                );
+                Box::pin(async move { Err(error) })
+            }
+        }
     }
 }
 

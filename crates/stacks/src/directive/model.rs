@@ -595,6 +595,13 @@ fn api_directive(
             method: reference.method,
         });
     }
+    if method == "GET" && reference.request_body.is_some() {
+        return Err(ConfigErrorKind::InvalidField {
+            form,
+            field: "requestBody",
+            expected: "absent for a GET (only a POST action sends a body)",
+        });
+    }
     checked_resource_id(&reference.arm_resource_id, form, "armResourceId")?;
     ValuePath::parse(&reference.response_value_path).map_err(|_| {
         ConfigErrorKind::InvalidField {
@@ -611,6 +618,22 @@ fn api_directive(
     )))
 }
 
+/// An optional JSON request body (`requestBody`; a `list*()` call's third argument). Only a `POST` sends one.
+fn request_body(
+    map: &Map<String, Value>,
+    form: &'static str,
+) -> Result<Option<Value>, ConfigErrorKind> {
+    match get_ignore_case(map, "requestBody") {
+        None | Some(Value::Null) => Ok(None),
+        Some(body @ (Value::Object(_) | Value::Array(_))) => Ok(Some(body.clone())),
+        Some(_) => Err(ConfigErrorKind::InvalidField {
+            form,
+            field: "requestBody",
+            expected: "a JSON object or array",
+        }),
+    }
+}
+
 const API_FIX: &str = "give method, armResourceId, apiVersion, action and responseValuePath";
 
 fn api_reference(value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
@@ -625,6 +648,7 @@ fn api_reference(value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
         query: optional(map, FORM, "query")?
             .map(|q| q.trim_start_matches('?').to_owned())
             .filter(|q| !q.is_empty()),
+        request_body: request_body(map, FORM)?,
         response_value_path: required(map, FORM, "responseValuePath", API_FIX)?.to_owned(),
     };
     api_directive(reference, FORM)
@@ -648,6 +672,7 @@ fn runtime_reference(value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
         api_version: required(map, FORM, "apiVersion", FIX)?.to_owned(),
         action,
         query: None,
+        request_body: None,
         response_value_path: required(map, FORM, "propertyPath", FIX)?.to_owned(),
     };
     api_directive(reference, FORM)
@@ -666,6 +691,7 @@ fn api_call(value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
         query: optional(map, FORM, "query")?
             .map(|q| q.trim_start_matches('?').to_owned())
             .filter(|q| !q.is_empty()),
+        request_body: request_body(map, FORM)?,
         response_value_path: required(map, FORM, "valueJsonPath", FIX)?.to_owned(),
     };
     api_directive(reference, FORM)
@@ -695,6 +721,7 @@ mod tests {
             api_version: "2024-02-01".into(),
             action: "listClusterAdminCredential".into(),
             query: None,
+            request_body: None,
             response_value_path: path.into(),
         }))
     }

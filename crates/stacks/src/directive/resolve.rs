@@ -55,6 +55,8 @@ pub struct ApiRequest {
     pub action: Option<String>,
     /// Extra query parameters without a leading `?` (`a=1&b=2`).
     pub query: Option<String>,
+    /// The JSON body of a `POST` (`requestBody`).
+    pub body: Option<Value>,
 }
 
 impl ApiRequest {
@@ -317,6 +319,7 @@ impl Directive {
                     api_version: reference.api_version.clone(),
                     action: (!action.is_empty()).then(|| action.to_owned()),
                     query: (!query.is_empty()).then(|| query.to_owned()),
+                    body: reference.request_body.clone(),
                 }))
             }
         }
@@ -596,6 +599,29 @@ mod tests {
             resolver.seen.lock().unwrap().as_slice(),
             [AKS_CALL, "secret token"]
         );
+    }
+
+    #[test]
+    fn request_body_reaches_the_call_and_round_trips() {
+        let wire = json!({"token": {"apiReference": {"method": "post", "armResourceId": AKS,
+            "apiVersion": "2024-02-01", "action": "listCredential", "query": "?format=exec",
+            "requestBody": {"scope": "admin"}, "responseValuePath": "value"}}});
+        let persisted = config(wire);
+        let (_, directive) = persisted.directives().remove(0);
+        let Fetch::Api(request) = directive.fetch().unwrap() else {
+            panic!("an API directive fetches from an API");
+        };
+        assert_eq!(request.method, ApiMethod::Post);
+        assert_eq!(request.query.as_deref(), Some("format=exec"));
+        assert_eq!(request.body, Some(json!({"scope": "admin"})));
+        assert_eq!(
+            persisted.to_wire()["token"]["apiReference"]["requestBody"],
+            json!({"scope": "admin"})
+        );
+        let get_with_body = json!({"token": {"apiReference": {"method": "GET", "armResourceId": AKS,
+            "apiVersion": "2024-02-01", "requestBody": {}, "responseValuePath": "id"}}});
+        let error = PersistedConfig::from_wire("k8s", &get_with_body).unwrap_err();
+        assert!(error.to_string().contains("requestBody"), "{error}");
     }
 
     #[test]

@@ -1,0 +1,540 @@
+//! Config directives end to end through stacks: a `list*()` credential recorded as an `apiReference` and re-run
+//! at delete time after the secret rotated; `apiReference` items as the seeds write them (GET and POST, `query`,
+//! `requestBody`, `responseValuePath`); non-secure values persisted although the extension echoes nothing. Each
+//! test scans the data directory for the credentials it rotated away from.
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use cairn_arm::ResourceId;
+use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
+use cairn_arm::query::Query;
+use cairn_engine::provider::ProviderFuture;
+use cairn_engine::{
+    Engine, EngineSettings, ProviderError, Providers, PutOutcome, ResourceProvider,
+};
+use cairn_extension_contract::transport::{
+    BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
+};
+use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
+use cairn_stack_service::{StackService, StackServiceSettings};
+use cairn_store::{
+    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
+};
+use cairn_store_sqlite::SqliteStore;
+use serde_json::{Value, json};
+
+const SUB: &str = "00000000-0000-0000-0000-000000000001";
+const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
+const VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Microsoft.KeyVault/vaults/ops";
+const CLUSTER_TYPE: &str = "Contoso.Clusters/clusters";
+const CLUSTER: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Contoso.Clusters/clusters/c1";
+
+/// An extension that records the config of every call and echoes no config back (like a REST-draft extension).
+#[derive(Default)]
+struct Recorder {
+    calls: Mutex<Vec<(Operation, Value)>>,
+}
+
+impl Recorder {
+    /// The configs of the calls of `operation`, in order.
+    fn configs(&self, operation: Operation) -> Vec<Value> {
+        self.calls
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(op, _)| *op == operation)
+            .map(|(_, config)| config.clone())
+            .collect()
+    }
+}
+
+impl ExtensionTransport for Recorder {
+    fn send(
+        &self,
+        request: TransportRequest,
+    ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
+        let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+        let config = body.get("config").cloned().unwrap_or(Value::Null);
+        self.calls.lock().unwrap().push((request.operation, config));
+        let response = match request.operation {
+            Operation::CreateOrUpdate => {
+                let properties = body.get("properties").cloned().unwrap_or(json!({}));
+                TransportResponse::json(
+                    200,
+                    json!({"type": body["type"], "apiVersion": body.get("apiVersion"),
+                           "identifiers": {"name": properties["name"]}, "properties": properties,
+                           "status": "Succeeded"})
+                    .to_string()
+                    .into_bytes(),
+                )
+            }
+            Operation::Delete => TransportResponse::json(204, Vec::new()),
+            _ => TransportResponse::json(
+                404,
+                json!({"error": {"code": "ResourceNotFound", "message": "not kept"}})
+                    .to_string()
+                    .into_bytes(),
+            ),
+        };
+        Box::pin(async move { Ok(response) })
+    }
+}
+
+/// A cluster resource provider standing in for an ARM RP: `GET` shows its endpoint, `POST listCredential`
+/// (which requires `format=exec` and a `scope` body) returns its current credential. Both rotate.
+struct Clusters {
+    endpoint: Mutex<String>,
+    credential: Mutex<String>,
+    reachable: Mutex<bool>,
+    /// `(query, body)` of every `listCredential` call.
+    seen: Mutex<Vec<(Option<String>, Option<Value>)>>,
+}
+
+impl Clusters {
+    fn new(endpoint: &str, credential: &str) -> Self {
+        Clusters {
+            endpoint: Mutex::new(endpoint.into()),
+            credential: Mutex::new(credential.into()),
+            reachable: Mutex::new(true),
+            seen: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn check(&self, id: &ResourceId) -> Result<(), ProviderError> {
+        if *self.reachable.lock().unwrap() && id.to_string().eq_ignore_ascii_case(CLUSTER) {
+            Ok(())
+        } else {
+            Err(ProviderError::not_found(id))
+        }
+    }
+}
+
+impl ResourceProvider for Clusters {
+    fn put<'a>(
+        &'a self,
+        _: &'a ResourceId,
+        _: &'a str,
+        _: &'a Value,
+    ) -> ProviderFuture<'a, PutOutcome> {
+        Box::pin(async {
+            Err(ProviderError::bad_request(
+                "ReadOnly",
+                "clusters are read only here",
+            ))
+        })
+    }
+
+    fn get<'a>(&'a self, id: &'a ResourceId, _: &'a str) -> ProviderFuture<'a, Option<Value>> {
+        Box::pin(async move {
+            self.check(id)?;
+            Ok(Some(
+                json!({"id": CLUSTER, "name": "c1", "type": CLUSTER_TYPE,
+                           "properties": {"endpoint": *self.endpoint.lock().unwrap()}}),
+            ))
+        })
+    }
+
+    fn delete<'a>(&'a self, _: &'a ResourceId, _: &'a str) -> ProviderFuture<'a, bool> {
+        Box::pin(async { Ok(false) })
+    }
+
+    fn action_with_query<'a>(
+        &'a self,
+        id: &'a ResourceId,
+        _: &'a str,
+        action: &'a str,
+        query: Option<&'a str>,
+        body: Option<&'a Value>,
+    ) -> ProviderFuture<'a, Value> {
+        Box::pin(async move {
+            self.check(id)?;
+            self.seen
+                .lock()
+                .unwrap()
+                .push((query.map(str::to_owned), body.cloned()));
+            if !action.eq_ignore_ascii_case("listCredential")
+                || query != Some("format=exec")
+                || body != Some(&json!({"scope": "admin"}))
+            {
+                return Err(ProviderError::bad_request(
+                    "BadRequest",
+                    "wrong action, query or body",
+                ));
+            }
+            Ok(
+                json!({"kubeconfigs": [{"name": "admin", "value": *self.credential.lock().unwrap()}]}),
+            )
+        })
+    }
+}
+
+struct Env {
+    dir: tempfile::TempDir,
+    store: Arc<dyn Store>,
+    service: StackService,
+    recorder: Arc<Recorder>,
+    clusters: Arc<Clusters>,
+}
+
+async fn set_secret(store: &Arc<dyn Store>, name: &str, value: &str) {
+    store
+        .set_vault_secret(NewSecretVersion {
+            vault_id: VAULT.into(),
+            name: name.into(),
+            value: SecretString::from(value.to_owned()),
+            content_type: None,
+            enabled: true,
+            not_before: None,
+            expires: None,
+            tags: Tags::new(),
+            created_at: Timestamp::now(),
+        })
+        .await
+        .expect("set the secret");
+}
+
+async fn setup() -> Env {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("store"));
+    store
+        .put_resource_group(
+            ResourceGroup {
+                subscription_id: SUB.into(),
+                name: "rg1".into(),
+                location: "westus".into(),
+                tags: Tags::new(),
+                managed_by: None,
+                provisioning_state: "Succeeded".into(),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .expect("group");
+    store
+        .put_vault(
+            Vault {
+                id: VAULT.into(),
+                name: "ops".into(),
+                location: "westus".into(),
+                tags: Tags::new(),
+                properties: json!({}),
+            },
+            Precondition::Any,
+            Timestamp::now(),
+        )
+        .await
+        .expect("vault");
+    let recorder = Arc::new(Recorder::default());
+    let mut registry = Registry::new();
+    registry.register(RegisteredExtension::new(
+        "Recorder",
+        "1.0.0",
+        recorder.clone(),
+    ));
+    let host = Arc::new(ExtensionHost::new(
+        Arc::new(registry),
+        HostSettings {
+            retry: RetryPolicy::none(),
+            ..HostSettings::default()
+        },
+        "http://localhost/cairn-test",
+    ));
+    let clusters = Arc::new(Clusters::new(
+        "https://c1-original.example",
+        "kube-ORIGINAL-4b1d",
+    ));
+    let providers = || Providers::empty().with(CLUSTER_TYPE, clusters.clone());
+    let engine = Engine::new(
+        store.clone(),
+        host.clone(),
+        providers(),
+        EngineSettings::default(),
+    )
+    .expect("engine");
+    let service = StackService::new(
+        engine,
+        store.clone(),
+        host,
+        providers(),
+        StackServiceSettings {
+            lease_ttl: Duration::from_secs(10),
+            heartbeat_interval: Duration::from_millis(200),
+            max_delete_rounds: 1,
+            retry_backoff: Duration::from_millis(10),
+            ..StackServiceSettings::default()
+        },
+    );
+    Env {
+        dir,
+        store,
+        service,
+        recorder,
+        clusters,
+    }
+}
+
+/// A stack over one recorder resource in a nested deployment whose `extensionConfigs` are `nested_configs`;
+/// `root_configs` are the stack's own `extensionConfigs`.
+fn stack(nested_configs: Value, root_configs: Value) -> DeploymentStack {
+    let extension = json!({"name": "Recorder", "version": "1.0.0", "config": {
+        "cluster": {"type": "string", "defaultValue": "default-cluster"},
+        "endpoint": {"type": "secureString"},
+        "token": {"type": "secureString"}
+    }});
+    let resources = json!({"w1": {"extension": "rec", "type": "thing", "apiVersion": "v1",
+                                  "properties": {"name": "w1"}}});
+    let template = if nested_configs.is_null() {
+        json!({"extensions": {"rec": extension}, "resources": resources})
+    } else {
+        json!({
+            "parameters": {"useAdmin": {"type": "bool"}},
+            "resources": {"inner": {
+                "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "inner",
+                "properties": {
+                    "mode": "Incremental",
+                    "extensionConfigs": nested_configs,
+                    "template": {
+                        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                        "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
+                        "extensions": {"rec": extension}, "resources": resources
+                    }
+                }
+            }}
+        })
+    };
+    let mut template = template;
+    template["$schema"] =
+        json!("https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#");
+    template["languageVersion"] = json!("2.2-experimental");
+    template["contentVersion"] = json!("1.0.0.0");
+    let mut properties = json!({
+        "template": template,
+        "actionOnUnmanage": {"resources": "delete"},
+        "denySettings": {"mode": "none"}
+    });
+    if !nested_configs.is_null() {
+        properties["parameters"] = json!({"useAdmin": {"value": true}});
+    }
+    if !root_configs.is_null() {
+        properties["extensionConfigs"] = root_configs;
+    }
+    serde_json::from_value(json!({ "properties": properties })).expect("a stack body")
+}
+
+/// Waits for a terminal state; `null` when the stack is gone.
+async fn settle(service: &StackService, name: &str) -> Value {
+    for _ in 0..600 {
+        match service.get(RG, name).await {
+            Ok(stack) => {
+                let value = serde_json::to_value(&stack).unwrap();
+                let state = value["properties"]["provisioningState"]
+                    .as_str()
+                    .unwrap_or("");
+                if matches!(state, "succeeded" | "failed" | "canceled") {
+                    return value;
+                }
+            }
+            Err(error) if error.status() == 404 => return Value::Null,
+            Err(error) => panic!("get: {error:?}"),
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    panic!("the stack operation did not finish in time");
+}
+
+async fn create(env: &Env, name: &str, body: DeploymentStack) -> Value {
+    env.service
+        .create_or_update(RG, name, body, None)
+        .await
+        .expect("accepted");
+    let created = settle(&env.service, name).await;
+    assert_eq!(
+        created["properties"]["provisioningState"], "succeeded",
+        "{created:#}"
+    );
+    created
+}
+
+async fn delete(env: &Env, name: &str) -> Value {
+    let options = StackDeleteOptions::from_query(&Query::parse("unmanageAction.Resources=delete"))
+        .expect("options");
+    env.service
+        .delete(RG, name, options, None)
+        .await
+        .expect("accepted");
+    settle(&env.service, name).await
+}
+
+/// Every file under `dir` whose bytes contain `needle`.
+fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            out.extend(files_containing(&path, needle));
+        } else if let Ok(bytes) = std::fs::read(&path)
+            && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
+        {
+            out.push(path.display().to_string());
+        }
+    }
+    out
+}
+
+/// The stack's persisted config of the recorder extension.
+fn recorder_config(stack: &Value) -> Value {
+    stack["properties"]["deploymentExtensions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["name"] == "Recorder"))
+        .map(|e| e["config"].clone())
+        .unwrap_or(Value::Null)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_list_credential_is_recorded_as_a_directive_and_re_fetched_after_rotation() {
+    let env = setup().await;
+    set_secret(&env.store, "admin-token", "admin-ORIGINAL-91c2").await;
+    set_secret(&env.store, "user-token", "user-ORIGINAL-5e07").await;
+    let secret_id = |name: &str| format!("{VAULT}/secrets/{name}");
+    let nested = json!({"rec": {
+        "cluster": {"value": "c7"},
+        "endpoint": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "user-token"}},
+        "token": "[if(parameters('useAdmin'), listValue(resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', 'admin-token'), '2023-07-01').value, listValue(resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', 'user-token'), '2023-07-01').value)]"
+    }});
+    let created = create(&env, "lists", stack(nested, Value::Null)).await;
+
+    // The deployment called the extension with the value; the stack keeps the taken branch's directive.
+    let creates = env.recorder.configs(Operation::CreateOrUpdate);
+    assert_eq!(creates.last().unwrap()["token"], "admin-ORIGINAL-91c2");
+    let config = recorder_config(&created);
+    assert_eq!(
+        config["token"],
+        json!({"apiReference": {"method": "POST", "armResourceId": secret_id("admin-token"),
+                                "apiVersion": "2023-07-01", "action": "listValue",
+                                "responseValuePath": "value"}}),
+        "{created:#}"
+    );
+    assert!(!created.to_string().contains("ORIGINAL"), "{created:#}");
+
+    set_secret(&env.store, "admin-token", "admin-ROTATED-33aa").await;
+    assert_eq!(
+        delete(&env, "lists").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    let deletes = env.recorder.configs(Operation::Delete);
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(deletes[0]["token"], "admin-ROTATED-33aa");
+    assert_eq!(deletes[0]["cluster"], "c7");
+    for old in [
+        "admin-ORIGINAL-91c2",
+        "admin-ROTATED-33aa",
+        "user-ORIGINAL-5e07",
+    ] {
+        assert_eq!(
+            files_containing(env.dir.path(), old),
+            Vec::<String>::new(),
+            "{old}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn api_references_as_the_seeds_write_them_are_re_run_at_delete() {
+    let env = setup().await;
+    let root = json!({"rec": {
+        "token": {"apiReference": {"method": "POST", "armResourceId": CLUSTER, "apiVersion": "2024-02-01",
+                                   "action": "listCredential", "query": "format=exec",
+                                   "requestBody": {"scope": "admin"}, "responseValuePath": "kubeconfigs[0].value"}},
+        "endpoint": {"apiReference": {"method": "GET", "armResourceId": CLUSTER, "apiVersion": "2024-02-01",
+                                      "responseValuePath": "properties.endpoint"}}
+    }});
+    let created = create(&env, "apis", stack(Value::Null, root.clone())).await;
+    let creates = env.recorder.configs(Operation::CreateOrUpdate);
+    assert_eq!(creates.last().unwrap()["token"], "kube-ORIGINAL-4b1d");
+    assert_eq!(
+        creates.last().unwrap()["endpoint"],
+        "https://c1-original.example"
+    );
+    assert_eq!(
+        recorder_config(&created)["token"],
+        root["rec"]["token"],
+        "{created:#}"
+    );
+    assert_eq!(
+        recorder_config(&created)["endpoint"],
+        root["rec"]["endpoint"]
+    );
+    assert_eq!(
+        env.clusters.seen.lock().unwrap()[0],
+        (
+            Some("format=exec".to_owned()),
+            Some(json!({"scope": "admin"}))
+        )
+    );
+
+    // Rotate, then make the cluster unreachable: the delete fails naming the directive, never a value.
+    *env.clusters.credential.lock().unwrap() = "kube-ROTATED-77e0".into();
+    *env.clusters.endpoint.lock().unwrap() = "https://c1-rotated.example".into();
+    *env.clusters.reachable.lock().unwrap() = false;
+    let failed = delete(&env, "apis").await;
+    assert_eq!(
+        failed["properties"]["provisioningState"], "failed",
+        "{failed:#}"
+    );
+    let error = failed["properties"]["failedResources"][0]["error"].to_string();
+    assert!(error.contains("listCredential"), "{error}");
+    assert!(error.contains(CLUSTER), "{error}");
+    assert!(!error.contains("kube-"), "{error}");
+
+    *env.clusters.reachable.lock().unwrap() = true;
+    assert_eq!(delete(&env, "apis").await, Value::Null, "the stack is gone");
+    let deletes = env.recorder.configs(Operation::Delete);
+    let last = deletes.last().expect("a delete reached the extension");
+    assert_eq!(last["token"], "kube-ROTATED-77e0");
+    assert_eq!(last["endpoint"], "https://c1-rotated.example");
+    let seen = env.clusters.seen.lock().unwrap().clone();
+    assert!(
+        seen.iter().all(|call| *call
+            == (
+                Some("format=exec".to_owned()),
+                Some(json!({"scope": "admin"}))
+            )),
+        "{seen:?}"
+    );
+    for old in ["kube-ORIGINAL-4b1d", "kube-ROTATED-77e0", "c1-original"] {
+        assert_eq!(
+            files_containing(env.dir.path(), old),
+            Vec::<String>::new(),
+            "{old}"
+        );
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_secure_values_are_persisted_though_the_extension_echoes_nothing() {
+    let env = setup().await;
+    set_secret(&env.store, "token", "t0ken-5a5a").await;
+    let root = json!({"rec": {
+        "cluster": {"value": "c9"},
+        "endpoint": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "token"}},
+        "token": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "token"}}
+    }});
+    let created = create(&env, "echoless", stack(Value::Null, root)).await;
+    assert_eq!(
+        recorder_config(&created)["cluster"],
+        json!({"value": "c9"}),
+        "{created:#}"
+    );
+    assert_eq!(
+        delete(&env, "echoless").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    let deletes = env.recorder.configs(Operation::Delete);
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(deletes[0]["cluster"], "c9");
+}

@@ -71,7 +71,8 @@ async fn secrets_never_reach_records_or_the_data_directory() {
         // `token` is declared secure: a stack-initiated record keeps non-secure config values (echoed or not), but
         // never a secure one, here or in the nested deployment that inherits the config without a schema.
         "extensions": { "fake": { "name": "Fake", "version": "1.0.0",
-                                  "config": { "cluster": { "defaultValue": "c1" }, "token": { "type": "secureString" } } } },
+                                  "config": { "cluster": { "defaultValue": "c1" }, "token": { "type": "secureString" },
+                                              "kubeConfig": { "type": "secureString" } } } },
         "resources": {
             "w": widget("root", json!({ "len": "[length(parameters('pw'))]" })),
             "m": { "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "mod",

@@ -18,7 +18,7 @@ use crate::config::PgConfig;
 use crate::connection::Pools;
 use crate::error::{pg_codes, sql_error};
 use crate::marks::{self, Owner};
-use crate::roles::preview_by_name;
+use crate::preview::preview_by_name;
 use crate::sql::{check_name, check_text, execute, ident, literal};
 
 /// The resource type.

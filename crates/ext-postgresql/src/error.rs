@@ -78,8 +78,8 @@ fn database_error(pg: &PgDatabaseError, action: &str) -> ExtensionError {
         "42501" => (403, pg_codes::INSUFFICIENT_PRIVILEGE),
         "2BP01" => (409, pg_codes::DEPENDENT_OBJECTS_STILL_EXIST),
         "55006" => (409, pg_codes::OBJECT_IN_USE),
-        "42704" | "3D000" | "3F000" => (409, pg_codes::UNDEFINED_OBJECT),
-        "40001" | "40P01" | "42710" | "42P04" | "XX000" | "55P03" => {
+        "42704" | "3D000" | "3F000" | "42P01" | "42883" => (409, pg_codes::UNDEFINED_OBJECT),
+        "40001" | "40P01" | "42710" | "42P04" | "42P06" | "XX000" | "55P03" | "23505" => {
             (409, pg_codes::CONCURRENT_CHANGE)
         }
         "53300" | "57P01" | "57P02" | "57P03" => (503, pg_codes::SERVER_UNREACHABLE),

@@ -1,5 +1,5 @@
-//! The PostgreSql extension (1.0.0): roles and databases of a real PostgreSQL server, managed through
-//! their whole lifecycle over the extension contract.
+//! The PostgreSql extension (1.0.0): roles, databases, schemas, extensions, grants and default privileges
+//! of a real PostgreSQL server, managed through their whole lifecycle over the extension contract.
 //!
 //! Config `{ host, port?, database?, username, sslMode?, caCertificate?, auth: { password } }` (see
 //! [`config`]); `configId` is a hash of the server's identity (host, port, `system_identifier`). The
@@ -9,12 +9,18 @@
 //! Serve it in process with [`in_process_transport`], or run the `cairn-ext-postgresql` binary
 //! (`--http PORT`, `--listen ADDR`, `--socket PATH`).
 
+pub mod acl;
 pub mod config;
 pub mod connection;
 pub mod databases;
+pub mod default_privileges;
 pub mod error;
+pub mod extensions;
+pub mod grants;
 pub mod marks;
+pub mod preview;
 pub mod roles;
+pub mod schemas;
 pub mod scram;
 pub mod sql;
 
@@ -22,7 +28,11 @@ use cairn_extension_sdk::{Extension, InProcessTransport};
 
 pub use config::PgConfig;
 pub use databases::{DATABASE_TYPE, DatabaseHandler};
+pub use default_privileges::{DEFAULT_PRIVILEGES_TYPE, DefaultPrivilegesHandler};
+pub use extensions::{EXTENSION_TYPE, ExtensionHandler};
+pub use grants::{GRANT_TYPE, GrantHandler};
 pub use roles::{ROLE_TYPE, RoleHandler};
+pub use schemas::{SCHEMA_TYPE, SchemaHandler};
 
 /// The extension's name.
 pub const NAME: &str = "PostgreSql";
@@ -34,6 +44,10 @@ pub fn extension() -> Extension<PgConfig> {
     Extension::new(NAME, VERSION)
         .handler(RoleHandler)
         .handler(DatabaseHandler)
+        .handler(SchemaHandler)
+        .handler(ExtensionHandler)
+        .handler(GrantHandler)
+        .handler(DefaultPrivilegesHandler)
 }
 
 /// The PostgreSql extension as an in-process transport (the same HTTP routes, without sockets).

@@ -12,16 +12,16 @@ use std::collections::BTreeSet;
 
 use cairn_extension_sdk::{
     Applied, Apply, Deleted, ExtensionError, Lookup, PreviewInput, PreviewOutput, ResourceHandler,
-    ResourcePreviewMetadata, ResourceState, Validator, codes,
+    ResourceState, Validator, codes,
 };
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 use sqlx::{Connection, PgConnection, Row};
 
 use crate::config::PgConfig;
 use crate::connection::Pools;
 use crate::error::{pg_codes, sql_error};
 use crate::marks::{self, Owner};
+use crate::preview::preview_by_name;
 use crate::scram;
 use crate::sql::{check_name, check_text, execute, ident, literal};
 
@@ -476,47 +476,4 @@ impl ResourceHandler<PgConfig> for RoleHandler {
         delete(&request.config, &request.identifiers.name).await?;
         Ok(Deleted::Gone)
     }
-}
-
-/// Preview for types identified by `name`: identifiers from the input (unknown while the name is
-/// unevaluated), the input echoed without its write-only properties.
-pub(crate) fn preview_by_name(
-    input: &PreviewInput<PgConfig>,
-    write_only: &[&str],
-) -> Result<PreviewOutput, ExtensionError> {
-    let Value::Object(properties) = &input.properties else {
-        return Err(ExtensionError::invalid(
-            codes::INVALID_PROPERTIES,
-            "/properties",
-            "The properties must be an object.",
-        ));
-    };
-    let identifiers = match properties.get("name") {
-        Some(Value::String(name)) if !input.is_unevaluated("/properties/name") => {
-            check_name(name, "/properties/name")?;
-            Some(json!({ "name": name }))
-        }
-        Some(_) if input.is_unevaluated("/properties/name") => None,
-        _ => {
-            return Err(ExtensionError::invalid(
-                codes::INVALID_PROPERTIES,
-                "/properties/name",
-                "'name' is required and must be a string.",
-            ));
-        }
-    };
-    let mut predicted = properties.clone();
-    for pointer in write_only {
-        if let Some(key) = pointer.strip_prefix("/properties/") {
-            predicted.remove(key);
-        }
-    }
-    Ok(PreviewOutput {
-        identifiers,
-        properties: Value::Object(predicted),
-        metadata: ResourcePreviewMetadata {
-            immutable: Some(vec!["/properties/name".into()]),
-            ..Default::default()
-        },
-    })
 }

@@ -99,3 +99,120 @@ async fn values_that_cannot_be_kept_exactly_are_refused() {
     assert!(h.database_exists("postgres").await);
     assert!(!h.role_exists("ok").await && !h.database_exists("db").await);
 }
+
+const SCHEMAS: &str = "PostgreSql/schemas";
+const EXTENSIONS: &str = "PostgreSql/extensions";
+const GRANTS: &str = "PostgreSql/grants";
+const DEFAULTS: &str = "PostgreSql/defaultPrivileges";
+
+#[tokio::test]
+async fn hostile_names_in_schemas_grants_and_default_privileges_are_kept_exactly() {
+    let h = Harness::start().await;
+    assert_eq!(h.apply(DATABASES, json!({ "name": "inj" })).await.0, 200);
+    for name in HOSTILE_NAMES {
+        assert_eq!(
+            h.apply(ROLES, json!({ "name": name })).await.0,
+            200,
+            "{name}"
+        );
+        let (status, body) = h
+            .apply(
+                SCHEMAS,
+                json!({ "database": "inj", "name": name, "owner": name }),
+            )
+            .await;
+        assert_eq!(status, 200, "{name}: {body}");
+        assert_eq!(body["properties"]["owner"], json!(name));
+        assert!(
+            h.check_in(
+                "inj",
+                "SELECT EXISTS (SELECT 1 FROM pg_namespace WHERE nspname = $1 AND pg_get_userbyid(nspowner) = $1)",
+                &[name]
+            )
+            .await,
+            "{name}"
+        );
+        // A table with the same hostile name, created directly, then granted on by name.
+        h.run_in(
+            "inj",
+            &format!(
+                "CREATE TABLE {0}.{0} (id int)",
+                format_args!("\"{}\"", name.replace('"', "\"\""))
+            ),
+        )
+        .await;
+        let (status, body) = h
+            .apply(
+                GRANTS,
+                json!({ "database": "inj", "role": name, "objectType": "table", "schema": name,
+                                   "objects": [name], "privileges": ["SELECT"] }),
+            )
+            .await;
+        assert_eq!(
+            (status, &body["properties"]["privileges"]),
+            (200, &json!(["SELECT"])),
+            "{name}: {body}"
+        );
+        assert!(
+            h.check_in(
+                "inj",
+                "SELECT has_table_privilege($1, format('%I.%I', $1, $1), 'SELECT')",
+                &[name]
+            )
+            .await,
+            "{name}"
+        );
+        let (status, body) = h
+            .apply(
+                DEFAULTS,
+                json!({ "database": "inj", "role": name, "forRole": name, "schema": name,
+                                     "objectType": "sequence", "privileges": ["USAGE"] }),
+            )
+            .await;
+        assert_eq!(
+            (status, &body["properties"]["privileges"]),
+            (200, &json!(["USAGE"])),
+            "{name}: {body}"
+        );
+    }
+    // Nothing ran as SQL: the superuser and the maintenance database are intact, the other tables too.
+    assert!(h.role_exists("postgres").await && h.database_exists("postgres").await);
+    assert_eq!(
+        h.text_in("inj", "SELECT count(*)::text FROM pg_class WHERE relkind = 'r' AND relnamespace::regnamespace::text <> 'pg_catalog' AND relnamespace::regnamespace::text <> 'information_schema'", &[]).await,
+        HOSTILE_NAMES.len().to_string()
+    );
+
+    // Extension names and function signatures are looked up, never spliced into a statement.
+    let (status, body) = h
+        .apply(
+            EXTENSIONS,
+            json!({ "database": "inj", "name": "hstore\"; DROP DATABASE inj; --" }),
+        )
+        .await;
+    assert_eq!(status, 400, "{body}");
+    h.run_in(
+        "inj",
+        "CREATE FUNCTION public.f(integer) RETURNS int LANGUAGE sql AS 'SELECT 1'",
+    )
+    .await;
+    let (status, body) = h
+        .apply(GRANTS, json!({ "database": "inj", "role": "PUBLIC", "objectType": "function", "schema": "public",
+                               "objects": ["f(integer); DROP DATABASE inj; --)"], "privileges": ["EXECUTE"] }))
+        .await;
+    assert!(status == 400 || status == 409, "{status} {body}");
+    assert!(h.database_exists("inj").await);
+    let (status, body) = h
+        .apply(GRANTS, json!({ "database": "inj", "role": "PUBLIC", "objectType": "table", "schema": "public",
+                               "objects": ["x"], "privileges": ["SELECT) ON ALL TABLES IN SCHEMA public TO PUBLIC; --"] }))
+        .await;
+    assert_eq!(
+        (
+            status,
+            body["error"]["details"][0]["target"]
+                .as_str()
+                .or(body["error"]["target"].as_str())
+        ),
+        (400, Some("/properties/privileges/0")),
+        "{body}"
+    );
+}

@@ -18,6 +18,12 @@ pub struct Harness {
     pub admin: PgPool,
 }
 
+/// The extension in process with a fixed config, for a cluster owned elsewhere.
+pub struct ConfigHarness {
+    pub transport: cairn_extension_sdk::InProcessTransport,
+    pub config: Value,
+}
+
 impl Harness {
     pub async fn start() -> Harness {
         let cluster = TestPostgres::start();
@@ -36,28 +42,20 @@ impl Harness {
         config_for(&self.cluster)
     }
 
+    /// A harness for `config` without a cluster of its own.
+    pub fn with_cluster_config(config: Value) -> ConfigHarness {
+        ConfigHarness {
+            transport: cairn_ext_postgresql::in_process_transport(),
+            config,
+        }
+    }
+
     /// Sends `operation` with `body` (config added when absent); returns the status and JSON body.
     pub async fn call(&self, operation: Operation, mut body: Value) -> (u16, Value) {
         if body.get("config").is_none() {
             body["config"] = self.config();
         }
-        let response = self
-            .transport
-            .send(TransportRequest {
-                operation,
-                extension_version: "1.0.0".into(),
-                body: serde_json::to_vec(&body).unwrap(),
-                headers: Vec::new(),
-                max_response_bytes: 1 << 20,
-            })
-            .await
-            .unwrap();
-        let json = if response.body.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_slice(&response.body).unwrap()
-        };
-        (response.status, json)
+        send(&self.transport, operation, body).await
     }
 
     pub async fn apply(&self, resource_type: &str, properties: Value) -> (u16, Value) {
@@ -139,4 +137,103 @@ pub fn profile(cluster: &TestPostgres) -> cairn_conformance::Profile {
         ],
     )
     .expect("profile")
+}
+
+impl Harness {
+    /// A superuser connection to `database` (a plain name); close it before the database is dropped.
+    pub async fn connect_to(&self, database: &str) -> sqlx::PgConnection {
+        use sqlx::Connection;
+        sqlx::PgConnection::connect(&self.cluster.url_for_database(database))
+            .await
+            .expect("connect to the database")
+    }
+
+    /// Runs `statements` (simple protocol) in `database` as the superuser.
+    pub async fn run_in(&self, database: &str, statements: &str) {
+        use sqlx::{Connection, Executor};
+        let mut connection = self.connect_to(database).await;
+        connection
+            .execute(sqlx::raw_sql(sqlx::AssertSqlSafe(statements.to_owned())))
+            .await
+            .expect("run the statements");
+        connection.close().await.unwrap();
+    }
+
+    /// A boolean query (bind parameters: `binds`) in `database` as the superuser.
+    pub async fn check_in(&self, database: &str, query: &str, binds: &[&str]) -> bool {
+        use sqlx::Connection;
+        let mut connection = self.connect_to(database).await;
+        let mut statement = sqlx::query_scalar::<_, bool>(sqlx::AssertSqlSafe(query.to_owned()));
+        for bind in binds {
+            statement = statement.bind(*bind);
+        }
+        let value = statement.fetch_one(&mut connection).await.expect("check");
+        connection.close().await.unwrap();
+        value
+    }
+
+    /// A text query in `database` as the superuser (one row, one column).
+    pub async fn text_in(&self, database: &str, query: &str, binds: &[&str]) -> String {
+        use sqlx::Connection;
+        let mut connection = self.connect_to(database).await;
+        let mut statement = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(query.to_owned()));
+        for bind in binds {
+            statement = statement.bind(*bind);
+        }
+        let value = statement.fetch_one(&mut connection).await.expect("query");
+        connection.close().await.unwrap();
+        value
+    }
+}
+
+/// The `target` of an error body, or of its single detail.
+pub fn error_target(body: &Value) -> Option<String> {
+    body["error"]["target"]
+        .as_str()
+        .map(str::to_owned)
+        .or_else(|| {
+            body["error"]["details"]
+                .as_array()
+                .and_then(|details| details.first())
+                .and_then(|detail| detail["target"].as_str())
+                .map(str::to_owned)
+        })
+}
+
+/// Sends `operation` with `body` to `transport`; returns the status and JSON body.
+pub async fn send(
+    transport: &cairn_extension_sdk::InProcessTransport,
+    operation: Operation,
+    body: Value,
+) -> (u16, Value) {
+    let response = transport
+        .send(TransportRequest {
+            operation,
+            extension_version: "1.0.0".into(),
+            body: serde_json::to_vec(&body).unwrap(),
+            headers: Vec::new(),
+            max_response_bytes: 1 << 20,
+        })
+        .await
+        .unwrap();
+    let json = if response.body.is_empty() {
+        Value::Null
+    } else {
+        serde_json::from_slice(&response.body).unwrap()
+    };
+    (response.status, json)
+}
+
+impl ConfigHarness {
+    pub async fn apply(&self, resource_type: &str, properties: Value) -> (u16, Value) {
+        let body = json!({ "type": resource_type, "apiVersion": "v1", "properties": properties,
+                           "config": self.config });
+        send(&self.transport, Operation::CreateOrUpdate, body).await
+    }
+
+    pub async fn get(&self, resource_type: &str, identifiers: Value) -> (u16, Value) {
+        let body = json!({ "type": resource_type, "apiVersion": "v1", "identifiers": identifiers,
+                           "config": self.config });
+        send(&self.transport, Operation::Get, body).await
+    }
 }

@@ -9,6 +9,21 @@ if [ ! -d ../shared/conformance ]; then
   exit 2
 fi
 
+# --- PostgreSQL for the tests that need a real server (crates/testpg, owned by crates/ext-postgresql) -----
+# The tests start throwaway clusters themselves; they only need the binaries and, as root, an unprivileged
+# account to run them as (PostgreSQL refuses root).
+if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: PostgreSQL is missing; install it with: sudo apt-get install -y postgresql" >&2
+    exit 2
+  fi
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y postgresql
+fi
+if [ "$(id -u)" -eq 0 ] && ! id -u cairn-test >/dev/null 2>&1; then
+  useradd --system --no-create-home --shell /usr/sbin/nologin cairn-test
+fi
+
 cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets
 cargo test --workspace --all-targets
 

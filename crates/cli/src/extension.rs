@@ -1,4 +1,5 @@
-//! `cairn extension ...`: the extension registry, the conformance kit and the built-in Local extension.
+//! `cairn extension ...`: the extension registry, the conformance kit and the built-in extensions (Local,
+//! PostgreSql).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -15,7 +16,7 @@ use serde_json::Value;
 
 #[derive(Subcommand)]
 pub(crate) enum ExtensionCommand {
-    /// List the registered extensions (the built-in Local 1.0.0 is always there).
+    /// List the registered extensions (the built-in Local 1.0.0 and PostgreSql 1.0.0 are always there).
     List(ListArgs),
     /// Run the conformance kit against an extension and print a pass/fail table.
     Conformance(Box<ConformanceArgs>),
@@ -88,7 +89,32 @@ pub(crate) struct ConformanceArgs {
 #[derive(Clone, Copy, ValueEnum)]
 enum Builtin {
     Local,
+    /// Needs `--profile FILE` naming a server (see `docs/extensions/postgresql.md`).
+    Postgresql,
 }
+
+/// An extension built into this program: its registry key (`"builtin": KEY`), name, version and transport.
+struct BuiltinExtension {
+    key: &'static str,
+    name: &'static str,
+    version: &'static str,
+    transport: fn() -> cairn_extension_sdk::InProcessTransport,
+}
+
+const BUILTINS: &[BuiltinExtension] = &[
+    BuiltinExtension {
+        key: "local",
+        name: cairn_ext_local::NAME,
+        version: cairn_ext_local::VERSION,
+        transport: cairn_ext_local::in_process_transport,
+    },
+    BuiltinExtension {
+        key: "postgresql",
+        name: cairn_ext_postgresql::NAME,
+        version: cairn_ext_postgresql::VERSION,
+        transport: cairn_ext_postgresql::in_process_transport,
+    },
+];
 
 #[derive(Args)]
 #[command(group = clap::ArgGroup::new("listener").required(true).args(["http", "listen", "socket"]))]
@@ -112,14 +138,15 @@ pub(crate) fn run(cmd: ExtensionCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The transports this program can build beyond HTTP: the built-in Local extension in process and a gRPC
+/// The transports this program can build beyond HTTP: the built-in extensions in process and a gRPC
 /// launcher for local extension binaries. The host needs these to load a registry.
 pub(crate) fn transport_factories() -> TransportFactories {
     let mut factories = TransportFactories::default();
-    factories.builtins.insert(
-        "local".to_owned(),
-        Arc::new(cairn_ext_local::in_process_transport()),
-    );
+    for builtin in BUILTINS {
+        factories
+            .builtins
+            .insert(builtin.key.to_owned(), Arc::new((builtin.transport)()));
+    }
     factories.grpc_launcher = Some(Arc::new(|launch: &GrpcLaunch| {
         let mut spec = LaunchSpec::new(&launch.binary);
         spec.args = launch.args.clone();
@@ -129,7 +156,7 @@ pub(crate) fn transport_factories() -> TransportFactories {
 }
 
 /// The registry the engine uses: `flag`, else `$CAIRN_EXTENSIONS`, else `<home>/extensions.json` when it exists,
-/// with the built-in Local extension added when the file does not register it.
+/// with each built-in extension added when the file does not register its name and version.
 pub(crate) fn load_registry(flag: Option<&Path>, home: &Path) -> anyhow::Result<Registry> {
     let named = flag.map(Path::to_path_buf).or_else(|| {
         std::env::var_os("CAIRN_EXTENSIONS")
@@ -143,15 +170,14 @@ pub(crate) fn load_registry(flag: Option<&Path>, home: &Path) -> anyhow::Result<
             .with_context(|| format!("cannot load the extension registry {}", path.display()))?,
         None => Registry::new(),
     };
-    if registry
-        .resolve(cairn_ext_local::NAME, cairn_ext_local::VERSION)
-        .is_none()
-    {
-        registry.register(cairn_host::RegisteredExtension::new(
-            cairn_ext_local::NAME,
-            cairn_ext_local::VERSION,
-            Arc::new(cairn_ext_local::in_process_transport()),
-        ));
+    for builtin in BUILTINS {
+        if registry.resolve(builtin.name, builtin.version).is_none() {
+            registry.register(cairn_host::RegisteredExtension::new(
+                builtin.name,
+                builtin.version,
+                Arc::new((builtin.transport)()),
+            ));
+        }
     }
     Ok(registry)
 }
@@ -175,13 +201,13 @@ fn registry_path(
     Some((home.join("extensions.json"), false))
 }
 
-/// The built-in row, listed unless the registry registers `Local` itself.
-fn builtin_local_listing() -> ExtensionListing {
+/// A built-in's row, listed unless the registry registers the same name and version itself.
+fn builtin_listing(builtin: &BuiltinExtension) -> ExtensionListing {
     ExtensionListing {
-        name: cairn_ext_local::NAME.to_owned(),
-        version: cairn_ext_local::VERSION.to_owned(),
+        name: builtin.name.to_owned(),
+        version: builtin.version.to_owned(),
         transport: "builtin".to_owned(),
-        target: "local".to_owned(),
+        target: builtin.key.to_owned(),
         timeout_seconds: None,
         bearer_token: false,
     }
@@ -196,11 +222,13 @@ fn load_listings(flag: Option<&Path>) -> anyhow::Result<Vec<ExtensionListing>> {
             .with_context(|| format!("cannot load the extension registry {}", path.display()))?;
         listings = registry.list();
     }
-    let local_registered = listings.iter().any(|l| {
-        l.name.eq_ignore_ascii_case(cairn_ext_local::NAME) && l.version == cairn_ext_local::VERSION
-    });
-    if !local_registered {
-        listings.insert(0, builtin_local_listing());
+    for (position, builtin) in BUILTINS.iter().enumerate() {
+        let registered = listings
+            .iter()
+            .any(|l| l.name.eq_ignore_ascii_case(builtin.name) && l.version == builtin.version);
+        if !registered {
+            listings.insert(position.min(listings.len()), builtin_listing(builtin));
+        }
     }
     Ok(listings)
 }
@@ -359,7 +387,10 @@ fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
             transport.shutdown().await;
             Ok(report)
         } else {
-            let transport = cairn_ext_local::in_process_transport();
+            let transport = match args.builtin {
+                Some(Builtin::Postgresql) => cairn_ext_postgresql::in_process_transport(),
+                _ => cairn_ext_local::in_process_transport(),
+            };
             Ok(cairn_conformance::run(&transport, &profile, &Options::new(Protocol::Http)).await)
         }
     })?;
@@ -561,14 +592,24 @@ mod tests {
     }
 
     #[test]
+    fn every_builtin_is_registered_without_a_registry_file() {
+        let home = tempfile::tempdir().unwrap();
+        let registry = load_registry(None, home.path()).unwrap();
+        for (name, version) in [("Local", "1.0.0"), ("PostgreSql", "1.0.0")] {
+            assert!(registry.resolve(name, version).is_some(), "{name}");
+        }
+        assert!(transport_factories().builtins.contains_key("postgresql"));
+    }
+
+    #[test]
     fn listing_table_aligns_columns() {
-        let mut other = builtin_local_listing();
+        let mut other = builtin_listing(&BUILTINS[0]);
         other.name = "Kubernetes".into();
         other.transport = "http".into();
         other.target = "https://k8s.example/".into();
         other.timeout_seconds = Some(30);
         other.bearer_token = true;
-        let table = render_listings(&[builtin_local_listing(), other]);
+        let table = render_listings(&[builtin_listing(&BUILTINS[0]), other]);
         assert_eq!(
             table,
             "NAME        VERSION  TRANSPORT  TARGET                TIMEOUT  AUTH\n\

@@ -1,5 +1,7 @@
 //! Extension configuration: parsing, the secret-free echo and `configId`.
 
+use std::future::Future;
+
 use serde_json::{Map, Value};
 
 use crate::error::ExtensionError;
@@ -17,6 +19,14 @@ pub trait ExtensionConfig: Send + Sync + Sized + 'static {
     /// Parses the request's `config` (`None` when the request carries none). Errors should target
     /// `/config/...` and never quote secret values.
     fn from_request(config: Option<&Value>) -> Result<Self, ExtensionError>;
+
+    /// Completes a parsed config with what only the control plane can tell (e.g. a server's identity, which
+    /// `configId` is computed from), before [`ExtensionConfig::config_id`] is asked. Called once per request
+    /// after [`ExtensionConfig::from_request`]; a preview whose config cannot be resolved keeps the parsed
+    /// config and reports `configId` as unknown. Default: nothing to resolve.
+    fn resolve(&mut self) -> impl Future<Output = Result<(), ExtensionError>> + Send {
+        async { Ok(()) }
+    }
 
     /// The id of the control plane this config points at (`configId`), or `None` if the extension does
     /// not distinguish control planes.

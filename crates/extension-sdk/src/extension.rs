@@ -184,6 +184,8 @@ struct ResolvedConfig<C> {
     config: Arc<C>,
     echo: Option<Value>,
     config_id: Option<String>,
+    /// False when a preview's config could not be resolved (its `configId` is unknown, not absent).
+    resolved: bool,
 }
 
 impl<C: ExtensionConfig> Dispatcher<C> {
@@ -211,12 +213,40 @@ impl<C: ExtensionConfig> Dispatcher<C> {
             })
     }
 
-    fn resolve_config(
+    async fn resolve_config(
         &self,
         config: Option<&Value>,
         sent_config_id: Option<&str>,
     ) -> Result<ResolvedConfig<C>, ExtensionError> {
-        let parsed = C::from_request(config)?;
+        let mut parsed = C::from_request(config)?;
+        parsed.resolve().await?;
+        Self::checked_config(parsed, config, sent_config_id)
+    }
+
+    /// A preview only predicts: a config the control plane cannot resolve (e.g. an unreachable server)
+    /// still previews, with `configId` unknown.
+    async fn resolve_preview_config(
+        &self,
+        config: Option<&Value>,
+        sent_config_id: Option<&str>,
+    ) -> Result<ResolvedConfig<C>, ExtensionError> {
+        let mut parsed = C::from_request(config)?;
+        match parsed.resolve().await {
+            Ok(()) => Self::checked_config(parsed, config, sent_config_id),
+            Err(_) => Ok(ResolvedConfig {
+                config: Arc::new(parsed),
+                echo: echo_config(config, C::SECRET_PROPERTIES),
+                config_id: None,
+                resolved: false,
+            }),
+        }
+    }
+
+    fn checked_config(
+        parsed: C,
+        config: Option<&Value>,
+        sent_config_id: Option<&str>,
+    ) -> Result<ResolvedConfig<C>, ExtensionError> {
         let config_id = parsed.config_id();
         if let (Some(sent), Some(computed)) = (sent_config_id, config_id.as_deref())
             && sent != computed
@@ -232,6 +262,7 @@ impl<C: ExtensionConfig> Dispatcher<C> {
             config: Arc::new(parsed),
             echo: echo_config(config, C::SECRET_PROPERTIES),
             config_id,
+            resolved: true,
         })
     }
 
@@ -308,7 +339,10 @@ impl<C: ExtensionConfig> Dispatcher<C> {
         let config = if config_unevaluated {
             None
         } else {
-            Some(self.resolve_config(spec.config.as_ref(), spec.config_id.as_deref())?)
+            Some(
+                self.resolve_preview_config(spec.config.as_ref(), spec.config_id.as_deref())
+                    .await?,
+            )
         };
         let input = PreviewInput {
             properties: spec.properties,
@@ -325,8 +359,8 @@ impl<C: ExtensionConfig> Dispatcher<C> {
             unknown.push("/identifiers".to_owned());
         }
         let config_id = match &config {
-            Some(resolved) => resolved.config_id.clone(),
-            None => {
+            Some(resolved) if resolved.resolved => resolved.config_id.clone(),
+            _ => {
                 unknown.push("/configId".to_owned());
                 None
             }
@@ -354,7 +388,9 @@ impl<C: ExtensionConfig> Dispatcher<C> {
         info: RequestInfo,
     ) -> Result<Reply, ExtensionError> {
         let handler = self.handler(&spec.resource_type)?;
-        let config = self.resolve_config(spec.config.as_ref(), spec.config_id.as_deref())?;
+        let config = self
+            .resolve_config(spec.config.as_ref(), spec.config_id.as_deref())
+            .await?;
         let request = Apply {
             properties: spec.properties,
             config: Arc::clone(&config.config),
@@ -396,8 +432,9 @@ impl<C: ExtensionConfig> Dispatcher<C> {
         info: RequestInfo,
     ) -> Result<Reply, ExtensionError> {
         let handler = self.handler(&reference.resource_type)?;
-        let config =
-            self.resolve_config(reference.config.as_ref(), reference.config_id.as_deref())?;
+        let config = self
+            .resolve_config(reference.config.as_ref(), reference.config_id.as_deref())
+            .await?;
         match run_handler(handler.get(Self::lookup(&reference, &config, info))).await? {
             Some(state) => Reply::ok(&Self::resource(
                 reference.resource_type,
@@ -424,8 +461,9 @@ impl<C: ExtensionConfig> Dispatcher<C> {
         info: RequestInfo,
     ) -> Result<Reply, ExtensionError> {
         let handler = self.handler(&reference.resource_type)?;
-        let config =
-            self.resolve_config(reference.config.as_ref(), reference.config_id.as_deref())?;
+        let config = self
+            .resolve_config(reference.config.as_ref(), reference.config_id.as_deref())
+            .await?;
         match run_handler(handler.delete(Self::lookup(&reference, &config, info))).await? {
             Deleted::Gone => Ok(Reply::NoContent),
             Deleted::Deleting(state) => Reply::ok(&Self::resource(

@@ -160,4 +160,3 @@ fn confirm(name: &str) -> Result<bool, Failure> {
         .map_err(|e| Failure::Other(e.into()))?;
     Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
-

@@ -538,3 +538,54 @@ async fn non_secure_values_are_persisted_though_the_extension_echoes_nothing() {
     assert_eq!(deletes.len(), 1, "{deletes:?}");
     assert_eq!(deletes[0]["cluster"], "c9");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_auth_group_in_the_stack_body_reaches_the_extension_nested_at_deploy_and_delete() {
+    let env = setup().await;
+    set_secret(&env.store, "admin-token", "auth-ORIGINAL-7d1e").await;
+    set_secret(&env.store, "endpoint", "https://c9.example").await;
+    let root = json!({"rec": {
+        "cluster": {"value": "c9"},
+        "auth": {
+            "token": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "admin-token"}},
+            "endpoint": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "endpoint"}}
+        }
+    }});
+    let created = create(&env, "grouped", stack(Value::Null, root)).await;
+
+    let creates = env.recorder.configs(Operation::CreateOrUpdate);
+    assert_eq!(
+        creates.last().unwrap()["auth"]["token"],
+        "auth-ORIGINAL-7d1e"
+    );
+    assert_eq!(creates.last().unwrap()["cluster"], "c9");
+    // The record keeps the group's directive (under its dotted name), never its value.
+    let config = recorder_config(&created);
+    assert_eq!(
+        config["auth.token"]["keyVaultReference"]["secretName"], "admin-token",
+        "{created:#}"
+    );
+    assert!(!created.to_string().contains("ORIGINAL"), "{created:#}");
+
+    set_secret(&env.store, "admin-token", "auth-ROTATED-0b4c").await;
+    assert_eq!(
+        delete(&env, "grouped").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    let deletes = env.recorder.configs(Operation::Delete);
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(
+        deletes[0]["auth"],
+        json!({"token": "auth-ROTATED-0b4c", "endpoint": "https://c9.example"}),
+        "the extension gets the group back, with the rotated secret: {deletes:?}"
+    );
+    assert_eq!(deletes[0]["cluster"], "c9");
+    for old in ["auth-ORIGINAL-7d1e", "auth-ROTATED-0b4c"] {
+        assert_eq!(
+            files_containing(env.dir.path(), old),
+            Vec::<String>::new(),
+            "{old}"
+        );
+    }
+}

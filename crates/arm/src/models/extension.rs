@@ -49,6 +49,12 @@ pub struct DeploymentExtensionConfigItem {
     pub key_vault_reference: Option<KeyVaultParameterReference>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_reference: Option<ApiReference>,
+    /// Every other key, kept as written: the members of a group (seed 000's reserved `auth` object,
+    /// `"auth": {"kubeConfig": {"keyVaultReference": ...}}`) or the fields of seed 003's discriminated `auth`
+    /// (`{"type": "KeyVaultSecret", "keyVaultId", "secretName"}`). Without them such a config would lose its
+    /// contents between the request and the engine. `Debug` shows their names only.
+    #[serde(flatten)]
+    pub members: Map<String, Value>,
 }
 
 impl DeploymentExtensionConfigItem {
@@ -80,6 +86,7 @@ impl fmt::Debug for DeploymentExtensionConfigItem {
             .field("value", &self.value.as_ref().map(|_| Redacted))
             .field("keyVaultReference", &self.key_vault_reference)
             .field("apiReference", &self.api_reference)
+            .field("members", &self.members.keys().collect::<Vec<_>>())
             .finish()
     }
 }
@@ -191,6 +198,26 @@ mod tests {
         assert!(!config["namespace"].is_directive());
         assert!(config["kubeConfig"].is_directive());
         assert!(config["token"].is_secure() && config["token"].is_directive());
+    }
+
+    #[test]
+    fn groups_and_seed_003_auth_keep_their_contents() {
+        let body = json!({
+            "auth": {"kubeConfig": {"keyVaultReference": {"keyVault": {"id": "/kv"}, "secretName": "kc"}},
+                     "token": {"value": "s3cret"}},
+            "legacy": {"type": "KeyVaultSecret", "keyVaultId": "/kv", "secretName": "kc"},
+            "namespace": {"value": "apps"}
+        });
+        let config: ExtensionConfig = serde_json::from_value(body.clone()).unwrap();
+        assert!(config["auth"].value.is_none() && !config["auth"].is_directive());
+        assert_eq!(config["auth"].members.len(), 2);
+        assert!(config["namespace"].members.is_empty());
+        assert_eq!(serde_json::to_value(&config).unwrap(), body);
+        let shown = format!("{:?}", config["auth"]);
+        assert!(
+            shown.contains("kubeConfig") && !shown.contains("s3cret"),
+            "{shown}"
+        );
     }
 
     #[test]

@@ -242,13 +242,16 @@ impl PersistedConfig {
         Ok(Self { properties })
     }
 
-    /// Reads the shipped API's config items.
+    /// Reads the shipped API's config items. A group's members listed under dotted names (`auth.kubeConfig`, as
+    /// [`PersistedConfig::to_arm`] and deployment records write them) go back into their group, so the extension
+    /// receives `{auth: {kubeConfig}}` again, as it did at deployment.
     pub fn from_arm(alias: &str, config: &ExtensionConfig) -> Result<Self, ConfigError> {
         let mut map = Map::with_capacity(config.len());
         for (name, item) in config {
-            // The item model only has plain fields, so it always serializes.
+            // The item model only has plain fields and JSON members, so it always serializes.
             let value = serde_json::to_value(item).unwrap_or(Value::Null);
-            map.insert(name.clone(), value);
+            let path: Vec<&str> = name.split('.').collect();
+            insert_at(&mut map, &path, value);
         }
         Self::from_wire(alias, &Value::Object(map))
     }
@@ -388,6 +391,31 @@ impl<'de> Deserialize<'de> for PersistedConfig {
 }
 
 type NormalizeError = (ConfigPath, ConfigErrorKind);
+
+/// Puts `value` at `path` in `map`, creating the groups on the way (a group given both whole and by dotted
+/// member merges; a literal in the way of a member becomes a group, which `from_wire` then refuses by shape).
+fn insert_at(map: &mut Map<String, Value>, path: &[&str], value: Value) {
+    match path {
+        [] => {}
+        [last] => match (map.get_mut(*last), value) {
+            (Some(Value::Object(existing)), Value::Object(members)) => existing.extend(members),
+            (_, value) => {
+                map.insert((*last).to_owned(), value);
+            }
+        },
+        [first, rest @ ..] => {
+            let entry = map
+                .entry((*first).to_owned())
+                .or_insert_with(|| Value::Object(Map::new()));
+            if !entry.is_object() {
+                *entry = Value::Object(Map::new());
+            }
+            if let Value::Object(group) = entry {
+                insert_at(group, rest, value);
+            }
+        }
+    }
+}
 
 fn normalize_members(
     map: &Map<String, Value>,
@@ -950,6 +978,32 @@ mod tests {
                 .kind,
             ConfigErrorKind::NotAnObject
         );
+    }
+
+    #[test]
+    fn from_arm_puts_group_members_back_in_their_group() {
+        let dotted: ExtensionConfig = serde_json::from_value(json!({
+            "namespace": {"value": "app"},
+            "auth.kubeConfig": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "kc"}}
+        }))
+        .unwrap();
+        let grouped: ExtensionConfig = serde_json::from_value(json!({
+            "namespace": {"value": "app"},
+            "auth": {"kubeConfig": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "kc"}}}
+        }))
+        .unwrap();
+        for config in [&dotted, &grouped] {
+            let read = PersistedConfig::from_arm("k8s", config).unwrap();
+            let ConfigValue::Group(auth) = &read.properties()["auth"] else {
+                panic!("auth is a group: {read:?}");
+            };
+            assert_eq!(auth["kubeConfig"], kv("kc"));
+            assert_eq!(
+                read.to_arm(),
+                dotted,
+                "the record form lists members dotted"
+            );
+        }
     }
 
     #[test]

@@ -5,8 +5,8 @@
 //! and check the catalog at every step. The admin password and a role password never show up in a response,
 //! an error, a log line or a store file.
 //!
-//! The password reaches the extension as the config's top-level secure `password` (the engine delivers
-//! extension config items flat; the extension also accepts the nested `auth: { password }`).
+//! The password is given as seed 000's reserved `auth: { password }` group, so the stack keeps its Key Vault
+//! directive and the delete sends the group back with the rotated password.
 
 use std::io::Write;
 use std::sync::{Arc, Mutex};
@@ -292,7 +292,7 @@ fn stack(cluster: &TestPostgres, full: bool, action: &str) -> DeploymentStack {
                 "port": { "value": cluster.port() },
                 "username": { "value": cluster.superuser() },
                 "sslMode": { "value": "disable" },
-                "password": { "keyVaultReference": { "keyVault": { "id": VAULT }, "secretName": ADMIN_SECRET } }
+                "auth": { "password": { "keyVaultReference": { "keyVault": { "id": VAULT }, "secretName": ADMIN_SECRET } } }
             } },
             "actionOnUnmanage": { "resources": action },
             "denySettings": { "mode": "none" }

@@ -382,3 +382,43 @@ async fn a_template_sent_as_a_string_is_stored_parsed_and_secure_parameters_stay
         "securestring"
     );
 }
+
+/// Seed 001's `providers` block (resources naming it with `provider`, configs as `deploymentProviderConfigs` in
+/// the body) and seed 002's `extensions.<alias>.extension` spelling deploy like the shipped `extensions` form.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn seed_declaration_forms_deploy_like_the_shipped_one() {
+    let env = setup().await;
+    let schema = "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#";
+    let providers = json!({
+        "$schema": schema, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
+        "providers": { "fk": { "name": "Fake", "version": "1.0.0",
+                               "config": { "cluster": { "type": "string" } } } },
+        "resources": { "w": { "provider": "fk", "type": "widget", "apiVersion": "v1",
+                              "properties": { "name": "from-providers" } } }
+    });
+    let req: cairn_arm::models::deployment::Deployment = serde_json::from_value(json!({
+        "properties": { "mode": "Incremental", "template": providers,
+                        "deploymentProviderConfigs": { "fk": { "cluster": { "value": "seed001-cluster" } } } }
+    }))
+    .unwrap();
+    let record = deploy(&env.engine, RG, "seed001", req).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(
+        env.fake.config_of("from-providers"),
+        Some(json!({ "cluster": "seed001-cluster" }))
+    );
+
+    let early = json!({
+        "$schema": schema, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
+        "extensions": { "fk": { "extension": "Fake", "version": "1.0.0",
+                                "config": { "cluster": { "type": "string", "defaultValue": "seed002-cluster" } } } },
+        "resources": { "w": { "extension": "fk", "type": "widget", "apiVersion": "v1",
+                              "properties": { "name": "from-seed002" } } }
+    });
+    let record = deploy(&env.engine, RG, "seed002", request(early, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(
+        env.fake.config_of("from-seed002"),
+        Some(json!({ "cluster": "seed002-cluster" }))
+    );
+}

@@ -116,7 +116,7 @@ pub mod codes {
     pub const INVALID_API_VERSION_PARAMETER: &str = "InvalidApiVersionParameter";
     pub const INVALID_REQUEST_CONTENT: &str = "InvalidRequestContent";
     pub const INVALID_QUERY_PARAMETER_VALUE: &str = "InvalidQueryParameterValue";
-    pub const REQUEST_TOO_LARGE: &str = "RequestTooLarge";
+    pub const REQUEST_TOO_LARGE: &str = "RequestEntityTooLarge";
     pub const AUTHENTICATION_FAILED: &str = "AuthenticationFailed";
     pub const INVALID_AUTHENTICATION_TOKEN: &str = "InvalidAuthenticationToken";
     pub const AUTHORIZATION_FAILED: &str = "AuthorizationFailed";
@@ -247,7 +247,7 @@ impl ArmError {
         .with_target(name)
     }
 
-    /// 413 `RequestTooLarge` (cairn wording).
+    /// 413 `RequestEntityTooLarge`.
     pub fn request_too_large(limit_bytes: u64) -> Self {
         Self::new(
             413,

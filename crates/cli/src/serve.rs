@@ -47,6 +47,21 @@ pub(crate) struct ServeArgs {
     /// lease lasts as long: after a crash, the stack takes a new PUT or DELETE once it has expired.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     claim_ttl: u64,
+    /// Largest request body; larger ones get 413 RequestEntityTooLarge (docs/limits.md).
+    #[arg(long, value_name = "BYTES", default_value_t = cairn_server::DEFAULT_MAX_REQUEST_BYTES)]
+    max_request_bytes: usize,
+    /// Largest value a template expression may produce (EvaluationLimitExceeded past it).
+    #[arg(long, value_name = "BYTES", default_value_t = cairn_eval::EvalLimits::DEFAULT_MAX_VALUE_BYTES)]
+    max_eval_value_bytes: usize,
+    /// Bytes of values one deployment's template evaluation may produce in all.
+    #[arg(long, value_name = "BYTES", default_value_t = cairn_eval::EvalLimits::DEFAULT_MAX_TOTAL_BYTES)]
+    max_eval_total_bytes: u64,
+    /// Evaluation steps (JSON nodes, expression nodes, function calls) per deployment.
+    #[arg(long, value_name = "STEPS", default_value_t = cairn_eval::EvalLimits::DEFAULT_MAX_STEPS)]
+    max_eval_steps: u64,
+    /// Nesting depth of an evaluation (expressions, JSON, variables, user functions, lambdas).
+    #[arg(long, value_name = "LEVELS", default_value_t = cairn_eval::EvalLimits::DEFAULT_MAX_DEPTH)]
+    max_eval_depth: usize,
 }
 
 fn env(name: &str) -> Option<String> {
@@ -83,6 +98,7 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         options: ServerOptions {
             retry_after_seconds: args.retry_after,
             public_base_url: args.public_url,
+            max_request_bytes: args.max_request_bytes,
             ..ServerOptions::default()
         },
         engine: {
@@ -90,6 +106,12 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             cairn_engine::EngineSettings {
                 claim_ttl: ttl,
                 heartbeat_interval: (ttl / 4).max(std::time::Duration::from_millis(250)),
+                eval_limits: cairn_eval::EvalLimits {
+                    max_value_bytes: args.max_eval_value_bytes,
+                    max_total_bytes: args.max_eval_total_bytes,
+                    max_steps: args.max_eval_steps,
+                    max_depth: args.max_eval_depth,
+                },
                 ..cairn_engine::EngineSettings::default()
             }
         },

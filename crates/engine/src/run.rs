@@ -308,6 +308,7 @@ pub(crate) fn context_for(
         location: location.map(str::to_string),
         utc_now: Some(annotation.utc_now.clone()).filter(|s| !s.is_empty()),
         new_guids: annotation.new_guids.clone(),
+        eval_limits: settings.eval_limits,
         ..DeploymentContext::default()
     };
     if let Ok(scope) = ResourceId::parse(&key.scope) {

@@ -1,5 +1,5 @@
-//! Engine settings: parallelism, claim and heartbeat timing, recovery policy, the local tenant's identity and
-//! linked-template download limits.
+//! Engine settings: parallelism, claim and heartbeat timing, recovery policy, the local tenant's identity,
+//! linked-template download limits and template evaluation budgets.
 
 use std::time::Duration;
 
@@ -39,6 +39,9 @@ pub struct EngineSettings {
     pub max_linked_template_bytes: usize,
     /// How long one linked-template download may take.
     pub linked_template_timeout: Duration,
+    /// Budgets of each deployment's template evaluation (nested deployments included): exceeding one fails the
+    /// deployment with `EvaluationLimitExceeded` (`docs/limits.md`).
+    pub eval_limits: cairn_eval::EvalLimits,
 }
 
 impl Default for EngineSettings {
@@ -54,6 +57,7 @@ impl Default for EngineSettings {
             max_runtime_rounds: 8,
             max_linked_template_bytes: crate::link::DEFAULT_MAX_LINKED_BYTES,
             linked_template_timeout: crate::link::DEFAULT_LINK_TIMEOUT,
+            eval_limits: cairn_eval::EvalLimits::default(),
         }
     }
 }

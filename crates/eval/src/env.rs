@@ -3,6 +3,7 @@
 
 use std::rc::Rc;
 
+use crate::budget::Budget;
 use crate::error::EvalError;
 use crate::value::{Object, Value};
 
@@ -92,6 +93,8 @@ pub trait Environment {
     }
     /// The next `newGuid()` value.
     fn new_guid(&self) -> String;
+    /// The budgets of the evaluation this environment belongs to, shared by every evaluator over it.
+    fn budget(&self) -> &Budget;
 }
 
 /// A small environment for tests and one-off evaluations: fixed parameters and variables, no runtime answers.
@@ -102,6 +105,7 @@ pub struct SimpleEnvironment {
     pub functions: Vec<Rc<UserFunction>>,
     pub facts: DeploymentFacts,
     pub guid_counter: std::cell::Cell<u64>,
+    pub budget: Budget,
 }
 
 impl Environment for SimpleEnvironment {
@@ -141,5 +145,9 @@ impl Environment for SimpleEnvironment {
         let n = self.guid_counter.get();
         self.guid_counter.set(n + 1);
         format!("00000000-0000-4000-8000-{n:012x}")
+    }
+
+    fn budget(&self) -> &Budget {
+        &self.budget
     }
 }

@@ -4,6 +4,8 @@ use std::fmt;
 
 use cairn_expr::{ExprError, Span};
 
+use crate::budget::{LIMIT_EXCEEDED, Limit};
+
 /// One step of a JSON path inside the value being evaluated (`properties.tags['x']`, `items[3]`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum PathSegment {
@@ -49,6 +51,16 @@ pub enum EvalErrorKind {
     /// An error with its own ARM code (`fail()`, host answers, limits).
     #[error("{message}")]
     Coded { code: String, message: String },
+    /// An evaluation budget ran out (see [`crate::EvalLimits`]).
+    #[error(
+        "The template language evaluation exceeded {limit} ({setting} = {value}): {detail}.",
+        setting = limit.setting()
+    )]
+    LimitExceeded {
+        limit: Limit,
+        value: u64,
+        detail: String,
+    },
 }
 
 /// An evaluation error. `span` locates it inside the expression text; `node_span` locates the JSON string in the
@@ -98,6 +110,11 @@ impl EvalError {
         })
     }
 
+    /// True when a budget ran out: callers must not treat it as a recoverable failure of one expression.
+    pub fn is_limit(&self) -> bool {
+        matches!(self.kind, EvalErrorKind::LimitExceeded { .. })
+    }
+
     pub fn is_unavailable(&self) -> bool {
         matches!(self.kind, EvalErrorKind::Unavailable { .. })
     }
@@ -106,6 +123,7 @@ impl EvalError {
     pub fn code(&self) -> &str {
         match &self.kind {
             EvalErrorKind::Coded { code, .. } => code,
+            EvalErrorKind::LimitExceeded { .. } => LIMIT_EXCEEDED,
             _ => "InvalidTemplate",
         }
     }

@@ -5,13 +5,12 @@ use std::rc::Rc;
 use cairn_expr::{Expr, ExprKind, Span, TemplateString};
 use cairn_json::{Node, NodeKind, Number};
 
+use crate::budget::Budget;
 use crate::env::{Environment, UserFunction};
 use crate::error::{EvalError, EvalErrorKind, FnError, PathSegment};
 use crate::functions::{self, Args, Imp};
 use crate::value::{Lambda, Object, Unevaluated, Value};
 
-/// Deeper recursion (nested user functions, lambdas, JSON) than this is refused.
-const MAX_DEPTH: usize = 128;
 /// ARM's limit on a property copy loop's count.
 pub const MAX_COPY_COUNT: i64 = 800;
 
@@ -38,7 +37,6 @@ pub struct Evaluator<'e> {
     udf_params: Option<Vec<(String, Value)>>,
     lambda_vars: Vec<(String, Value)>,
     copy: Vec<CopyFrame>,
-    depth: usize,
 }
 
 impl<'e> Evaluator<'e> {
@@ -48,12 +46,16 @@ impl<'e> Evaluator<'e> {
             udf_params: None,
             lambda_vars: Vec::new(),
             copy: Vec::new(),
-            depth: 0,
         }
     }
 
     pub fn env(&self) -> &'e dyn Environment {
         self.env
+    }
+
+    /// The budgets this evaluation draws on (the environment's).
+    pub fn budget(&self) -> &'e Budget {
+        self.env.budget()
     }
 
     /// Runs `f` with a copy-loop frame pushed (`copyIndex` sees `index`).
@@ -122,7 +124,10 @@ impl<'e> Evaluator<'e> {
     /// value is unavailable the result is an [`Value::Unevaluated`] marker holding `s`.
     pub fn eval_string(&mut self, s: &str) -> Result<Value, EvalError> {
         match cairn_expr::classify(s) {
-            TemplateString::Literal(lit) => Ok(Value::String(lit.into_owned())),
+            TemplateString::Literal(lit) => {
+                self.budget().charge(lit.len())?;
+                Ok(Value::String(lit.into_owned()))
+            }
             TemplateString::Expression { .. } => {
                 let (expr, source) = match parsed(s) {
                     Ok(Some(parsed)) => parsed,
@@ -149,40 +154,64 @@ impl<'e> Evaluator<'e> {
     /// Evaluates a JSON tree: strings may be expressions, object keys may be expressions, objects may hold
     /// property `copy` loops.
     pub fn eval_node(&mut self, node: &Node) -> Result<Value, EvalError> {
+        self.eval_node_sized(node).map(|(value, _)| value)
+    }
+
+    /// [`Evaluator::eval_node`] with the value's size, so enclosing arrays and objects add sizes up as they are
+    /// built instead of measuring their whole subtree again.
+    fn eval_node_sized(&mut self, node: &Node) -> Result<(Value, usize), EvalError> {
         self.enter()?;
         let out = self.eval_node_inner(node);
-        self.depth -= 1;
+        self.leave();
         out.map_err(|e| e.with_node_span(node.span))
     }
 
-    fn eval_node_inner(&mut self, node: &Node) -> Result<Value, EvalError> {
+    fn eval_node_inner(&mut self, node: &Node) -> Result<(Value, usize), EvalError> {
+        let budget = self.budget();
         match &node.kind {
-            NodeKind::Null => Ok(Value::Null),
-            NodeKind::Bool(b) => Ok(Value::Bool(*b)),
-            NodeKind::Number(Number::Int(i)) => Ok(Value::Int(*i)),
-            NodeKind::Number(Number::Float(x)) => Ok(Value::Float(*x)),
-            NodeKind::String(s) => self.eval_string(s),
+            NodeKind::Null => Ok((Value::Null, 4)),
+            NodeKind::Bool(b) => Ok((Value::Bool(*b), 5)),
+            NodeKind::Number(Number::Int(i)) => Ok((Value::Int(*i), 20)),
+            NodeKind::Number(Number::Float(x)) => Ok((Value::Float(*x), 24)),
+            NodeKind::String(s) => {
+                let value = self.eval_string(s)?;
+                let size = match &value {
+                    Value::String(s) => {
+                        budget.check_size(s.len() + 2, "the string")?;
+                        s.len() + 2
+                    }
+                    other => budget.produced(other, "the value")?,
+                };
+                Ok((value, size))
+            }
             NodeKind::Array(items) => {
                 let mut out = Vec::with_capacity(items.len());
+                let mut tally = budget.tally("the array");
                 for (i, item) in items.iter().enumerate() {
-                    out.push(
-                        self.eval_node(item)
-                            .map_err(|e| e.at(PathSegment::Index(i)))?,
-                    );
+                    let (value, size) = self
+                        .eval_node_sized(item)
+                        .map_err(|e| e.at(PathSegment::Index(i)))?;
+                    tally
+                        .add_bytes(size)
+                        .map_err(|e| e.at(PathSegment::Index(i)))?;
+                    out.push(value);
                 }
-                Ok(Value::Array(out))
+                Ok((Value::Array(out), tally.bytes()))
             }
             NodeKind::Object(members) => {
                 let mut out = Object::with_capacity(members.len());
+                let mut tally = budget.tally("the object");
                 for m in members {
                     if m.key.eq_ignore_ascii_case("copy")
                         && let NodeKind::Array(loops) = &m.value.kind
                     {
                         for (i, lp) in loops.iter().enumerate() {
-                            let (name, items) = self.property_copy(lp).map_err(|e| {
+                            let at = |e: EvalError| {
                                 e.at(PathSegment::Index(i))
                                     .at(PathSegment::Key(m.key.clone()))
-                            })?;
+                            };
+                            let (name, items, size) = self.property_copy(lp).map_err(at)?;
+                            tally.add_bytes(name.len() + 3 + size).map_err(at)?;
                             out.insert(name, Value::Array(items));
                         }
                         continue;
@@ -209,18 +238,21 @@ impl<'e> Evaluator<'e> {
                     };
                     // A member whose expression evaluates to null stays as null: the real engine keeps it
                     // (Bicep's EvaluationTests `Safe_dereferences_are_evaluated_successfully`).
-                    let value = self
-                        .eval_node(&m.value)
+                    let (value, size) = self
+                        .eval_node_sized(&m.value)
+                        .map_err(|e| e.at(PathSegment::Key(key.clone())))?;
+                    tally
+                        .add_bytes(key.len() + 3 + size)
                         .map_err(|e| e.at(PathSegment::Key(key.clone())))?;
                     out.insert(key, value);
                 }
-                Ok(Value::Object(out))
+                Ok((Value::Object(out), tally.bytes()))
             }
         }
     }
 
     /// One entry of a property `copy` array: `{ name, count, input }`.
-    fn property_copy(&mut self, lp: &Node) -> Result<(String, Vec<Value>), EvalError> {
+    fn property_copy(&mut self, lp: &Node) -> Result<(String, Vec<Value>, usize), EvalError> {
         let name = match lp.get_ci("name").map(|n| self.eval_node(n)).transpose()? {
             Some(Value::String(s)) => s,
             _ => {
@@ -248,35 +280,58 @@ impl<'e> Evaluator<'e> {
             ))
             .with_node_span(lp.span));
         };
-        let mut items = Vec::with_capacity(count as usize);
-        for i in 0..count {
-            let v = self.with_copy(&name, i, CopyKind::Named, |ev| ev.eval_node(input));
-            items.push(v.map_err(|e| e.at(PathSegment::Index(i as usize)))?);
-        }
-        Ok((name, items))
+        let (items, size) = self.copy_items(&name, count, CopyKind::Named, input)?;
+        Ok((name, items, size))
     }
 
-    fn enter(&mut self) -> Result<(), EvalError> {
-        if self.depth >= MAX_DEPTH {
-            return Err(EvalError::expression(format!(
-                "The evaluation is nested more than {MAX_DEPTH} levels deep."
-            )));
+    /// The items of a copy loop over `input` (`copyIndex(name)` from 0 to `count - 1`), with the array's size;
+    /// the array is refused as soon as it grows past the value limit. Errors carry the item's index.
+    pub fn copy_items(
+        &mut self,
+        name: &str,
+        count: i64,
+        kind: CopyKind,
+        input: &Node,
+    ) -> Result<(Vec<Value>, usize), EvalError> {
+        let budget = self.budget();
+        let mut items = Vec::with_capacity(usize::try_from(count).unwrap_or_default());
+        let mut tally = budget.tally("the copy loop's array");
+        for i in 0..count {
+            let at = |e: EvalError| e.at(PathSegment::Index(i as usize));
+            let (value, size) = self
+                .with_copy(name, i, kind, |ev| ev.eval_node_sized(input))
+                .map_err(at)?;
+            tally.add_bytes(size).map_err(at)?;
+            items.push(value);
         }
-        self.depth += 1;
-        Ok(())
+        Ok((items, tally.bytes()))
+    }
+
+    /// One step deeper: counts a step and a level of nesting against the budget.
+    fn enter(&mut self) -> Result<(), EvalError> {
+        let budget = self.budget();
+        budget.step()?;
+        budget.enter()
+    }
+
+    fn leave(&mut self) {
+        self.budget().leave();
     }
 
     /// Evaluates a parsed expression. `source` is the string its spans index into.
     pub fn eval_expr(&mut self, expr: &Expr, source: &Rc<str>) -> Result<Value, EvalError> {
         self.enter()?;
         let out = self.eval_expr_inner(expr, source);
-        self.depth -= 1;
+        self.leave();
         out.map_err(|e| e.with_span(expr.span))
     }
 
     fn eval_expr_inner(&mut self, expr: &Expr, source: &Rc<str>) -> Result<Value, EvalError> {
         match &expr.kind {
-            ExprKind::String(s) => Ok(Value::String(s.clone())),
+            ExprKind::String(s) => {
+                self.budget().charge(s.len())?;
+                Ok(Value::String(s.clone()))
+            }
             ExprKind::Int(i) => Ok(Value::Int(*i)),
             ExprKind::Property { target, name } => {
                 let target = self.eval_expr(target, source)?;
@@ -297,11 +352,12 @@ impl<'e> Evaluator<'e> {
                         name: format!("{}.{}", ns.name, name.name),
                     }));
                 };
-                let mut values = Vec::with_capacity(args.len());
-                for a in args {
-                    values.push(self.eval_expr(a, source)?);
-                }
-                self.call_user_function(&udf, values)
+                let full_name = format!("{}.{}", ns.name, name.name);
+                let values = self.eval_args(args, source, &full_name)?;
+                let out = self.call_user_function(&udf, values)?;
+                self.budget()
+                    .produced(&out, &format!("the result of '{full_name}'"))?;
+                Ok(out)
             }
             ExprKind::Call {
                 namespace: None,
@@ -341,10 +397,7 @@ impl<'e> Evaluator<'e> {
         match def.imp {
             Imp::Lazy(f) => f(self, args, source).map_err(wrap),
             Imp::Eager(f) => {
-                let mut values = Vec::with_capacity(args.len());
-                for a in args {
-                    values.push(self.eval_expr(a, source)?);
-                }
+                let values = self.eval_args(args, source, def.name)?;
                 if !def.passes_unevaluated
                     && let Some(u) = values.iter().find(|v| v.contains_unevaluated())
                 {
@@ -359,11 +412,38 @@ impl<'e> Evaluator<'e> {
                         name,
                         args: &values,
                     };
-                    return self.env.runtime(call).map_err(|e| e.with_span(span));
+                    let out = self.env.runtime(call).map_err(|e| e.with_span(span))?;
+                    self.budget()
+                        .produced(&out, &format!("the result of '{name}'"))
+                        .map_err(|e| e.with_span(span))?;
+                    return Ok(out);
                 }
-                f(self, Args::new(def.name, values)).map_err(wrap)
+                let out = f(self, Args::new(def.name, values)).map_err(wrap)?;
+                self.budget()
+                    .produced(&out, &format!("the result of '{}'", def.name))
+                    .map_err(|e| e.with_span(span))?;
+                Ok(out)
             }
         }
+    }
+
+    /// Evaluates a call's arguments; together they may not pass the value limit (so a call cannot gather
+    /// many large values at once).
+    fn eval_args(
+        &mut self,
+        args: &[Expr],
+        source: &Rc<str>,
+        function: &str,
+    ) -> Result<Vec<Value>, EvalError> {
+        let what = format!("the arguments of '{function}'");
+        let mut tally = self.budget().tally(&what);
+        let mut values = Vec::with_capacity(args.len());
+        for a in args {
+            let value = self.eval_expr(a, source)?;
+            tally.add(&value).map_err(|e| e.with_span(a.span))?;
+            values.push(value);
+        }
+        Ok(values)
     }
 
     /// Calls a user-defined function with evaluated arguments.

@@ -5,6 +5,7 @@
 //! [`Environment`] trait. A runtime value that is not available yields an [`Unevaluated`] marker instead of an
 //! error, so templates can be expanded offline.
 
+mod budget;
 mod env;
 mod error;
 mod eval;
@@ -12,6 +13,7 @@ pub mod functions;
 pub mod ids;
 mod value;
 
+pub use budget::{Budget, EvalLimits, LIMIT_EXCEEDED, Limit, SizeTally, json_size};
 pub use env::{
     DeploymentFacts, Environment, RuntimeCall, ScopeKind, SimpleEnvironment, UserFunction,
     UserFunctionParameter,

@@ -216,7 +216,7 @@ fn legacy_deployment_path(path: &str) -> Option<String> {
     }
 }
 
-/// Reads the body within `limit` bytes: 413 `RequestTooLarge` beyond it.
+/// Reads the body within `limit` bytes: 413 `RequestEntityTooLarge` beyond it.
 async fn read_body(body: Body, limit: usize) -> Result<Bytes, ArmError> {
     axum::body::to_bytes(body, limit).await.map_err(|error| {
         let source = error.into_inner();

@@ -12,7 +12,7 @@
 //! `cairn_arm::route::classify`; axum's router holds only the health endpoint and the extension host
 //! API. Layers, outermost first: request ids (`x-ms-request-id`, `x-ms-correlation-request-id`), sensitive
 //! `Authorization` header, tracing (method, path, status, latency; never headers or bodies), catch-panic
-//! (500 in ARM's shape), declared-length limit (413), bearer-token authentication (401/403).
+//! (500 in ARM's shape), request-size limit (413, answered after reading and discarding the rest of the body), bearer-token authentication (401/403).
 
 pub mod auth;
 mod deployments;
@@ -41,7 +41,7 @@ use tracing::Level;
 
 pub use auth::{Caller, HEALTH_PATH, TokenFileError, TokenSet};
 pub use listen::{ListenError, Listener, TlsFiles, install_crypto_provider};
-pub use state::{AppState, DEFAULT_MAX_REQUEST_BYTES, ServerOptions};
+pub use state::{AppState, DEFAULT_MAX_DISCARDED_BYTES, DEFAULT_MAX_REQUEST_BYTES, ServerOptions};
 
 /// Where the extension host's API is mounted (exact case): e.g.
 /// `GET /providers/Cairn.Extensibility/extensions`.
@@ -70,8 +70,11 @@ pub fn app(state: AppState) -> Router {
             auth::require_token,
         ))
         .layer(axum::middleware::from_fn_with_state(
-            state.options.max_request_bytes,
-            middleware::limit_declared_length,
+            middleware::BodyLimits {
+                max_request_bytes: state.options.max_request_bytes,
+                max_discarded_bytes: state.options.max_discarded_bytes,
+            },
+            middleware::limit_body,
         ))
         .layer(CatchPanicLayer::custom(middleware::panic_response))
         .layer(

@@ -1,13 +1,17 @@
 //! The server's own layers: request and correlation ids on every response, the request-size limit
-//! answered in ARM's shape (413 `RequestTooLarge`), and the ARM body for a handler that panicked.
+//! answered in ARM's shape (413 `RequestEntityTooLarge`) before the connection closes, and the ARM body for a
+//! handler that panicked.
 
 use std::any::Any;
+use std::time::Duration;
 
+use axum::body::Body;
 use axum::extract::{Request, State};
-use axum::http::{HeaderValue, header};
+use axum::http::{HeaderMap, HeaderValue, Version, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use cairn_arm::ArmError;
+use http_body_util::BodyExt;
 
 use crate::response::error_response;
 
@@ -65,24 +69,107 @@ pub async fn request_ids(mut request: Request, next: Next) -> Response {
     response
 }
 
-/// Rejects a request whose declared `Content-Length` is above the limit before any of it is read;
-/// bodies without a length are cut off where they are read (see [`crate::dispatch`]).
-pub async fn limit_declared_length(
-    State(limit): State<usize>,
+/// The request-size limit and how much of an oversized body is read and thrown away before answering.
+#[derive(Clone, Copy, Debug)]
+pub struct BodyLimits {
+    pub max_request_bytes: usize,
+    pub max_discarded_bytes: usize,
+}
+
+/// How long the rest of an oversized body may take to arrive before the 413 is sent anyway.
+const DISCARD_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Reads every request body within the limit before any handler runs, and answers 413
+/// `RequestEntityTooLarge` beyond it, for declared (`Content-Length`) and chunked bodies alike. The 413 goes out
+/// once the client can read it: a client waiting on `Expect: 100-continue` is answered before it sends the body
+/// (hyper sends `100 Continue` only when the body is read, which never happens); otherwise the rest of the body
+/// is read and discarded, up to `max_discarded_bytes` and [`DISCARD_TIMEOUT`], so closing the connection does
+/// not reset it under a client still sending.
+pub async fn limit_body(
+    State(limits): State<BodyLimits>,
     request: Request,
     next: Next,
 ) -> Response {
+    let limit = limits.max_request_bytes;
     let declared = request
         .headers()
         .get(header::CONTENT_LENGTH)
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
-    match declared {
-        Some(length) if length > limit as u64 => {
-            error_response(&ArmError::request_too_large(limit as u64))
+    let (parts, body) = request.into_parts();
+    if declared.is_some_and(|length| length > limit as u64) {
+        if !expects_continue(&parts.headers) {
+            discard(body, limits.max_discarded_bytes).await;
         }
-        _ => next.run(request).await,
+        return too_large(limit, parts.version);
     }
+    match read_within(body, limit).await {
+        Ok(bytes) => {
+            next.run(Request::from_parts(parts, Body::from(bytes)))
+                .await
+        }
+        Err(BodyError::TooLarge(rest)) => {
+            discard(rest, limits.max_discarded_bytes).await;
+            too_large(limit, parts.version)
+        }
+        Err(BodyError::Unreadable) => error_response(&ArmError::invalid_request_content(
+            "the request body could not be read",
+        )),
+    }
+}
+
+fn expects_continue(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::EXPECT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.trim().eq_ignore_ascii_case("100-continue"))
+}
+
+/// 413 in ARM's shape; HTTP/1 connections are closed after it, since the body may not have been read.
+fn too_large(limit: usize, version: Version) -> Response {
+    let mut response = error_response(&ArmError::request_too_large(limit as u64));
+    if version < Version::HTTP_2 {
+        response
+            .headers_mut()
+            .insert(header::CONNECTION, HeaderValue::from_static("close"));
+    }
+    response
+}
+
+enum BodyError {
+    /// Past the limit: the rest of the body, still unread.
+    TooLarge(Body),
+    Unreadable,
+}
+
+async fn read_within(mut body: Body, limit: usize) -> Result<Vec<u8>, BodyError> {
+    let mut bytes = Vec::new();
+    while let Some(frame) = body.frame().await {
+        let frame = frame.map_err(|_| BodyError::Unreadable)?;
+        if let Ok(data) = frame.into_data() {
+            if bytes.len().saturating_add(data.len()) > limit {
+                return Err(BodyError::TooLarge(body));
+            }
+            bytes.extend_from_slice(&data);
+        }
+    }
+    Ok(bytes)
+}
+
+/// Reads and drops up to `budget` bytes of `body`, giving up after [`DISCARD_TIMEOUT`].
+async fn discard(mut body: Body, budget: usize) {
+    let drain = async {
+        let mut left = budget;
+        while let Some(Ok(frame)) = body.frame().await {
+            if let Ok(data) = frame.into_data() {
+                if data.len() > left {
+                    return;
+                }
+                left -= data.len();
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DISCARD_TIMEOUT, drain).await;
 }
 
 /// The response for a handler that panicked: a 500 with a tracking id. The panic payload is not

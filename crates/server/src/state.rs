@@ -15,14 +15,19 @@ use crate::auth::TokenSet;
 
 /// The default request-size limit (ARM's): 4 MB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
+/// The default bound on an oversized body read and thrown away before its 413 is sent: 32 MiB.
+pub const DEFAULT_MAX_DISCARDED_BYTES: usize = 32 * 1024 * 1024;
 
 /// Tunable behaviour of the API.
 #[derive(Clone, Debug)]
 pub struct ServerOptions {
     /// `Retry-After` (seconds) on long-running operations. ARM says 15+; locally 1 keeps clients quick.
     pub retry_after_seconds: u32,
-    /// Requests with a larger body get 413 `RequestTooLarge`.
+    /// Requests with a larger body get 413 `RequestEntityTooLarge`.
     pub max_request_bytes: usize,
+    /// How much of an oversized body is read and discarded before the 413, so the client is not reset while
+    /// still sending; past it the connection is closed with the rest unread.
+    pub max_discarded_bytes: usize,
     /// `scheme://host[:port]` for absolute URLs in responses; when unset, the request's scheme and
     /// `Host` are used (right for direct clients, wrong behind a proxy that rewrites `Host`).
     pub public_base_url: Option<String>,
@@ -33,6 +38,7 @@ impl Default for ServerOptions {
         Self {
             retry_after_seconds: 1,
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
+            max_discarded_bytes: DEFAULT_MAX_DISCARDED_BYTES,
             public_base_url: None,
         }
     }

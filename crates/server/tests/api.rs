@@ -142,11 +142,11 @@ async fn bodies_over_four_megabytes_get_413() {
     )
     .await;
     assert_eq!(response.status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(response.json["error"]["code"], "RequestTooLarge");
+    assert_eq!(response.json["error"]["code"], "RequestEntityTooLarge");
     // Without a declared length the body is cut off where it is read.
     let streamed = common::call_streamed(&app.router, "PUT", &format!("{RG}?{V}"), body).await;
     assert_eq!(streamed.status, StatusCode::PAYLOAD_TOO_LARGE);
-    assert_eq!(streamed.json["error"]["code"], "RequestTooLarge");
+    assert_eq!(streamed.json["error"]["code"], "RequestEntityTooLarge");
 }
 
 #[tokio::test]

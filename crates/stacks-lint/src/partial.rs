@@ -9,7 +9,9 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
-use cairn_eval::{DeploymentFacts, EvalError, Evaluator, RuntimeCall, UserFunction, Value};
+use cairn_eval::{
+    Budget, DeploymentFacts, EvalError, EvalLimits, Evaluator, RuntimeCall, UserFunction, Value,
+};
 use cairn_expr::Expr;
 use cairn_template::model::VariableValue;
 use cairn_template::{ParameterValue, Template};
@@ -39,6 +41,8 @@ pub struct PartialEnv {
     active: RefCell<Vec<String>>,
     variables: RefCell<HashMap<String, Option<Value>>>,
     guid: Cell<u64>,
+    /// The evaluation budgets of the whole lint over this environment (a value past them is unknown).
+    budget: Budget,
 }
 
 /// How many variables or parameter defaults may be evaluated inside one another.
@@ -63,6 +67,7 @@ impl PartialEnv {
             active: RefCell::new(Vec::new()),
             variables: RefCell::new(HashMap::new()),
             guid: Cell::new(0),
+            budget: Budget::new(EvalLimits::default()),
         }
     }
 
@@ -170,6 +175,10 @@ impl cairn_eval::Environment for PartialEnv {
             self.variables.borrow_mut().insert(key, known);
         }
         out
+    }
+
+    fn budget(&self) -> &Budget {
+        &self.budget
     }
 
     fn user_function(&self, namespace: &str, name: &str) -> Option<Rc<UserFunction>> {

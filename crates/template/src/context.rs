@@ -1,7 +1,7 @@
 //! The deployment context: who and where a deployment runs (tenant, subscription, resource group, location,
 //! deployment name, clock) — the facts scope functions return. Read from `--context ctx.json` or built by callers.
 
-use cairn_eval::{DeploymentFacts, Object, ScopeKind, Value, ids};
+use cairn_eval::{DeploymentFacts, EvalLimits, Object, ScopeKind, Value, ids};
 use serde::Deserialize;
 
 const ZERO_GUID: &str = "00000000-0000-0000-0000-000000000000";
@@ -38,6 +38,10 @@ pub struct DeploymentContext {
     pub echo_provider: bool,
     /// Values for `externalInputs('key')` in parameters files.
     pub external_inputs: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Budgets of the expansion (nested deployments share their parent's); set by the caller, not read from
+    /// context files.
+    #[serde(skip)]
+    pub eval_limits: EvalLimits,
 }
 
 impl DeploymentContext {
@@ -118,6 +122,7 @@ impl Default for DeploymentContext {
             list_responses: None,
             echo_provider: false,
             external_inputs: None,
+            eval_limits: EvalLimits::default(),
         }
     }
 }

@@ -10,8 +10,8 @@ use std::collections::HashMap;
 use std::rc::Rc;
 
 use cairn_eval::{
-    CopyKind, DeploymentFacts, Environment, EvalError, Evaluator, Object, RuntimeCall, ScopeKind,
-    Unevaluated, UserFunction, Value, copy_count, ids, render_path,
+    Budget, CopyKind, DeploymentFacts, Environment, EvalError, Evaluator, Object, RuntimeCall,
+    ScopeKind, Unevaluated, UserFunction, Value, copy_count, ids, render_path,
 };
 use cairn_expr::{Expr, ExprKind};
 use cairn_json::{Member, Node, NodeKind};
@@ -87,7 +87,7 @@ pub fn expand(
     input: DeploymentInput<'_>,
     hook: &dyn RuntimeHook,
 ) -> (Option<Plan>, Vec<Diagnostic>) {
-    let env = TemplateEnv::new(input, hook, None, 0);
+    let env = TemplateEnv::new(input, hook, None, 0, None);
     let plan = env.run();
     let diags = env.diags.into_inner();
     (plan, diags)
@@ -149,7 +149,7 @@ impl<'a> Expansion<'a> {
         input: DeploymentInput<'a>,
         hook: &'a dyn RuntimeHook,
     ) -> Result<Expansion<'a>, Vec<Diagnostic>> {
-        Expansion::start_in(TemplateEnv::new(input, hook, None, 0))
+        Expansion::start_in(TemplateEnv::new(input, hook, None, 0, None))
     }
 
     fn start_in(env: TemplateEnv<'a>) -> Result<Expansion<'a>, Vec<Diagnostic>> {
@@ -247,14 +247,20 @@ impl<'a> Expansion<'a> {
             context: nested.context.clone(),
         };
         let outer = if nested.inner { None } else { Some(&self.env) };
-        Expansion::start_in(TemplateEnv::new(input, hook, outer, self.env.depth + 1)).map_err(
-            |diags| {
-                diags
-                    .into_iter()
-                    .map(|d| prefix_diag(d, &nested.path))
-                    .collect()
-            },
-        )
+        let budget = Some(self.env.budget.clone());
+        Expansion::start_in(TemplateEnv::new(
+            input,
+            hook,
+            outer,
+            self.env.depth + 1,
+            budget,
+        ))
+        .map_err(|diags| {
+            diags
+                .into_iter()
+                .map(|d| prefix_diag(d, &nested.path))
+                .collect()
+        })
     }
 
     /// Records a nested deployment's result so `reference('<deployment>').outputs` answers from it.
@@ -334,6 +340,8 @@ struct TemplateEnv<'a> {
     allow_nondeterministic: Cell<bool>,
     guids: Cell<usize>,
     diags: RefCell<Vec<Diagnostic>>,
+    /// The evaluation budgets, shared with nested deployments' environments.
+    budget: Rc<Budget>,
 }
 
 fn diag_from_eval(e: &EvalError, base: &str) -> Diagnostic {
@@ -374,8 +382,10 @@ impl<'a> TemplateEnv<'a> {
         hook: &'a dyn RuntimeHook,
         outer: Option<&'a TemplateEnv<'a>>,
         depth: usize,
+        budget: Option<Rc<Budget>>,
     ) -> TemplateEnv<'a> {
         let template = input.template;
+        let budget = budget.unwrap_or_else(|| Rc::new(Budget::new(input.context.eval_limits)));
         let mut facts = input.context.facts(template.scope);
         let mut deployment = Object::new();
         deployment.insert("name", Value::from(input.context.deployment_name.as_str()));
@@ -420,6 +430,7 @@ impl<'a> TemplateEnv<'a> {
             allow_nondeterministic: Cell::new(false),
             guids: Cell::new(0),
             diags: RefCell::new(Vec::new()),
+            budget,
         }
     }
 
@@ -664,12 +675,7 @@ impl<'a> TemplateEnv<'a> {
             VariableValue::Plain(node) => ev.eval_node(node),
             VariableValue::Copy { count, input } => (|| {
                 let count = copy_count(&decl.name, &ev.eval_node(count)?)?;
-                let mut items = Vec::with_capacity(count as usize);
-                for i in 0..count {
-                    items.push(
-                        ev.with_copy(&decl.name, i, CopyKind::Named, |ev| ev.eval_node(input))?,
-                    );
-                }
+                let (items, _) = ev.copy_items(&decl.name, count, CopyKind::Named, input)?;
                 Ok(Value::Array(items))
             })(),
         };
@@ -1466,7 +1472,13 @@ impl<'a> TemplateEnv<'a> {
             context: nested.context.clone(),
         };
         let outer = if nested.inner { None } else { Some(self) };
-        let child = TemplateEnv::new(input, self.hook, outer, self.depth + 1);
+        let child = TemplateEnv::new(
+            input,
+            self.hook,
+            outer,
+            self.depth + 1,
+            Some(self.budget.clone()),
+        );
         let plan = child.run();
         for d in child.diags.into_inner() {
             self.error(prefix_diag(d, &nested.path));
@@ -2030,6 +2042,10 @@ impl Environment for TemplateEnv<'_> {
 
     fn allows_nondeterministic(&self) -> bool {
         self.allow_nondeterministic.get()
+    }
+
+    fn budget(&self) -> &Budget {
+        &self.budget
     }
 
     fn new_guid(&self) -> String {

@@ -36,6 +36,8 @@ pub(super) enum FormatError {
     BadSpecifier,
     /// A precision beyond [`MAX_PRECISION`].
     PrecisionTooLarge,
+    /// The result would pass the byte limit given to [`composite_within`].
+    TooLong,
 }
 
 impl fmt::Display for FormatError {
@@ -49,12 +51,24 @@ impl fmt::Display for FormatError {
             FormatError::PrecisionTooLarge => {
                 write!(f, "The format precision must not exceed {MAX_PRECISION}.")
             }
+            FormatError::TooLong => f.write_str("The formatted string is too long."),
         }
     }
 }
 
 /// Formats `format` with `args` like .NET's `String.Format(CultureInfo.InvariantCulture, ...)`.
+#[cfg(test)]
 pub(super) fn composite(format: &str, args: &[FormatArg]) -> Result<String, FormatError> {
+    composite_within(format, args, usize::MAX)
+}
+
+/// [`composite`], stopping with [`FormatError::TooLong`] as soon as the result passes `max_bytes` (a format
+/// string may repeat a large argument many times).
+pub(super) fn composite_within(
+    format: &str,
+    args: &[FormatArg],
+    max_bytes: usize,
+) -> Result<String, FormatError> {
     let chars: Vec<char> = format.chars().collect();
     let mut out = String::with_capacity(format.len());
     let mut i = 0;
@@ -69,11 +83,14 @@ pub(super) fn composite(format: &str, args: &[FormatArg]) -> Result<String, Form
                 i += 2;
             }
             '}' => return Err(FormatError::Syntax),
-            '{' => i = format_item(&chars, i + 1, args, &mut out)?,
+            '{' => i = format_item(&chars, i + 1, args, &mut out, max_bytes)?,
             c => {
                 out.push(c);
                 i += 1;
             }
+        }
+        if out.len() > max_bytes {
+            return Err(FormatError::TooLong);
         }
     }
     Ok(out)
@@ -85,6 +102,7 @@ fn format_item(
     mut i: usize,
     args: &[FormatArg],
     out: &mut String,
+    max_bytes: usize,
 ) -> Result<usize, FormatError> {
     let index = read_number(chars, &mut i)?;
     skip_spaces(chars, &mut i);
@@ -125,6 +143,9 @@ fn format_item(
     };
     // Alignment counts UTF-16 code units, like every .NET string length.
     let pad = width.saturating_sub(text.encode_utf16().count());
+    if out.len().saturating_add(pad).saturating_add(text.len()) > max_bytes {
+        return Err(FormatError::TooLong);
+    }
     if left_align {
         out.push_str(&text);
         out.extend(std::iter::repeat_n(' ', pad));

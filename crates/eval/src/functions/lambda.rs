@@ -101,8 +101,11 @@ fn map(ev: &mut Evaluator<'_>, mut args: Args) -> Result<Value, FnError> {
     let mapper = lambda_arg(&args, 1, 1..=2)?;
     let items = input_array(&mut args, 0)?;
     let mut out = Vec::with_capacity(items.len());
+    let mut tally = ev.budget().tally("the result of 'map'");
     for (i, item) in items.into_iter().enumerate() {
-        out.push(ev.apply(&mapper, vec![item, index_value(i)])?);
+        let mapped = ev.apply(&mapper, vec![item, index_value(i)])?;
+        tally.add(&mapped)?;
+        out.push(mapped);
     }
     Ok(Value::Array(out))
 }
@@ -168,12 +171,14 @@ fn to_object(ev: &mut Evaluator<'_>, mut args: Args) -> Result<Value, FnError> {
     };
     let items = input_array(&mut args, 0)?;
     let mut out = Object::with_capacity(items.len());
+    let mut tally = ev.budget().tally("the result of 'toObject'");
     for item in items {
         let key = expect_key(ev.apply(&key_of, vec![item.clone()])?)?;
         let value = match &value_of {
             Some(f) => ev.apply(f, vec![item])?,
             None => item,
         };
+        tally.add_member(&key, &value)?;
         out.insert(key, value);
     }
     Ok(Value::Object(out))
@@ -193,8 +198,10 @@ fn map_values(ev: &mut Evaluator<'_>, mut args: Args) -> Result<Value, FnError> 
         }
     };
     let mut out = Object::with_capacity(object.len());
+    let mut tally = ev.budget().tally("the result of 'mapValues'");
     for (key, value) in object {
         let mapped = ev.apply(&mapper, vec![value])?;
+        tally.add_member(&key, &mapped)?;
         out.insert(key, mapped);
     }
     Ok(Value::Object(out))
@@ -211,12 +218,14 @@ fn group_by(ev: &mut Evaluator<'_>, mut args: Args) -> Result<Value, FnError> {
     };
     let items = input_array(&mut args, 0)?;
     let mut out = Object::new();
+    let mut tally = ev.budget().tally("the result of 'groupBy'");
     for item in items {
         let key = expect_key(ev.apply(&key_of, vec![item.clone()])?)?;
         let value = match &value_of {
             Some(f) => ev.apply(f, vec![item])?,
             None => item,
         };
+        tally.add_member(&key, &value)?;
         match out.get_mut(&key) {
             Some(Value::Array(group)) => group.push(value),
             _ => out.insert(key, Value::Array(vec![value])),

@@ -24,9 +24,6 @@ use crate::value::{Object, Value};
 use format::FormatArg;
 pub(crate) use json_text::{parse_lenient as parse_json_text, to_compact_json};
 
-/// Longest string `padLeft` builds (in UTF-16 code units); ARM's own template size limit is 4 MB.
-const MAX_PADDED_LENGTH: i64 = 4 * 1024 * 1024;
-
 pub(super) const FUNCTIONS: &[FunctionDef] = &[
     FunctionDef::eager("base64", 1, Some(1), base64),
     FunctionDef::eager("base64ToString", 1, Some(1), base64_to_string),
@@ -215,7 +212,7 @@ fn dotnet_bool(b: bool) -> &'static str {
 /// `format(formatString, args...)`: .NET composite formatting. Strings are inserted as-is, booleans as
 /// `True`/`False`, null as nothing, numbers through .NET numeric formatting, objects and arrays as compact JSON
 /// with `"` turned into `'` (what ARM's engine does, confirmed by Bicep's evaluation tests).
-fn format_(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
+fn format_(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
     let template = args.string(0)?;
     let mut format_args = Vec::with_capacity(args.len().saturating_sub(1));
     for (i, v) in args.as_slice().iter().enumerate().skip(1) {
@@ -233,9 +230,15 @@ fn format_(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
             }
         });
     }
-    format::composite(template, &format_args)
-        .map(Value::String)
-        .map_err(|e| FnError::msg(format!("the format string is not valid: {e}")))
+    let budget = ev.budget();
+    let max_bytes = budget.limits().max_value_bytes;
+    match format::composite_within(template, &format_args, max_bytes) {
+        Ok(text) => Ok(Value::String(text)),
+        Err(format::FormatError::TooLong) => {
+            Err(budget.value_too_large("the formatted string").into())
+        }
+        Err(e) => Err(FnError::msg(format!("the format string is not valid: {e}"))),
+    }
 }
 
 fn join(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
@@ -261,7 +264,7 @@ fn utf16_len(s: &str) -> usize {
 }
 
 /// `padLeft(value, totalLength[, paddingCharacter = ' '])`: never truncates; lengths count UTF-16 code units.
-fn pad_left(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
+fn pad_left(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
     let text = match &args.as_slice()[0] {
         Value::String(s) => s.clone(),
         Value::Int(i) => i.to_string(),
@@ -272,11 +275,6 @@ fn pad_left(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
         return Err(FnError::msg(
             "the total length must be zero or greater (non-negative number required).",
         ));
-    }
-    if total > MAX_PADDED_LENGTH {
-        return Err(FnError::msg(format!(
-            "the total length must not exceed {MAX_PADDED_LENGTH} characters."
-        )));
     }
     let pad = match args.get(2) {
         None => ' ',
@@ -293,7 +291,13 @@ fn pad_left(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
         }
         Some(_) => return Err(args.type_error(2, "String")),
     };
-    let missing = (total as usize).saturating_sub(utf16_len(&text));
+    let missing = usize::try_from(total)
+        .unwrap_or(usize::MAX)
+        .saturating_sub(utf16_len(&text));
+    let bytes = missing
+        .saturating_mul(pad.len_utf8())
+        .saturating_add(text.len());
+    ev.budget().check_size(bytes, "the padded string")?;
     let mut out = String::with_capacity(text.len() + missing);
     out.extend(std::iter::repeat_n(pad, missing));
     out.push_str(&text);
@@ -302,10 +306,18 @@ fn pad_left(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
 
 /// `replace(s, old, new)`: every occurrence, ordinal and case-sensitive (.NET `String.Replace`). ARM's
 /// behaviour here is not confirmed; the policy-engine port is case-insensitive, we follow .NET's default.
-fn replace(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
+fn replace(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
     let (text, old, new) = (args.string(0)?, args.string(1)?, args.string(2)?);
     if old.is_empty() {
         return Err(FnError::msg("the string to replace must not be empty."));
+    }
+    if new.len() > old.len() {
+        let growth = text
+            .matches(old)
+            .count()
+            .saturating_mul(new.len() - old.len());
+        ev.budget()
+            .check_size(text.len().saturating_add(growth), "the replaced string")?;
     }
     Ok(Value::String(text.replace(old, new)))
 }
@@ -750,7 +762,7 @@ mod tests {
         check_err("padLeft('1', 3, '00')", "exactly one character");
         check_err("padLeft('1', 3, '😀')", "exactly one character");
         check_err("padLeft('1', -1)", "zero or greater");
-        check_err("padLeft('1', 999999999)", "must not exceed");
+        check_err("padLeft('1', 999999999)", "maxValueBytes");
         check_err("padLeft(true(), 3)", "'String or Integer'");
     }
 

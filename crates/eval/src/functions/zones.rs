@@ -132,6 +132,9 @@ mod tests {
         fn user_function(&self, ns: &str, name: &str) -> Option<Rc<UserFunction>> {
             self.0.user_function(ns, name)
         }
+        fn budget(&self) -> &crate::Budget {
+            self.0.budget()
+        }
         fn facts(&self) -> &DeploymentFacts {
             self.0.facts()
         }

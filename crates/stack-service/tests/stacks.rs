@@ -33,6 +33,8 @@ struct Widgets {
     accepted_token: Mutex<String>,
     /// Tokens presented on deletes, in order.
     delete_tokens: Mutex<Vec<String>>,
+    /// The widget named by every delete that reached the extension, in order (refused ones too).
+    delete_attempts: Mutex<Vec<String>>,
     down: AtomicBool,
     latency_ms: AtomicUsize,
 }
@@ -110,6 +112,32 @@ impl Widgets {
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_owned();
+                self.delete_attempts.lock().unwrap().push(name.clone());
+                // A widget `within` another is its content: the container cannot go first, as a PostgreSQL role
+                // that still holds grants cannot be dropped. `deleteDelayMs` slows a widget's own delete.
+                let delay = self
+                    .resources
+                    .lock()
+                    .unwrap()
+                    .get(&name)
+                    .and_then(|p| p["deleteDelayMs"].as_u64())
+                    .unwrap_or(0);
+                tokio::time::sleep(Duration::from_millis(delay)).await;
+                let contents: Vec<String> = self
+                    .resources
+                    .lock()
+                    .unwrap()
+                    .iter()
+                    .filter(|(_, p)| p["within"] == name.as_str())
+                    .map(|(n, _)| n.clone())
+                    .collect();
+                if !contents.is_empty() {
+                    return Self::error(
+                        409,
+                        "DependentObjectsStillExist",
+                        &format!("'{name}' still holds {contents:?}"),
+                    );
+                }
                 self.resources.lock().unwrap().remove(&name);
                 TransportResponse::json(204, Vec::new())
             }
@@ -689,6 +717,52 @@ async fn an_extension_upgrade_with_delete_all_deletes_nothing() {
         assert!(!env.widgets.has(&format!("w{n}")));
         assert!(!root.path().join(format!("f{n}.txt")).exists());
     }
+}
+
+/// Issue 10 item 4: a stack deletes extension resources in the reverse of the order the template deployed them
+/// (`dependsOn` between extension resources, recorded through `dependencies[]`), so a container is not tried before
+/// its contents are gone and no retry round is needed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn extension_resources_are_deleted_after_what_was_deployed_after_them() {
+    let env = setup(fast()).await;
+    set_token(&env.store, "t1").await;
+    *env.widgets.accepted_token.lock().unwrap() = "t1".into();
+    let mut body = serde_json::to_value(stack(&["shelf", "book"], false, "delete", "c1")).unwrap();
+    let resources = &mut body["properties"]["template"]["resources"];
+    resources["book"]["dependsOn"] = json!(["shelf"]);
+    resources["book"]["properties"]["within"] = json!("shelf");
+    resources["book"]["properties"]["deleteDelayMs"] = json!(150);
+    let body: DeploymentStack = serde_json::from_value(body).unwrap();
+    env.service
+        .create_or_update(RG, "ordered", body, None)
+        .await
+        .expect("accepted");
+    let created = settle(&env.service, "ordered").await;
+    assert_eq!(
+        created["properties"]["provisioningState"], "succeeded",
+        "{created:#}"
+    );
+
+    env.service
+        .delete(
+            RG,
+            "ordered",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(
+        settle(&env.service, "ordered").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    assert_eq!(
+        *env.widgets.delete_attempts.lock().unwrap(),
+        ["book", "shelf"],
+        "the content first, the container once it is empty: no refused delete, no retry round"
+    );
+    assert!(env.widgets.resources.lock().unwrap().is_empty());
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

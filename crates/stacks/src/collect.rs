@@ -499,18 +499,63 @@ impl Collector {
         snapshot: &DeploymentSnapshot,
         members: &HashMap<ResourceKey, Vec<ResourceKey>>,
     ) {
-        let parse = |id: Option<&str>| {
-            id.and_then(|id| ResourceId::parse(id).ok())
-                .map(|id| ResourceKey::arm(&id))
+        // An extension resource has no ARM id: `dependencies[]` names it by type and symbolic name
+        // (`resourceName`), which its operations' targets map to its key (to every instance of a copy loop).
+        let mut by_name: HashMap<(String, String), Vec<ResourceKey>> = HashMap::new();
+        for operation in &snapshot.operations {
+            let Some(target) = &operation.properties.target_resource else {
+                continue;
+            };
+            let (None, Some(extension), Some(resource_type), Some(name)) = (
+                &target.id,
+                &target.extension,
+                &target.resource_type,
+                &target.symbolic_name,
+            ) else {
+                continue;
+            };
+            let key = ManagedResource::extensible(
+                ExtensionIdentity::of(extension),
+                resource_type.as_str(),
+                target.identifiers.clone().unwrap_or(Value::Null),
+            )
+            .key()
+            .clone();
+            let keys = by_name
+                .entry((resource_type.to_lowercase(), name.clone()))
+                .or_default();
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
+        }
+        let named = |id: Option<&str>, resource_type: Option<&str>, name: Option<&str>| match id
+            .and_then(|id| ResourceId::parse(id).ok())
+        {
+            Some(id) => vec![ResourceKey::arm(&id)],
+            None => match (id, resource_type, name) {
+                (None, Some(resource_type), Some(name)) => by_name
+                    .get(&(resource_type.to_lowercase(), name.to_owned()))
+                    .cloned()
+                    .unwrap_or_default(),
+                _ => Vec::new(),
+            },
         };
         let mut edges: Vec<(ResourceKey, ResourceKey)> = Vec::new();
         for dependency in snapshot.deployment.properties.dependencies.iter().flatten() {
-            let Some(dependent) = parse(dependency.id.as_deref()) else {
-                continue;
-            };
+            let dependents = named(
+                dependency.id.as_deref(),
+                dependency.resource_type.as_deref(),
+                dependency.resource_name.as_deref(),
+            );
             for target in dependency.depends_on.iter().flatten() {
-                if let Some(target) = parse(target.id.as_deref()) {
-                    edges.push((dependent.clone(), target));
+                for target in named(
+                    target.id.as_deref(),
+                    target.resource_type.as_deref(),
+                    target.resource_name.as_deref(),
+                ) {
+                    for dependent in &dependents {
+                        edges.push((dependent.clone(), target.clone()));
+                    }
                 }
             }
         }
@@ -709,6 +754,56 @@ mod tests {
             Some("extensionConfigs.k8s.kubeConfig")
         );
         assert!(!detail.message().contains("c2VjcmV0LWt1YmVjb25maWc="));
+    }
+
+    #[test]
+    fn dependencies_name_extension_resources_by_type_and_symbolic_name() {
+        let ext =
+            json!({"alias": "pg", "name": "PostgreSql", "version": "1.0.0", "configId": "P1"});
+        let ids = |name: &str| json!({"name": name});
+        let op = |symbol: &str, resource_type: &str, name: &str| {
+            json!({"properties": {"provisioningOperation": "Create", "provisioningState": "Succeeded",
+                "targetResource": {"extension": ext, "resourceType": resource_type, "apiVersion": "v1",
+                                   "symbolicName": symbol, "identifiers": ids(name)}}})
+        };
+        let output = |resource_type: &str, name: &str| json!({"extension": ext, "resourceType": resource_type, "identifiers": ids(name)});
+        let pg_key = |resource_type: &str, name: &str| {
+            ResourceKey::extensible("PostgreSql", Some("P1"), resource_type, &ids(name))
+        };
+        let root = DeploymentSnapshot {
+            deployment: deployment(json!({"properties": {"provisioningState": "Succeeded",
+                "outputResources": [output("PostgreSql/roles", "app"), output("PostgreSql/roles", "ops"),
+                                    output("PostgreSql/grants", "g")],
+                "dependencies": [{"resourceType": "PostgreSql/grants", "resourceName": "grant",
+                                  "dependsOn": [{"resourceType": "PostgreSql/roles", "resourceName": "roles"}]}]}})),
+            operations: operations(json!([
+                op("roles", "PostgreSql/roles", "app"),
+                op("roles", "PostgreSql/roles", "ops"),
+                op("grant", "PostgreSql/grants", "g")
+            ])),
+            ..DeploymentSnapshot::default()
+        };
+        let collected = collect_managed_set(&root);
+        assert_eq!(
+            collected
+                .resources
+                .get(&pg_key("PostgreSql/grants", "g"))
+                .unwrap()
+                .depends_on,
+            vec![
+                pg_key("PostgreSql/roles", "app"),
+                pg_key("PostgreSql/roles", "ops")
+            ],
+            "the grant is deleted before every instance of the roles it was deployed after"
+        );
+        assert!(
+            collected
+                .resources
+                .get(&pg_key("PostgreSql/roles", "app"))
+                .unwrap()
+                .depends_on
+                .is_empty()
+        );
     }
 
     #[test]

@@ -170,19 +170,38 @@ pub async fn maintenance_connection(
         .map_err(|err| sql_error(&err, "connect to the server"))
 }
 
+async fn database_exists(
+    connection: &mut PoolConnection<Postgres>,
+    database: &str,
+) -> Result<bool, ExtensionError> {
+    sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
+        .bind(database)
+        .fetch_one(&mut **connection)
+        .await
+        .map_err(|err| sql_error(&err, "look the database up"))
+}
+
+/// A pooled connection to the maintenance database for work on `database` that only touches the cluster's
+/// shared catalogs (`pg_database`, `pg_authid`), e.g. database privileges; `None` when `database` does not
+/// exist. Unlike [`database_connection`] it opens no connection to `database` itself, so it works on
+/// databases that refuse connections, and a stack of many databases does not hold a pool open to each.
+pub async fn shared_catalog_connection(
+    config: &PgConfig,
+    database: &str,
+) -> Result<Option<PoolConnection<Postgres>>, ExtensionError> {
+    let mut connection = maintenance_connection(config).await?;
+    Ok(database_exists(&mut connection, database)
+        .await?
+        .then_some(connection))
+}
+
 /// A pooled connection to `database`, or `None` when the database does not exist (so whatever lives in
 /// it does not exist either).
 pub async fn database_connection(
     config: &PgConfig,
     database: &str,
 ) -> Result<Option<PoolConnection<Postgres>>, ExtensionError> {
-    let exists: bool =
-        sqlx::query_scalar("SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)")
-            .bind(database)
-            .fetch_one(&mut *maintenance_connection(config).await?)
-            .await
-            .map_err(|err| sql_error(&err, "look the database up"))?;
-    if !exists {
+    if !database_exists(&mut maintenance_connection(config).await?, database).await? {
         return Ok(None);
     }
     let connection = Pools::global()
@@ -204,14 +223,19 @@ pub async fn existing_database_connection(
     config: &PgConfig,
     database: &str,
 ) -> Result<PoolConnection<Postgres>, ExtensionError> {
-    database_connection(config, database).await?.ok_or_else(|| {
-        ExtensionError::conflict(
-            crate::error::pg_codes::UNDEFINED_OBJECT,
-            format!(
-                "The database {} does not exist; create it first.",
-                ident(database)
-            ),
-        )
-        .with_target("/properties/database")
-    })
+    database_connection(config, database)
+        .await?
+        .ok_or_else(|| missing_database(database))
+}
+
+/// The 409 `UndefinedObject` for creating or updating something in a database that does not exist (yet).
+pub fn missing_database(database: &str) -> ExtensionError {
+    ExtensionError::conflict(
+        crate::error::pg_codes::UNDEFINED_OBJECT,
+        format!(
+            "The database {} does not exist; create it first.",
+            ident(database)
+        ),
+    )
+    .with_target("/properties/database")
 }

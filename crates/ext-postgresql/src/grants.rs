@@ -17,11 +17,12 @@ use cairn_extension_sdk::{
     ResourceState, Validator, codes,
 };
 use serde::{Deserialize, Serialize};
-use sqlx::{Connection, PgConnection};
+use sqlx::pool::PoolConnection;
+use sqlx::{Connection, PgConnection, Postgres};
 
 use crate::acl::{self, Grantee, Held, ObjectKind, Statements};
 use crate::config::PgConfig;
-use crate::connection::{database_connection, existing_database_connection};
+use crate::connection::{database_connection, missing_database, shared_catalog_connection};
 use crate::error::{pg_codes, sql_error};
 use crate::preview::{optional, preview_with_identifiers, required};
 use crate::sql::{check_name, check_text, ident};
@@ -185,6 +186,21 @@ fn check_function_signature(signature: &str, target: &str) -> Result<(), Extensi
     Ok(())
 }
 
+/// A pooled connection for the scope's objects, or `None` when its database does not exist. Database
+/// privileges are in the shared catalog `pg_database`, so they are read and changed from the maintenance
+/// database: granting on many databases opens no connection (and keeps no pool) to each of them, and
+/// works on databases that refuse connections (`allowConnections: false`).
+async fn scope_connection(
+    config: &PgConfig,
+    scope: &Scope<'_>,
+) -> Result<Option<PoolConnection<Postgres>>, ExtensionError> {
+    if scope.kind == ObjectKind::Database {
+        shared_catalog_connection(config, scope.database).await
+    } else {
+        database_connection(config, scope.database).await
+    }
+}
+
 /// One object of the scope: the key it was declared (or found) by, its name in SQL, what the grantee holds.
 struct Target {
     key: String,
@@ -334,7 +350,9 @@ async fn apply(
         ));
     };
     let with_grant_option = desired.with_grant_option.unwrap_or(false);
-    let mut connection = existing_database_connection(config, scope.database).await?;
+    let mut connection = scope_connection(config, &scope)
+        .await?
+        .ok_or_else(|| missing_database(scope.database))?;
     let Some(grantee) = scope.grantee.oid(&mut connection).await? else {
         return Err(undefined(
             "/properties/role".into(),
@@ -412,7 +430,7 @@ async fn read(
             "The grant could not be validated.",
         ));
     };
-    let Some(mut connection) = database_connection(config, scope.database).await? else {
+    let Some(mut connection) = scope_connection(config, &scope).await? else {
         return Ok(None);
     };
     let Some(grantee) = scope.grantee.oid(&mut connection).await? else {
@@ -445,7 +463,7 @@ async fn delete(config: &PgConfig, identifiers: &GrantIdentifiers) -> Result<(),
             "The grant could not be validated.",
         ));
     };
-    let Some(mut connection) = database_connection(config, scope.database).await? else {
+    let Some(mut connection) = scope_connection(config, &scope).await? else {
         return Ok(());
     };
     let Some(grantee) = scope.grantee.oid(&mut connection).await? else {

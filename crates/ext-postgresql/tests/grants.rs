@@ -341,6 +341,69 @@ async fn grants_to_public_and_on_missing_things() {
     }
 }
 
+/// Database privileges live in the shared catalog: they are granted, read and revoked from the maintenance
+/// database, without connecting to (and keeping a pool open to) the database they are on, so they also
+/// work on a database that refuses connections.
+#[tokio::test]
+async fn database_grants_do_not_connect_to_the_database() {
+    let h = Harness::start().await;
+    assert_eq!(
+        h.apply(ROLES, json!({ "name": "app_ro", "login": true }))
+            .await
+            .0,
+        200
+    );
+    for (name, allow) in [("open_db", true), ("closed_db", false)] {
+        let (status, body) = h
+            .apply(
+                DATABASES,
+                json!({ "name": name, "allowConnections": allow }),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+    }
+    let privilege = |database: &str| {
+        format!("SELECT has_database_privilege('app_ro', '{database}', 'CONNECT')")
+    };
+    for database in ["open_db", "closed_db"] {
+        let grant = json!({ "database": database, "role": "app_ro", "objectType": "database",
+                            "privileges": ["CONNECT", "CREATE"] });
+        let (status, body) = h.apply(GRANTS, grant.clone()).await;
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            body["properties"]["privileges"],
+            json!(["CREATE", "CONNECT"])
+        );
+        assert!(h.check_in("postgres", &privilege(database), &[]).await);
+        let (status, body) = h.get(GRANTS, body["identifiers"].clone()).await;
+        assert_eq!(
+            (status, &body["properties"]["privileges"]),
+            (200, &json!(["CREATE", "CONNECT"])),
+            "{body}"
+        );
+    }
+    let sessions =
+        "SELECT count(*) = 0 FROM pg_stat_activity WHERE datname IN ('open_db', 'closed_db')";
+    assert!(
+        h.check_in("postgres", sessions, &[]).await,
+        "a session is connected to a granted database"
+    );
+    for database in ["open_db", "closed_db"] {
+        let identifiers =
+            json!({ "database": database, "role": "app_ro", "objectType": "database" });
+        assert_eq!(h.delete(GRANTS, identifiers).await.0, 204);
+        assert!(
+            !h.check_in(
+                "postgres",
+                &privilege(database).replace("'CONNECT'", "'CREATE'"),
+                &[]
+            )
+            .await
+        );
+    }
+    assert!(h.check_in("postgres", sessions, &[]).await);
+}
+
 const DEFAULT_ACL: &str = "SELECT coalesce((SELECT d.defaclacl::text || d.xmin::text FROM pg_default_acl d \
      LEFT JOIN pg_namespace n ON n.oid = d.defaclnamespace \
      WHERE d.defaclobjtype = $1 AND coalesce(n.nspname, '') = $2), 'none')";

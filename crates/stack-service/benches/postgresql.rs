@@ -6,7 +6,8 @@
 //! every 10 ms) while cairn works.
 //!
 //! `cargo bench -p cairn-stack-service --bench postgresql -- [--runs 3] [--count 100] [--retry-backoff-ms MS]`
-//! (`RUST_LOG=debug` shows the host's calls and their statuses)
+//! (`RUST_LOG=debug` shows the host's calls and their statuses). Under `cargo test --all-targets` (no `--bench`
+//! argument) it runs once with 5 of each, as a smoke test.
 //!
 //! The stack service, engine and host run with their default settings (deployment parallelism, deletes in
 //! flight, retry backoff unless `--retry-backoff-ms` is given); the store is SQLite in a temp dir.
@@ -56,9 +57,13 @@ fn options() -> Options {
             .and_then(|i| args.get(i + 1))
             .and_then(|v| v.parse().ok())
     };
+    // `cargo bench` passes `--bench`; `cargo test --all-targets` runs the binary without it, as a smoke test of
+    // the same path (one small run), so the test suite stays quick.
+    let measuring = args.iter().any(|a| a == "--bench");
+    let (runs, count) = if measuring { (3, 100) } else { (1, 5) };
     Options {
-        runs: value("--runs").unwrap_or(3).max(1),
-        count: value("--count").unwrap_or(100).max(1),
+        runs: value("--runs").unwrap_or(runs).max(1),
+        count: value("--count").unwrap_or(count).max(1),
         retry_backoff: value("--retry-backoff-ms")
             .map(|ms: usize| Duration::from_millis(ms as u64)),
     }

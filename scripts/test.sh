@@ -10,8 +10,8 @@ if [ ! -d ../shared/conformance ]; then
 fi
 
 # --- PostgreSQL for the tests that need a real server (crates/testpg, owned by crates/ext-postgresql) -----
-# The tests start throwaway clusters themselves; they only need the binaries and, as root, an unprivileged
-# account to run them as (PostgreSQL refuses root).
+# The tests start throwaway clusters themselves (initdb, pg_ctl and postgres from the `postgresql` package); they
+# only need the binaries and, as root, an unprivileged account to run them as (PostgreSQL refuses root).
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
   if [ "$(id -u)" -ne 0 ]; then
     echo "error: PostgreSQL is missing; install it with: sudo apt-get install -y postgresql" >&2

@@ -9,6 +9,9 @@
 //! (the stack's extensionConfigs for the root declaration), declaration? (the config schema), lint: accept|refuse,
 //! received?, target?, engine? }`.
 
+mod common;
+use common::*;
+
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -22,16 +25,10 @@ use cairn_extension_contract::transport::{
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
 use cairn_stack_service::{StackService, StackServiceSettings};
 use cairn_stacks_lint::{LintInput, Mode, Rules};
-use cairn_store::{
-    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
-};
-use cairn_store_sqlite::SqliteStore;
+use cairn_store::{NewSecretVersion, SecretString, Tags, Timestamp};
 use cairn_template::{Severity, SourceFile};
 use serde_json::{Value, json};
 
-const SUB: &str = "00000000-0000-0000-0000-000000000001";
-const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
-const VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Microsoft.KeyVault/vaults/ops";
 const SCHEMA: &str =
     "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#";
 /// The secure parameter's value and the literal secrets cases use: never in an error.
@@ -79,36 +76,7 @@ struct Env {
 
 async fn setup() -> Env {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("store"));
-    store
-        .put_resource_group(
-            ResourceGroup {
-                subscription_id: SUB.into(),
-                name: "rg1".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                managed_by: None,
-                provisioning_state: "Succeeded".into(),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("group");
-    store
-        .put_vault(
-            Vault {
-                id: VAULT.into(),
-                name: "ops".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                properties: json!({}),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("vault");
+    let store = common::store_with_group_and_vault(dir.path()).await;
     store
         .set_vault_secret(NewSecretVersion {
             vault_id: VAULT.into(),

@@ -3,7 +3,9 @@
 //! `requestBody`, `responseValuePath`); non-secure values persisted although the extension echoes nothing. Each
 //! test scans the data directory for the credentials it rotated away from.
 
-use std::path::Path;
+mod common;
+use common::*;
+
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -19,15 +21,9 @@ use cairn_extension_contract::transport::{
 };
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
 use cairn_stack_service::{StackService, StackServiceSettings};
-use cairn_store::{
-    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
-};
-use cairn_store_sqlite::SqliteStore;
+use cairn_store::Store;
 use serde_json::{Value, json};
 
-const SUB: &str = "00000000-0000-0000-0000-000000000001";
-const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
-const VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Microsoft.KeyVault/vaults/ops";
 const CLUSTER_TYPE: &str = "Contoso.Clusters/clusters";
 const CLUSTER: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Contoso.Clusters/clusters/c1";
 
@@ -178,55 +174,9 @@ struct Env {
     clusters: Arc<Clusters>,
 }
 
-async fn set_secret(store: &Arc<dyn Store>, name: &str, value: &str) {
-    store
-        .set_vault_secret(NewSecretVersion {
-            vault_id: VAULT.into(),
-            name: name.into(),
-            value: SecretString::from(value.to_owned()),
-            content_type: None,
-            enabled: true,
-            not_before: None,
-            expires: None,
-            tags: Tags::new(),
-            created_at: Timestamp::now(),
-        })
-        .await
-        .expect("set the secret");
-}
-
 async fn setup() -> Env {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("store"));
-    store
-        .put_resource_group(
-            ResourceGroup {
-                subscription_id: SUB.into(),
-                name: "rg1".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                managed_by: None,
-                provisioning_state: "Succeeded".into(),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("group");
-    store
-        .put_vault(
-            Vault {
-                id: VAULT.into(),
-                name: "ops".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                properties: json!({}),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("vault");
+    let store = common::store_with_group_and_vault(dir.path()).await;
     let recorder = Arc::new(Recorder::default());
     let mut registry = Registry::new();
     registry.register(RegisteredExtension::new(
@@ -324,27 +274,6 @@ fn stack(nested_configs: Value, root_configs: Value) -> DeploymentStack {
     serde_json::from_value(json!({ "properties": properties })).expect("a stack body")
 }
 
-/// Waits for a terminal state; `null` when the stack is gone.
-async fn settle(service: &StackService, name: &str) -> Value {
-    for _ in 0..600 {
-        match service.get(RG, name).await {
-            Ok(stack) => {
-                let value = serde_json::to_value(&stack).unwrap();
-                let state = value["properties"]["provisioningState"]
-                    .as_str()
-                    .unwrap_or("");
-                if matches!(state, "succeeded" | "failed" | "canceled") {
-                    return value;
-                }
-            }
-            Err(error) if error.status() == 404 => return Value::Null,
-            Err(error) => panic!("get: {error:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the stack operation did not finish in time");
-}
-
 async fn create(env: &Env, name: &str, body: DeploymentStack) -> Value {
     env.service
         .create_or_update(RG, name, body, None)
@@ -366,22 +295,6 @@ async fn delete(env: &Env, name: &str) -> Value {
         .await
         .expect("accepted");
     settle(&env.service, name).await
-}
-
-/// Every file under `dir` whose bytes contain `needle`.
-fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir(dir).expect("read dir").flatten() {
-        let path = entry.path();
-        if path.is_dir() {
-            out.extend(files_containing(&path, needle));
-        } else if let Ok(bytes) = std::fs::read(&path)
-            && bytes.windows(needle.len()).any(|w| w == needle.as_bytes())
-        {
-            out.push(path.display().to_string());
-        }
-    }
-    out
 }
 
 /// The stack's persisted config of the recorder extension.

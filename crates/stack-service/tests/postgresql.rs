@@ -8,6 +8,9 @@
 //! The password is given as seed 000's reserved `auth: { password }` group, so the stack keeps its Key Vault
 //! directive and the delete sends the group back with the rotated password.
 
+mod common;
+use common::*;
+
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -17,18 +20,12 @@ use cairn_arm::query::Query;
 use cairn_engine::{Engine, EngineSettings, Providers};
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
 use cairn_stack_service::{StackService, StackServiceSettings};
-use cairn_store::{
-    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
-};
-use cairn_store_sqlite::SqliteStore;
+use cairn_store::Store;
 use cairn_testpg::TestPostgres;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgConnection};
 use sqlx::{ConnectOptions, Connection};
 
-const SUB: &str = "00000000-0000-0000-0000-000000000001";
-const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
-const VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Microsoft.KeyVault/vaults/ops";
 const ADMIN_SECRET: &str = "pg-admin";
 const READER_SECRET: &str = "pg-reader";
 const READER_PASSWORD: &str = "reader-canary-Pw-5c1e9";
@@ -57,56 +54,10 @@ struct Env {
     seen: Vec<String>,
 }
 
-async fn set_secret(store: &Arc<dyn Store>, name: &str, value: &str) {
-    store
-        .set_vault_secret(NewSecretVersion {
-            vault_id: VAULT.into(),
-            name: name.into(),
-            value: SecretString::from(value.to_owned()),
-            content_type: None,
-            enabled: true,
-            not_before: None,
-            expires: None,
-            tags: Tags::new(),
-            created_at: Timestamp::now(),
-        })
-        .await
-        .expect("set the secret");
-}
-
 async fn setup() -> Env {
     let cluster = TestPostgres::start();
     let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("store"));
-    store
-        .put_resource_group(
-            ResourceGroup {
-                subscription_id: SUB.into(),
-                name: "rg1".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                managed_by: None,
-                provisioning_state: "Succeeded".into(),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("group");
-    store
-        .put_vault(
-            Vault {
-                id: VAULT.into(),
-                name: "ops".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                properties: json!({}),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("vault");
+    let store = common::store_with_group_and_vault(dir.path()).await;
     set_secret(&store, ADMIN_SECRET, cluster.password()).await;
     set_secret(&store, READER_SECRET, READER_PASSWORD).await;
     let mut registry = Registry::new();

@@ -1,6 +1,9 @@
 //! End-to-end stack operations over a temp-dir SQLite store, the engine, and a test extension whose credential
 //! lives in the local Key Vault (with the built-in Local extension registered beside it).
 
+mod common;
+use common::*;
+
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -14,15 +17,9 @@ use cairn_extension_contract::transport::{
 };
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
 use cairn_stack_service::{StackService, StackServiceSettings};
-use cairn_store::{
-    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
-};
-use cairn_store_sqlite::SqliteStore;
+use cairn_store::{Precondition, Store, Timestamp};
 use serde_json::{Value, json};
 
-const SUB: &str = "00000000-0000-0000-0000-000000000001";
-const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1";
-const VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg1/providers/Microsoft.KeyVault/vaults/ops";
 const SECRET: &str = "widget-token";
 
 /// A widget extension that insists on the current credential for every call and can be taken down.
@@ -190,54 +187,12 @@ struct Env {
 }
 
 async fn set_token(store: &Arc<dyn Store>, value: &str) {
-    store
-        .set_vault_secret(NewSecretVersion {
-            vault_id: VAULT.into(),
-            name: SECRET.into(),
-            value: SecretString::from(value.to_owned()),
-            content_type: None,
-            enabled: true,
-            not_before: None,
-            expires: None,
-            tags: Tags::new(),
-            created_at: Timestamp::now(),
-        })
-        .await
-        .expect("set the secret");
+    set_secret(store, SECRET, value).await;
 }
 
 async fn setup(settings: StackServiceSettings) -> Env {
     let dir = tempfile::tempdir().expect("temp dir");
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir.path()).await.expect("store"));
-    store
-        .put_resource_group(
-            ResourceGroup {
-                subscription_id: SUB.into(),
-                name: "rg1".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                managed_by: None,
-                provisioning_state: "Succeeded".into(),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("group");
-    store
-        .put_vault(
-            Vault {
-                id: VAULT.into(),
-                name: "ops".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                properties: json!({}),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("vault");
+    let store = common::store_with_group_and_vault(dir.path()).await;
     set_token(&store, "token-1").await;
     let widgets = Arc::new(Widgets::default());
     *widgets.accepted_token.lock().unwrap() = "token-1".into();
@@ -352,27 +307,6 @@ fn stack(names: &[&str], scratch: bool, resources_action: &str, cluster: &str) -
         }
     }))
     .expect("a stack body")
-}
-
-/// Waits until the stack is in a terminal state (or gone) and returns it as JSON (`null` when gone).
-async fn settle(service: &StackService, name: &str) -> Value {
-    for _ in 0..600 {
-        match service.get(RG, name).await {
-            Ok(stack) => {
-                let value = serde_json::to_value(&stack).unwrap();
-                let state = value["properties"]["provisioningState"]
-                    .as_str()
-                    .unwrap_or("");
-                if matches!(state, "succeeded" | "failed" | "canceled") {
-                    return value;
-                }
-            }
-            Err(error) if error.status() == 404 => return Value::Null,
-            Err(error) => panic!("get: {error:?}"),
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    panic!("the stack operation did not finish in time");
 }
 
 fn names_of(list: &Value) -> Vec<String> {

@@ -27,6 +27,24 @@ pub mod pg_codes {
     pub const POSTGRESQL_ERROR: &str = "PostgreSqlError";
 }
 
+/// A drop refused because other objects still depend on the dropped one, with `hint` saying what the user can do;
+/// any other outcome unchanged. The 409 lets a stack's next delete round try again once the dependents are gone.
+pub fn with_dependents_hint<T>(
+    result: Result<T, ExtensionError>,
+    hint: &str,
+) -> Result<T, ExtensionError> {
+    match result {
+        Err(err) if err.code() == pg_codes::DEPENDENT_OBJECTS_STILL_EXIST => {
+            Err(ExtensionError::conflict(
+                pg_codes::DEPENDENT_OBJECTS_STILL_EXIST,
+                format!("{} {hint}", err.error().message),
+            )
+            .with_target("/identifiers/name"))
+        }
+        other => other,
+    }
+}
+
 /// `err` while trying to `action` (e.g. "create the role \"app\"").
 pub fn sql_error(err: &sqlx::Error, action: &str) -> ExtensionError {
     match err {

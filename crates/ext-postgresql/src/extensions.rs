@@ -16,7 +16,7 @@ use sqlx::PgConnection;
 
 use crate::config::PgConfig;
 use crate::connection::{database_connection, existing_database_connection};
-use crate::error::{pg_codes, sql_error};
+use crate::error::{sql_error, with_dependents_hint};
 use crate::preview::{name_identifier, preview_with_identifiers, required};
 use crate::sql::{check_name, check_text, execute, ident, literal};
 
@@ -196,25 +196,15 @@ async fn delete(
         return Ok(());
     };
     let extension = ident(&identifiers.name);
-    match execute(
-        &mut *connection,
-        format!("DROP EXTENSION IF EXISTS {extension}"),
-        &format!("delete the extension {extension}"),
+    with_dependents_hint(
+        execute(
+            &mut *connection,
+            format!("DROP EXTENSION IF EXISTS {extension}"),
+            &format!("delete the extension {extension}"),
+        )
+        .await,
+        "Delete the objects that use the extension first.",
     )
-    .await
-    {
-        Err(err) if err.code() == pg_codes::DEPENDENT_OBJECTS_STILL_EXIST => {
-            Err(ExtensionError::conflict(
-                pg_codes::DEPENDENT_OBJECTS_STILL_EXIST,
-                format!(
-                    "{} Delete the objects that use the extension first.",
-                    err.error().message
-                ),
-            )
-            .with_target("/identifiers/name"))
-        }
-        other => other,
-    }
 }
 
 impl ResourceHandler<PgConfig> for ExtensionHandler {

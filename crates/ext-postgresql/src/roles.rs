@@ -19,7 +19,7 @@ use sqlx::{Connection, PgConnection, Row};
 
 use crate::config::PgConfig;
 use crate::connection::Pools;
-use crate::error::{pg_codes, sql_error};
+use crate::error::{sql_error, with_dependents_hint};
 use crate::marks::{self, Owner};
 use crate::preview::preview_by_name;
 use crate::scram;
@@ -403,26 +403,16 @@ async fn delete(config: &PgConfig, name: &str) -> Result<(), ExtensionError> {
             dropped?;
         }
     }
-    match execute(
-        &mut *connection,
-        format!("DROP ROLE IF EXISTS {role}"),
-        &format!("delete the role {role}"),
+    with_dependents_hint(
+        execute(
+            &mut *connection,
+            format!("DROP ROLE IF EXISTS {role}"),
+            &format!("delete the role {role}"),
+        )
+        .await,
+        "Delete or reassign those objects (and revoke the privileges) first, or apply \
+         the role with 'dropOwned: true' to drop them with it.",
     )
-    .await
-    {
-        Err(err) if err.code() == pg_codes::DEPENDENT_OBJECTS_STILL_EXIST => {
-            Err(ExtensionError::conflict(
-                pg_codes::DEPENDENT_OBJECTS_STILL_EXIST,
-                format!(
-                    "{} Delete or reassign those objects (and revoke the privileges) first, or apply \
-                     the role with 'dropOwned: true' to drop them with it.",
-                    err.error().message
-                ),
-            )
-            .with_target("/identifiers/name"))
-        }
-        other => other,
-    }
 }
 
 impl ResourceHandler<PgConfig> for RoleHandler {

@@ -14,7 +14,7 @@ use sqlx::PgConnection;
 
 use crate::config::PgConfig;
 use crate::connection::{database_connection, existing_database_connection};
-use crate::error::{pg_codes, sql_error};
+use crate::error::{sql_error, with_dependents_hint};
 use crate::preview::{name_identifier, preview_with_identifiers, required};
 use crate::sql::{check_name, execute, ident};
 
@@ -122,26 +122,16 @@ async fn delete(config: &PgConfig, identifiers: &SchemaIdentifiers) -> Result<()
         return Ok(());
     };
     let schema = ident(&identifiers.name);
-    match execute(
-        &mut *connection,
-        format!("DROP SCHEMA IF EXISTS {schema}"),
-        &format!("delete the schema {schema}"),
+    with_dependents_hint(
+        execute(
+            &mut *connection,
+            format!("DROP SCHEMA IF EXISTS {schema}"),
+            &format!("delete the schema {schema}"),
+        )
+        .await,
+        "Delete those objects (or the extension that owns them) first; cairn never \
+         drops a schema's contents with it.",
     )
-    .await
-    {
-        Err(err) if err.code() == pg_codes::DEPENDENT_OBJECTS_STILL_EXIST => {
-            Err(ExtensionError::conflict(
-                pg_codes::DEPENDENT_OBJECTS_STILL_EXIST,
-                format!(
-                    "{} Delete those objects (or the extension that owns them) first; cairn never \
-                     drops a schema's contents with it.",
-                    err.error().message
-                ),
-            )
-            .with_target("/identifiers/name"))
-        }
-        other => other,
-    }
 }
 
 impl ResourceHandler<PgConfig> for SchemaHandler {

@@ -12,6 +12,11 @@
 //! The stack service, engine and host run with their default settings (deployment parallelism, deletes in
 //! flight, retry backoff unless `--retry-backoff-ms` is given); the store is SQLite in a temp dir.
 
+// The store set-up the stack service's integration tests use (resource group `rg1`, Key Vault `ops`).
+#[path = "../tests/common/mod.rs"]
+mod common;
+use common::*;
+
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -25,18 +30,11 @@ use cairn_extension_contract::transport::{
 };
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry};
 use cairn_stack_service::{StackService, StackServiceSettings};
-use cairn_store::{
-    NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
-};
-use cairn_store_sqlite::SqliteStore;
 use cairn_testpg::TestPostgres;
 use serde_json::{Value, json};
 use sqlx::postgres::{PgConnectOptions, PgConnection, PgSslMode};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection};
 
-const SUB: &str = "00000000-0000-0000-0000-000000000001";
-const RG: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/bench";
-const VAULT: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/bench/providers/Microsoft.KeyVault/vaults/ops";
 const ADMIN_SECRET: &str = "pg-admin";
 const ROLE_SECRET: &str = "pg-role";
 const ROLE_PASSWORD: &str = "bench-Role-Pw-4f1a";
@@ -341,23 +339,6 @@ fn take(answers: &Answers) -> String {
         .join(", ")
 }
 
-async fn set_secret(store: &Arc<dyn Store>, name: &str, value: &str) {
-    store
-        .set_vault_secret(NewSecretVersion {
-            vault_id: VAULT.into(),
-            name: name.into(),
-            value: SecretString::from(value.to_owned()),
-            content_type: None,
-            enabled: true,
-            not_before: None,
-            expires: None,
-            tags: Tags::new(),
-            created_at: Timestamp::now(),
-        })
-        .await
-        .expect("set the secret");
-}
-
 /// An in-process stack service with the built-in PostgreSql extension and default settings, its store in `dir`.
 async fn service(
     dir: &std::path::Path,
@@ -365,36 +346,7 @@ async fn service(
     retry_backoff: Option<Duration>,
     answers: Answers,
 ) -> StackService {
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(dir).await.expect("store"));
-    store
-        .put_resource_group(
-            ResourceGroup {
-                subscription_id: SUB.into(),
-                name: "bench".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                managed_by: None,
-                provisioning_state: "Succeeded".into(),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("group");
-    store
-        .put_vault(
-            Vault {
-                id: VAULT.into(),
-                name: "ops".into(),
-                location: "westus".into(),
-                tags: Tags::new(),
-                properties: json!({}),
-            },
-            Precondition::Any,
-            Timestamp::now(),
-        )
-        .await
-        .expect("vault");
+    let store = common::store_with_group_and_vault(dir).await;
     set_secret(&store, ADMIN_SECRET, cluster.password()).await;
     set_secret(&store, ROLE_SECRET, ROLE_PASSWORD).await;
     let mut registry = Registry::new();

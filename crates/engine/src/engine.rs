@@ -444,7 +444,7 @@ impl Engine {
             }
         };
         let accepted = deployment_extended(&record);
-        let handle = self.start(record, request.properties, prepared.annotation, true)?;
+        let handle = self.start(record, request.properties, prepared.annotation, true, false)?;
         let (events, done) = handle;
         Ok(DeploymentHandle {
             engine: self.clone(),
@@ -464,6 +464,7 @@ impl Engine {
         properties: cairn_arm::models::deployment::DeploymentProperties,
         annotation: EngineAnnotation,
         with_events: bool,
+        resumed: bool,
     ) -> Result<
         (
             Option<mpsc::UnboundedReceiver<DeploymentEvent>>,
@@ -495,6 +496,7 @@ impl Engine {
             cancel,
             done: done_tx,
             registry,
+            resumed,
         };
         let job: Job = Box::new(move |env| Box::pin(run_root(env, start)));
         self.inner
@@ -866,7 +868,7 @@ impl Engine {
                 && let Some((properties, annotation)) = self.resumable(&claimed).await
             {
                 let key = claimed.key.clone();
-                self.start(claimed, properties, annotation, false)?;
+                self.start(claimed, properties, annotation, false, true)?;
                 report.resumed.push(key);
             } else {
                 self.fail_interrupted(claimed, &mut report).await;

@@ -383,6 +383,8 @@ pub(crate) struct RootStart {
     pub cancel: CancellationToken,
     pub done: watch::Sender<bool>,
     pub registry: Arc<crate::engine::RunRegistry>,
+    /// Recovery resumes this run after a crash.
+    pub resumed: bool,
 }
 
 /// Runs a root deployment tree to its end.
@@ -395,6 +397,7 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         events: start.events,
         stack_initiated: record.stack_initiated,
         correlation_id: record.correlation_id.clone(),
+        resumed: start.resumed,
         values: Rc::new(RuntimeValues::default()),
         active: std::cell::RefCell::new(vec![record.id.clone()]),
     });

@@ -88,6 +88,7 @@ pub(crate) async fn what_if(
         events: None,
         stack_initiated: false,
         correlation_id: tracking.clone(),
+        resumed: false,
         values: Rc::new(RuntimeValues::default()),
         active: RefCell::new(Vec::new()),
     });

@@ -1,0 +1,986 @@
+//! The driver: performs what the pure deployment core (`cairn-deploy-core`) asks — waits for parallelism slots,
+//! evaluates bodies, journals, calls providers, extensions and child deployments — and feeds back what happened.
+//! Scheduling, dependencies, failure and cancel semantics are the core's; this module only does the I/O.
+
+use std::collections::HashMap;
+use std::time::Instant;
+
+use cairn_arm::models::deployment::DeploymentResourceReference;
+use cairn_arm::models::extension::DeploymentExtension;
+use cairn_arm::models::operation::TargetResource;
+use cairn_arm::{ErrorDetail, ResourceId};
+use cairn_deploy_core::{
+    Core, Effect, Evaluation, Event, Failure, Node, NodeKind, Plan, Recorded, SkipReason, Status,
+};
+use cairn_host::{CreateOrUpdateRequest, DeployedResource, ExtensionKey, ResourceLocator};
+use cairn_store::{
+    DeploymentKey, DeploymentStatus, DeploymentUpdate, ExtensionRef, ManagedResource, ResourceKey,
+};
+use cairn_template::plan::PlannedExtensionRef;
+use cairn_template::{Expansion, ResourceIdentity};
+use serde_json::{Value as Json, json};
+use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+
+use super::{
+    Done, Finished, NestedChild, Run, elapsed_ms, first_unevaluated, host_error,
+    is_nested_deployment, now, operation_id, outputs_json, scope_key,
+};
+use crate::events::EventKind;
+use crate::hook::EngineHook;
+use crate::inflight::{InFlight, LocalFuture};
+use crate::provider::{ProviderError, status_name};
+
+/// What evaluating a node prepared for its call.
+enum Call {
+    /// A provider or extension resource with its evaluated body.
+    Leaf(Json),
+    /// A nested deployment, its child record written; the child runs in the future that prepared it.
+    Nested,
+}
+
+/// What a performed call answered.
+enum Answer {
+    Arm {
+        id: String,
+        envelope: Json,
+        status: u16,
+    },
+    Extension {
+        deployed: Box<DeployedResource>,
+        written: bool,
+    },
+    Nested(Box<Done>),
+}
+
+/// A failed operation: the HTTP status its journal step shows, the error, and (once the driver knows) how the
+/// deployment's error names the resource when the error names no target of its own.
+#[derive(Clone)]
+struct OpError {
+    status: u16,
+    error: ErrorDetail,
+    shown: Option<String>,
+}
+
+impl OpError {
+    fn new(status: u16, error: ErrorDetail) -> Self {
+        Self {
+            status,
+            error,
+            shown: None,
+        }
+    }
+
+    fn bad_request(error: ErrorDetail) -> Self {
+        Self::new(400, error)
+    }
+
+    fn shown_as(mut self, identity: &ResourceIdentity) -> Self {
+        self.shown = Some(display(identity));
+        self
+    }
+
+    /// The error the deployment's `DeploymentFailed` lists.
+    fn into_detail(self) -> ErrorDetail {
+        let mut error = self.error;
+        if error.target.is_none() {
+            error.target = self.shown;
+        }
+        error
+    }
+}
+
+impl From<ProviderError> for OpError {
+    fn from(e: ProviderError) -> Self {
+        Self::new(e.status, *e.error)
+    }
+}
+
+/// What a future of the driver finished with.
+enum Progress {
+    /// A slot was granted (`Some`) or the wait was canceled (`None`).
+    Admitted(usize, Option<OwnedSemaphorePermit>),
+    Evaluated(usize, Evaluation<Call, OpError>, Box<TargetResource>),
+    Performed(usize, Result<Answer, Failure<OpError>>),
+}
+
+/// A nested deployment prepared its child and waits for its `Running` step to be journaled before running it.
+struct NestedReady {
+    node: usize,
+    target: TargetResource,
+    go: oneshot::Sender<()>,
+}
+
+/// The driver's own state of one node.
+struct NodeSlot {
+    started: Instant,
+    target: TargetResource,
+    permit: Option<OwnedSemaphorePermit>,
+    done: Option<Done>,
+}
+
+/// The core's plan of an expansion: its resources, their dependencies and known conditions, in template order.
+fn plan_of(identities: &[ResourceIdentity], order: &[usize]) -> Result<Plan, ErrorDetail> {
+    let nodes = identities
+        .iter()
+        .map(|identity| Node {
+            depends_on: identity.depends_on.clone(),
+            condition: (identity.condition == Some(false)).then_some(false),
+            kind: if is_nested_deployment(identity) {
+                NodeKind::Nested
+            } else {
+                NodeKind::Leaf
+            },
+        })
+        .collect();
+    Plan::with_order(nodes, order.to_vec()).map_err(|e| {
+        ErrorDetail::new(
+            "InvalidTemplate",
+            format!("The deployment's resource graph cannot be scheduled: {e}."),
+        )
+    })
+}
+
+impl Run {
+    /// Runs the deployment's resource graph, then its outputs, and writes the final record.
+    pub(crate) async fn execute(&self, expansion: &Expansion<'_>, hook: &EngineHook) -> Finished {
+        self.update(DeploymentUpdate {
+            status: Some(DeploymentStatus::Running),
+            started_at: Some(now()),
+            ..DeploymentUpdate::at(now())
+        })
+        .await;
+        self.event(EventKind::DeploymentStarted, "", "", "Running", None, None);
+
+        let identities = expansion.resources();
+        let (status, error, outputs, output_resources, extensions) =
+            match plan_of(&identities, expansion.order()) {
+                Ok(plan) => self.drive(expansion, hook, &identities, plan).await,
+                Err(error) => (
+                    DeploymentStatus::Failed,
+                    Some(error),
+                    None,
+                    Vec::new(),
+                    Vec::new(),
+                ),
+            };
+        let succeeded = status == DeploymentStatus::Succeeded;
+        self.flush_writes().await;
+        self.update(DeploymentUpdate {
+            status: Some(status),
+            finished_at: Some(now()),
+            outputs: outputs.as_deref().map(outputs_json),
+            error: error.as_ref().and_then(|e| serde_json::to_value(e).ok()),
+            output_resources: succeeded
+                .then(|| serde_json::to_value(&output_resources).ok())
+                .flatten(),
+            extensions: serde_json::to_value(&extensions).ok(),
+            ..DeploymentUpdate::at(now())
+        })
+        .await;
+        self.release().await;
+        self.event(
+            EventKind::DeploymentFinished,
+            "",
+            "",
+            status.as_str(),
+            Some(self.started.elapsed()),
+            error.clone(),
+        );
+        Finished {
+            status,
+            error,
+            outputs,
+            output_resources,
+            extensions,
+        }
+    }
+
+    /// The event/effect loop: feeds the core what happened and performs what it asks until its verdict.
+    async fn drive(
+        &self,
+        expansion: &Expansion<'_>,
+        hook: &EngineHook,
+        identities: &[ResourceIdentity],
+        plan: Plan,
+    ) -> (
+        DeploymentStatus,
+        Option<ErrorDetail>,
+        Option<Vec<(String, cairn_template::plan::PlannedOutput)>>,
+        Vec<DeploymentResourceReference>,
+        Vec<DeploymentExtension>,
+    ) {
+        let mut core = if self.tree.resumed && self.depth == 0 {
+            self.resumed_core(identities, plan).await
+        } else {
+            Core::new(plan)
+        };
+        let mut slots: Vec<NodeSlot> = identities
+            .iter()
+            .map(|identity| NodeSlot {
+                started: Instant::now(),
+                target: match identity.extension {
+                    Some(_) => Self::extension_target(identity, None),
+                    None => Self::azure_target(identity),
+                },
+                permit: None,
+                done: None,
+            })
+            .collect();
+        let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<NestedReady>();
+        let mut inflight: InFlight<'_, Progress> = InFlight::new();
+        let mut cancel_seen = false;
+        let mut effects: Vec<Effect<Call, Answer, OpError>> = core.start();
+        let verdict = loop {
+            let mut finished = None;
+            for effect in effects.drain(..) {
+                match effect {
+                    Effect::Admit(node) => inflight.push(self.admit(node)),
+                    Effect::Evaluate(node) => {
+                        let identity = &identities[node];
+                        slots[node].started = Instant::now();
+                        inflight.push(if is_nested_deployment(identity) {
+                            self.nested_future(expansion, hook, identity, ready_tx.clone())
+                        } else {
+                            self.evaluate_leaf(expansion, hook, identity)
+                        });
+                    }
+                    Effect::Started(node) => {
+                        let identity = &identities[node];
+                        let slot = &slots[node];
+                        self.journal(self.step(
+                            &operation_id(&self.id, &identity.key),
+                            &slot.target,
+                            operation_name(identity),
+                            "Running",
+                            None,
+                            None,
+                            None,
+                            None,
+                        ));
+                        self.event(
+                            EventKind::ResourceStarted,
+                            &display(identity),
+                            &identity.resource_type,
+                            "Running",
+                            None,
+                            None,
+                        );
+                    }
+                    Effect::Perform(node, Call::Leaf(body)) => {
+                        let permit = slots[node].permit.take();
+                        inflight.push(self.perform_leaf(
+                            expansion,
+                            &identities[node],
+                            body,
+                            permit,
+                        ));
+                    }
+                    // The nested future runs its child once told to go (after its `Running` step).
+                    Effect::Perform(_, Call::Nested) => {}
+                    Effect::Succeeded(node, answer) => {
+                        let done =
+                            self.succeeded(hook, &identities[node], &mut slots[node], answer);
+                        slots[node].done = Some(done);
+                        slots[node].permit = None;
+                    }
+                    Effect::Failed(node, failure) => {
+                        let identity = &identities[node];
+                        let slot = &mut slots[node];
+                        slot.permit = None;
+                        self.journal(self.step(
+                            &operation_id(&self.id, &identity.key),
+                            &slot.target,
+                            operation_name(identity),
+                            "Failed",
+                            Some(status_name(failure.status)),
+                            Some(&failure.error),
+                            Some(elapsed_ms(slot.started)),
+                            None,
+                        ));
+                        self.event(
+                            EventKind::ResourceFinished,
+                            &display(identity),
+                            &identity.resource_type,
+                            "Failed",
+                            Some(slot.started.elapsed()),
+                            Some(failure.error),
+                        );
+                    }
+                    Effect::Skipped(node, reason) => {
+                        let identity = &identities[node];
+                        slots[node].permit = None;
+                        let shown = match reason {
+                            SkipReason::Condition => Some(identity.key.clone()),
+                            SkipReason::Evaluated if is_nested_deployment(identity) => None,
+                            SkipReason::Evaluated => Some(display(identity)),
+                        };
+                        if let Some(shown) = shown {
+                            self.event(
+                                EventKind::ResourceSkipped,
+                                &shown,
+                                &identity.resource_type,
+                                "Skipped",
+                                None,
+                                None,
+                            );
+                        }
+                    }
+                    Effect::NotStarted(node) => slots[node].permit = None,
+                    Effect::Finish(verdict) => finished = Some(verdict),
+                }
+            }
+            if let Some(verdict) = finished {
+                break verdict;
+            }
+            let event = tokio::select! {
+                biased;
+                _ = self.tree.cancel.cancelled(), if !cancel_seen => {
+                    cancel_seen = true;
+                    Event::Cancel
+                }
+                Some(ready) = ready_rx.recv() => {
+                    slots[ready.node].target = ready.target;
+                    // Journal `Running` (the core's `Started`) before the child runs.
+                    let step = core.step(Event::Evaluated(ready.node, Evaluation::Perform(Call::Nested)));
+                    let _ = ready.go.send(());
+                    match step {
+                        Ok(next) => {
+                            effects = next;
+                            continue;
+                        }
+                        Err(e) => break self.protocol_error(e),
+                    }
+                }
+                progress = inflight.next() => match progress {
+                    Some(Progress::Admitted(node, Some(permit))) => {
+                        slots[node].permit = Some(permit);
+                        Event::Admitted(node)
+                    }
+                    Some(Progress::Admitted(node, None)) => Event::NotAdmitted(node),
+                    Some(Progress::Evaluated(node, evaluation, target)) => {
+                        slots[node].target = *target;
+                        let evaluation = match evaluation {
+                            Evaluation::Fail(e) => Evaluation::Fail(e.shown_as(&identities[node])),
+                            other => other,
+                        };
+                        Event::Evaluated(node, evaluation)
+                    }
+                    Some(Progress::Performed(node, result)) => Event::Performed(
+                        node,
+                        result.map_err(|f| match f {
+                            Failure::Failed(e) => Failure::Failed(e.shown_as(&identities[node])),
+                            Failure::Canceled => Failure::Canceled,
+                        }),
+                    ),
+                    None => break self.protocol_error(cairn_deploy_core::CoreError::Finished),
+                },
+            };
+            match core.step(event) {
+                Ok(next) => effects = next,
+                Err(e) => break self.protocol_error(e),
+            }
+        };
+        drop(inflight);
+
+        let mut output_resources = Vec::new();
+        // Across the tree, an extension entry is keyed by the deployment that declared it and its alias.
+        let mut extensions = self.extensions_of(expansion);
+        for &node in &verdict.succeeded {
+            let Some(done) = slots[node].done.take() else {
+                continue;
+            };
+            output_resources.extend(done.output_resources);
+            for e in done.extensions {
+                if !extensions.iter().any(|x| {
+                    x.same_identity(&e) && x.alias == e.alias && x.deployment_id == e.deployment_id
+                }) {
+                    extensions.push(e);
+                }
+            }
+        }
+        let (status, error, outputs) = match verdict.status {
+            Status::Canceled => (DeploymentStatus::Canceled, None, None),
+            Status::Failed(failures) => {
+                let errors: Vec<ErrorDetail> =
+                    failures.into_iter().map(OpError::into_detail).collect();
+                let error = cairn_arm::ArmError::deployment_failed(errors).into_detail();
+                (DeploymentStatus::Failed, Some(error), None)
+            }
+            Status::Succeeded => self.outputs(expansion, hook).await,
+        };
+        (status, error, outputs, output_resources, extensions)
+    }
+
+    /// The core of a root run resumed after a crash: its journal so far replayed. Every resource is performed
+    /// again (PUTs are idempotent and the run needs fresh runtime values); the operations that were in flight
+    /// when the previous run died are logged by name.
+    async fn resumed_core(&self, identities: &[ResourceIdentity], plan: Plan) -> Core<OpError> {
+        let operations = match self.env().store.latest_operations(&self.id).await {
+            Ok(operations) => operations,
+            Err(e) => {
+                tracing::warn!(deployment = %self.key, error = %e, "could not read the journal of a resumed run");
+                return Core::new(plan);
+            }
+        };
+        let nodes: HashMap<String, usize> = identities
+            .iter()
+            .map(|identity| (operation_id(&self.id, &identity.key), identity.index))
+            .collect();
+        let history = operations.iter().filter_map(|op| {
+            let node = *nodes.get(&op.step.operation_id)?;
+            let recorded = match op.step.provisioning_state.as_str() {
+                "Running" => Recorded::Started,
+                "Succeeded" => Recorded::Succeeded,
+                "Failed" => Recorded::Failed,
+                _ => return None,
+            };
+            Some((node, recorded))
+        });
+        match Core::resume(plan.clone(), history) {
+            Ok(core) => {
+                for &node in core.interrupted() {
+                    let resource = display(&identities[node]);
+                    tracing::info!(
+                        deployment = %self.key,
+                        resource = %resource,
+                        "performing again an operation that was in flight when the previous run died"
+                    );
+                }
+                core
+            }
+            Err(e) => {
+                tracing::warn!(deployment = %self.key, error = %e, "could not replay the journal of a resumed run");
+                Core::new(plan)
+            }
+        }
+    }
+
+    /// A broken protocol between driver and core is a bug: the deployment fails instead of hanging.
+    fn protocol_error(
+        &self,
+        e: cairn_deploy_core::CoreError,
+    ) -> cairn_deploy_core::Verdict<OpError> {
+        tracing::error!(deployment = %self.key, error = %e, "the deployment driver and core disagree");
+        cairn_deploy_core::Verdict {
+            status: Status::Failed(vec![OpError::new(
+                500,
+                ErrorDetail::new(
+                    "InternalServerError",
+                    "The deployment could not be scheduled.",
+                ),
+            )]),
+            succeeded: Vec::new(),
+        }
+    }
+
+    /// Evaluates the outputs of a deployment whose resources all succeeded.
+    async fn outputs(
+        &self,
+        expansion: &Expansion<'_>,
+        hook: &EngineHook,
+    ) -> (
+        DeploymentStatus,
+        Option<ErrorDetail>,
+        Option<Vec<(String, cairn_template::plan::PlannedOutput)>>,
+    ) {
+        match self
+            .with_runtime_values(hook, || expansion.outputs())
+            .await
+        {
+            Ok(outputs) => match outputs.iter().find_map(|(_, o)| first_unevaluated(&o.value)) {
+                Some(expr) => (
+                    DeploymentStatus::Failed,
+                    Some(ErrorDetail::new(
+                        "DeploymentOutputEvaluationFailed",
+                        format!("Unable to evaluate template outputs: the value of '{expr}' is not known."),
+                    )),
+                    None,
+                ),
+                None => (DeploymentStatus::Succeeded, None, Some(outputs)),
+            },
+            Err(e) => (
+                DeploymentStatus::Failed,
+                Some(
+                    ErrorDetail::new(
+                        "DeploymentOutputEvaluationFailed",
+                        "Unable to evaluate template outputs. Please see error details and deployment operations. Please see https://aka.ms/arm-common-errors for usage details.",
+                    )
+                    .with_details([e]),
+                ),
+                None,
+            ),
+        }
+    }
+
+    /// Waits for a slot of the tree's parallelism (or the tree's cancel).
+    fn admit(&self, node: usize) -> LocalFuture<'_, Progress> {
+        let permits = self.tree.permits.clone();
+        let cancel = self.tree.cancel.clone();
+        Box::pin(async move {
+            let permit = tokio::select! {
+                permit = permits.acquire_owned() => permit.ok(),
+                _ = cancel.cancelled() => None,
+            };
+            Progress::Admitted(node, permit)
+        })
+    }
+
+    /// A provider or extension resource's body, evaluated once its dependencies are deployed.
+    fn evaluate_leaf<'f>(
+        &'f self,
+        expansion: &'f Expansion<'_>,
+        hook: &'f EngineHook,
+        identity: &'f ResourceIdentity,
+    ) -> LocalFuture<'f, Progress> {
+        let target = match identity.extension {
+            Some(_) => Self::extension_target(identity, None),
+            None => Self::azure_target(identity),
+        };
+        // The node's slot stays with the driver while it is evaluated and moves into its call.
+        Box::pin(async move {
+            let evaluation = match self.evaluate(expansion, hook, identity).await {
+                Ok(Some(body)) => Evaluation::Perform(Call::Leaf(body)),
+                Ok(None) => Evaluation::Skip,
+                Err(error) => Evaluation::Fail(OpError::bad_request(error)),
+            };
+            Progress::Evaluated(identity.index, evaluation, Box::new(target))
+        })
+    }
+
+    /// Calls the provider or extension of a leaf whose `Running` step is journaled.
+    fn perform_leaf<'f>(
+        &'f self,
+        expansion: &'f Expansion<'_>,
+        identity: &'f ResourceIdentity,
+        body: Json,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> LocalFuture<'f, Progress> {
+        Box::pin(async move {
+            let result = match &identity.extension {
+                Some(ext) => {
+                    self.call_extension(expansion, identity, ext, body, permit)
+                        .await
+                }
+                None => self.call_provider(identity, body, permit).await,
+            };
+            Progress::Performed(identity.index, result.map_err(Failure::Failed))
+        })
+    }
+
+    async fn call_extension(
+        &self,
+        expansion: &Expansion<'_>,
+        identity: &ResourceIdentity,
+        ext: &PlannedExtensionRef,
+        body: Json,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Answer, OpError> {
+        let resolved = self
+            .alias_config(expansion, &ext.alias)
+            .await
+            .map_err(OpError::bad_request)?;
+        let key = ExtensionKey::new(ext.name.clone(), ext.version.clone());
+        let properties = body.get("properties").cloned().unwrap_or_else(|| json!({}));
+        let config = (!resolved.config.is_empty()).then(|| resolved.config.clone());
+        let host = self.env().host.clone();
+        let ctx = self.tree.call_context();
+        let resource_type = identity.resource_type.clone();
+        let api_version = identity.api_version.clone();
+        let existing = identity.existing;
+        let call = tokio::spawn(async move {
+            let _permit = permit;
+            if existing {
+                let locator = ResourceLocator {
+                    resource_type,
+                    api_version,
+                    identifiers: properties,
+                    config,
+                    config_id: None,
+                };
+                match host.get(&key, &locator, &ctx).await {
+                    Ok(Some(r)) => Ok((r, false)),
+                    Ok(None) => Err((
+                        404,
+                        ErrorDetail::new(
+                            "ResourceNotFound",
+                            "The existing resource was not found by its extension.",
+                        ),
+                    )),
+                    Err(e) => Err(host_error(&e)),
+                }
+            } else {
+                let request = CreateOrUpdateRequest {
+                    resource_type,
+                    api_version,
+                    properties,
+                    config,
+                    config_id: None,
+                    known_identifiers: None,
+                };
+                host.create_or_update(&key, request, &ctx)
+                    .await
+                    .map(|r| (r, true))
+                    .map_err(|e| host_error(&e))
+            }
+        });
+        match call.await {
+            Ok(Ok((deployed, written))) => Ok(Answer::Extension {
+                deployed: Box::new(deployed),
+                written,
+            }),
+            Ok(Err((status, error))) => Err(OpError::new(status, error)),
+            Err(_) => Err(OpError::new(
+                500,
+                ErrorDetail::new("InternalServerError", "The extension call was aborted."),
+            )),
+        }
+    }
+
+    async fn call_provider(
+        &self,
+        identity: &ResourceIdentity,
+        body: Json,
+        permit: Option<OwnedSemaphorePermit>,
+    ) -> Result<Answer, OpError> {
+        let Some(id_text) = identity.id.clone() else {
+            return Err(OpError::bad_request(ErrorDetail::new(
+                "InvalidTemplate",
+                "The resource has no ID.",
+            )));
+        };
+        let id = ResourceId::parse(&id_text).map_err(|e| {
+            OpError::bad_request(ErrorDetail::new(
+                "InvalidResourceId",
+                format!("The resource ID '{id_text}' is not valid: {e}."),
+            ))
+        })?;
+        let api = identity.api_version.clone().unwrap_or_default();
+        let provider = self
+            .env()
+            .providers
+            .require(&identity.resource_type, &api)
+            .map_err(OpError::from)?
+            .clone();
+        let existing = identity.existing;
+        let call = tokio::spawn(async move {
+            let _permit = permit;
+            if existing {
+                match provider.get(&id, &api).await {
+                    Ok(Some(r)) => Ok((r, 200)),
+                    Ok(None) => Err(ProviderError::not_found(&id)),
+                    Err(e) => Err(e),
+                }
+            } else {
+                provider
+                    .put(&id, &api, &body)
+                    .await
+                    .map(|o| (o.resource, if o.created { 201 } else { 200 }))
+            }
+        });
+        let (envelope, status) = match call.await {
+            Ok(r) => r?,
+            Err(_) => Err(ProviderError::internal("finish the call (aborted)"))?,
+        };
+        Ok(Answer::Arm {
+            id: id_text,
+            envelope,
+            status,
+        })
+    }
+
+    /// Journals and records a successful operation; what the deployment's record lists for it.
+    fn succeeded(
+        &self,
+        hook: &EngineHook,
+        identity: &ResourceIdentity,
+        slot: &mut NodeSlot,
+        answer: Answer,
+    ) -> Done {
+        let op_id = operation_id(&self.id, &identity.key);
+        let operation = operation_name(identity);
+        let mut done = Done::default();
+        match answer {
+            Answer::Arm {
+                id,
+                envelope,
+                status,
+            } => {
+                self.tree.values.put_arm(&id, envelope.clone());
+                if !identity.existing {
+                    self.record_resource(
+                        &op_id,
+                        ManagedResource {
+                            key: ResourceKey::arm(&id),
+                            resource_id: Some(id.clone()),
+                            resource_type: identity.resource_type.clone(),
+                            api_version: identity.api_version.clone(),
+                            properties: envelope,
+                            deployment: Some(self.key.clone()),
+                            extension: None,
+                            updated_at: now(),
+                        },
+                    );
+                    done.output_resources.push(DeploymentResourceReference {
+                        id: Some(id.clone()),
+                        ..DeploymentResourceReference::default()
+                    });
+                }
+                slot.target.id = Some(id);
+                self.journal(self.step(
+                    &op_id,
+                    &slot.target,
+                    operation,
+                    "Succeeded",
+                    Some(status_name(status)),
+                    None,
+                    Some(elapsed_ms(slot.started)),
+                    None,
+                ));
+            }
+            Answer::Extension { deployed, written } => {
+                let deployed = *deployed;
+                let ext = identity
+                    .extension
+                    .as_ref()
+                    .expect("an extension answer comes from an extension resource");
+                let extension_ref = self.extension_deployed(identity, ext, &deployed, hook);
+                if written {
+                    self.record_resource(
+                        &op_id,
+                        ManagedResource {
+                            key: ResourceKey::extension(
+                                &ext.name,
+                                deployed.config_id.as_deref(),
+                                &identity.resource_type,
+                                &deployed.identifiers,
+                            ),
+                            resource_id: None,
+                            resource_type: identity.resource_type.clone(),
+                            api_version: identity.api_version.clone(),
+                            properties: deployed.properties.clone(),
+                            deployment: Some(self.key.clone()),
+                            extension: Some(extension_ref.clone()),
+                            updated_at: now(),
+                        },
+                    );
+                    done.output_resources.push(DeploymentResourceReference {
+                        extension: Some(DeploymentExtension {
+                            alias: None,
+                            deployment_id: None,
+                            name: ext.name.clone(),
+                            version: ext.version.clone(),
+                            config_id: deployed.config_id.clone(),
+                            config_hash: None,
+                            config: None,
+                        }),
+                        resource_type: Some(identity.resource_type.clone()),
+                        identifiers: Some(deployed.identifiers.clone()),
+                        api_version: identity.api_version.clone(),
+                        reference_id: Some(deployed.reference_id.to_string()),
+                        ..DeploymentResourceReference::default()
+                    });
+                }
+                slot.target = Self::extension_target(identity, deployed.config_id.clone());
+                slot.target.identifiers = Some(deployed.identifiers);
+                self.journal(self.step(
+                    &op_id,
+                    &slot.target,
+                    operation,
+                    "Succeeded",
+                    Some("OK"),
+                    None,
+                    Some(elapsed_ms(slot.started)),
+                    Some(extension_ref),
+                ));
+            }
+            Answer::Nested(nested) => {
+                self.journal(self.step(
+                    &op_id,
+                    &slot.target,
+                    "Create",
+                    "Succeeded",
+                    Some("OK"),
+                    None,
+                    Some(elapsed_ms(slot.started)),
+                    None,
+                ));
+                done = *nested;
+            }
+        }
+        self.event(
+            EventKind::ResourceFinished,
+            &display(identity),
+            &identity.resource_type,
+            "Succeeded",
+            Some(slot.started.elapsed()),
+            None,
+        );
+        done
+    }
+
+    /// What an extension's answer teaches the run: the alias's configId, the resource's runtime value.
+    fn extension_deployed(
+        &self,
+        identity: &ResourceIdentity,
+        ext: &PlannedExtensionRef,
+        deployed: &DeployedResource,
+        hook: &EngineHook,
+    ) -> ExtensionRef {
+        let slot = self.slot(&ext.alias);
+        if deployed.config_id.is_some() {
+            *slot.config_id.borrow_mut() = deployed.config_id.clone();
+        }
+        hook.put_extension(
+            &identity.key,
+            json!({
+                "type": deployed.resource_type,
+                "apiVersion": deployed.api_version,
+                "identifiers": deployed.identifiers,
+                "properties": deployed.properties,
+            }),
+        );
+        ExtensionRef {
+            alias: Some(ext.alias.clone()),
+            name: Some(ext.name.clone()),
+            version: Some(ext.version.clone()),
+            config_id: deployed.config_id.clone(),
+            reference_id: Some(deployed.reference_id.to_string()),
+            identifiers: Some(deployed.identifiers.clone()),
+        }
+    }
+
+    /// A nested deployment from evaluation to its child's end. It reports `Evaluated` through its result when it
+    /// fails or is skipped before the child exists; otherwise it hands `ready` to the driver (which journals
+    /// `Running`), waits to be told to go, runs the child and reports `Performed`.
+    fn nested_future<'f>(
+        &'f self,
+        expansion: &'f Expansion<'_>,
+        hook: &'f EngineHook,
+        identity: &'f ResourceIdentity,
+        ready: mpsc::UnboundedSender<NestedReady>,
+    ) -> LocalFuture<'f, Progress> {
+        Box::pin(async move {
+            let node = identity.index;
+            let mut target = Self::azure_target(identity);
+            let early = |error: ErrorDetail, target: TargetResource| {
+                Progress::Evaluated(
+                    node,
+                    Evaluation::Fail(OpError::bad_request(error)),
+                    Box::new(target),
+                )
+            };
+            let body = match self.evaluate(expansion, hook, identity).await {
+                Ok(Some(body)) => body,
+                Ok(None) => return Progress::Evaluated(node, Evaluation::Skip, Box::new(target)),
+                Err(error) => return early(error, target),
+            };
+            let child = match self.nested_child(expansion, identity, &body).await {
+                Ok(child) => child,
+                Err(error) => return early(error, target),
+            };
+            let NestedChild {
+                mut nested,
+                origin: child_origin,
+                shown_link,
+                fetched_parameters,
+            } = child;
+            let child_key = DeploymentKey::new(
+                scope_key(&nested.context.scope_id(nested.template.scope)),
+                nested.context.deployment_name.clone(),
+            );
+            target.id = Some(child_key.to_string());
+            if let Err(error) = self.check_scope(&mut nested, &child_key).await {
+                return early(error, target);
+            }
+            let child_hook = EngineHook::new(self.tree.values.clone());
+            let child_expansion = match self
+                .with_runtime_values(&child_hook, || {
+                    expansion.expand_nested(&nested, &child_hook)
+                })
+                .await
+            {
+                Ok(x) => x,
+                Err(error) => return early(error, target),
+            };
+            let mut body = body;
+            if let Some(Json::Object(properties)) = body.get_mut("properties") {
+                if let Some(link) = shown_link {
+                    properties.insert("templateLink".into(), link);
+                }
+                if let Some(parameters) = fetched_parameters {
+                    properties.insert("parameters".into(), Json::Object(parameters));
+                }
+            }
+            let record = match self
+                .create_child(&child_key, &body, &nested, &child_expansion)
+                .await
+            {
+                Ok(r) => r,
+                Err(error) => return early(error, target),
+            };
+            let (go, gate) = oneshot::channel();
+            let handed = ready.send(NestedReady { node, target, go }).is_ok();
+            if !handed || gate.await.is_err() {
+                return Progress::Performed(
+                    node,
+                    Err(Failure::Failed(OpError::new(
+                        500,
+                        ErrorDetail::new(
+                            "InternalServerError",
+                            "The nested deployment was not started.",
+                        ),
+                    ))),
+                );
+            }
+            let mut child = Run::new(
+                self.tree.clone(),
+                record.id.clone(),
+                child_key.clone(),
+                self.depth + 1,
+                record.version,
+                self.child_secure_config(expansion, &nested.template, &body),
+            );
+            child.set_link_context(child_origin, nested.context.clone());
+            let finished: Finished = {
+                let run: LocalFuture<'_, Finished> =
+                    Box::pin(child.execute(&child_expansion, &child_hook));
+                run.await
+            };
+            let result = match finished.status {
+                DeploymentStatus::Succeeded => {
+                    if let Some(outputs) = finished.outputs {
+                        let plan = child_expansion.finish(outputs);
+                        expansion.set_nested_plan(identity.index, plan);
+                    }
+                    Ok(Answer::Nested(Box::new(Done {
+                        output_resources: finished.output_resources,
+                        extensions: finished.extensions,
+                    })))
+                }
+                DeploymentStatus::Canceled => Err(Failure::Canceled),
+                _ => {
+                    let mut error = finished.error.unwrap_or_else(|| {
+                        ErrorDetail::new("DeploymentFailed", "The nested deployment failed.")
+                    });
+                    error.target = Some(child_key.to_string());
+                    Err(Failure::Failed(OpError::bad_request(error)))
+                }
+            };
+            Progress::Performed(node, result)
+        })
+    }
+}
+
+/// The operation a resource's journal shows: `Read` for an `existing` resource.
+fn operation_name(identity: &ResourceIdentity) -> &'static str {
+    if identity.existing && !is_nested_deployment(identity) {
+        "Read"
+    } else {
+        "Create"
+    }
+}
+
+/// How events and errors name a resource: its ID, else its symbolic key.
+fn display(identity: &ResourceIdentity) -> String {
+    identity.id.clone().unwrap_or_else(|| identity.key.clone())
+}

@@ -47,6 +47,10 @@ pub(crate) struct ServeArgs {
     /// lease lasts as long: after a crash, the stack takes a new PUT or DELETE once it has expired.
     #[arg(long, value_name = "SECONDS", default_value_t = 60)]
     claim_ttl: u64,
+    /// After a crash, a deployment taken over this many times in a row without progress ends Failed
+    /// (DeploymentRecoveryAbandoned) instead of being resumed again, so it cannot crash the server forever.
+    #[arg(long, value_name = "N", default_value_t = cairn_engine::settings::DEFAULT_MAX_RECOVERY_TAKEOVERS)]
+    max_recovery_takeovers: u32,
     /// Largest request body; larger ones get 413 RequestEntityTooLarge (docs/limits.md).
     #[arg(long, value_name = "BYTES", default_value_t = cairn_server::DEFAULT_MAX_REQUEST_BYTES)]
     max_request_bytes: usize,
@@ -105,6 +109,7 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             let ttl = std::time::Duration::from_secs(args.claim_ttl.max(1));
             cairn_engine::EngineSettings {
                 claim_ttl: ttl,
+                max_recovery_takeovers: args.max_recovery_takeovers.max(1),
                 heartbeat_interval: (ttl / 4).max(std::time::Duration::from_millis(250)),
                 eval_limits: cairn_eval::EvalLimits {
                     max_value_bytes: args.max_eval_value_bytes,

@@ -29,7 +29,9 @@ use crate::inflight::LocalFuture;
 use crate::link::{HttpTemplateFetcher, TemplateFetcher, resolve_request, seal_links};
 use crate::provider::Providers;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
-use crate::root::{RootStart, interrupted_resources, prepare, resource_group_location, run_root};
+use crate::root::{
+    RootStart, interrupted_resources, journal_progress, prepare, resource_group_location, run_root,
+};
 use crate::run::{EngineEnv, scope_key};
 use crate::secrets::{seal_request, unseal};
 use crate::settings::{EngineSettings, RecoveryPolicy};
@@ -864,15 +866,43 @@ impl Engine {
                 Err(StoreError::Conflict { .. }) => continue,
                 Err(e) => return Err(store_error(e)),
             };
-            if env.settings.recovery == RecoveryPolicy::Resume
-                && let Some((properties, annotation)) = self.resumable(&claimed).await
-            {
-                let key = claimed.key.clone();
-                self.start(claimed, properties, annotation, false, true)?;
-                report.resumed.push(key);
-            } else {
-                self.fail_interrupted(claimed, &mut report).await;
+            if env.settings.recovery == RecoveryPolicy::Resume {
+                let progress = journal_progress(env.store.as_ref(), &claimed.id, 0).await;
+                let takeovers = match env.store.record_takeover(&claimed.id, progress).await {
+                    Ok(n) => n,
+                    Err(e) => {
+                        tracing::warn!(deployment = %claimed.key, error = %e, "could not count a takeover");
+                        1
+                    }
+                };
+                let limit = env.settings.max_recovery_takeovers.max(1);
+                if takeovers >= limit {
+                    tracing::warn!(
+                        deployment = %claimed.key,
+                        takeovers,
+                        "abandoning a deployment that was taken over again and again without progress"
+                    );
+                    let error = ErrorDetail::new(
+                        "DeploymentRecoveryAbandoned",
+                        format!(
+                            "The deployment was taken over {takeovers} times after its engine stopped, each time \
+                             without progress, so it is no longer resumed. The resources its operations created, or \
+                             were creating, are listed in outputResources. Fix what stops the engine and run the \
+                             deployment again."
+                        ),
+                    );
+                    self.fail_interrupted_with(claimed, error, &mut report)
+                        .await;
+                    continue;
+                }
+                if let Some((properties, annotation)) = self.resumable(&claimed).await {
+                    let key = claimed.key.clone();
+                    self.start(claimed, properties, annotation, false, true)?;
+                    report.resumed.push(key);
+                    continue;
+                }
             }
+            self.fail_interrupted(claimed, &mut report).await;
         }
         Ok(report)
     }
@@ -923,6 +953,21 @@ impl Engine {
 
     /// Ends an interrupted deployment `Failed`, listing what its operations created or were creating.
     async fn fail_interrupted(&self, record: DeploymentRecord, report: &mut RecoveryReport) {
+        let error = ErrorDetail::new(
+            "DeploymentInterrupted",
+            "The engine running this deployment stopped before it finished. The resources its operations created, \
+             or were creating, are listed in outputResources; run the deployment again to finish it.",
+        );
+        self.fail_interrupted_with(record, error, report).await;
+    }
+
+    /// Ends an interrupted deployment `Failed` with `error`, listing what its operations created.
+    async fn fail_interrupted_with(
+        &self,
+        record: DeploymentRecord,
+        error: ErrorDetail,
+        report: &mut RecoveryReport,
+    ) {
         let env = &self.inner.env;
         let now = Timestamp::now();
         let claimed = match env
@@ -943,11 +988,6 @@ impl Engine {
         };
         let (resources, extensions) =
             interrupted_resources(env.store.as_ref(), &claimed.id, 0).await;
-        let error = ErrorDetail::new(
-            "DeploymentInterrupted",
-            "The engine running this deployment stopped before it finished. The resources its operations created, \
-             or were creating, are listed in outputResources; run the deployment again to finish it.",
-        );
         let update = DeploymentUpdate {
             status: Some(DeploymentStatus::Failed),
             finished_at: Some(now),

@@ -533,6 +533,38 @@ impl Run {
     }
 }
 
+/// How far an interrupted run got: the succeeded operations in its journal and, recursively, in its nested
+/// deployments' journals. Recovery compares it between takeovers.
+pub(crate) async fn journal_progress(store: &dyn Store, id: &DeploymentId, depth: usize) -> u64 {
+    let Ok(ops) = store.latest_operations(id).await else {
+        return 0;
+    };
+    let mut progress = 0;
+    for op in ops {
+        let step = &op.step;
+        if step.provisioning_state == "Succeeded" {
+            progress += 1;
+        }
+        let target: TargetResource = step
+            .target_resource
+            .as_ref()
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+            .unwrap_or_default();
+        let is_deployment = target
+            .resource_type
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.Resources/deployments"));
+        if is_deployment
+            && depth < cairn_template::expand::MAX_NESTING_DEPTH
+            && let Some(child) = target.id.as_deref().and_then(deployment_key_of)
+            && let Ok(Some(child)) = store.get_deployment(&child).await
+        {
+            progress += Box::pin(journal_progress(store, &child.id, depth + 1)).await;
+        }
+    }
+    progress
+}
+
 /// What an interrupted run created (or was creating), from its journal and its nested deployments' journals.
 pub(crate) async fn interrupted_resources(
     store: &dyn Store,

@@ -13,6 +13,9 @@ pub enum RecoveryPolicy {
     Fail,
 }
 
+/// The default of [`EngineSettings::max_recovery_takeovers`].
+pub const DEFAULT_MAX_RECOVERY_TAKEOVERS: u32 = 3;
+
 /// How the engine runs deployments.
 #[derive(Clone, Debug)]
 pub struct EngineSettings {
@@ -27,6 +30,10 @@ pub struct EngineSettings {
     /// How often running deployments renew their claims (well below `claim_ttl`).
     pub heartbeat_interval: Duration,
     pub recovery: RecoveryPolicy,
+    /// A deployment recovery takes over this many times in a row without progress (no new succeeded operation
+    /// in its journal since the takeover before) ends `Failed` with `DeploymentRecoveryAbandoned` instead of being
+    /// resumed again: a deployment that kills its server cannot do so forever. At least 1.
+    pub max_recovery_takeovers: u32,
     /// The tenant ID scope functions report.
     pub tenant_id: String,
     /// Refuse resource-group deployments whose group does not exist (ARM's `ResourceGroupNotFound`).
@@ -52,6 +59,7 @@ impl Default for EngineSettings {
             claim_ttl: Duration::from_secs(60),
             heartbeat_interval: Duration::from_secs(15),
             recovery: RecoveryPolicy::Resume,
+            max_recovery_takeovers: DEFAULT_MAX_RECOVERY_TAKEOVERS,
             tenant_id: "00000000-0000-0000-0000-000000000000".into(),
             require_resource_groups: true,
             max_runtime_rounds: 8,

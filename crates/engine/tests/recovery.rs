@@ -181,3 +181,135 @@ async fn with_the_fail_policy_an_interrupted_deployment_fails_listing_what_it_cr
     }
     nothing_running(&env.engine).await;
 }
+
+/// Drops `engine` (a crash, as the store sees it) and waits for its claims to expire.
+async fn crash(engine: Engine) {
+    drop(engine);
+    tokio::time::sleep(Duration::from_millis(600)).await;
+}
+
+/// A deployment that dies with its engine again and again, never finishing an operation, is resumed by the first
+/// two takeovers and abandoned by the third (`max_recovery_takeovers` = 3): the engine that takes it over stays
+/// up and the deployment ends `Failed` with `DeploymentRecoveryAbandoned`, listing what it was creating.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_taken_over_again_and_again_without_progress_is_abandoned() {
+    // The extension never answers in time: the first resource is always in flight when the engine dies.
+    let env = setup_with(
+        crash_settings(RecoveryPolicy::Resume),
+        Duration::from_secs(60),
+        Providers::empty(),
+    )
+    .await;
+    env.engine
+        .create_or_update(
+            RG,
+            "poison",
+            request(chain(2), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    let TestEnv {
+        dir,
+        store,
+        engine,
+        fake,
+    } = env;
+    crash(engine).await;
+    for takeover in 1..=2 {
+        let engine = Engine::new(
+            store.clone(),
+            host_with(&fake),
+            Providers::empty(),
+            crash_settings(RecoveryPolicy::Resume),
+        )
+        .unwrap();
+        let report = engine.recover().await.unwrap();
+        assert_eq!(report.resumed.len(), 1, "takeover {takeover}: {report:?}");
+        crash(engine).await;
+    }
+    let engine = Engine::new(
+        store.clone(),
+        host_with(&fake),
+        Providers::empty(),
+        crash_settings(RecoveryPolicy::Resume),
+    )
+    .unwrap();
+    let report = engine.recover().await.unwrap();
+    assert!(report.resumed.is_empty(), "{report:?}");
+    assert_eq!(report.failed.len(), 1, "{report:?}");
+    let record = serde_json::to_value(engine.get(RG, "poison").await.unwrap()).unwrap();
+    assert_eq!(state(&record), "Failed");
+    let detail = &record["properties"]["error"]["details"][0];
+    assert_eq!(detail["code"], "DeploymentRecoveryAbandoned", "{record:#}");
+    assert!(detail["message"].as_str().unwrap().contains("3 times"));
+    nothing_running(&engine).await;
+    // Abandoned is final: a later recovery leaves it alone.
+    let again = engine.recover().await.unwrap();
+    assert!(again.resumed.is_empty() && again.failed.is_empty());
+    drop(dir);
+}
+
+async fn succeeded_operations(engine: &Engine, name: &str) -> usize {
+    engine
+        .operations(RG, name)
+        .await
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            o.properties.provisioning_state.as_ref().map(|s| s.as_str()) == Some("Succeeded")
+        })
+        .count()
+}
+
+/// Takeovers that find new succeeded operations each time start the count again: a long deployment on a flaky
+/// host is resumed as often as it keeps moving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn takeovers_with_progress_keep_resuming() {
+    let env = setup_with(
+        crash_settings(RecoveryPolicy::Resume),
+        Duration::from_millis(150),
+        Providers::empty(),
+    )
+    .await;
+    env.engine
+        .create_or_update(
+            RG,
+            "long",
+            request(chain(8), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    let TestEnv {
+        dir,
+        store,
+        engine,
+        fake,
+    } = env;
+    // Let one operation succeed before each crash: four crashes, each after progress.
+    let mut engine = engine;
+    for round in 0..4 {
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+        while succeeded_operations(&engine, "long").await <= round {
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "no progress in round {round}"
+            );
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        crash(engine).await;
+        engine = Engine::new(
+            store.clone(),
+            host_with(&fake),
+            Providers::empty(),
+            crash_settings(RecoveryPolicy::Resume),
+        )
+        .unwrap();
+        let report = engine.recover().await.unwrap();
+        assert_eq!(report.resumed.len(), 1, "round {round}: {report:?}");
+    }
+    let record = wait_terminal(&engine, "long").await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    drop(dir);
+}

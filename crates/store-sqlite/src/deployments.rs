@@ -361,6 +361,29 @@ impl SqliteStore {
         Ok(record)
     }
 
+    pub(crate) async fn record_takeover_impl(
+        &self,
+        id: &DeploymentId,
+        progress: u64,
+    ) -> StoreResult<u32> {
+        let progress = i64::try_from(progress).unwrap_or(i64::MAX);
+        let mut tx = self.begin_write().await?;
+        let takeovers: Option<i64> = sqlx::query_scalar(
+            "UPDATE deployments SET \
+               takeovers = CASE WHEN takeovers > 0 AND ?2 <= takeover_progress THEN takeovers + 1 ELSE 1 END, \
+               takeover_progress = MAX(takeover_progress, ?2) \
+             WHERE id = ?1 RETURNING takeovers",
+        )
+        .bind(id.as_str())
+        .bind(progress)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(backend)?;
+        let takeovers = takeovers.ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(u32::try_from(takeovers).unwrap_or(u32::MAX))
+    }
+
     pub(crate) async fn release_deployment_impl(
         &self,
         id: &DeploymentId,

@@ -76,10 +76,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0007_host_operations.sql"),
         data: None,
     },
+    Migration {
+        version: 8,
+        name: "deployment_takeovers",
+        sql: include_str!("../migrations/0008_deployment_takeovers.sql"),
+        data: None,
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 7;
+pub const LATEST_SCHEMA_VERSION: u32 = 8;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -270,11 +276,13 @@ mod tests {
             expires_at: cairn_store::Timestamp::from_unix_millis(10),
         };
         assert!(!store.put_stack_what_if(what_if, now).await?);
+        // v8: an upgraded deployment counts its recovery takeovers from zero.
+        assert_eq!(store.record_takeover(&old.id, 0).await?, 1);
         let applied: Vec<i64> =
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7]);
+        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8]);
         Ok(())
     }
 

@@ -119,6 +119,10 @@ impl DeploymentStore for SqliteStore {
         Box::pin(self.release_deployment_impl(id, owner))
     }
 
+    fn record_takeover<'a>(&'a self, id: &'a DeploymentId, progress: u64) -> StoreFuture<'a, u32> {
+        Box::pin(self.record_takeover_impl(id, progress))
+    }
+
     fn list_orphaned_deployments<'a>(
         &'a self,
         now: Timestamp,

@@ -28,6 +28,7 @@ pub const CASES: &[&str] = &[
     "deployment_replacement_starts_a_new_run",
     "deployment_delete_removes_history_only",
     "deployment_claims_and_orphans",
+    "deployment_takeovers_count_runs_without_progress",
     "operation_journal_appends_and_reads",
     "record_step_is_atomic_with_inventory",
     "inventory_round_trip_and_filters",
@@ -61,6 +62,7 @@ macro_rules! store_conformance_tests {
             deployment_replacement_starts_a_new_run,
             deployment_delete_removes_history_only,
             deployment_claims_and_orphans,
+            deployment_takeovers_count_runs_without_progress,
             operation_journal_appends_and_reads,
             record_step_is_atomic_with_inventory,
             inventory_round_trip_and_filters,
@@ -787,6 +789,40 @@ pub async fn deployment_delete_removes_history_only(store: &dyn Store) {
             .await,
         "second delete",
     );
+}
+
+pub async fn deployment_takeovers_count_runs_without_progress(store: &dyn Store) {
+    let record = store
+        .put_deployment(
+            new_deployment(SCOPE, "poison", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .unwrap();
+    // Three takeovers with an unchanged journal count up; progress starts the count again.
+    assert_eq!(store.record_takeover(&record.id, 0).await.unwrap(), 1);
+    assert_eq!(store.record_takeover(&record.id, 0).await.unwrap(), 2);
+    assert_eq!(store.record_takeover(&record.id, 0).await.unwrap(), 3);
+    assert_eq!(store.record_takeover(&record.id, 4).await.unwrap(), 1);
+    assert_eq!(store.record_takeover(&record.id, 4).await.unwrap(), 2);
+    // A resumed run that re-applies what it had done (its steps running again) has not progressed.
+    assert_eq!(store.record_takeover(&record.id, 2).await.unwrap(), 3);
+    assert_eq!(store.record_takeover(&record.id, 4).await.unwrap(), 4);
+    assert_eq!(store.record_takeover(&record.id, 5).await.unwrap(), 1);
+    // Another deployment has its own count.
+    let other = store
+        .put_deployment(
+            new_deployment(SCOPE, "other", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .unwrap();
+    assert_eq!(store.record_takeover(&other.id, 0).await.unwrap(), 1);
+    let missing = DeploymentId::from_string("missing".to_string());
+    assert!(matches!(
+        store.record_takeover(&missing, 0).await,
+        Err(StoreError::NotFound { .. })
+    ));
 }
 
 pub async fn deployment_claims_and_orphans(store: &dyn Store) {

@@ -116,6 +116,11 @@ pub trait DeploymentStore: Send + Sync {
         owner: &'a str,
     ) -> StoreFuture<'a, ()>;
 
+    /// Records that recovery takes over deployment `id` whose journal holds `progress` succeeded steps, and returns
+    /// how many takeovers in a row (this one included) found no progress: 1 at the first takeover or when
+    /// `progress` passed the highest one any takeover saw, one more than last time otherwise.
+    fn record_takeover<'a>(&'a self, id: &'a DeploymentId, progress: u64) -> StoreFuture<'a, u32>;
+
     /// Active (`Accepted`/`Running`) deployments with no claim or an expired one: the runs to resume after a
     /// crash. Oldest first, at most `limit`.
     fn list_orphaned_deployments<'a>(

@@ -63,6 +63,8 @@ pub enum Effect<C, A, E> {
     Succeeded(usize, A),
     /// Journal the failure.
     Failed(usize, E),
+    /// Journal that the node's call ended canceled (a nested deployment whose child was canceled).
+    Canceled(usize),
     /// Report the skip.
     Skipped(usize, SkipReason),
     /// The node was admitted after the run began to stop: release its slot; it never starts.
@@ -77,6 +79,9 @@ pub struct Verdict<E> {
     pub status: Status<E>,
     /// The nodes that succeeded, in the plan's order.
     pub succeeded: Vec<usize>,
+    /// [`Core::interrupted`] nodes this run stopped before performing again: their journal still says running
+    /// from the run that died, so the driver must end it.
+    pub left_interrupted: Vec<usize>,
 }
 
 /// The terminal status of a run.
@@ -280,6 +285,7 @@ impl<E: Clone> Core<E> {
                     Err(Failure::Canceled) => {
                         self.settle(node, State::Canceled);
                         self.canceled = true;
+                        effects.push(Effect::Canceled(node));
                     }
                 }
             }
@@ -369,6 +375,21 @@ impl<E: Clone> Core<E> {
             .copied()
             .filter(|&i| self.states[i] == State::Succeeded)
             .collect();
-        Verdict { status, succeeded }
+        let left_interrupted = self
+            .interrupted
+            .iter()
+            .copied()
+            .filter(|&i| {
+                !matches!(
+                    self.states[i],
+                    State::Succeeded | State::Failed | State::Canceled | State::Performing
+                )
+            })
+            .collect();
+        Verdict {
+            status,
+            succeeded,
+            left_interrupted,
+        }
     }
 }

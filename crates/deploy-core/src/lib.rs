@@ -14,6 +14,7 @@
 //!             Effect::Perform(n, c)   => call the provider / extension / child deployment, feed Event::Performed,
 //!             Effect::Succeeded(n, a) => journal "Succeeded", record the resource,
 //!             Effect::Failed(n, e)    => journal "Failed",
+//!             Effect::Canceled(n)     => journal "Canceled",
 //!             Effect::Skipped(n, _)   => report the skip,
 //!             Effect::NotStarted(n)   => release what was held for n,
 //!             Effect::Finish(verdict) => evaluate outputs (on success), write the final record, stop.

@@ -133,8 +133,10 @@ fn check_common(case: &Case, sim: &Sim) -> Result<(), TestCaseError> {
         let count = |entry: Trace| sim.trace.iter().filter(|t| **t == entry).count();
         prop_assert!(count(Trace::Evaluated(n)) <= 1, "{} evaluated once", n);
         prop_assert!(count(Trace::Started(n)) <= 1, "{} started once", n);
-        let finished =
-            count(Trace::Succeeded(n)) + count(Trace::Failed(n)) + count(Trace::Skipped(n));
+        let finished = count(Trace::Succeeded(n))
+            + count(Trace::Failed(n))
+            + count(Trace::Canceled(n))
+            + count(Trace::Skipped(n));
         prop_assert!(finished <= 1, "{} ends once", n);
         if let Some(evaluated) = first(sim, Trace::Evaluated(n)) {
             for &d in &node.depends_on {
@@ -147,6 +149,12 @@ fn check_common(case: &Case, sim: &Sim) -> Result<(), TestCaseError> {
                     d
                 );
             }
+        }
+        // No operation is left running: every started call ends in the journal.
+        if count(Trace::Started(n)) == 1 {
+            let ended =
+                count(Trace::Succeeded(n)) + count(Trace::Failed(n)) + count(Trace::Canceled(n));
+            prop_assert_eq!(ended, 1, "{} started and never ended", n);
         }
         if node.condition == Some(false) {
             prop_assert!(first(sim, Trace::Evaluated(n)).is_none());

@@ -212,6 +212,8 @@ fn a_canceled_nested_deployment_cancels_the_parent() {
     sim.run(fifo);
     assert_eq!(sim.status(), &Status::Canceled);
     assert!(sim.position(|t| *t == Trace::Started(1)).is_none());
+    // Its operation does not stay running.
+    assert_eq!(sim.journal(), vec![Trace::Started(0), Trace::Canceled(0)]);
 }
 
 #[test]
@@ -273,7 +275,7 @@ fn a_run_resumed_after_a_crash_at_each_journal_step_finishes() {
         let history = journal[..crash_at].iter().map(|t| match t {
             Trace::Started(n) => (*n, Recorded::Started),
             Trace::Succeeded(n) => (*n, Recorded::Succeeded),
-            Trace::Failed(n) => (*n, Recorded::Failed),
+            Trace::Failed(n) | Trace::Canceled(n) => (*n, Recorded::Failed),
             other => unreachable!("{other:?} is not a journal step"),
         });
         let core = Core::resume(plan.clone(), history).unwrap();
@@ -295,6 +297,20 @@ fn a_run_resumed_after_a_crash_at_each_journal_step_finishes() {
         assert_eq!(resumed.status(), &Status::Succeeded, "crash at {crash_at}");
         assert_eq!(succeeded(&resumed), vec![0, 1, 2, 3, 4]);
     }
+}
+
+/// A resumed run that fails before it performs an interrupted node again names it, so its journal is ended.
+#[test]
+fn a_resumed_run_that_stops_early_names_the_interrupted_nodes_it_left() {
+    // 0 fails at once; 1 (waiting on 0) and 2 were in flight when the previous run died; one slot, so 2 waits.
+    let plan = Plan::new(vec![Node::leaf([]), Node::leaf([0]), Node::leaf([])]).unwrap();
+    let core = Core::resume(plan, [(1, Recorded::Started), (2, Recorded::Started)]).unwrap();
+    assert_eq!(core.interrupted(), &[1, 2]);
+    let mut sim = Sim::with_core(core, vec![Fail, Succeed, Succeed], 1);
+    sim.start();
+    sim.run(fifo);
+    assert_eq!(sim.status(), &Status::Failed(vec!["call of 0".into()]));
+    assert_eq!(sim.verdict.as_ref().unwrap().left_interrupted, vec![1, 2]);
 }
 
 #[test]

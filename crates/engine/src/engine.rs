@@ -30,7 +30,8 @@ use crate::link::{HttpTemplateFetcher, TemplateFetcher, resolve_request, seal_li
 use crate::provider::Providers;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
 use crate::root::{
-    RootStart, interrupted_resources, journal_progress, prepare, resource_group_location, run_root,
+    RootStart, end_running_operations, interrupted_resources, journal_progress, prepare,
+    resource_group_location, run_root,
 };
 use crate::run::{EngineEnv, scope_key};
 use crate::secrets::{seal_request, unseal};
@@ -988,6 +989,7 @@ impl Engine {
         };
         let (resources, extensions) =
             interrupted_resources(env.store.as_ref(), &claimed.id, 0).await;
+        end_running_operations(env.store.as_ref(), &claimed.id, &error, 0).await;
         let update = DeploymentUpdate {
             status: Some(DeploymentStatus::Failed),
             finished_at: Some(now),

@@ -7,13 +7,13 @@ use std::sync::Arc;
 
 use cairn_arm::models::deployment::{DeploymentProperties, DeploymentResourceReference};
 use cairn_arm::models::extension::{DeploymentExtension, ExtensionConfig, ExtensionConfigs};
-use cairn_arm::models::operation::TargetResource;
+use cairn_arm::models::operation::{StatusMessage, TargetResource};
 use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_eval::ScopeKind;
 use cairn_json::Node;
 use cairn_store::{
-    DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate, Store,
-    Timestamp,
+    DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
+    OperationStep, Store, Timestamp,
 };
 use cairn_template::{DeploymentInput, Diagnostic, Expansion, ParametersFile, Template};
 use serde_json::{Value as Json, json};
@@ -530,6 +530,56 @@ impl Run {
             duration: None,
             error: Some(error),
         });
+    }
+}
+
+/// Ends every operation an interrupted run (and, recursively, its nested deployments) left running with a
+/// `Failed` step carrying `error`, so a finished deployment shows no operation `Running`.
+pub(crate) async fn end_running_operations(
+    store: &dyn Store,
+    id: &DeploymentId,
+    error: &ErrorDetail,
+    depth: usize,
+) {
+    let Ok(ops) = store.latest_operations(id).await else {
+        return;
+    };
+    for op in ops {
+        let step = op.step;
+        let target: TargetResource = step
+            .target_resource
+            .as_ref()
+            .and_then(|t| serde_json::from_value(t.clone()).ok())
+            .unwrap_or_default();
+        let is_deployment = target
+            .resource_type
+            .as_deref()
+            .is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.Resources/deployments"));
+        if is_deployment
+            && depth < cairn_template::expand::MAX_NESTING_DEPTH
+            && let Some(child) = target.id.as_deref().and_then(deployment_key_of)
+            && let Ok(Some(child)) = store.get_deployment(&child).await
+        {
+            Box::pin(end_running_operations(store, &child.id, error, depth + 1)).await;
+        }
+        if step.provisioning_state != "Running" {
+            continue;
+        }
+        let ended = OperationStep {
+            provisioning_state: "Failed".into(),
+            status_code: Some("InternalServerError".into()),
+            status_message: serde_json::to_value(StatusMessage {
+                status: Some("Failed".into()),
+                error: Some(error.clone()),
+            })
+            .ok(),
+            timestamp: Timestamp::now(),
+            duration_ms: None,
+            ..step
+        };
+        if let Err(e) = store.append_operation(ended).await {
+            tracing::warn!(error = %e, "could not end an interrupted operation");
+        }
     }
 }
 

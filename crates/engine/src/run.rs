@@ -470,6 +470,15 @@ impl Run {
         });
     }
 
+    /// Waits for the queued writes of operation `op_id`: its `Running` step is durable before its call goes out, so
+    /// a crash during the call leaves the operation in the journal.
+    pub(crate) async fn settle_writes(&self, op_id: &str) {
+        let pending = self.writes.borrow_mut().remove(op_id);
+        if let Some(handle) = pending {
+            let _ = handle.await;
+        }
+    }
+
     /// Waits for every queued write of this run.
     pub(crate) async fn flush_writes(&self) {
         let pending: Vec<tokio::task::JoinHandle<()>> =

@@ -122,6 +122,18 @@ async fn wait_terminal(engine: &Engine, name: &str) -> Value {
     }
 }
 
+/// No operation of a finished deployment is left `Running`.
+async fn no_operation_running(engine: &Engine, name: &str) {
+    for op in engine.operations(RG, name).await.unwrap() {
+        let state = op
+            .properties
+            .provisioning_state
+            .as_ref()
+            .map(|s| s.as_str().to_string());
+        assert_ne!(state.as_deref(), Some("Running"), "{op:?}");
+    }
+}
+
 async fn nothing_running(engine: &Engine) {
     let page = engine.list(RG, None, Default::default()).await.unwrap();
     for d in page.value {
@@ -180,6 +192,25 @@ async fn with_the_fail_policy_an_interrupted_deployment_fails_listing_what_it_cr
         );
     }
     nothing_running(&env.engine).await;
+    no_operation_running(&env.engine, "crashy").await;
+}
+
+/// Waits until the deployment's journal shows an operation running (its call is out).
+async fn wait_running_operation(engine: &Engine, name: &str) {
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let running = engine.operations(RG, name).await.unwrap().iter().any(|o| {
+            o.properties.provisioning_state.as_ref().map(|s| s.as_str()) == Some("Running")
+        });
+        if running {
+            return;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no operation of {name} started"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// Drops `engine` (a crash, as the store sees it) and waits for its claims to expire.
@@ -215,6 +246,7 @@ async fn a_deployment_taken_over_again_and_again_without_progress_is_abandoned()
         engine,
         fake,
     } = env;
+    wait_running_operation(&engine, "poison").await;
     crash(engine).await;
     for takeover in 1..=2 {
         let engine = Engine::new(
@@ -226,6 +258,7 @@ async fn a_deployment_taken_over_again_and_again_without_progress_is_abandoned()
         .unwrap();
         let report = engine.recover().await.unwrap();
         assert_eq!(report.resumed.len(), 1, "takeover {takeover}: {report:?}");
+        wait_running_operation(&engine, "poison").await;
         crash(engine).await;
     }
     let engine = Engine::new(
@@ -244,6 +277,7 @@ async fn a_deployment_taken_over_again_and_again_without_progress_is_abandoned()
     assert_eq!(detail["code"], "DeploymentRecoveryAbandoned", "{record:#}");
     assert!(detail["message"].as_str().unwrap().contains("3 times"));
     nothing_running(&engine).await;
+    no_operation_running(&engine, "poison").await;
     // Abandoned is final: a later recovery leaves it alone.
     let again = engine.recover().await.unwrap();
     assert!(again.resumed.is_empty() && again.failed.is_empty());

@@ -31,6 +31,7 @@ pub enum Trace {
     Started(usize),
     Succeeded(usize),
     Failed(usize),
+    Canceled(usize),
     Skipped(usize),
     NotStarted(usize),
 }
@@ -208,6 +209,7 @@ impl Sim {
                         self.release_slot(n);
                     }
                 }
+                Effect::Canceled(n) => self.trace.push(Trace::Canceled(n)),
                 Effect::NotStarted(n) => {
                     self.trace.push(Trace::NotStarted(n));
                     self.release_slot(n);
@@ -233,7 +235,7 @@ impl Sim {
             .filter(|t| {
                 matches!(
                     t,
-                    Trace::Started(_) | Trace::Succeeded(_) | Trace::Failed(_)
+                    Trace::Started(_) | Trace::Succeeded(_) | Trace::Failed(_) | Trace::Canceled(_)
                 )
             })
             .cloned()

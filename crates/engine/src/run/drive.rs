@@ -325,6 +325,20 @@ impl Run {
                             );
                         }
                     }
+                    Effect::Canceled(node) => {
+                        let identity = &identities[node];
+                        let slot = &slots[node];
+                        self.journal(self.step(
+                            &operation_id(&self.id, &identity.key),
+                            &slot.target,
+                            operation_name(identity),
+                            "Canceled",
+                            None,
+                            None,
+                            Some(elapsed_ms(slot.started)),
+                            None,
+                        ));
+                    }
                     Effect::NotStarted(node) => slots[node].permit = None,
                     Effect::Finish(verdict) => finished = Some(verdict),
                 }
@@ -381,6 +395,25 @@ impl Run {
             }
         };
         drop(inflight);
+        // Operations the run that died left running, and this one did not perform again, end in the journal.
+        for &node in &verdict.left_interrupted {
+            let identity = &identities[node];
+            let error = ErrorDetail::new(
+                "DeploymentInterrupted",
+                "The operation was in flight when the engine running the deployment stopped, and the resumed \
+                 deployment ended before performing it again.",
+            );
+            self.journal(self.step(
+                &operation_id(&self.id, &identity.key),
+                &slots[node].target,
+                operation_name(identity),
+                "Failed",
+                Some(status_name(500)),
+                Some(&error),
+                None,
+                None,
+            ));
+        }
 
         let mut output_resources = Vec::new();
         // Across the tree, an extension entry is keyed by the deployment that declared it and its alias.
@@ -470,6 +503,7 @@ impl Run {
                 ),
             )]),
             succeeded: Vec::new(),
+            left_interrupted: Vec::new(),
         }
     }
 
@@ -556,6 +590,8 @@ impl Run {
         permit: Option<OwnedSemaphorePermit>,
     ) -> LocalFuture<'f, Progress> {
         Box::pin(async move {
+            self.settle_writes(&operation_id(&self.id, &identity.key))
+                .await;
             let result = match &identity.extension {
                 Some(ext) => {
                     self.call_extension(expansion, identity, ext, body, permit)
@@ -932,6 +968,8 @@ impl Run {
                     ))),
                 );
             }
+            self.settle_writes(&operation_id(&self.id, &identity.key))
+                .await;
             let mut child = Run::new(
                 self.tree.clone(),
                 record.id.clone(),

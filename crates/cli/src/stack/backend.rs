@@ -9,6 +9,7 @@ use std::time::Duration;
 use anyhow::Context as _;
 use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
+use cairn_client::Client;
 use cairn_engine::{Engine, EngineSettings, Providers, RecoveryPolicy};
 use cairn_host::{ExtensionHost, HostSettings};
 use cairn_stack_service::{DeleteRun, StackService, StackServiceSettings};
@@ -18,7 +19,6 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::TargetArgs;
-use crate::client::ArmClient;
 use crate::output::Failure;
 
 /// How often the in-process service's record is read while an operation runs (it is a local database read).
@@ -27,7 +27,7 @@ const LOCAL_POLL: Duration = Duration::from_millis(200);
 /// The stack service in this process, or a server.
 pub(crate) enum StackBackend {
     Local(Box<LocalStacks>),
-    Remote(ArmClient),
+    Remote(Client),
 }
 
 /// The stack service over `$CAIRN_HOME`, and the store to close when the command ends.
@@ -82,7 +82,7 @@ impl StackBackend {
                 })
             }
             StackBackend::Remote(r) => {
-                let accepted = r.put_stack(scope, name, &to_json(request)?).await?;
+                let accepted = r.put_stack(scope, name, request).await?;
                 Ok(Started {
                     stack: accepted.body,
                     poll: accepted.poll,
@@ -96,7 +96,7 @@ impl StackBackend {
     pub(crate) async fn get(&self, scope: &str, name: &str) -> Result<Value, Failure> {
         match self {
             StackBackend::Local(l) => to_json(&l.service.get(scope, name).await?),
-            StackBackend::Remote(r) => r.get_stack(scope, name).await,
+            StackBackend::Remote(r) => Ok(r.get_stack(scope, name).await?),
         }
     }
 
@@ -117,7 +117,7 @@ impl StackBackend {
                     }
                 }
             }
-            StackBackend::Remote(r) => r.list_stacks(scope).await,
+            StackBackend::Remote(r) => Ok(r.list_stacks(scope).await?),
         }
     }
 
@@ -163,7 +163,7 @@ impl StackBackend {
             StackBackend::Local(l) => {
                 to_json(&l.service.validate(scope, name, request.clone()).await?)
             }
-            StackBackend::Remote(r) => r.validate_stack(scope, name, &to_json(request)?).await,
+            StackBackend::Remote(r) => Ok(r.validate_stack(scope, name, request).await?),
         }
     }
 
@@ -171,7 +171,7 @@ impl StackBackend {
     pub(crate) async fn export_template(&self, scope: &str, name: &str) -> Result<Value, Failure> {
         match self {
             StackBackend::Local(l) => to_json(&l.service.export_template(scope, name).await?),
-            StackBackend::Remote(r) => r.export_stack_template(scope, name).await,
+            StackBackend::Remote(r) => Ok(r.export_stack_template(scope, name).await?),
         }
     }
 
@@ -187,7 +187,7 @@ impl StackBackend {
                 let accepted = l.service.what_if(scope, name, request.clone()).await?;
                 to_json(&accepted.result)
             }
-            StackBackend::Remote(r) => r.stack_what_if(scope, name, &to_json(request)?).await,
+            StackBackend::Remote(r) => Ok(r.stack_what_if(scope, name, request).await?),
         }
     }
 

@@ -9,7 +9,8 @@ use cairn_arm::{ArmError, ResourceId};
 use clap::Args;
 use serde_json::Value;
 
-use crate::client::ArmClient;
+use cairn_client::Client;
+
 use crate::local::LocalBackend;
 use crate::output::Failure;
 use crate::progress::Progress;
@@ -69,21 +70,17 @@ impl TargetArgs {
 
     /// The client for `--server`, or `None` for the in-process engine (commands with their own in-process
     /// side, such as `cairn stack`, pair it with theirs).
-    pub(crate) fn server_client(&self) -> Result<Option<ArmClient>, Failure> {
+    pub(crate) fn server_client(&self) -> Result<Option<Client>, Failure> {
         self.server
             .as_deref()
-            .map(|url| ArmClient::new(url, self.token.as_deref(), self.ca_cert.as_deref()))
+            .map(|url| crate::client::connect(url, self.token.as_deref(), self.ca_cert.as_deref()))
             .transpose()
     }
 
     /// Opens the backend these flags name.
     pub(crate) async fn connect(&self) -> Result<Backend, Failure> {
-        match &self.server {
-            Some(url) => Ok(Backend::Remote(ArmClient::new(
-                url,
-                self.token.as_deref(),
-                self.ca_cert.as_deref(),
-            )?)),
+        match self.server_client()? {
+            Some(client) => Ok(Backend::Remote(client)),
             None => Ok(Backend::Local(Box::new(
                 LocalBackend::open(self.registry.as_deref()).await?,
             ))),
@@ -94,7 +91,7 @@ impl TargetArgs {
 /// The engine in process, or a server.
 pub(crate) enum Backend {
     Local(Box<LocalBackend>),
-    Remote(ArmClient),
+    Remote(Client),
 }
 
 /// A secret as `keyvault secret` commands print it (Key Vault's data-plane shape); `value` only for `show`.
@@ -106,7 +103,7 @@ impl Backend {
     pub(crate) async fn put_group(&self, id: &str, body: &Value) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.put_group(id, body).await,
-            Backend::Remote(r) => r.put_group(id, body).await,
+            Backend::Remote(r) => Ok(r.put_group(id, body).await?),
         }
     }
 
@@ -114,21 +111,21 @@ impl Backend {
     pub(crate) async fn get_group(&self, id: &str) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.get_group(id).await,
-            Backend::Remote(r) => r.get_group(id).await,
+            Backend::Remote(r) => Ok(r.get_group(id).await?),
         }
     }
 
     pub(crate) async fn list_groups(&self, subscription: &str) -> Result<Vec<Value>, Failure> {
         match self {
             Backend::Local(l) => l.list_groups(subscription).await,
-            Backend::Remote(r) => r.list_groups(subscription).await,
+            Backend::Remote(r) => Ok(r.list_groups(subscription).await?),
         }
     }
 
     pub(crate) async fn delete_group(&self, id: &str) -> Result<(), Failure> {
         match self {
             Backend::Local(l) => l.delete_group(id).await,
-            Backend::Remote(r) => r.delete_group(id).await,
+            Backend::Remote(r) => Ok(r.delete_group(id).await?),
         }
     }
 
@@ -144,28 +141,30 @@ impl Backend {
     ) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.deploy(scope, name, request, wait, progress).await,
-            Backend::Remote(r) => r.deploy(scope, name, request, wait, progress).await,
+            Backend::Remote(r) => {
+                crate::client::deploy(r, scope, name, request, wait, progress).await
+            }
         }
     }
 
     pub(crate) async fn get_deployment(&self, scope: &str, name: &str) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.get_deployment(scope, name).await,
-            Backend::Remote(r) => r.get_deployment(scope, name).await,
+            Backend::Remote(r) => Ok(r.get_deployment(scope, name).await?),
         }
     }
 
     pub(crate) async fn list_deployments(&self, scope: &str) -> Result<Vec<Value>, Failure> {
         match self {
             Backend::Local(l) => l.list_deployments(scope).await,
-            Backend::Remote(r) => r.list_deployments(scope).await,
+            Backend::Remote(r) => Ok(r.list_deployments(scope).await?),
         }
     }
 
     pub(crate) async fn delete_deployment(&self, scope: &str, name: &str) -> Result<(), Failure> {
         match self {
             Backend::Local(l) => l.delete_deployment(scope, name).await,
-            Backend::Remote(r) => r.delete_deployment(scope, name).await,
+            Backend::Remote(r) => Ok(r.delete_deployment(scope, name).await?),
         }
     }
 
@@ -178,7 +177,7 @@ impl Backend {
     ) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.validate(scope, name, request).await,
-            Backend::Remote(r) => r.validate(scope, name, request).await,
+            Backend::Remote(r) => Ok(r.validate_deployment(scope, name, &request).await?),
         }
     }
 
@@ -190,28 +189,28 @@ impl Backend {
     ) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.what_if(scope, name, request).await,
-            Backend::Remote(r) => r.what_if(scope, name, request).await,
+            Backend::Remote(r) => Ok(r.deployment_what_if(scope, name, &request).await?),
         }
     }
 
     pub(crate) async fn cancel(&self, scope: &str, name: &str) -> Result<(), Failure> {
         match self {
             Backend::Local(l) => l.cancel(scope, name).await,
-            Backend::Remote(r) => r.cancel(scope, name).await,
+            Backend::Remote(r) => Ok(r.cancel_deployment(scope, name).await?),
         }
     }
 
     pub(crate) async fn export(&self, scope: &str, name: &str) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.export(scope, name).await,
-            Backend::Remote(r) => r.export(scope, name).await,
+            Backend::Remote(r) => Ok(r.export_deployment_template(scope, name).await?),
         }
     }
 
     pub(crate) async fn operations(&self, scope: &str, name: &str) -> Result<Vec<Value>, Failure> {
         match self {
             Backend::Local(l) => l.operations(scope, name).await,
-            Backend::Remote(r) => r.operations(scope, name).await,
+            Backend::Remote(r) => Ok(r.deployment_operations(scope, name).await?),
         }
     }
 
@@ -219,7 +218,7 @@ impl Backend {
     pub(crate) async fn put_vault(&self, id: &str, body: &Value) -> Result<Value, Failure> {
         match self {
             Backend::Local(l) => l.put_vault(id, body).await,
-            Backend::Remote(r) => r.put_vault(id, body).await,
+            Backend::Remote(r) => Ok(r.put_vault(id, body).await?),
         }
     }
 

@@ -155,16 +155,22 @@ pub(crate) fn transport_factories() -> TransportFactories {
     factories
 }
 
-/// The registry the engine uses: `flag`, else `$CAIRN_EXTENSIONS`, else `<home>/extensions.json` when it exists,
-/// with each built-in extension added when the file does not register its name and version.
-pub(crate) fn load_registry(flag: Option<&Path>, home: &Path) -> anyhow::Result<Registry> {
+/// The registry the engine uses: `flag`, else `$CAIRN_EXTENSIONS`, else `<data dir>/extensions.json` when the
+/// store lives in a data directory and the file exists, with each built-in extension added when the file does not
+/// register its name and version.
+pub(crate) fn load_registry(
+    flag: Option<&Path>,
+    data_dir: Option<&Path>,
+) -> anyhow::Result<Registry> {
     let named = flag.map(Path::to_path_buf).or_else(|| {
         std::env::var_os("CAIRN_EXTENSIONS")
             .filter(|p| !p.is_empty())
             .map(PathBuf::from)
     });
-    let default = home.join("extensions.json");
-    let path = named.or_else(|| default.exists().then_some(default));
+    let default = data_dir
+        .map(|dir| dir.join("extensions.json"))
+        .filter(|file| file.exists());
+    let path = named.or(default);
     let mut registry = match path {
         Some(path) => Registry::load(&path, &transport_factories())
             .with_context(|| format!("cannot load the extension registry {}", path.display()))?,
@@ -594,7 +600,7 @@ mod tests {
     #[test]
     fn every_builtin_is_registered_without_a_registry_file() {
         let home = tempfile::tempdir().unwrap();
-        let registry = load_registry(None, home.path()).unwrap();
+        let registry = load_registry(None, Some(home.path())).unwrap();
         for (name, version) in [("Local", "1.0.0"), ("PostgreSql", "1.0.0")] {
             assert!(registry.resolve(name, version).is_some(), "{name}");
         }

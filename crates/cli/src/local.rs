@@ -1,6 +1,7 @@
-//! The embedded default: the deployment engine in this process over the SQLite store in `$CAIRN_HOME` (default
+//! The embedded default: the deployment engine in this process over the store in `$CAIRN_HOME` (default
 //! `~/.cairn`, the same directory `cairn serve` uses), with the extension registry of `--registry`,
-//! `$CAIRN_EXTENSIONS` or `$CAIRN_HOME/extensions.json` and the built-in Local extension.
+//! `$CAIRN_EXTENSIONS` or `$CAIRN_HOME/extensions.json` and the built-in extensions, assembled by
+//! `cairn-assembly` ([`assemble`], shared with `cairn stack`).
 //!
 //! The engine runs only while a command does, so deployments another command left unfinished (killed mid-run)
 //! are ended `Failed` on the next start (`RecoveryPolicy::Fail`, listing what they created) rather than resumed
@@ -10,20 +11,20 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use cairn_arm::models::deployment::{Deployment, DeploymentWhatIf};
 use cairn_arm::{ArmError, ResourceId};
+use cairn_assembly::{Assembly, Settings, StoreLocation};
 use cairn_engine::provider::{
     KeyVaultProvider, RESOURCE_GROUPS_TYPE, ResourceGroupProvider, ResourceProvider, SECRETS_TYPE,
 };
-use cairn_engine::{DeployOptions, Engine, EngineSettings, Providers, RecoveryPolicy};
-use cairn_host::{ExtensionHost, HostSettings, Registry};
+use cairn_engine::{DeployOptions, Engine, EngineSettings, RecoveryPolicy};
+use cairn_host::Registry;
+use cairn_stack_service::StackServiceSettings;
 use cairn_store::{
     ExposeSecret, ManagedResourceFilter, NewSecretVersion, PageRequest, Precondition,
     ResourceGroupRecord, SecretString, SecretVersionInfo, Store, StoreError, Timestamp,
     VaultRecord,
 };
-use cairn_store_sqlite::SqliteStore;
 use serde_json::{Value, json};
 
 use crate::backend::SecretView;
@@ -48,36 +49,44 @@ pub(crate) fn cairn_home() -> Result<PathBuf, Failure> {
     Ok(Path::new(&home).join(".cairn"))
 }
 
-/// The in-process engine and the store it runs on.
+/// The in-process cairn on `$CAIRN_HOME` as every in-process command runs it (`cairn deployment`, `group`,
+/// `keyvault`, `stack`): the data directory's store, the extension registry of `--registry`, `$CAIRN_EXTENSIONS`
+/// or `$CAIRN_HOME/extensions.json` with the built-in extensions, and timing for a process that lives only as
+/// long as a command. Interrupted work is left to the caller's recovery.
+pub(crate) async fn assemble(registry_flag: Option<&Path>) -> Result<Assembly, Failure> {
+    let home = cairn_home()?;
+    let registry = registry(registry_flag, &home)?;
+    let mut settings = Settings::new(
+        StoreLocation::data_dir(home),
+        Arc::new(registry),
+        "cairn://cli",
+    );
+    settings.engine = EngineSettings {
+        recovery: RecoveryPolicy::Fail,
+        // A command killed mid-run leaves its deployment to the next command sooner than a server would.
+        claim_ttl: Duration::from_secs(20),
+        heartbeat_interval: Duration::from_secs(5),
+        ..EngineSettings::default()
+    };
+    settings.stacks = StackServiceSettings {
+        lease_ttl: Duration::from_secs(30),
+        heartbeat_interval: Duration::from_secs(5),
+        ..StackServiceSettings::default()
+    };
+    Ok(Assembly::open(settings).await?)
+}
+
+/// The in-process engine, the store it runs on, and the providers of groups and vaults the commands call directly.
 pub(crate) struct LocalBackend {
-    engine: Engine,
-    store: Arc<dyn Store>,
+    cairn: Assembly,
     groups: ResourceGroupProvider,
     key_vault: KeyVaultProvider,
 }
 
 impl LocalBackend {
     pub(crate) async fn open(registry_flag: Option<&Path>) -> Result<Self, Failure> {
-        let home = cairn_home()?;
-        let registry = registry(registry_flag, &home)?;
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&home).await.with_context(|| {
-                format!("cannot open the cairn data directory {}", home.display())
-            })?);
-        let host = Arc::new(ExtensionHost::new(
-            Arc::new(registry),
-            HostSettings::default(),
-            "cairn://cli",
-        ));
-        let settings = EngineSettings {
-            recovery: RecoveryPolicy::Fail,
-            // A command killed mid-run leaves its deployment to the next command sooner than a server would.
-            claim_ttl: Duration::from_secs(20),
-            heartbeat_interval: Duration::from_secs(5),
-            ..EngineSettings::default()
-        };
-        let engine = Engine::new(store.clone(), host, Providers::empty(), settings)?;
-        let recovered = engine.recover().await?;
+        let cairn = assemble(registry_flag).await?;
+        let recovered = cairn.engine().recover().await?;
         for key in &recovered.failed {
             eprintln!(
                 "note: deployment '{}' was interrupted by an earlier command and is now Failed; run it again to \
@@ -86,17 +95,22 @@ impl LocalBackend {
             );
         }
         Ok(LocalBackend {
-            engine,
-            groups: ResourceGroupProvider::new(store.clone()),
-            key_vault: KeyVaultProvider::new(store.clone()),
-            store,
+            groups: ResourceGroupProvider::new(cairn.store().clone()),
+            key_vault: KeyVaultProvider::new(cairn.store().clone()),
+            cairn,
         })
     }
 
     pub(crate) async fn close(self) {
-        let LocalBackend { engine, store, .. } = self;
-        drop(engine);
-        let _ = store.close().await;
+        let _ = self.cairn.close().await;
+    }
+
+    fn engine(&self) -> &Engine {
+        self.cairn.engine()
+    }
+
+    fn store(&self) -> &Arc<dyn Store> {
+        self.cairn.store()
     }
 
     pub(crate) async fn put_group(&self, id: &str, body: &Value) -> Result<Value, Failure> {
@@ -127,7 +141,7 @@ impl LocalBackend {
         let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
         loop {
             let result = self
-                .store
+                .store()
                 .list_resource_groups(subscription, page.clone())
                 .await?;
             groups.extend(result.items.iter().map(group_json));
@@ -148,7 +162,7 @@ impl LocalBackend {
             return Err(Failure::usage(format!("'{id}' is not a resource group id")));
         };
         if self
-            .store
+            .store()
             .get_resource_group(subscription, name)
             .await?
             .is_none()
@@ -170,7 +184,7 @@ impl LocalBackend {
         }
         for d in &deployments {
             if let Some(deployment) = &d.name {
-                match self.engine.delete(id, deployment).await {
+                match self.engine().delete(id, deployment).await {
                     Ok(()) => {}
                     Err(e) if e.to_arm().status() == 404 => {}
                     Err(e) => return Err(e.into()),
@@ -178,7 +192,7 @@ impl LocalBackend {
             }
         }
         self.delete_contained_resources(id).await?;
-        self.store
+        self.store()
             .delete_resource_group(subscription, name, Precondition::Any)
             .await?;
         Ok(())
@@ -189,13 +203,13 @@ impl LocalBackend {
     async fn delete_contained_resources(&self, scope: &str) -> Result<(), Failure> {
         let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
         loop {
-            let vaults = self.store.list_vaults(scope, page.clone()).await?;
+            let vaults = self.store().list_vaults(scope, page.clone()).await?;
             for vault in vaults
                 .items
                 .iter()
                 .filter(|v| is_inside(scope, &v.vault.id))
             {
-                match self.store.delete_vault(&vault.vault.id).await {
+                match self.store().delete_vault(&vault.vault.id).await {
                     Ok(()) | Err(StoreError::NotFound { .. }) => {}
                     Err(e) => return Err(e.into()),
                 }
@@ -208,7 +222,7 @@ impl LocalBackend {
         let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
         loop {
             let resources = self
-                .store
+                .store()
                 .list_managed_resources(ManagedResourceFilter {
                     deployment: None,
                     resource_type: None,
@@ -223,7 +237,7 @@ impl LocalBackend {
                     .is_some_and(|id| is_inside(scope, id))
                 {
                     match self
-                        .store
+                        .store()
                         .delete_managed_resource(&r.resource.key, Precondition::Any)
                         .await
                     {
@@ -246,7 +260,7 @@ impl LocalBackend {
         let mut all = Vec::new();
         let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
         loop {
-            let result = self.engine.list(scope, None, page.clone()).await?;
+            let result = self.engine().list(scope, None, page.clone()).await?;
             all.extend(result.value);
             match result.continuation {
                 Some(next) => page.continuation = Some(next),
@@ -270,7 +284,7 @@ impl LocalBackend {
             );
         }
         let mut handle = self
-            .engine
+            .engine()
             .create_or_update(scope, name, request, DeployOptions::default())
             .await?;
         if let Some(mut events) = handle.take_events() {
@@ -304,7 +318,7 @@ impl LocalBackend {
                             "canceling deployment '{name}' (operations in flight finish first; Ctrl-C again to quit)..."
                         );
                         // Quitting at once would leave the deployment Running until its claim expires.
-                        if let Err(e) = self.engine.cancel(scope, name).await {
+                        if let Err(e) = self.engine().cancel(scope, name).await {
                             warn_cancel_failed(&e.to_arm());
                         }
                     }
@@ -317,7 +331,7 @@ impl LocalBackend {
     }
 
     pub(crate) async fn get_deployment(&self, scope: &str, name: &str) -> Result<Value, Failure> {
-        to_json(&self.engine.get(scope, name).await?)
+        to_json(&self.engine().get(scope, name).await?)
     }
 
     pub(crate) async fn list_deployments(&self, scope: &str) -> Result<Vec<Value>, Failure> {
@@ -329,7 +343,7 @@ impl LocalBackend {
     }
 
     pub(crate) async fn delete_deployment(&self, scope: &str, name: &str) -> Result<(), Failure> {
-        Ok(self.engine.delete(scope, name).await?)
+        Ok(self.engine().delete(scope, name).await?)
     }
 
     pub(crate) async fn validate(
@@ -338,7 +352,7 @@ impl LocalBackend {
         name: &str,
         request: Deployment,
     ) -> Result<Value, Failure> {
-        to_json(&self.engine.validate(scope, name, request).await?)
+        to_json(&self.engine().validate(scope, name, request).await?)
     }
 
     pub(crate) async fn what_if(
@@ -347,19 +361,19 @@ impl LocalBackend {
         name: &str,
         request: DeploymentWhatIf,
     ) -> Result<Value, Failure> {
-        to_json(&self.engine.what_if(scope, name, request).await?)
+        to_json(&self.engine().what_if(scope, name, request).await?)
     }
 
     pub(crate) async fn cancel(&self, scope: &str, name: &str) -> Result<(), Failure> {
-        Ok(self.engine.cancel(scope, name).await?)
+        Ok(self.engine().cancel(scope, name).await?)
     }
 
     pub(crate) async fn export(&self, scope: &str, name: &str) -> Result<Value, Failure> {
-        to_json(&self.engine.export_template(scope, name).await?)
+        to_json(&self.engine().export_template(scope, name).await?)
     }
 
     pub(crate) async fn operations(&self, scope: &str, name: &str) -> Result<Vec<Value>, Failure> {
-        self.engine
+        self.engine()
             .operations(scope, name)
             .await?
             .iter()
@@ -387,7 +401,7 @@ impl LocalBackend {
         let mut found: Vec<VaultRecord> = Vec::new();
         let mut page = PageRequest::first(cairn_store::MAX_PAGE_SIZE);
         loop {
-            let result = self.store.list_vaults(scope, page.clone()).await?;
+            let result = self.store().list_vaults(scope, page.clone()).await?;
             found.extend(
                 result
                     .items
@@ -426,7 +440,7 @@ impl LocalBackend {
                 "'{name}' is not a valid secret name"
             )));
         }
-        let latest = self.store.get_vault_secret(vault_id, name, None).await?;
+        let latest = self.store().get_vault_secret(vault_id, name, None).await?;
         // The same value again keeps the current version, as a re-run deployment does.
         if let Some(latest) = latest
             && latest.value.expose_secret() == value.expose_secret()
@@ -436,7 +450,7 @@ impl LocalBackend {
             return Ok(secret_view(&latest.info, None));
         }
         let info = self
-            .store
+            .store()
             .set_vault_secret(NewSecretVersion {
                 vault_id: vault_id.to_string(),
                 name: name.to_string(),
@@ -459,7 +473,7 @@ impl LocalBackend {
         version: Option<&str>,
     ) -> Result<SecretView, Failure> {
         let secret = self
-            .store
+            .store()
             .get_vault_secret(vault_id, name, version)
             .await?
             .ok_or_else(|| {
@@ -476,7 +490,7 @@ impl LocalBackend {
     }
 
     pub(crate) async fn list_secrets(&self, vault_id: &str) -> Result<Vec<SecretView>, Failure> {
-        let infos = self.store.list_vault_secrets(vault_id).await?;
+        let infos = self.store().list_vault_secrets(vault_id).await?;
         Ok(infos.iter().map(|i| secret_view(i, None)).collect())
     }
 }
@@ -567,5 +581,5 @@ fn secret_view(info: &SecretVersionInfo, value: Option<&SecretString>) -> Secret
 }
 
 fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
-    crate::extension::load_registry(flag, home).map_err(|e| Failure::Usage(format!("{e:#}")))
+    crate::extension::load_registry(flag, Some(home)).map_err(|e| Failure::Usage(format!("{e:#}")))
 }

@@ -84,6 +84,20 @@ impl From<cairn_engine::EngineError> for Failure {
     }
 }
 
+/// The store cannot open is a failure of the command's environment (exit 1), a store URL a usage error (exit 2),
+/// an engine that refuses its settings its ARM error.
+impl From<cairn_assembly::AssemblyError> for Failure {
+    fn from(e: cairn_assembly::AssemblyError) -> Self {
+        match e {
+            cairn_assembly::AssemblyError::Engine(e) => e.into(),
+            e @ cairn_assembly::AssemblyError::UnsupportedStore { .. } => {
+                Failure::Usage(e.to_string())
+            }
+            e => Failure::Other(e.into()),
+        }
+    }
+}
+
 impl From<cairn_store::StoreError> for Failure {
     fn from(e: cairn_store::StoreError) -> Self {
         Failure::Arm(cairn_engine::EngineError::Store(e).to_arm())

@@ -7,7 +7,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cairn_host::Registry;
+use cairn_assembly::StoreLocation;
 use cairn_server::serve::{ServeConfig, run};
 use cairn_server::{ServerOptions, TlsFiles};
 use clap::Args;
@@ -30,7 +30,7 @@ pub(crate) struct ServeArgs {
     /// Serve without authentication on a non-loopback address.
     #[arg(long)]
     insecure_no_auth: bool,
-    /// Data directory [default: $CAIRN_HOME, else ~/.cairn].
+    /// Data directory [default: $CAIRN_HOME, else ~/.cairn]. Store URLs (`postgres://...`) are not supported yet.
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
     /// Extension registry file [default: $CAIRN_EXTENSIONS, else <data dir>/extensions.json when present].
@@ -72,22 +72,28 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
-fn data_dir(flag: Option<&Path>) -> anyhow::Result<PathBuf> {
+/// `--data-dir`, else `$CAIRN_HOME`, else `~/.cairn`. The flag is read here rather than by clap, whose error
+/// would repeat the value (a store URL may hold a password).
+fn store_location(flag: Option<PathBuf>) -> anyhow::Result<StoreLocation> {
     if let Some(dir) = flag {
-        return Ok(dir.to_path_buf());
+        return Ok(match dir.to_str() {
+            Some(text) => StoreLocation::parse(text)?,
+            None => StoreLocation::data_dir(dir),
+        });
     }
     if let Some(home) = env("CAIRN_HOME") {
-        return Ok(PathBuf::from(home));
+        return Ok(StoreLocation::data_dir(home));
     }
     let home = env("HOME").context("set --data-dir, CAIRN_HOME or HOME")?;
-    Ok(Path::new(&home).join(".cairn"))
+    Ok(StoreLocation::data_dir(Path::new(&home).join(".cairn")))
 }
 
 pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cairn_server::install_crypto_provider();
     init_logging();
-    let data_dir = data_dir(args.data_dir.as_deref())?;
-    let registry = registry(args.extensions.as_deref(), &data_dir)?;
+    let store = store_location(args.data_dir)?;
+    let registry =
+        crate::extension::load_registry(args.extensions.as_deref(), store.as_data_dir())?;
     let tls = match (args.tls_cert, args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
         _ => None,
@@ -97,7 +103,7 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         tls,
         tokens: args.tokens,
         insecure_no_auth: args.insecure_no_auth,
-        data_dir,
+        store,
         registry: Arc::new(registry),
         options: ServerOptions {
             retry_after_seconds: args.retry_after,
@@ -149,6 +155,20 @@ fn init_logging() {
         .try_init();
 }
 
-fn registry(flag: Option<&Path>, data_dir: &Path) -> anyhow::Result<Registry> {
-    crate::extension::load_registry(flag, data_dir)
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_store_url_is_refused_without_repeating_it() {
+        let error = store_location(Some("postgres://u:hunter2@db/cairn".into()))
+            .expect_err("store URLs are not supported yet");
+        let message = format!("{error:#}");
+        assert!(message.contains("not supported yet"), "{message}");
+        assert!(!message.contains("hunter2"), "{message}");
+        assert_eq!(
+            store_location(Some("/srv/cairn".into())).unwrap(),
+            StoreLocation::data_dir("/srv/cairn")
+        );
+    }
 }

@@ -112,34 +112,21 @@ async fn sigkill_mid_deployment_then_restart_ends_the_deployment() {
     )
     .unwrap();
 
-    let client = reqwest::Client::new();
     let mut server = start_server(&data_dir, &registry);
-    let rg = format!("{}{SCOPE}?api-version=2025-04-01", server.url);
-    let resp = client
-        .put(&rg)
-        .json(&json!({ "location": "local" }))
-        .send()
+    let client = cairn_client::Client::new(&server.url).unwrap();
+    client
+        .put_group(SCOPE, &json!({ "location": "local" }))
         .await
-        .unwrap();
-    assert!(
-        resp.status().is_success(),
-        "resource group: {}",
-        resp.status()
-    );
-    let deployment_path =
-        format!("{SCOPE}/providers/Microsoft.Resources/deployments/chain?api-version=2025-04-01");
-    let resp = client
-        .put(format!("{}{deployment_path}", server.url))
-        .json(&json!({ "properties": { "mode": "Incremental", "template": template() } }))
-        .send()
+        .expect("resource group");
+    let request = serde_json::from_value(
+        json!({ "properties": { "mode": "Incremental", "template": template() } }),
+    )
+    .unwrap();
+    let accepted = client
+        .create_deployment(SCOPE, "chain", &request)
         .await
-        .unwrap();
-    assert_eq!(
-        resp.status().as_u16(),
-        201,
-        "{}",
-        resp.text().await.unwrap_or_default()
-    );
+        .expect("deployment accepted");
+    assert_eq!(accepted.status.as_u16(), 201, "{}", accepted.body);
 
     // Kill it once some, but not all, resources exist.
     let started = Instant::now();
@@ -159,19 +146,13 @@ async fn sigkill_mid_deployment_then_restart_ends_the_deployment() {
     );
 
     let mut server = start_server(&data_dir, &registry);
+    let client = cairn_client::Client::new(&server.url).unwrap();
     let started = Instant::now();
     let record = loop {
-        let resp = client
-            .get(format!("{}{deployment_path}", server.url))
-            .send()
+        let body = client
+            .get_deployment(SCOPE, "chain")
             .await
-            .unwrap();
-        assert!(
-            resp.status().is_success(),
-            "GET after restart: {}",
-            resp.status()
-        );
-        let body: Value = resp.json().await.unwrap();
+            .expect("GET after restart");
         let state = body["properties"]["provisioningState"]
             .as_str()
             .unwrap_or_default()
@@ -189,20 +170,11 @@ async fn sigkill_mid_deployment_then_restart_ends_the_deployment() {
     assert!(state == "Succeeded" || state == "Failed", "ended {state}");
 
     // Every resource the extension created is accounted for by the deployment's operations.
-    let ops_path = format!(
-        "{SCOPE}/providers/Microsoft.Resources/deployments/chain/operations?api-version=2025-04-01"
-    );
-    let ops: Value = client
-        .get(format!("{}{ops_path}", server.url))
-        .send()
+    let ops = client
+        .deployment_operations(SCOPE, "chain")
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
-    let listed: BTreeSet<String> = ops["value"]
-        .as_array()
-        .expect("operations list")
+        .expect("operations list");
+    let listed: BTreeSet<String> = ops
         .iter()
         .filter_map(|op| {
             let target = &op["properties"]["targetResource"];

@@ -5,8 +5,8 @@
 //! - [`app`] builds the axum application from an [`AppState`]; tests drive it with
 //!   `tower::ServiceExt::oneshot`, without sockets.
 //! - [`listen::Listener`] binds, terminates TLS and serves an app until a shutdown token fires.
-//! - [`serve::run`] is the whole server as `cairn serve` runs it: store, extension host, engine,
-//!   listener, signals.
+//! - [`serve::run`] is the whole server as `cairn serve` runs it: listener, then store, extension host,
+//!   engine and stack service assembled by `cairn-assembly`, recovery and sweeps, signals.
 //!
 //! Architecture: one catch-all handler ([`dispatch`]) classifies every ARM path with
 //! `cairn_arm::route::classify`; axum's router holds only the health endpoint and the extension host

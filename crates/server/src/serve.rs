@@ -1,16 +1,16 @@
-//! The whole server as `cairn serve` runs it: checks the configuration, opens the SQLite store in the
-//! data directory, builds the extension host over the given registry and the engine (recovering
-//! deployments an earlier run left unfinished), binds the listener, reports the bound address, and serves
-//! until SIGTERM or Ctrl-C.
+//! The whole server as `cairn serve` runs it: checks the configuration, binds the listener, assembles cairn
+//! (`cairn-assembly`: the store where the configuration says, the extension host over the given registry, the
+//! engine and the stack service), recovers deployments and stack operations an earlier run left unfinished,
+//! reports the bound address, and serves until SIGTERM or Ctrl-C.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
 
-use cairn_engine::{Engine, EngineError, EngineSettings, Providers};
-use cairn_host::{ExtensionHost, HostSettings, Registry};
-use cairn_store::Store;
-use cairn_store_sqlite::SqliteStore;
+use cairn_assembly::{Assembly, AssemblyError, Settings, StoreLocation};
+use cairn_engine::{EngineError, EngineSettings};
+use cairn_host::Registry;
+use cairn_stack_service::StackServiceSettings;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{TokenFileError, TokenSet};
@@ -25,10 +25,12 @@ pub struct ServeConfig {
     pub tokens: Option<PathBuf>,
     /// Allows serving without tokens on a non-loopback address.
     pub insecure_no_auth: bool,
-    pub data_dir: PathBuf,
+    /// Where the store lives (a data directory).
+    pub store: StoreLocation,
     pub registry: Arc<Registry>,
     pub options: ServerOptions,
-    /// Engine settings (parallelism, claim TTL and heartbeat for crash recovery).
+    /// Engine settings (parallelism, claim TTL and heartbeat for crash recovery); a stack operation's lease
+    /// follows the same TTL and heartbeat.
     pub engine: EngineSettings,
 }
 
@@ -43,16 +45,11 @@ pub enum ServeError {
     Tokens(#[from] TokenFileError),
     #[error(transparent)]
     Listen(#[from] ListenError),
-    #[error("create the data directory {path}: {source}")]
-    DataDir {
-        path: PathBuf,
-        #[source]
-        source: std::io::Error,
-    },
-    #[error("open the store: {0}")]
-    Store(#[from] cairn_store::StoreError),
-    #[error("start the deployment engine: {0}")]
-    Engine(#[from] EngineError),
+    /// The store could not be opened, or the engine refused its settings.
+    #[error(transparent)]
+    Assembly(#[from] AssemblyError),
+    #[error("recover interrupted deployments: {0}")]
+    Recovery(#[from] EngineError),
 }
 
 /// What [`run`] reports once it listens.
@@ -84,31 +81,29 @@ pub async fn run(
     if tokens.is_none() && !config.insecure_no_auth && !config.listen.ip().is_loopback() {
         return Err(ServeError::UnauthenticatedNonLoopback(config.listen));
     }
-    std::fs::create_dir_all(&config.data_dir).map_err(|source| ServeError::DataDir {
-        path: config.data_dir.clone(),
-        source,
-    })?;
-    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&config.data_dir).await?);
     let listener = Listener::bind(config.listen, config.tls.as_ref()).await?;
     let bound = Bound {
         addr: listener.local_addr(),
         tls: listener.is_tls(),
         authenticated: tokens.is_some(),
     };
-    let host = Arc::new(ExtensionHost::new(
-        config.registry.clone(),
-        HostSettings::default(),
-        bound.url(),
-    ));
     let recovery_interval = (config.engine.claim_ttl / 2).max(std::time::Duration::from_secs(1));
-    let (stack_lease_ttl, stack_heartbeat) =
-        (config.engine.claim_ttl, config.engine.heartbeat_interval);
-    let engine = Engine::new(
-        store.clone(),
-        host.clone(),
-        Providers::empty(),
-        config.engine,
-    )?;
+    // A stack operation's lease follows the same crash-recovery clock as a deployment's claim: after a crash the
+    // stack's interrupted operation is taken over (and finished) once the claim TTL has passed.
+    let stacks = StackServiceSettings {
+        lease_ttl: config.engine.claim_ttl,
+        heartbeat_interval: config.engine.heartbeat_interval,
+        ..StackServiceSettings::default()
+    };
+    let mut settings = Settings::new(config.store, config.registry, bound.url());
+    settings.engine = config.engine;
+    settings.stacks = stacks;
+    let cairn = Assembly::open(settings).await?;
+    let (engine, host, stack_service) = (
+        cairn.engine().clone(),
+        cairn.host().clone(),
+        cairn.stacks().clone(),
+    );
     // Deployments whose server died mid-run are resumed (or failed) before new requests arrive.
     let recovered = engine.recover().await?;
     if !recovered.resumed.is_empty() || !recovered.failed.is_empty() {
@@ -118,19 +113,6 @@ pub async fn run(
             "recovered interrupted deployments"
         );
     }
-    let stack_service = cairn_stack_service::StackService::new(
-        engine.clone(),
-        store.clone(),
-        host.clone(),
-        Providers::empty(),
-        // A stack operation's lease follows the same crash-recovery clock as a deployment's claim: after a crash
-        // the stack's interrupted operation is taken over (and finished) once the claim TTL has passed.
-        cairn_stack_service::StackServiceSettings {
-            lease_ttl: stack_lease_ttl,
-            heartbeat_interval: stack_heartbeat,
-            ..cairn_stack_service::StackServiceSettings::default()
-        },
-    );
     log_stack_recovery(stack_service.recover().await);
     // A deployment whose engine died keeps its claim until the claim's TTL runs out (another replica, or this
     // process restarted after a crash, cannot know sooner): look for such orphans periodically, not only at start.
@@ -162,7 +144,7 @@ pub async fn run(
     // are already invisible to the API; this sweep (at start, then every five minutes) removes them and their
     // sealed contents from the store.
     let what_if_sweeper = stack_service.clone();
-    let operation_sweeper = store.clone();
+    let operation_sweeper = cairn.store().clone();
     let sweep_stop = shutdown.clone();
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(300));
@@ -208,7 +190,7 @@ pub async fn run(
         signal_shutdown.cancel();
     });
     listener.serve(app, shutdown).await;
-    if let Err(error) = store.close().await {
+    if let Err(error) = cairn.close().await {
         tracing::warn!(%error, "closing the store failed");
     }
     Ok(())

@@ -168,7 +168,7 @@ async fn serving_without_tokens_beyond_loopback_is_refused() {
         tls: None,
         tokens: None,
         insecure_no_auth: false,
-        data_dir: dir.path().join("data"),
+        store: cairn_assembly::StoreLocation::data_dir(dir.path().join("data")),
         registry: std::sync::Arc::new(cairn_host::Registry::new()),
         options: cairn_server::ServerOptions::default(),
     };
@@ -198,7 +198,7 @@ async fn serve_runs_until_shutdown_and_reports_its_address() {
         tls: None,
         tokens: Some(dir.path().join("tokens")),
         insecure_no_auth: false,
-        data_dir: dir.path().join("data"),
+        store: cairn_assembly::StoreLocation::data_dir(dir.path().join("data")),
         registry: std::sync::Arc::new(cairn_host::Registry::new()),
         options: cairn_server::ServerOptions::default(),
     };
@@ -232,4 +232,14 @@ async fn serve_runs_until_shutdown_and_reports_its_address() {
         .unwrap()
         .unwrap();
     assert!(dir.path().join("data/cairn.db").exists());
+    // The store creates the data directory, private to its owner, as the in-process CLI's is.
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(dir.path().join("data"))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o700);
+    }
 }

@@ -3,22 +3,18 @@
 //! deploymentStacks REST API. Both answer in the API's JSON shapes with ARM errors (a missing stack is 404
 //! `DeploymentStackNotFound` either way), so the verbs do not care which one they talk to.
 
-use std::sync::Arc;
 use std::time::Duration;
 
-use anyhow::Context as _;
 use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
-use cairn_engine::{Engine, EngineSettings, Providers, RecoveryPolicy};
-use cairn_host::{ExtensionHost, HostSettings};
-use cairn_stack_service::{DeleteRun, StackService, StackServiceSettings};
-use cairn_store::{PageRequest, Store};
-use cairn_store_sqlite::SqliteStore;
+use cairn_assembly::Assembly;
+use cairn_client::Client;
+use cairn_stack_service::{DeleteRun, StackService};
+use cairn_store::PageRequest;
 use serde::Serialize;
 use serde_json::Value;
 
 use crate::backend::TargetArgs;
-use crate::client::ArmClient;
 use crate::output::Failure;
 
 /// How often the in-process service's record is read while an operation runs (it is a local database read).
@@ -27,13 +23,12 @@ const LOCAL_POLL: Duration = Duration::from_millis(200);
 /// The stack service in this process, or a server.
 pub(crate) enum StackBackend {
     Local(Box<LocalStacks>),
-    Remote(ArmClient),
+    Remote(Client),
 }
 
-/// The stack service over `$CAIRN_HOME`, and the store to close when the command ends.
+/// The stack service over `$CAIRN_HOME`, with the store to close when the command ends.
 pub(crate) struct LocalStacks {
-    service: StackService,
-    store: Arc<dyn Store>,
+    cairn: Assembly,
 }
 
 /// A create/update or delete the backend took: the stack as accepted (`Null` for a delete), how long to wait
@@ -72,7 +67,7 @@ impl StackBackend {
         match self {
             StackBackend::Local(l) => {
                 let accepted = l
-                    .service
+                    .service()
                     .create_or_update(scope, name, request.clone(), None)
                     .await?;
                 Ok(Started {
@@ -82,7 +77,7 @@ impl StackBackend {
                 })
             }
             StackBackend::Remote(r) => {
-                let accepted = r.put_stack(scope, name, &to_json(request)?).await?;
+                let accepted = r.put_stack(scope, name, request).await?;
                 Ok(Started {
                     stack: accepted.body,
                     poll: accepted.poll,
@@ -95,8 +90,8 @@ impl StackBackend {
     /// The stack, or 404 `DeploymentStackNotFound`.
     pub(crate) async fn get(&self, scope: &str, name: &str) -> Result<Value, Failure> {
         match self {
-            StackBackend::Local(l) => to_json(&l.service.get(scope, name).await?),
-            StackBackend::Remote(r) => r.get_stack(scope, name).await,
+            StackBackend::Local(l) => to_json(&l.service().get(scope, name).await?),
+            StackBackend::Remote(r) => Ok(r.get_stack(scope, name).await?),
         }
     }
 
@@ -107,7 +102,7 @@ impl StackBackend {
                 let mut all = Vec::new();
                 let mut page = PageRequest::default();
                 loop {
-                    let listed = l.service.list(scope, page.clone()).await?;
+                    let listed = l.service().list(scope, page.clone()).await?;
                     for stack in listed.value {
                         all.push(to_json(&stack)?);
                     }
@@ -117,7 +112,7 @@ impl StackBackend {
                     }
                 }
             }
-            StackBackend::Remote(r) => r.list_stacks(scope).await,
+            StackBackend::Remote(r) => Ok(r.list_stacks(scope).await?),
         }
     }
 
@@ -131,7 +126,7 @@ impl StackBackend {
         match self {
             StackBackend::Local(l) => {
                 let run = l
-                    .service
+                    .service()
                     .delete_and_report(scope, name, options.clone(), None)
                     .await?;
                 Ok(run.map(|run| Started {
@@ -161,17 +156,17 @@ impl StackBackend {
     ) -> Result<Value, Failure> {
         match self {
             StackBackend::Local(l) => {
-                to_json(&l.service.validate(scope, name, request.clone()).await?)
+                to_json(&l.service().validate(scope, name, request.clone()).await?)
             }
-            StackBackend::Remote(r) => r.validate_stack(scope, name, &to_json(request)?).await,
+            StackBackend::Remote(r) => Ok(r.validate_stack(scope, name, request).await?),
         }
     }
 
     /// `{template?, templateLink?}` of the stack's deployment.
     pub(crate) async fn export_template(&self, scope: &str, name: &str) -> Result<Value, Failure> {
         match self {
-            StackBackend::Local(l) => to_json(&l.service.export_template(scope, name).await?),
-            StackBackend::Remote(r) => r.export_stack_template(scope, name).await,
+            StackBackend::Local(l) => to_json(&l.service().export_template(scope, name).await?),
+            StackBackend::Remote(r) => Ok(r.export_stack_template(scope, name).await?),
         }
     }
 
@@ -184,10 +179,10 @@ impl StackBackend {
     ) -> Result<Value, Failure> {
         match self {
             StackBackend::Local(l) => {
-                let accepted = l.service.what_if(scope, name, request.clone()).await?;
+                let accepted = l.service().what_if(scope, name, request.clone()).await?;
                 to_json(&accepted.result)
             }
-            StackBackend::Remote(r) => r.stack_what_if(scope, name, &to_json(request)?).await,
+            StackBackend::Remote(r) => Ok(r.stack_what_if(scope, name, request).await?),
         }
     }
 
@@ -195,54 +190,28 @@ impl StackBackend {
     /// wait for their operation to end before they close.
     pub(crate) async fn close(self) {
         if let StackBackend::Local(l) = self {
-            let _ = l.store.close().await;
+            let _ = l.cairn.close().await;
         }
     }
 }
 
 impl LocalStacks {
     async fn open(target: &TargetArgs) -> Result<Self, Failure> {
-        let home = crate::local::cairn_home()?;
-        let registry = crate::extension::load_registry(target.registry.as_deref(), &home)
-            .map_err(|e| Failure::Usage(format!("{e:#}")))?;
-        let store: Arc<dyn Store> =
-            Arc::new(SqliteStore::open(&home).await.with_context(|| {
-                format!("cannot open the cairn data directory {}", home.display())
-            })?);
-        let host = Arc::new(ExtensionHost::new(
-            Arc::new(registry),
-            HostSettings::default(),
-            "cairn://cli",
-        ));
-        let settings = EngineSettings {
-            // A command killed mid-run leaves its deployment to the next command, as `cairn deployment` does.
-            recovery: RecoveryPolicy::Fail,
-            claim_ttl: Duration::from_secs(20),
-            heartbeat_interval: Duration::from_secs(5),
-            ..EngineSettings::default()
-        };
-        let engine = Engine::new(store.clone(), host.clone(), Providers::empty(), settings)?;
-        engine.recover().await?;
-        let service = StackService::new(
-            engine,
-            store.clone(),
-            host,
-            Providers::empty(),
-            StackServiceSettings {
-                lease_ttl: Duration::from_secs(30),
-                heartbeat_interval: Duration::from_secs(5),
-                ..StackServiceSettings::default()
-            },
-        );
-        let local = LocalStacks { service, store };
+        let cairn = crate::local::assemble(target.registry.as_deref()).await?;
+        cairn.engine().recover().await?;
+        let local = LocalStacks { cairn };
         local.finish_interrupted().await?;
         Ok(local)
+    }
+
+    fn service(&self) -> &StackService {
+        self.cairn.stacks()
     }
 
     /// An earlier command killed mid-operation left its stack `deploying`/`deleting`: once its lease has run out,
     /// finish that operation here (before this command's own work) and wait for it, so nothing stays stuck.
     async fn finish_interrupted(&self) -> Result<(), Failure> {
-        let report = self.service.recover().await?;
+        let report = self.service().recover().await?;
         for id in &report.failed {
             eprintln!(
                 "stack {id}: its interrupted operation could not be resumed; the stack is now failed"
@@ -257,7 +226,7 @@ impl LocalStacks {
             };
             eprintln!("stack {name}: finishing the operation an earlier command left interrupted");
             loop {
-                match self.service.get(scope, name).await {
+                match self.service().get(scope, name).await {
                     Ok(stack)
                         if stack
                             .properties

@@ -182,9 +182,9 @@ impl ParameterInputs {
                 .entry(key)
                 .or_insert_with(|| Value::Object(Map::new()));
             if let Value::Object(items) = slot {
-                for (property, item) in config.items {
-                    items.retain(|k, _| !k.eq_ignore_ascii_case(&property));
-                    items.insert(property, item.to_json());
+                for (property, value) in config.config.iter() {
+                    items.retain(|k, _| !k.eq_ignore_ascii_case(property));
+                    items.insert(property.clone(), value.to_wire());
                 }
             }
         }

@@ -32,6 +32,7 @@ pub mod secrets;
 pub mod settings;
 mod what_if;
 
+pub use config::LocalResolver;
 pub use engine::{DeployOptions, DeploymentHandle, DeploymentPage, Engine, RecoveryReport};
 pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};

@@ -771,18 +771,14 @@ pub(crate) async fn linked_nested(
                 .map(|e| e.config.clone())
         };
         for (alias, value) in configs.iter() {
-            match cairn_template::config::normalize_alias_input(value, &parent_lookup) {
-                Ok(items) => extension_configs.push((alias.to_string(), items)),
+            match cairn_template::config::read_alias_input(value, &parent_lookup) {
+                Ok(config) => extension_configs.push((alias.to_string(), config)),
                 Err(e) => {
-                    let target = format!("{path}.extensionConfigs.{alias}");
-                    return Err(ErrorDetail::new(
-                        cairn_template::config::INVALID_CONFIG,
-                        e.message,
-                    )
-                    .with_target(cairn_template::config::property_target(
-                        &target,
-                        &e.property,
-                    )));
+                    let d = cairn_template::config::config_diagnostic(
+                        &e,
+                        &format!("{path}.extensionConfigs.{alias}"),
+                    );
+                    return Err(ErrorDetail::new(d.code, d.message).with_target(d.target));
                 }
             }
         }

@@ -11,10 +11,13 @@ use cairn_arm::models::operation::{StatusMessage, TargetResource};
 use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_eval::ScopeKind;
 use cairn_json::Node;
+use cairn_json::Span;
 use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
     OperationStep, Store, Timestamp,
 };
+use cairn_template::config::{ConfigError, config_diagnostic};
+use cairn_template::params::ExtensionConfigInput;
 use cairn_template::{DeploymentInput, Diagnostic, Expansion, ParametersFile, Template};
 use serde_json::{Value as Json, json};
 use tokio::sync::{Semaphore, mpsc, watch};
@@ -96,32 +99,58 @@ pub(crate) fn template_json(properties: &DeploymentProperties) -> Result<Json, A
     }
 }
 
-/// The parameters file a request amounts to: its `parameters` and `extensionConfigs`.
+/// The parameters file a request amounts to: its `parameters`, and its `extensionConfigs` read once into typed
+/// config values (each property on its own, so every invalid one is reported).
 pub(crate) fn parameters_file(
     properties: &DeploymentProperties,
 ) -> (ParametersFile, Vec<ErrorDetail>) {
-    let mut doc = serde_json::Map::new();
-    doc.insert(
-        "parameters".into(),
-        properties
+    let doc = json!({
+        "parameters": properties
             .parameters
             .as_ref()
             .map(|p| Json::Object(p.0.clone()))
             .unwrap_or_else(|| json!({})),
-    );
-    if let Some(configs) = &properties.extension_configs {
-        doc.insert(
-            "extensionConfigs".into(),
-            serde_json::to_value(configs).unwrap_or_else(|_| json!({})),
-        );
-    }
-    let (file, diags) = ParametersFile::parse(&Node::from_json(&Json::Object(doc)));
-    let errors = diags
+    });
+    let (mut file, diags) = ParametersFile::parse(&Node::from_json(&doc));
+    let mut errors: Vec<ErrorDetail> = diags
         .iter()
         .filter(|d| d.is_error())
         .map(diagnostic_detail)
         .collect();
+    for (alias, config) in properties.extension_configs.iter().flatten() {
+        let (input, config_errors) = read_config_input(alias, "extensionConfigs", config);
+        errors.extend(
+            config_errors
+                .iter()
+                .map(|e| diagnostic_detail(&config_diagnostic(e, &input.path))),
+        );
+        file.extension_configs.push(input);
+    }
     (file, errors)
+}
+
+/// Reads one alias's request items into its typed config; `key` is the member holding the configs.
+fn read_config_input(
+    alias: &str,
+    key: &str,
+    items: &ExtensionConfig,
+) -> (ExtensionConfigInput, Vec<ConfigError>) {
+    // The request model's items are JSON with some members typed; their JSON is what the parser reads.
+    let items: Vec<(&str, Json)> = items
+        .iter()
+        .map(|(property, item)| {
+            (
+                property.as_str(),
+                serde_json::to_value(item).unwrap_or(Json::Null),
+            )
+        })
+        .collect();
+    ExtensionConfigInput::read(
+        alias,
+        cairn_template::join_path(key, alias),
+        Span::default(),
+        items.iter().map(|(property, item)| (*property, item)),
+    )
 }
 
 /// Folds a request's `deploymentProviderConfigs` (REP 0004; also spelled `deploymentProviderConfigurations`) into
@@ -139,21 +168,39 @@ pub(crate) fn fold_provider_configs(properties: &mut DeploymentProperties) -> Re
         )
         .with_details(details)
     };
-    let doc = json!({ "deploymentProviderConfigs": Json::Object(configs.0) });
-    let (file, diags) = ParametersFile::parse(&Node::from_json(&doc));
-    let errors: Vec<ErrorDetail> = diags
-        .iter()
-        .filter(|d| d.is_error())
-        .map(|d| diagnostic_detail(d).with_target(format!("properties.{}", d.target)))
-        .collect();
+    let mut inputs = Vec::new();
+    let mut errors = Vec::new();
+    for (alias, value) in &configs.0 {
+        let path = cairn_template::join_path("deploymentProviderConfigs", alias);
+        let Some(members) = value.as_object() else {
+            errors.push(
+                ErrorDetail::new(
+                    "InvalidParameterFile",
+                    format!("The extension config for '{alias}' must be an object of properties."),
+                )
+                .with_target(format!("properties.{path}")),
+            );
+            continue;
+        };
+        let (input, config_errors) = ExtensionConfigInput::read(
+            alias,
+            path,
+            Span::default(),
+            members.iter().map(|(k, v)| (k.as_str(), v)),
+        );
+        errors.extend(config_errors.iter().map(|e| {
+            let d = config_diagnostic(e, &input.path);
+            diagnostic_detail(&d).with_target(format!("properties.{}", d.target))
+        }));
+        inputs.push(input);
+    }
     if !errors.is_empty() {
         return Err(invalid(errors));
     }
     let merged = properties
         .extension_configs
         .get_or_insert_with(ExtensionConfigs::default);
-    for input in file.extension_configs {
-        let target = format!("properties.{}", input.path);
+    for input in inputs {
         if merged.keys().any(|a| a.eq_ignore_ascii_case(&input.alias)) {
             return Err(invalid(vec![
                 ErrorDetail::new(
@@ -164,27 +211,10 @@ pub(crate) fn fold_provider_configs(properties: &mut DeploymentProperties) -> Re
                         input.alias
                     ),
                 )
-                .with_target(target),
+                .with_target(format!("properties.{}", input.path)),
             ]));
         }
-        let mut config = ExtensionConfig::new();
-        for (property, item) in input.items {
-            // The item may hold a secret: the message names the property, never the value.
-            let item = serde_json::from_value(item.to_json()).map_err(|_| {
-                invalid(vec![
-                    ErrorDetail::new(
-                        "InvalidExtensionConfig",
-                        format!(
-                            "The config property '{property}' of extension '{}' is not a value or a Key Vault reference.",
-                            input.alias
-                        ),
-                    )
-                    .with_target(format!("{target}.{property}")),
-                ])
-            })?;
-            config.insert(property, item);
-        }
-        merged.insert(input.alias, config);
+        merged.insert(input.alias, input.config.to_request());
     }
     Ok(())
 }

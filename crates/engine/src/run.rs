@@ -30,7 +30,7 @@ use serde_json::{Map, Value as Json, json};
 use tokio::sync::{OnceCell, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
-use crate::config::{public_config, resolve_config};
+use crate::config::{LocalResolver, deployment_error, public_config};
 use crate::events::{DeploymentEvent, EventKind};
 use crate::hook::{EngineHook, Miss, RuntimeValues};
 use crate::link::TemplateOrigin;
@@ -649,26 +649,11 @@ impl Run {
                             format!("The extension alias '{alias}' is not declared."),
                         )
                     })?;
-                let mut wrappers = Map::new();
-                for (prop, item) in planned.config.iter() {
-                    if let Some(expr) = first_unevaluated(item) {
-                        return Err(ErrorDetail::new(
-                            crate::config::CONFIG_FAILED,
-                            format!(
-                                "The config property '{prop}' of extension '{alias}' is not known ('{expr}'): give it in the deployment's extensionConfigs."
-                            ),
-                        )
-                        .with_target(format!("extensionConfigs.{alias}.{prop}")));
-                    }
-                    wrappers.insert(prop.clone(), item.to_json());
-                }
-                let config = resolve_config(
-                    self.env().store.as_ref(),
-                    &self.env().providers,
-                    alias,
-                    &wrappers,
-                )
-                .await?;
+                let resolver = LocalResolver::new(self.env().store.as_ref(), &self.env().providers);
+                let resolved = cairn_config::resolve_config(alias, &planned.config, &resolver)
+                    .await
+                    .map_err(|e| deployment_error(&e))?;
+                let config = ExtensionConfig::new(resolved.into_map());
                 Ok(Rc::new(ResolvedAlias { config }))
             })
             .await
@@ -695,18 +680,12 @@ impl Run {
                 let slot = self.slot(&e.alias);
                 let config_id = slot.config_id.borrow().clone();
                 let config = self.tree.stack_initiated.then(|| {
-                    let wrappers: Map<String, Json> = e
-                        .config
-                        .iter()
-                        .filter(|(_, v)| first_unevaluated(v).is_none())
-                        .map(|(k, v)| (k.clone(), v.to_json()))
-                        .collect();
                     let secure = self
                         .secure_config
                         .get(&e.alias.to_ascii_lowercase())
                         .cloned()
                         .unwrap_or_default();
-                    public_config(&wrappers, &secure)
+                    public_config(&e.config, &secure)
                 });
                 DeploymentExtension {
                     alias: Some(e.alias.clone()),

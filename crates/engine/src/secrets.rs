@@ -1,4 +1,5 @@
-//! Secrets: reading Key Vault secrets for parameter references and `keyVaultReference` config items, and sealing
+//! Secrets: reading Key Vault secrets for parameter references and (through [`crate::LocalResolver`])
+//! `keyVaultReference` config items, and sealing
 //! deployment requests before they are stored (secure parameter values and extension-config values go to the
 //! store's encrypted secret API; the stored request holds `SecretRef` markers instead) and unsealing them for a
 //! resumed run.
@@ -22,20 +23,6 @@ pub struct SecretReference {
 }
 
 impl SecretReference {
-    /// Reads `{ keyVault: { id }, secretName, secretVersion? }`.
-    pub fn from_json(value: &Value) -> Option<SecretReference> {
-        let o = value.as_object()?;
-        Some(SecretReference {
-            vault_id: o.get("keyVault")?.get("id")?.as_str()?.to_string(),
-            secret_name: o.get("secretName")?.as_str()?.to_string(),
-            secret_version: o
-                .get("secretVersion")
-                .and_then(Value::as_str)
-                .filter(|v| !v.is_empty())
-                .map(str::to_string),
-        })
-    }
-
     /// The cache key (vault and name compare ignoring case, as Key Vault does).
     pub fn cache_key(&self) -> String {
         format!(
@@ -47,36 +34,86 @@ impl SecretReference {
     }
 }
 
-/// The value of a Key Vault secret from the local Key Vault.
+/// Why a secret could not be read from the local Key Vault.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum VaultReadFailure {
+    /// The store failed (the cause is logged, not returned: it may name internals).
+    Unreadable,
+    /// No such vault, secret or version.
+    Missing,
+    /// The version is disabled, expired or not yet valid: why.
+    Unusable(&'static str),
+}
+
+impl VaultReadFailure {
+    /// Why, as a sentence.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Self::Unreadable => "the vault could not be read.",
+            Self::Missing => "the vault or the secret (version) does not exist.",
+            Self::Unusable(reason) => reason,
+        }
+    }
+
+    /// The failure as a config resolver reports it.
+    pub(crate) fn into_resolve_failure(self) -> cairn_config::ResolveFailure {
+        let message = self.reason().trim_end_matches('.').to_owned();
+        match self {
+            Self::Missing => cairn_config::ResolveFailure::NotFound,
+            Self::Unusable(_) => cairn_config::ResolveFailure::Forbidden { message },
+            Self::Unreadable => cairn_config::ResolveFailure::Failed {
+                code: None,
+                message,
+            },
+        }
+    }
+}
+
+/// The value of a secret from the local Key Vault: the version named, else the current one; it must be enabled
+/// and within its `nbf`/`exp`.
+pub(crate) async fn read_vault_secret(
+    store: &dyn Store,
+    vault_id: &str,
+    name: &str,
+    version: Option<&str>,
+) -> Result<SecretString, VaultReadFailure> {
+    let found = store
+        .get_vault_secret(vault_id, name, version)
+        .await
+        .map_err(|e| {
+            tracing::warn!(error = %e, "key vault read failed");
+            VaultReadFailure::Unreadable
+        })?;
+    let secret = found.ok_or(VaultReadFailure::Missing)?;
+    match unusable_reason(&secret.info, Timestamp::now()) {
+        Some(reason) => Err(VaultReadFailure::Unusable(reason)),
+        None => Ok(secret.value),
+    }
+}
+
+/// The value of a parameter's Key Vault reference from the local Key Vault.
 pub async fn read_key_vault_secret(
     store: &dyn Store,
     reference: &SecretReference,
 ) -> Result<SecretString, ErrorDetail> {
-    let fail = |reason: &str| {
+    read_vault_secret(
+        store,
+        &reference.vault_id,
+        &reference.secret_name,
+        reference.secret_version.as_deref(),
+    )
+    .await
+    .map_err(|failure| {
         ErrorDetail::new(
             KEY_VAULT_FAILED,
             format!(
-                "Unable to retrieve secret '{}' from the Key Vault '{}': {reason}",
-                reference.secret_name, reference.vault_id
+                "Unable to retrieve secret '{}' from the Key Vault '{}': {}",
+                reference.secret_name,
+                reference.vault_id,
+                failure.reason()
             ),
         )
-    };
-    let found = store
-        .get_vault_secret(
-            &reference.vault_id,
-            &reference.secret_name,
-            reference.secret_version.as_deref(),
-        )
-        .await
-        .map_err(|e| {
-            tracing::warn!(error = %e, "key vault read failed");
-            fail("the vault could not be read.")
-        })?;
-    let Some(secret) = found else {
-        return Err(fail("the vault or the secret (version) does not exist."));
-    };
-    unusable_reason(&secret.info, Timestamp::now())
-        .map_or(Ok(secret.value), |reason| Err(fail(reason)))
+    })
 }
 
 /// Why a secret version may not be read now (disabled, expired, not yet valid); `None` when it may.
@@ -255,13 +292,13 @@ mod tests {
     use serde_json::json;
 
     #[test]
-    fn references_read_all_fields() {
-        let r = SecretReference::from_json(
-            &json!({"keyVault": {"id": "/V"}, "secretName": "S", "secretVersion": "abc"}),
-        )
-        .unwrap();
+    fn cache_keys_fold_vault_and_name() {
+        let r = SecretReference {
+            vault_id: "/V".into(),
+            secret_name: "S".into(),
+            secret_version: Some("abc".into()),
+        };
         assert_eq!(r.cache_key(), "/v|s|abc");
-        assert!(SecretReference::from_json(&json!({"secretName": "S"})).is_none());
     }
 
     #[test]

@@ -42,8 +42,8 @@ use cairn_arm::models::stack::ResourceReference;
 use cairn_arm::{ArmError, ErrorDetail};
 use cairn_extension_contract::{ReferenceId, ReferenceIdParts};
 use cairn_host::draft_transport::DRAFT_REFERENCE_ID_KEY;
-use cairn_host::{CallContext, ExtensionConfig, ExtensionKey, HostErrorKind, ResourceLocator};
-use cairn_stacks::directive::{PersistedConfig, resolve_config};
+use cairn_host::{CallContext, ExtensionKey, HostErrorKind, ResourceLocator};
+use cairn_stacks::directive::PersistedConfig;
 use cairn_stacks::{
     DeleteOutcome, DeletePlan, DeleteRun, ManagedResource, ManagedTarget, ResourceKey, RunSettings,
     Step, WithoutDeleteSupport,
@@ -52,7 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
-use crate::unmanage::{Deleter, LocalResolver};
+use crate::unmanage::Deleter;
 
 /// Most entries one request may carry.
 pub const MAX_BULK_DELETE_ENTRIES: usize = 1000;
@@ -468,19 +468,7 @@ async fn probe_missing(deleter: &Deleter, resource: &ManagedResource) -> Option<
     else {
         return None;
     };
-    let config = match &resource.config {
-        Some(persisted) => {
-            let resolver = LocalResolver {
-                store: deleter.store.clone(),
-                providers: deleter.providers.clone(),
-            };
-            let resolved = resolve_config(&extension.name, persisted, &resolver)
-                .await
-                .ok()?;
-            ExtensionConfig::from_value(resolved.into_value())
-        }
-        None => None,
-    };
+    let config = deleter.resolve(extension, resource).await.ok()?;
     let locator = ResourceLocator {
         resource_type: resource_type.clone(),
         api_version: resource.api_version.clone(),

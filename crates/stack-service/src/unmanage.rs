@@ -1,87 +1,23 @@
 //! Performing the unmanage plan: ARM deletes through the engine's providers, extensible deletes through the
-//! extension host with the persisted config re-resolved fresh (Key Vault secrets read now, API actions called
-//! now), driven by `cairn_stacks::DeleteRun`.
+//! extension host with the persisted config re-resolved fresh by the engine's resolver (Key Vault secrets read
+//! now, API actions called now), driven by `cairn_stacks::DeleteRun`.
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use cairn_arm::ErrorDetail;
-use cairn_engine::Providers;
-use cairn_engine::provider::api::{ApiCall, ApiMethod as EngineApiMethod, call_api};
+use cairn_engine::{LocalResolver, Providers};
 use cairn_host::{
     CallContext, ExtensionConfig, ExtensionHost, ExtensionKey, HostErrorKind, ResourceLocator,
 };
-use cairn_stacks::directive::{
-    ApiMethod, ApiRequest, ResolveFailure, Resolver, SecretRequest, SecretValue, resolve_config,
-};
+use cairn_stacks::directive::{DirectiveError, resolve_config};
 use cairn_stacks::{
-    DeleteOutcome, DeletePlan, DeleteReport, DeleteRun, ManagedResource, ManagedTarget,
-    RunSettings, Step,
+    DeleteOutcome, DeletePlan, DeleteReport, DeleteRun, ExtensionIdentity, ManagedResource,
+    ManagedTarget, RunSettings, Step,
 };
-use cairn_store::{ExposeSecret, Store};
-use serde_json::Value;
+use cairn_store::Store;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
-
-/// Reads directive sources from the local control plane: Key Vault secrets from the store, API actions from the
-/// providers.
-pub(crate) struct LocalResolver {
-    pub(crate) store: Arc<dyn Store>,
-    pub(crate) providers: Arc<Providers>,
-}
-
-impl Resolver for LocalResolver {
-    async fn get_secret(&self, request: &SecretRequest) -> Result<SecretValue, ResolveFailure> {
-        let vault_id = request.vault_id.to_string();
-        match self
-            .store
-            .get_vault_secret(
-                &vault_id,
-                &request.secret_name,
-                request.secret_version.as_deref(),
-            )
-            .await
-        {
-            Ok(Some(secret)) if secret.info.enabled => {
-                Ok(SecretValue::new(secret.value.expose_secret()))
-            }
-            Ok(Some(_)) => Err(ResolveFailure::Forbidden {
-                message: "the secret version is disabled".into(),
-            }),
-            Ok(None) => Err(ResolveFailure::NotFound),
-            Err(error) => Err(ResolveFailure::Failed {
-                code: Some(error.arm_code().into()),
-                message: error.to_string(),
-            }),
-        }
-    }
-
-    async fn call_api(&self, request: &ApiRequest) -> Result<Value, ResolveFailure> {
-        let call = ApiCall {
-            method: match request.method {
-                ApiMethod::Get => EngineApiMethod::Get,
-                ApiMethod::Post => EngineApiMethod::Post,
-            },
-            resource_id: &request.resource_id,
-            api_version: &request.api_version,
-            action: request.action.as_deref(),
-            query: request.query.as_deref(),
-            body: request.body.as_ref(),
-        };
-        call_api(&self.providers, &call)
-            .await
-            .map_err(|error| match error.status {
-                404 => ResolveFailure::NotFound,
-                401 | 403 => ResolveFailure::Forbidden {
-                    message: error.error.message().to_owned(),
-                },
-                _ => ResolveFailure::Failed {
-                    code: Some(error.error.code().to_owned()),
-                    message: error.error.message().to_owned(),
-                },
-            })
-    }
-}
 
 /// Everything a delete needs; cheap to clone into tasks.
 #[derive(Clone)]
@@ -100,6 +36,21 @@ fn host_error_detail(error: &cairn_host::HostError) -> ErrorDetail {
 }
 
 impl Deleter {
+    /// The config an extensible resource's delete (or read) sends: its persisted config with every directive
+    /// resolved now, through the engine's resolver (Key Vault secrets read now, API actions called now).
+    pub(crate) async fn resolve(
+        &self,
+        extension: &ExtensionIdentity,
+        resource: &ManagedResource,
+    ) -> Result<Option<ExtensionConfig>, DirectiveError> {
+        let Some(persisted) = &resource.config else {
+            return Ok(None);
+        };
+        let resolver = LocalResolver::new(self.store.as_ref(), &self.providers);
+        let resolved = resolve_config(&extension.name, persisted.config(), &resolver).await?;
+        Ok(Some(ExtensionConfig::new(resolved.into_map())))
+    }
+
     /// Deletes one resource and says how it went; never panics, every failure is an outcome.
     pub(crate) async fn delete(&self, resource: &ManagedResource) -> DeleteOutcome {
         match resource.target() {
@@ -129,18 +80,9 @@ impl Deleter {
                 resource_type,
                 identifiers,
             } => {
-                let config = match &resource.config {
-                    Some(persisted) => {
-                        let resolver = LocalResolver {
-                            store: self.store.clone(),
-                            providers: self.providers.clone(),
-                        };
-                        match resolve_config(&extension.name, persisted, &resolver).await {
-                            Ok(resolved) => ExtensionConfig::from_value(resolved.into_value()),
-                            Err(error) => return DeleteOutcome::Failed(error.to_error_detail()),
-                        }
-                    }
-                    None => None,
+                let config = match self.resolve(extension, resource).await {
+                    Ok(config) => config,
+                    Err(error) => return DeleteOutcome::Failed(error.to_error_detail()),
                 };
                 let locator = ResourceLocator {
                     resource_type: resource_type.clone(),

@@ -19,16 +19,10 @@ pub mod codes {
     pub const INVALID_ACTION_ON_UNMANAGE: &str = "InvalidActionOnUnmanage";
     /// cairn: an extension config cannot be persisted for a stack (a secret given literally, ...).
     pub const INVALID_STACK_EXTENSION_CONFIG: &str = "InvalidStackExtensionConfig";
-    /// cairn: a persisted directive is malformed.
-    pub const INVALID_EXTENSION_CONFIG_DIRECTIVE: &str = "InvalidExtensionConfigDirective";
-    /// cairn: a `keyVaultReference` names a secret that does not exist.
-    pub const EXTENSION_CONFIG_SECRET_NOT_FOUND: &str = "ExtensionConfigSecretNotFound";
-    /// cairn: a `keyVaultReference` secret may not be read.
-    pub const EXTENSION_CONFIG_SECRET_FORBIDDEN: &str = "ExtensionConfigSecretForbidden";
-    /// cairn: reading a `keyVaultReference` secret failed otherwise.
-    pub const EXTENSION_CONFIG_SECRET_FAILED: &str = "ExtensionConfigSecretFailed";
-    /// cairn: an `apiReference` call failed.
-    pub const EXTENSION_CONFIG_API_CALL_FAILED: &str = "ExtensionConfigApiCallFailed";
-    /// cairn: an `apiReference` response has no value at `responseValuePath`.
-    pub const EXTENSION_CONFIG_VALUE_NOT_FOUND: &str = "ExtensionConfigValueNotFound";
+    /// cairn: evaluating a persisted directive failed (shared with the deployment engine's resolver).
+    pub use cairn_config::codes::{
+        EXTENSION_CONFIG_API_CALL_FAILED, EXTENSION_CONFIG_SECRET_FAILED,
+        EXTENSION_CONFIG_SECRET_FORBIDDEN, EXTENSION_CONFIG_SECRET_NOT_FOUND,
+        EXTENSION_CONFIG_VALUE_NOT_FOUND, INVALID_EXTENSION_CONFIG_DIRECTIVE,
+    };
 }

@@ -17,8 +17,8 @@
 //!   resources before their credential sources) as a graph and as waves.
 //! - [`run`]: [`DeleteRun`], the sans-IO delete driver with bounded brute-force retry rounds.
 //! - [`outcome`]: [`StackOperationResult`], the new managed set and `deleted/detached/failedResources`.
-//! - [`directive`]: persisted extension configs, the `keyVaultReference` / `apiReference` directives, older
-//!   seed forms, the value-path subset and evaluation through a caller's [`directive::Resolver`].
+//! - [`directive`]: persisted extension configs ([`directive::PersistedConfig`]: what a stack may keep), with
+//!   `cairn-config`'s typed values, value-path subset and [`directive::Resolver`] re-exported.
 //!
 //! Secrets: configs hold literals and directives only (secure literals are refused); literal values,
 //! resolved configs and secret values print as `[REDACTED]` in `Debug`; error messages never quote values.

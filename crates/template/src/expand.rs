@@ -16,7 +16,10 @@ use cairn_eval::{
 use cairn_expr::{Expr, ExprKind};
 use cairn_json::{Member, Node, NodeKind};
 
-use crate::config::{check_config, merge_config, normalize_alias_input, property_target};
+use crate::config::{
+    Config, ConfigValue, Evaluated, check_config, config_diagnostic, config_view, property_target,
+    read_alias_input,
+};
 use crate::config_source::{list_sources, record_directives};
 use crate::context::{DeploymentContext, normalize_scope};
 use crate::diagnostics::{Diagnostic, join_path};
@@ -53,8 +56,8 @@ const CONTROL_KEYS: [&str; 11] = [
 pub struct DeploymentInput<'a> {
     pub template: &'a Template,
     pub parameters: Vec<(String, ParameterValue)>,
-    /// Extension config input per alias (wrappers), from the parameters file or a parent deployment.
-    pub extension_configs: Vec<(String, Object)>,
+    /// Extension config input per alias, from the parameters file or a parent deployment.
+    pub extension_configs: Vec<(String, Config)>,
     pub context: DeploymentContext,
 }
 
@@ -75,7 +78,7 @@ impl<'a> DeploymentInput<'a> {
             extension_configs: file
                 .extension_configs
                 .iter()
-                .map(|c| (c.alias.clone(), c.items.iter().cloned().collect()))
+                .map(|c| (c.alias.clone(), c.config.clone()))
                 .collect(),
             context,
         }
@@ -99,8 +102,8 @@ pub struct NestedTemplate {
     pub template: Template,
     /// Parameter values (inner scope; outer scope reads the parent's parameters).
     pub parameters: Vec<(String, ParameterValue)>,
-    /// Extension config input per child alias, evaluated in the parent (wrappers).
-    pub extension_configs: Vec<(String, Object)>,
+    /// Extension config input per child alias, evaluated in the parent.
+    pub extension_configs: Vec<(String, Config)>,
     /// The child's deployment facts: name, subscription, resource group, location, management group.
     pub context: DeploymentContext,
     /// `expressionEvaluationOptions.scope` is `inner`.
@@ -172,7 +175,7 @@ impl<'a> Expansion<'a> {
         &self.parameters
     }
 
-    /// Effective extension configs of this deployment (wrappers: directives, never resolved secrets).
+    /// Effective extension configs of this deployment (typed values: directives, never resolved secrets).
     pub fn extensions(&self) -> Vec<PlannedExtension> {
         self.env.extensions.borrow().clone()
     }
@@ -322,7 +325,7 @@ struct TemplateEnv<'a> {
     ctx: DeploymentContext,
     facts: DeploymentFacts,
     inputs: Vec<(String, ParameterValue)>,
-    config_inputs: Vec<(String, Object)>,
+    config_inputs: Vec<(String, Config)>,
     hook: &'a dyn RuntimeHook,
     /// The parent environment, for outer-scope nested templates.
     outer: Option<&'a TemplateEnv<'a>>,
@@ -699,7 +702,7 @@ impl<'a> TemplateEnv<'a> {
     fn resolve_extensions(&self) {
         let mut resolved = Vec::new();
         for decl in &self.template.extensions {
-            let mut defaults = Object::new();
+            let mut defaults = Config::default();
             for (prop, node) in &decl.config_defaults {
                 let path = join_path(&join_path(&decl.path, "config"), prop);
                 let Some(v) = self.eval_node(node, &path) else {
@@ -707,19 +710,15 @@ impl<'a> TemplateEnv<'a> {
                 };
                 if prop.eq_ignore_ascii_case(crate::config::AUTH) {
                     // A declared `auth` (seed 003's v1 `imports` form) holds directives, as an input's does.
-                    match crate::config::normalize_property(prop, &v) {
+                    match ConfigValue::parse_property(prop, Evaluated(&v)) {
                         Ok(item) => defaults.insert(prop.clone(), item),
-                        Err(e) => self.error(Diagnostic::error(
-                            crate::config::INVALID_CONFIG,
-                            e.message,
-                            property_target(&join_path(&decl.path, "config"), &e.property),
-                        )),
+                        Err(e) => {
+                            self.error(config_diagnostic(&e, &join_path(&decl.path, "config")))
+                        }
                     }
                     continue;
                 }
-                let mut wrapper = Object::new();
-                wrapper.insert("value", v);
-                defaults.insert(prop.clone(), Value::Object(wrapper));
+                defaults.insert(prop.clone(), ConfigValue::literal(Evaluated(&v)));
             }
             let input = self
                 .config_inputs
@@ -731,7 +730,8 @@ impl<'a> TemplateEnv<'a> {
                 .config_inputs
                 .iter()
                 .any(|(a, _)| a.eq_ignore_ascii_case(&decl.alias));
-            let config = merge_config(&defaults, &input);
+            let mut config = defaults;
+            config.overlay(&input);
             // A config given but empty is one known at deployment time only (a whole runtime value): not judged now.
             let known_input = (!given || !input.is_empty()).then_some(&input);
             for finding in check_config(decl, &config, known_input) {
@@ -783,7 +783,7 @@ impl<'a> TemplateEnv<'a> {
         // With neither defaults nor input the config is given at deployment time (by the caller or a stack):
         // unknown now, rather than empty.
         let config = if supplied || self.depth > 0 {
-            Value::Object(e.config.clone())
+            config_view(&e.config)
         } else {
             unevaluated(format!("[extensions('{alias}').config]"))
         };
@@ -1547,20 +1547,13 @@ impl<'a> TemplateEnv<'a> {
                     .map(|e| e.config.clone())
             };
             for (alias, value) in configs {
-                match normalize_alias_input(value, &parent_lookup) {
-                    Ok(items) => extension_configs.push((alias.clone(), items)),
-                    Err(e) => self.error(Diagnostic::error(
-                        crate::config::INVALID_CONFIG,
-                        e.message,
-                        property_target(
-                            &join_path(
-                                &join_path(
-                                    &join_path(&decl.path, "properties"),
-                                    "extensionConfigs",
-                                ),
-                                alias,
-                            ),
-                            &e.property,
+                match read_alias_input(value, &parent_lookup) {
+                    Ok(config) => extension_configs.push((alias.clone(), config)),
+                    Err(e) => self.error(config_diagnostic(
+                        &e,
+                        &join_path(
+                            &join_path(&join_path(&decl.path, "properties"), "extensionConfigs"),
+                            alias,
                         ),
                     )),
                 }

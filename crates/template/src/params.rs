@@ -1,10 +1,11 @@
 //! Parameter files (`deploymentParameters.json`): parameter values, Key Vault references, expression parameters
 //! and the top-level `extensionConfigs` block. Values in a parameters file are never evaluated.
 
+use cairn_config::{Config, ConfigError, ConfigSource};
 use cairn_eval::Value;
 use cairn_json::{Node, Span};
 
-use crate::config::normalize_property;
+use crate::config::config_diagnostic;
 use crate::diagnostics::{Diagnostic, join_path};
 
 /// The top-level members that hold extension configs: `extensionConfigs` and REP 0004's two spellings.
@@ -60,14 +61,34 @@ pub struct ParameterEntry {
     pub span: Span,
 }
 
-/// One alias's config input: either per-property wrapper items or a whole-alias expression.
+/// One alias's config input, read once into typed values.
 #[derive(Clone, Debug)]
 pub struct ExtensionConfigInput {
     pub alias: String,
-    /// Property → normalised wrapper (`{value}`, `{keyVaultReference}`, `{apiReference}`).
-    pub items: Vec<(String, Value)>,
+    pub config: Config,
+    /// The JSON path of the alias's config (`extensionConfigs.<alias>`).
     pub path: String,
     pub span: Span,
+}
+
+impl ExtensionConfigInput {
+    /// Reads one alias's properties (a parameters file's nodes, a request's JSON), each on its own: the input of
+    /// those that can be read, and an error for each other (its `property` under the alias).
+    pub fn read<'s, S: ConfigSource<'s>>(
+        alias: &str,
+        path: String,
+        span: Span,
+        properties: impl IntoIterator<Item = (&'s str, S)>,
+    ) -> (ExtensionConfigInput, Vec<ConfigError>) {
+        let (config, errors) = Config::read(properties);
+        let input = ExtensionConfigInput {
+            alias: alias.to_owned(),
+            config,
+            path,
+            span,
+        };
+        (input, errors)
+    }
 }
 
 /// A parsed parameters file.
@@ -159,35 +180,23 @@ impl ParametersFile {
                     );
                     continue;
                 };
-                let mut items = Vec::new();
-                for p in props {
-                    match normalize_property(&p.key, &Value::from_node(&p.value)) {
-                        Ok(item) => items.push((p.key.clone(), item)),
-                        Err(e) => {
-                            // The span of the offending member (`auth.kubeConfig`), else the property's.
-                            let span = e
-                                .property
-                                .split('.')
-                                .skip(1)
-                                .try_fold(&p.value, |node, key| node.get_ci(key))
-                                .map_or(p.value.span, |node| node.span);
-                            diags.push(
-                                Diagnostic::error(
-                                    crate::config::INVALID_CONFIG,
-                                    e.message,
-                                    crate::config::property_target(&path, &e.property),
-                                )
-                                .with_span(span),
-                            )
-                        }
-                    }
+                let (input, errors) = ExtensionConfigInput::read(
+                    &a.key,
+                    path.clone(),
+                    a.value.span,
+                    props.iter().map(|p| (p.key.as_str(), &p.value)),
+                );
+                for error in errors {
+                    // The span of the offending member (`auth.kubeConfig`), else the property's.
+                    let mut steps = error.property.split('.');
+                    let property = steps.next().and_then(|name| a.value.get_ci(name));
+                    let span = property
+                        .and_then(|node| steps.try_fold(node, |node, key| node.get_ci(key)))
+                        .or(property)
+                        .map_or(a.value.span, |node| node.span);
+                    diags.push(config_diagnostic(&error, &path).with_span(span));
                 }
-                file.extension_configs.push(ExtensionConfigInput {
-                    alias: a.key.clone(),
-                    items,
-                    path,
-                    span: a.value.span,
-                });
+                file.extension_configs.push(input);
             }
         }
         file.external_input_definitions = root
@@ -247,13 +256,12 @@ mod tests {
             .iter()
             .find(|c| c.alias == "hasSecureConfig1")
             .unwrap();
-        assert!(
-            secure.items[0]
-                .1
-                .as_object()
-                .unwrap()
-                .contains_key("keyVaultReference")
-        );
+        assert!(matches!(
+            secure.config.get("requiredSecureString"),
+            Some(cairn_config::ConfigValue::Directive(
+                cairn_config::Directive::KeyVaultReference(_)
+            ))
+        ));
         assert_eq!(file.extension_configs.len(), 9);
     }
 
@@ -262,7 +270,7 @@ mod tests {
         let (file, diags) = ParametersFile::parse(
             &cairn_json::parse(
                 r#"{"deploymentProviderConfigs": {"k8s": {"namespace": {"value": "apps"},
-                    "kubeConfig": {"reference": {"keyVault": {"id": "/v"}, "secretName": "kc"}}}}}"#,
+                    "kubeConfig": {"reference": {"keyVault": {"id": "/subscriptions/s/resourceGroups/ops/providers/Microsoft.KeyVault/vaults/v"}, "secretName": "kc"}}}}}"#,
             )
             .unwrap(),
         );
@@ -270,13 +278,12 @@ mod tests {
         assert!(file.parameters.is_empty(), "{:?}", file.parameters);
         let k8s = &file.extension_configs[0];
         assert_eq!(k8s.alias, "k8s");
-        assert!(
-            k8s.items[1]
-                .1
-                .as_object()
-                .unwrap()
-                .contains_key("keyVaultReference")
-        );
+        assert!(matches!(
+            k8s.config.get("kubeConfig"),
+            Some(cairn_config::ConfigValue::Directive(
+                cairn_config::Directive::KeyVaultReference(_)
+            ))
+        ));
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The expanded plan: every resource instance with its identity, dependencies and evaluated body, nested
 //! deployments as child plans, effective extension configs, and outputs.
 
-use cairn_eval::{Object, ScopeKind, Value};
+use cairn_eval::{ScopeKind, Value};
 use serde_json::{Map, Value as Json, json};
 
 /// How a copy loop deploys its instances.
@@ -51,8 +51,8 @@ pub struct PlannedExtension {
     pub alias: String,
     pub name: String,
     pub version: String,
-    /// Property → wrapper (`{value}`, `{keyVaultReference}`, `{apiReference}`): directives, never resolved secrets.
-    pub config: Object,
+    /// The effective config, typed: directives, never resolved secrets.
+    pub config: cairn_config::Config,
 }
 
 #[derive(Clone, Debug)]
@@ -142,7 +142,7 @@ impl Plan {
             .iter()
             .map(|e| {
                 json!({ "alias": e.alias, "name": e.name, "version": e.version,
-                        "config": Value::Object(e.config.clone()).to_json() })
+                        "config": e.config.to_wire() })
             })
             .collect();
         let mut out = Map::new();

@@ -128,7 +128,7 @@ fn module_extension_configs_are_merged_and_inherited() {
         plan.extensions
             .iter()
             .find(|e| e.alias == alias)
-            .map(|e| cairn_eval::Value::Object(e.config.clone()).to_json())
+            .map(|e| e.config.to_wire())
     };
     let child = module("moduleWithExtsWithAliases-");
     assert_eq!(

@@ -1,16 +1,15 @@
-//! Extension config directives: the persisted, secret-free form of an extension config
-//! ([`PersistedConfig`]), normalisation of the older seed forms, the value-path subset and evaluation
-//! through a caller-supplied [`Resolver`].
+//! Extension config directives for stacks: the persisted, secret-free form of an extension config
+//! ([`PersistedConfig`]), and — from `cairn-config`, shared with the deployment engine — the typed config
+//! values, the value-path subset and evaluation through a caller-supplied [`Resolver`].
 
 pub mod model;
-pub mod path;
-pub mod resolve;
 
-pub use model::{
-    ConfigError, ConfigErrorKind, ConfigPath, ConfigValue, Directive, PersistedConfig,
+pub use cairn_config::path;
+pub use cairn_config::resolve;
+pub use cairn_config::{
+    ApiMethod, ApiRequest, Config, ConfigErrorKind, ConfigPath, ConfigValue, Directive,
+    DirectiveError, DirectiveErrorKind, Fetch, Fetched, PathMiss, PathStep, PathSyntaxError,
+    ResolveFailure, ResolvedConfig, Resolver, SecretRequest, SecretValue, ValuePath,
+    evaluate_directive, resolve_config,
 };
-pub use path::{PathMiss, PathStep, PathSyntaxError, ValuePath};
-pub use resolve::{
-    ApiMethod, ApiRequest, DirectiveError, DirectiveErrorKind, Fetch, Fetched, ResolveFailure,
-    ResolvedConfig, Resolver, SecretRequest, SecretValue, evaluate_directive, resolve_config,
-};
+pub use model::{ConfigError, PersistedConfig};

@@ -1,93 +1,35 @@
-//! The persisted form of an extension config: literal values and *directives* that re-fetch secrets when a
-//! stack needs the config again (to delete extensible resources), never the secrets themselves.
+//! The persisted form of an extension config: a [`Config`] a stack may keep — literal values and *directives*
+//! that re-fetch secrets when the stack needs the config again (to delete extensible resources), never the
+//! secrets themselves.
 //!
-//! [`PersistedConfig::from_wire`] reads every form the seed designs used and normalises them:
+//! The one parser (`cairn_config::parse`) reads every form the seed designs used. A stack then refuses what it
+//! could not supply again when it deletes, with an error naming the alias, the property and the fix:
 //!
-//! | Form (source) | Becomes |
+//! | Form | Why refused |
 //! |---|---|
-//! | `{"value": v}`, optionally with `"type"` (shipped API) | literal `v`; refused when `type` is secure |
-//! | bare `v` (seed 003: `"cluster": "myCluster"`) | literal `v` (objects without item keys become groups) |
-//! | `{"keyVaultReference": {keyVault: {id}, secretName, secretVersion?}}` (shipped, seed 000/002) | Key Vault directive |
-//! | `{"reference": {...same...}}` (seed 001) | Key Vault directive |
-//! | `{"apiReference": {method, armResourceId, apiVersion, action, query?, responseValuePath}}` (seed 000) | API directive |
-//! | `{"runtimeReference": {resourceId, action, propertyPath, apiVersion}}` (seed 001) | API directive (`reference` action = GET of the resource) |
-//! | `{"type": "armApiCall", "apiCall": {method, resourceId, apiVersion, path, query?, valueJsonPath}}` (seed 002) | API directive |
-//! | `{"type": "KeyVaultSecret", keyVaultId, secretName, secretVersion?}` (seed 003 `auth`) | Key Vault directive |
-//! | `{"type": "UserProvided", ...}` (seed 003 `auth`) | refused: a stack cannot keep raw credentials |
-//! | `{"type": "armApiCall", "value": "[expression]"}` (seed 002 input) | refused: must be evaluated by the engine first |
-//! | an object of items, e.g. REP 0006's reserved `auth` object | a group |
-//! | alias level `{"type": "object", "value": {...}}` / `{"type": "inherit", "value": "k8s"}` (seed 002) | unwrapped / the inherited config |
+//! | a secure literal: `{"type": "SecureString" \| "SecureObject", "value": ...}` | a stack never stores secrets |
+//! | `{"type": "UserProvided", ...}` (seed 003 `auth`) | a raw credential: neither stored nor fetched again |
+//! | `{"type": "SecureString"}` alone (a secure type without its directive) | nothing to fetch it again with |
+//! | `{"type": "armApiCall"}` alone, or with the call's result as its value (seed 002 input) | the engine must record the call first |
+//! | `{"type": ...}` alone otherwise | not an item |
 //!
-//! Secure values given literally (`{"type": "SecureString", "value": ...}`) and secure properties with no
-//! directive are refused with an error naming the alias, the property and the fix. Errors never quote values.
-
-use std::fmt;
+//! Errors never quote values.
 
 use cairn_arm::ResourceId;
-use cairn_arm::models::common::{KeyVaultParameterReference, KeyVaultReference};
-use cairn_arm::models::extension::{ApiReference, DeploymentExtensionConfigItem, ExtensionConfig};
+use cairn_arm::models::extension::ExtensionConfig;
+use cairn_config::{
+    Config, ConfigError as ParseError, ConfigErrorKind, ConfigInput, ConfigPath, ConfigValue,
+    Directive, SecureOrigin,
+};
 use indexmap::IndexMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
-
-use crate::directive::path::ValuePath;
-
-/// How deep config groups may nest; deeper input is refused rather than recursed into.
-const MAX_GROUP_DEPTH: usize = 16;
-
-/// A directive: how to fetch a config value when it is needed, instead of the value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Directive {
-    /// Read a Key Vault secret.
-    KeyVaultReference(KeyVaultParameterReference),
-    /// Call an ARM API (e.g. `POST .../listClusterAdminCredential`) and take one value out of the response.
-    ApiReference(ApiReference),
-}
-
-impl Directive {
-    /// The ARM resource the value comes from: the Key Vault, or the resource the API is called on. `None`
-    /// when the ID does not parse (evaluation reports that).
-    pub fn source_resource(&self) -> Option<ResourceId> {
-        let id = match self {
-            Self::KeyVaultReference(reference) => &reference.key_vault.id,
-            Self::ApiReference(reference) => &reference.arm_resource_id,
-        };
-        ResourceId::parse(id).ok()
-    }
-}
-
-/// One config property: a literal, a directive, or a group of properties (e.g. the `auth` object).
-#[derive(Clone, PartialEq)]
-pub enum ConfigValue {
-    /// A non-secret value, persisted as is.
-    Literal(Value),
-    /// Fetched again whenever the config is needed.
-    Directive(Directive),
-    /// Nested properties; resolves to an object of their values.
-    Group(IndexMap<String, ConfigValue>),
-}
-
-impl fmt::Debug for ConfigValue {
-    /// Literal values are printed as `[REDACTED]`: a user may have put a secret in a non-secure property.
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Self::Literal(_) => f.write_str("Literal([REDACTED])"),
-            Self::Directive(directive) => f.debug_tuple("Directive").field(directive).finish(),
-            Self::Group(members) => f.debug_tuple("Group").field(members).finish(),
-        }
-    }
-}
 
 /// An extension config as a stack persists it: literals and directives only. Serializes to the wire form
 /// (`{"prop": {"value": ...} | {"keyVaultReference": ...} | {"apiReference": ...} | {group...}}`) and reads
 /// back any form [`PersistedConfig::from_wire`] accepts.
 #[derive(Clone, Debug, Default, PartialEq)]
-pub struct PersistedConfig {
-    properties: IndexMap<String, ConfigValue>,
-}
-
-/// A property path inside a config, e.g. `["auth", "kubeConfig"]`.
-pub type ConfigPath = Vec<String>;
+pub struct PersistedConfig(Config);
 
 /// Why a config cannot be persisted for a stack.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -100,103 +42,85 @@ pub struct ConfigError {
     pub kind: ConfigErrorKind,
 }
 
-/// The reasons a config item is refused. Messages end with the fix.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum ConfigErrorKind {
-    #[error(
-        "the value is secure ('{declared_type}') and was given literally; a stack never stores secrets, so it could \
-         not supply it again when deleting resources. Fix: give it as a 'keyVaultReference' (or an 'apiReference' \
-         to the ARM action that returns it)"
-    )]
-    SecureLiteral { declared_type: String },
-    #[error(
-        "the value is secure but has no 'keyVaultReference' or 'apiReference' to fetch it again, so the stack could \
-         not supply it when deleting resources. Fix: give it as a 'keyVaultReference' (or an 'apiReference')"
-    )]
-    SecureWithoutDirective,
-    #[error(
-        "auth type 'UserProvided' carries a raw credential, which a stack can neither store nor fetch again when it \
-         deletes resources. Fix: store the credential in a Key Vault secret and use auth type 'KeyVaultSecret' (or a \
-         'keyVaultReference')"
-    )]
-    UserProvidedAuth,
-    #[error(
-        "auth type '{auth_type}' is not supported. Fix: use 'KeyVaultSecret', a 'keyVaultReference' or an \
-         'apiReference'"
-    )]
-    UnknownAuthType { auth_type: String },
-    #[error(
-        "'{form}' holds an unevaluated template expression. Fix: deploy through the stack so the deployment engine \
-         evaluates it and records an 'apiReference'"
-    )]
-    UnevaluatedExpression { form: &'static str },
-    #[error("'{form}' needs '{field}'. Fix: {fix}")]
-    MissingField {
-        form: &'static str,
-        field: &'static str,
-        fix: &'static str,
-    },
-    #[error("'{form}.{field}' must be {expected}")]
-    InvalidField {
-        form: &'static str,
-        field: &'static str,
-        expected: &'static str,
-    },
-    #[error(
-        "'apiReference.method' is '{method}'; only GET and POST are evaluated, because fetching a config value must \
-         never change anything. Fix: use the ARM action that returns the value (e.g. POST listClusterAdminCredential)"
-    )]
-    UnsupportedMethod { method: String },
-    #[error(
-        "the item has more than one of 'value', 'keyVaultReference', 'apiReference', 'reference', \
-         'runtimeReference' and 'apiCall'. Fix: keep exactly one"
-    )]
-    Ambiguous,
-    #[error(
-        "expected a config item such as {{\"value\": ...}}, {{\"keyVaultReference\": ...}} or \
-         {{\"apiReference\": ...}}"
-    )]
-    NotAnItem,
-    #[error("the config nests more than {MAX_GROUP_DEPTH} levels deep")]
-    TooDeep,
-    #[error(
-        "the config inherits from extension alias '{from}', which has no config here. Fix: pass the config of an \
-         alias declared by the parent deployment"
-    )]
-    UnknownInheritance { from: String },
-    #[error("an extension config must be a JSON object of properties")]
-    NotAnObject,
-}
-
-/// The item keys that mark an object as a config item rather than a group.
-const ITEM_KEYS: [&str; 6] = [
-    "value",
-    "keyVaultReference",
-    "apiReference",
-    "reference",
-    "runtimeReference",
-    "apiCall",
-];
-
-fn get_ignore_case<'m>(map: &'m Map<String, Value>, key: &str) -> Option<&'m Value> {
-    map.get(key).or_else(|| {
-        map.iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
-    })
+impl ConfigError {
+    fn of(alias: &str, error: ParseError) -> Self {
+        Self {
+            alias: alias.to_owned(),
+            property: error.property,
+            kind: error.kind,
+        }
+    }
 }
 
 fn is_secure_type(declared: &str) -> bool {
     declared.eq_ignore_ascii_case("securestring") || declared.eq_ignore_ascii_case("secureobject")
 }
 
+/// Why a stack may not keep `value`, if it may not.
+fn refusal(value: &ConfigValue) -> Option<ConfigErrorKind> {
+    match value {
+        ConfigValue::SecureLiteral(secure) => Some(match secure.origin() {
+            SecureOrigin::UserProvided => ConfigErrorKind::UserProvidedAuth,
+            SecureOrigin::Declared(declared) => ConfigErrorKind::SecureLiteral {
+                declared_type: declared.clone(),
+            },
+        }),
+        ConfigValue::Deferred(_) => Some(ConfigErrorKind::UnevaluatedExpression { form: "value" }),
+        // A typed item that lost its value (`{"type": "SecureString"}`) reads as a plain object.
+        ConfigValue::Literal(Value::Object(map)) if map.len() == 1 => {
+            let declared = map
+                .iter()
+                .find(|(k, _)| k.eq_ignore_ascii_case("type"))
+                .and_then(|(_, v)| v.as_str())?;
+            Some(if is_secure_type(declared) {
+                ConfigErrorKind::SecureWithoutDirective
+            } else if declared.eq_ignore_ascii_case("armApiCall")
+                || declared.eq_ignore_ascii_case("apiCall")
+            {
+                ConfigErrorKind::MissingField {
+                    form: "armApiCall",
+                    field: "apiCall",
+                    fix: "record the call as an 'apiReference'",
+                }
+            } else {
+                ConfigErrorKind::NotAnItem
+            })
+        }
+        ConfigValue::Literal(_) | ConfigValue::Directive(_) | ConfigValue::Group(_) => None,
+    }
+}
+
+/// The first value a stack may not keep, with its path.
+fn first_refusal(config: &Config, path: &mut ConfigPath) -> Option<ConfigErrorKind> {
+    for (name, value) in config.iter() {
+        path.push(name.clone());
+        let found = match value {
+            ConfigValue::Group(group) => first_refusal(group, path),
+            other => refusal(other),
+        };
+        if found.is_some() {
+            return found;
+        }
+        path.pop();
+    }
+    None
+}
+
 impl PersistedConfig {
-    /// A config from already-normalised properties.
-    pub fn new(properties: IndexMap<String, ConfigValue>) -> Self {
-        Self { properties }
+    /// A config a stack may keep: refuses secrets given literally and values it could not fetch again.
+    pub fn from_config(alias: &str, config: Config) -> Result<Self, ConfigError> {
+        let mut path = Vec::new();
+        match first_refusal(&config, &mut path) {
+            Some(kind) => Err(ConfigError {
+                alias: alias.to_owned(),
+                property: path.join("."),
+                kind,
+            }),
+            None => Ok(Self(config)),
+        }
     }
 
-    /// Reads a config in any supported form (see the module docs). Alias-level `inherit` is refused here;
+    /// Reads a config in any supported form (see `cairn_config::parse`). Alias-level `inherit` is refused here;
     /// use [`PersistedConfig::from_wire_with_inheritance`] to resolve it.
     pub fn from_wire(alias: &str, config: &Value) -> Result<Self, ConfigError> {
         Self::from_wire_with_inheritance(alias, config, &|_| None)
@@ -209,37 +133,16 @@ impl PersistedConfig {
         config: &Value,
         inherited: &dyn Fn(&str) -> Option<PersistedConfig>,
     ) -> Result<Self, ConfigError> {
-        let error = |property: &[String], kind| ConfigError {
-            alias: alias.to_owned(),
-            property: property.join("."),
-            kind,
-        };
-        let Value::Object(map) = config else {
-            return Err(error(&[], ConfigErrorKind::NotAnObject));
-        };
-        // Seed 002 wrapped a whole config: `{"type": "object" | "inherit", "value": ...}`.
-        let wrapper_type = get_ignore_case(map, "type").and_then(Value::as_str);
-        let wrapped = get_ignore_case(map, "value");
-        if let (Some(wrapper_type), Some(wrapped), 2) = (wrapper_type, wrapped, map.len()) {
-            if wrapper_type.eq_ignore_ascii_case("inherit") {
-                let from = wrapped.as_str().unwrap_or_default();
-                return inherited(from).ok_or_else(|| {
-                    error(
-                        &[],
-                        ConfigErrorKind::UnknownInheritance {
-                            from: from.to_owned(),
-                        },
-                    )
-                });
-            }
-            if wrapper_type.eq_ignore_ascii_case("object") {
-                return Self::from_wire_with_inheritance(alias, wrapped, inherited);
-            }
+        let input = ConfigInput::parse(config).map_err(|e| ConfigError::of(alias, e))?;
+        if let ConfigInput::Inherit(from) = &input
+            && let Some(parent) = inherited(from)
+        {
+            return Ok(parent);
         }
-        let mut path = Vec::new();
-        let properties =
-            normalize_members(map, &mut path, 0).map_err(|(path, kind)| error(&path, kind))?;
-        Ok(Self { properties })
+        let config = input
+            .into_config(&|_| None)
+            .map_err(|e| ConfigError::of(alias, e))?;
+        Self::from_config(alias, config)
     }
 
     /// Reads the shipped API's config items. A group's members listed under dotted names (`auth.kubeConfig`, as
@@ -256,124 +159,41 @@ impl PersistedConfig {
         Self::from_wire(alias, &Value::Object(map))
     }
 
+    /// The config itself.
+    pub fn config(&self) -> &Config {
+        &self.0
+    }
+
     /// The properties in order.
     pub fn properties(&self) -> &IndexMap<String, ConfigValue> {
-        &self.properties
+        self.0.properties()
     }
 
     /// Whether there are no properties.
     pub fn is_empty(&self) -> bool {
-        self.properties.is_empty()
+        self.0.is_empty()
     }
 
     /// Every directive with its property path, in order.
     pub fn directives(&self) -> Vec<(ConfigPath, &Directive)> {
-        fn walk<'c>(
-            members: &'c IndexMap<String, ConfigValue>,
-            path: &mut Vec<String>,
-            out: &mut Vec<(ConfigPath, &'c Directive)>,
-        ) {
-            for (name, value) in members {
-                path.push(name.clone());
-                match value {
-                    ConfigValue::Directive(directive) => out.push((path.clone(), directive)),
-                    ConfigValue::Group(inner) => walk(inner, path, out),
-                    ConfigValue::Literal(_) => {}
-                }
-                path.pop();
-            }
-        }
-        let mut out = Vec::new();
-        walk(&self.properties, &mut Vec::new(), &mut out);
-        out
+        self.0.directives()
     }
 
     /// The ARM resources the directives read from (Key Vaults, resources whose actions are called): the
     /// resources an extension's credentials come from. De-duplicated, in order.
     pub fn credential_sources(&self) -> Vec<ResourceId> {
-        let mut out: Vec<ResourceId> = Vec::new();
-        for (_, directive) in self.directives() {
-            if let Some(id) = directive.source_resource()
-                && !out.contains(&id)
-            {
-                out.push(id);
-            }
-        }
-        out
+        self.0.credential_sources()
     }
 
     /// The wire form: `{"prop": {"value": v} | {"keyVaultReference": ...} | {"apiReference": ...} | {...group}}`.
     pub fn to_wire(&self) -> Value {
-        fn members(members: &IndexMap<String, ConfigValue>) -> Value {
-            Value::Object(
-                members
-                    .iter()
-                    .map(|(name, value)| (name.clone(), item(value)))
-                    .collect(),
-            )
-        }
-        fn item(value: &ConfigValue) -> Value {
-            let mut map = Map::new();
-            match value {
-                ConfigValue::Literal(literal) => {
-                    map.insert("value".into(), literal.clone());
-                }
-                ConfigValue::Directive(Directive::KeyVaultReference(reference)) => {
-                    map.insert(
-                        "keyVaultReference".into(),
-                        serde_json::to_value(reference).unwrap_or(Value::Null),
-                    );
-                }
-                ConfigValue::Directive(Directive::ApiReference(reference)) => {
-                    map.insert(
-                        "apiReference".into(),
-                        serde_json::to_value(reference).unwrap_or(Value::Null),
-                    );
-                }
-                ConfigValue::Group(inner) => return members(inner),
-            }
-            Value::Object(map)
-        }
-        members(&self.properties)
+        self.0.to_wire()
     }
 
-    /// The shipped API's flat item map (for `deploymentExtensions[].config`). The shipped API has no groups,
-    /// so grouped properties are flattened to dotted names (`auth.kubeConfig`).
+    /// The shipped API's flat item map (for `deploymentExtensions[].config`): grouped properties flattened to
+    /// dotted names (`auth.kubeConfig`).
     pub fn to_arm(&self) -> ExtensionConfig {
-        fn walk(members: &IndexMap<String, ConfigValue>, prefix: &str, out: &mut ExtensionConfig) {
-            for (name, value) in members {
-                let name = if prefix.is_empty() {
-                    name.clone()
-                } else {
-                    format!("{prefix}.{name}")
-                };
-                let item = match value {
-                    ConfigValue::Literal(literal) => {
-                        DeploymentExtensionConfigItem::value(literal.clone())
-                    }
-                    ConfigValue::Directive(Directive::KeyVaultReference(reference)) => {
-                        DeploymentExtensionConfigItem {
-                            key_vault_reference: Some(reference.clone()),
-                            ..Default::default()
-                        }
-                    }
-                    ConfigValue::Directive(Directive::ApiReference(reference)) => {
-                        DeploymentExtensionConfigItem {
-                            api_reference: Some(reference.clone()),
-                            ..Default::default()
-                        }
-                    }
-                    ConfigValue::Group(inner) => {
-                        walk(inner, &name, out);
-                        continue;
-                    }
-                };
-                out.insert(name, item);
-            }
-        }
-        let mut out = ExtensionConfig::new();
-        walk(&self.properties, "", &mut out);
-        out
+        self.0.to_arm()
     }
 }
 
@@ -389,8 +209,6 @@ impl<'de> Deserialize<'de> for PersistedConfig {
         Self::from_wire("", &value).map_err(serde::de::Error::custom)
     }
 }
-
-type NormalizeError = (ConfigPath, ConfigErrorKind);
 
 /// Puts `value` at `path` in `map`, creating the groups on the way (a group given both whole and by dotted
 /// member merges; a literal in the way of a member becomes a group, which `from_wire` then refuses by shape).
@@ -417,317 +235,11 @@ fn insert_at(map: &mut Map<String, Value>, path: &[&str], value: Value) {
     }
 }
 
-fn normalize_members(
-    map: &Map<String, Value>,
-    path: &mut Vec<String>,
-    depth: usize,
-) -> Result<IndexMap<String, ConfigValue>, NormalizeError> {
-    if depth > MAX_GROUP_DEPTH {
-        return Err((path.clone(), ConfigErrorKind::TooDeep));
-    }
-    let mut out = IndexMap::with_capacity(map.len());
-    for (name, value) in map {
-        path.push(name.clone());
-        let normalized = normalize_value(value, path, depth)?;
-        path.pop();
-        out.insert(name.clone(), normalized);
-    }
-    Ok(out)
-}
-
-fn normalize_value(
-    value: &Value,
-    path: &mut Vec<String>,
-    depth: usize,
-) -> Result<ConfigValue, NormalizeError> {
-    let fail = |path: &Vec<String>, kind| Err((path.clone(), kind));
-    let Value::Object(map) = value else {
-        // Seed 003 wrote plain values (`"cluster": "myCluster"`).
-        return Ok(ConfigValue::Literal(value.clone()));
-    };
-    let declared_type = get_ignore_case(map, "type").and_then(Value::as_str);
-    if let Some(auth_type) = declared_type
-        && (get_ignore_case(map, "keyVaultId").is_some()
-            || auth_type.eq_ignore_ascii_case("KeyVaultSecret")
-            || auth_type.eq_ignore_ascii_case("UserProvided"))
-    {
-        return auth_object(map, auth_type).or_else(|kind| fail(path, kind));
-    }
-    let present: Vec<&str> = ITEM_KEYS
-        .into_iter()
-        .filter(|key| get_ignore_case(map, key).is_some())
-        .collect();
-    let result = match present.as_slice() {
-        [] => {
-            if let Some(declared) = declared_type {
-                if is_secure_type(declared) {
-                    return fail(path, ConfigErrorKind::SecureWithoutDirective);
-                }
-                if declared.eq_ignore_ascii_case("armApiCall") {
-                    return fail(
-                        path,
-                        ConfigErrorKind::MissingField {
-                            form: "armApiCall",
-                            field: "apiCall",
-                            fix: "record the call as an 'apiReference'",
-                        },
-                    );
-                }
-                return fail(path, ConfigErrorKind::NotAnItem);
-            }
-            return normalize_members(map, path, depth + 1).map(ConfigValue::Group);
-        }
-        [_, _, ..] => return fail(path, ConfigErrorKind::Ambiguous),
-        [key] => {
-            let inner = get_ignore_case(map, key).unwrap_or(&Value::Null);
-            match *key {
-                "value" => literal(inner, declared_type),
-                "keyVaultReference" => key_vault_reference("keyVaultReference", inner),
-                "reference" => key_vault_reference("reference", inner),
-                "apiReference" => api_reference(inner),
-                "runtimeReference" => runtime_reference(inner),
-                _ => api_call(inner),
-            }
-        }
-    };
-    result.or_else(|kind| fail(path, kind))
-}
-
-fn literal(value: &Value, declared_type: Option<&str>) -> Result<ConfigValue, ConfigErrorKind> {
-    match declared_type {
-        Some(declared) if is_secure_type(declared) => Err(ConfigErrorKind::SecureLiteral {
-            declared_type: declared.to_owned(),
-        }),
-        Some(declared) if declared.eq_ignore_ascii_case("armApiCall") => {
-            Err(ConfigErrorKind::UnevaluatedExpression { form: "armApiCall" })
-        }
-        _ => Ok(ConfigValue::Literal(value.clone())),
-    }
-}
-
-/// Reads a required string field of a directive object.
-fn required<'v>(
-    map: &'v Map<String, Value>,
-    form: &'static str,
-    field: &'static str,
-    fix: &'static str,
-) -> Result<&'v str, ConfigErrorKind> {
-    match get_ignore_case(map, field) {
-        None | Some(Value::Null) => Err(ConfigErrorKind::MissingField { form, field, fix }),
-        Some(Value::String(text)) if !text.trim().is_empty() => Ok(text),
-        Some(_) => Err(ConfigErrorKind::InvalidField {
-            form,
-            field,
-            expected: "a non-empty string",
-        }),
-    }
-}
-
-/// Reads an optional string field; empty strings count as absent.
-fn optional(
-    map: &Map<String, Value>,
-    form: &'static str,
-    field: &'static str,
-) -> Result<Option<String>, ConfigErrorKind> {
-    match get_ignore_case(map, field) {
-        None | Some(Value::Null) => Ok(None),
-        Some(Value::String(text)) if text.is_empty() => Ok(None),
-        Some(Value::String(text)) => Ok(Some(text.clone())),
-        Some(_) => Err(ConfigErrorKind::InvalidField {
-            form,
-            field,
-            expected: "a string",
-        }),
-    }
-}
-
-fn object<'v>(
-    value: &'v Value,
-    form: &'static str,
-) -> Result<&'v Map<String, Value>, ConfigErrorKind> {
-    value.as_object().ok_or(ConfigErrorKind::InvalidField {
-        form,
-        field: "",
-        expected: "an object",
-    })
-}
-
-fn checked_resource_id(
-    id: &str,
-    form: &'static str,
-    field: &'static str,
-) -> Result<String, ConfigErrorKind> {
-    ResourceId::parse(id)
-        .map(|_| id.to_owned())
-        .map_err(|_| ConfigErrorKind::InvalidField {
-            form,
-            field,
-            expected: "an ARM resource ID",
-        })
-}
-
-const KV_FIX: &str = "name the vault and the secret: {\"keyVault\": {\"id\": \"<vault id>\"}, \"secretName\": \"<name>\"}";
-
-fn key_vault_reference(form: &'static str, value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
-    let map = object(value, form)?;
-    let vault = match get_ignore_case(map, "keyVault") {
-        None | Some(Value::Null) => {
-            return Err(ConfigErrorKind::MissingField {
-                form,
-                field: "keyVault",
-                fix: KV_FIX,
-            });
-        }
-        Some(vault) => object(vault, form)?,
-    };
-    let vault_id = checked_resource_id(required(vault, form, "id", KV_FIX)?, form, "keyVault.id")?;
-    Ok(ConfigValue::Directive(Directive::KeyVaultReference(
-        KeyVaultParameterReference {
-            key_vault: KeyVaultReference { id: vault_id },
-            secret_name: required(map, form, "secretName", KV_FIX)?.to_owned(),
-            secret_version: optional(map, form, "secretVersion")?,
-        },
-    )))
-}
-
-fn auth_object(map: &Map<String, Value>, auth_type: &str) -> Result<ConfigValue, ConfigErrorKind> {
-    if auth_type.eq_ignore_ascii_case("UserProvided") {
-        return Err(ConfigErrorKind::UserProvidedAuth);
-    }
-    if !auth_type.eq_ignore_ascii_case("KeyVaultSecret") {
-        return Err(ConfigErrorKind::UnknownAuthType {
-            auth_type: auth_type.to_owned(),
-        });
-    }
-    const FORM: &str = "KeyVaultSecret";
-    const FIX: &str = "give 'keyVaultId' and 'secretName'";
-    let vault_id =
-        checked_resource_id(required(map, FORM, "keyVaultId", FIX)?, FORM, "keyVaultId")?;
-    Ok(ConfigValue::Directive(Directive::KeyVaultReference(
-        KeyVaultParameterReference {
-            key_vault: KeyVaultReference { id: vault_id },
-            secret_name: required(map, FORM, "secretName", FIX)?.to_owned(),
-            secret_version: optional(map, FORM, "secretVersion")?,
-        },
-    )))
-}
-
-/// Checks an API directive and wraps it.
-fn api_directive(
-    reference: ApiReference,
-    form: &'static str,
-) -> Result<ConfigValue, ConfigErrorKind> {
-    let method = reference.method.to_ascii_uppercase();
-    if method != "GET" && method != "POST" {
-        return Err(ConfigErrorKind::UnsupportedMethod {
-            method: reference.method,
-        });
-    }
-    if method == "GET" && reference.request_body.is_some() {
-        return Err(ConfigErrorKind::InvalidField {
-            form,
-            field: "requestBody",
-            expected: "absent for a GET (only a POST action sends a body)",
-        });
-    }
-    checked_resource_id(&reference.arm_resource_id, form, "armResourceId")?;
-    ValuePath::parse(&reference.response_value_path).map_err(|_| {
-        ConfigErrorKind::InvalidField {
-            form,
-            field: "responseValuePath",
-            expected: "a value path such as 'kubeconfigs[0].value'",
-        }
-    })?;
-    Ok(ConfigValue::Directive(Directive::ApiReference(
-        ApiReference {
-            method,
-            ..reference
-        },
-    )))
-}
-
-/// An optional JSON request body (`requestBody`; a `list*()` call's third argument). Only a `POST` sends one.
-fn request_body(
-    map: &Map<String, Value>,
-    form: &'static str,
-) -> Result<Option<Value>, ConfigErrorKind> {
-    match get_ignore_case(map, "requestBody") {
-        None | Some(Value::Null) => Ok(None),
-        Some(body @ (Value::Object(_) | Value::Array(_))) => Ok(Some(body.clone())),
-        Some(_) => Err(ConfigErrorKind::InvalidField {
-            form,
-            field: "requestBody",
-            expected: "a JSON object or array",
-        }),
-    }
-}
-
-const API_FIX: &str = "give method, armResourceId, apiVersion, action and responseValuePath";
-
-fn api_reference(value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
-    const FORM: &str = "apiReference";
-    let map = object(value, FORM)?;
-    let reference = ApiReference {
-        method: required(map, FORM, "method", API_FIX)?.to_owned(),
-        arm_resource_id: required(map, FORM, "armResourceId", API_FIX)?.to_owned(),
-        api_version: required(map, FORM, "apiVersion", API_FIX)?.to_owned(),
-        // An empty action means a GET of the resource itself.
-        action: optional(map, FORM, "action")?.unwrap_or_default(),
-        query: optional(map, FORM, "query")?
-            .map(|q| q.trim_start_matches('?').to_owned())
-            .filter(|q| !q.is_empty()),
-        request_body: request_body(map, FORM)?,
-        response_value_path: required(map, FORM, "responseValuePath", API_FIX)?.to_owned(),
-    };
-    api_directive(reference, FORM)
-}
-
-fn runtime_reference(value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
-    const FORM: &str = "runtimeReference";
-    const FIX: &str =
-        "redeploy the stack so the value is recorded as an 'apiReference' with its apiVersion";
-    let map = object(value, FORM)?;
-    let action = required(map, FORM, "action", FIX)?;
-    // Seed 001: "reference" reads the resource itself; anything else is a POST action (`list*`).
-    let (method, action) = if action.eq_ignore_ascii_case("reference") {
-        ("GET", String::new())
-    } else {
-        ("POST", action.to_owned())
-    };
-    let reference = ApiReference {
-        method: method.to_owned(),
-        arm_resource_id: required(map, FORM, "resourceId", FIX)?.to_owned(),
-        api_version: required(map, FORM, "apiVersion", FIX)?.to_owned(),
-        action,
-        query: None,
-        request_body: None,
-        response_value_path: required(map, FORM, "propertyPath", FIX)?.to_owned(),
-    };
-    api_directive(reference, FORM)
-}
-
-fn api_call(value: &Value) -> Result<ConfigValue, ConfigErrorKind> {
-    const FORM: &str = "apiCall";
-    const FIX: &str = "give method, resourceId, apiVersion, path and valueJsonPath";
-    let map = object(value, FORM)?;
-    let path = optional(map, FORM, "path")?.unwrap_or_default();
-    let reference = ApiReference {
-        method: required(map, FORM, "method", FIX)?.to_owned(),
-        arm_resource_id: required(map, FORM, "resourceId", FIX)?.to_owned(),
-        api_version: required(map, FORM, "apiVersion", FIX)?.to_owned(),
-        action: path.trim_start_matches('/').to_owned(),
-        query: optional(map, FORM, "query")?
-            .map(|q| q.trim_start_matches('?').to_owned())
-            .filter(|q| !q.is_empty()),
-        request_body: request_body(map, FORM)?,
-        response_value_path: required(map, FORM, "valueJsonPath", FIX)?.to_owned(),
-    };
-    api_directive(reference, FORM)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_arm::models::common::{KeyVaultParameterReference, KeyVaultReference};
+    use cairn_arm::models::extension::ApiReference;
     use serde_json::json;
 
     const VAULT: &str =
@@ -997,7 +509,7 @@ mod tests {
             let ConfigValue::Group(auth) = &read.properties()["auth"] else {
                 panic!("auth is a group: {read:?}");
             };
-            assert_eq!(auth["kubeConfig"], kv("kc"));
+            assert_eq!(auth.get("kubeConfig"), Some(&kv("kc")));
             assert_eq!(
                 read.to_arm(),
                 dotted,

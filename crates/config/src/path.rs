@@ -327,4 +327,16 @@ mod tests {
             Err(PathMiss::NullOrMissing { at: "$".into() })
         );
     }
+
+    /// The paths the deployment engine read before it shared this parser (its own `value_at_path`) mean the same.
+    #[test]
+    fn the_engines_former_paths_mean_the_same() {
+        let doc = json!({"kubeconfigs": [{"name": "a", "value": "xyz"}], "Weird": {"k.x": 1}});
+        let get = |text: &str| ValuePath::parse(text).unwrap().evaluate(&doc).cloned();
+        assert_eq!(get("kubeconfigs[0].value"), Ok(json!("xyz")));
+        assert_eq!(get("$.kubeconfigs[0].name"), Ok(json!("a")));
+        assert_eq!(get("weird['k.x']"), Ok(json!(1)));
+        assert!(get("kubeconfigs[3]").is_err());
+        assert_eq!(get("$"), Ok(doc.clone()), "'$' is the whole response");
+    }
 }

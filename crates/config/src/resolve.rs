@@ -1,5 +1,6 @@
-//! Evaluating directives: what to fetch ([`Fetch`]), picking the value out of what came back
-//! ([`Directive::extract`]), and resolving a whole config through a caller-supplied [`Resolver`].
+//! Resolving a config: what a directive fetches ([`Fetch`]), picking the value out of what came back
+//! ([`Directive::extract`]), and the one [`Resolver`] through which deployments, what-if and a stack's deletes
+//! turn a [`Config`] into the object the extension receives ([`resolve_config`]).
 //!
 //! The crate does no I/O: the resolver (Key Vault reads, ARM calls) is the caller's. Callers that want to
 //! drive the calls themselves use [`Directive::fetch`] and [`Directive::extract`]; others implement
@@ -11,12 +12,11 @@ use std::future::Future;
 
 use cairn_arm::ErrorDetail;
 use cairn_arm::ResourceId;
-use indexmap::IndexMap;
 use serde_json::{Map, Value};
 
-use crate::directive::model::{ConfigValue, Directive, PersistedConfig};
-use crate::directive::path::{PathMiss, ValuePath};
-use crate::error::codes;
+use crate::codes;
+use crate::path::{PathMiss, ValuePath};
+use crate::value::{Config, ConfigValue, Directive};
 
 /// A Key Vault secret to read.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -146,7 +146,8 @@ pub enum ResolveFailure {
     },
 }
 
-/// The effectful side of directive evaluation, supplied by the caller (the stack service).
+/// The effectful side of directive evaluation, supplied by the caller: the engine's reads Key Vault secrets from
+/// the store's vaults and makes API calls through its providers.
 pub trait Resolver {
     /// Reads a Key Vault secret.
     fn get_secret(
@@ -175,17 +176,18 @@ pub struct DirectiveError {
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
 pub enum DirectiveErrorKind {
     #[error(
-        "the directive is malformed: {reason}. Fix: redeploy the stack so the directive is recorded again"
+        "the directive is malformed: {reason}. Fix: deploy again so the directive is recorded again"
     )]
     Malformed { reason: String },
     #[error(
         "Key Vault secret '{secret}' was not found in vault '{vault}'. Fix: restore the secret (or the version), or \
-         redeploy the stack with a 'keyVaultReference' to a secret that exists"
+         deploy again with a 'keyVaultReference' to a secret that exists"
     )]
     SecretNotFound { vault: String, secret: String },
     #[error(
-        "Key Vault secret '{secret}' in vault '{vault}' could not be read: {message}. Fix: allow the stack's identity to \
-         get secrets from the vault"
+        "Key Vault secret '{secret}' in vault '{vault}' could not be read: {message}. Fix: enable the secret version (or \
+         make it valid now), or allow the stack's identity (or, for a deployment, its caller's) to get secrets from \
+         the vault"
     )]
     SecretForbidden {
         vault: String,
@@ -203,12 +205,12 @@ pub enum DirectiveErrorKind {
     },
     #[error(
         "'{call}' on '{resource}' failed: the resource was not found. Fix: if the resource was deleted, its \
-         extensible resources are gone with it; otherwise redeploy the stack with a directive to a resource that exists"
+         extensible resources are gone with it; otherwise deploy again with a directive to a resource that exists"
     )]
     ApiNotFound { call: String, resource: String },
     #[error(
-        "'{call}' on '{resource}' was refused: {message}. Fix: allow the stack's identity to perform the action on \
-         the resource"
+        "'{call}' on '{resource}' was refused: {message}. Fix: allow the stack's identity (or, for a \
+         deployment, its caller's) to perform the action on the resource"
     )]
     ApiForbidden {
         call: String,
@@ -223,7 +225,7 @@ pub enum DirectiveErrorKind {
     },
     #[error(
         "the response of '{call}' on '{resource}' has no value at '{path}' (null or missing at '{at}'). Fix: check the \
-         resource still returns the value, or redeploy the stack with a 'responseValuePath' that matches the response"
+         resource still returns the value, or deploy again with a 'responseValuePath' that matches the response"
     )]
     ValueMissing {
         call: String,
@@ -233,7 +235,7 @@ pub enum DirectiveErrorKind {
     },
     #[error(
         "the response of '{call}' on '{resource}' does not match '{path}': the value at '{at}' is not {expected}. Fix: \
-         redeploy the stack with a 'responseValuePath' that matches the response"
+         deploy again with a 'responseValuePath' that matches the response"
     )]
     ValueWrongType {
         call: String,
@@ -242,13 +244,16 @@ pub enum DirectiveErrorKind {
         at: String,
         expected: &'static str,
     },
-    #[error(
-        "the resolver returned a {got} for a {expected} request. Fix: this is a bug in the stack service"
-    )]
+    #[error("the resolver returned a {got} for a {expected} request. Fix: this is a bug in cairn")]
     MismatchedResult {
         expected: &'static str,
         got: &'static str,
     },
+    #[error(
+        "the value is not known ('{expression}'): it is known only when the deployment runs, and the config was \
+         not evaluated there. Fix: give the property in the deployment's extensionConfigs"
+    )]
+    NotKnown { expression: String },
 }
 
 impl DirectiveErrorKind {
@@ -267,6 +272,7 @@ impl DirectiveErrorKind {
             Self::ValueMissing { .. } | Self::ValueWrongType { .. } => {
                 codes::EXTENSION_CONFIG_VALUE_NOT_FOUND
             }
+            Self::NotKnown { .. } => codes::INVALID_EXTENSION_CONFIG,
         }
     }
 
@@ -460,6 +466,14 @@ impl ResolvedConfig {
     pub fn into_value(self) -> Value {
         self.0
     }
+
+    /// The config object's members (hold secrets).
+    pub fn into_map(self) -> Map<String, Value> {
+        match self.0 {
+            Value::Object(map) => map,
+            _ => Map::new(),
+        }
+    }
 }
 
 impl fmt::Debug for ResolvedConfig {
@@ -469,32 +483,42 @@ impl fmt::Debug for ResolvedConfig {
 }
 
 /// Resolves every directive of `config` (one after another, in property order) and returns the config the
-/// extension receives: literals as they are, directives replaced by their values, groups as objects.
+/// extension receives: literals (secure or not) as they are, directives replaced by their values, groups as
+/// objects. A value known only when the deployment runs is refused before anything is fetched.
 pub async fn resolve_config<R: Resolver + Sync>(
     alias: &str,
-    config: &PersistedConfig,
+    config: &Config,
     resolver: &R,
 ) -> Result<ResolvedConfig, DirectiveError> {
+    if let Some((path, expression)) = config.first_deferred() {
+        return Err(DirectiveError {
+            alias: alias.to_owned(),
+            property: path.join("."),
+            kind: DirectiveErrorKind::NotKnown {
+                expression: expression.to_owned(),
+            },
+        });
+    }
     let mut values = Vec::new();
     for (path, directive) in config.directives() {
         let value = evaluate_directive(alias, &path.join("."), directive, resolver).await?;
         values.push(value);
     }
     let mut values = values.into_iter();
-    Ok(ResolvedConfig(assemble(config.properties(), &mut values)))
+    Ok(ResolvedConfig(assemble(config, &mut values)))
 }
 
-/// Builds the resolved object; `values` yields directive values in [`PersistedConfig::directives`] order.
-fn assemble(
-    members: &IndexMap<String, ConfigValue>,
-    values: &mut impl Iterator<Item = Value>,
-) -> Value {
-    let mut out = Map::with_capacity(members.len());
-    for (name, value) in members {
+/// Builds the resolved object; `values` yields directive values in [`Config::directives`] order.
+fn assemble(config: &Config, values: &mut impl Iterator<Item = Value>) -> Value {
+    let mut out = Map::with_capacity(config.len());
+    for (name, value) in config.iter() {
         let resolved = match value {
             ConfigValue::Literal(literal) => literal.clone(),
+            ConfigValue::SecureLiteral(secure) => secure.expose().clone(),
             ConfigValue::Directive(_) => values.next().unwrap_or(Value::Null),
             ConfigValue::Group(inner) => assemble(inner, values),
+            // Refused by `resolve_config` before anything is fetched.
+            ConfigValue::Deferred(_) => Value::Null,
         };
         out.insert(name.clone(), resolved);
     }
@@ -563,8 +587,8 @@ mod tests {
         }
     }
 
-    fn config(value: Value) -> PersistedConfig {
-        PersistedConfig::from_wire("k8s", &value).unwrap()
+    fn config(value: Value) -> Config {
+        Config::parse(&value).unwrap()
     }
 
     fn aks_directive(path: &str) -> Value {
@@ -602,6 +626,43 @@ mod tests {
     }
 
     #[test]
+    fn secure_literals_resolve_and_deferred_values_are_refused_before_any_fetch() {
+        let mut resolver = FakeResolver::default();
+        resolver.secrets.insert("token".into(), Ok("t0ken".into()));
+        let persisted = config(json!({
+            "password": {"type": "SecureString", "value": "s3cr3t"},
+            "auth": {"type": "UserProvided", "value": "raw-credential"}
+        }));
+        let resolved = run(resolve_config("k8s", &persisted, &resolver)).unwrap();
+        assert_eq!(
+            resolved.expose(),
+            &json!({"password": "s3cr3t", "auth": "raw-credential"})
+        );
+        let shown = format!("{resolved:?}");
+        assert!(!shown.contains("s3cr3t") && !shown.contains("raw-credential"));
+
+        let mut deferred = config(json!({
+            "token": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "token"}}
+        }));
+        deferred.insert(
+            "namespace",
+            ConfigValue::Deferred("[reference('ns').name]".into()),
+        );
+        let error = run(resolve_config("k8s", &deferred, &resolver)).unwrap_err();
+        assert_eq!(error.property, "namespace");
+        assert_eq!(
+            error.kind,
+            DirectiveErrorKind::NotKnown {
+                expression: "[reference('ns').name]".into()
+            }
+        );
+        assert!(
+            resolver.seen.lock().unwrap().is_empty(),
+            "nothing is fetched for a config that cannot be complete"
+        );
+    }
+
+    #[test]
     fn request_body_reaches_the_call_and_round_trips() {
         let wire = json!({"token": {"apiReference": {"method": "post", "armResourceId": AKS,
             "apiVersion": "2024-02-01", "action": "listCredential", "query": "?format=exec",
@@ -620,7 +681,7 @@ mod tests {
         );
         let get_with_body = json!({"token": {"apiReference": {"method": "GET", "armResourceId": AKS,
             "apiVersion": "2024-02-01", "requestBody": {}, "responseValuePath": "id"}}});
-        let error = PersistedConfig::from_wire("k8s", &get_with_body).unwrap_err();
+        let error = Config::parse(&get_with_body).unwrap_err();
         assert!(error.to_string().contains("requestBody"), "{error}");
     }
 

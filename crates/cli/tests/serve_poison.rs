@@ -70,6 +70,36 @@ async fn wait_for_hits(poison: &Poison, n: usize) {
     }
 }
 
+/// Waits until the deployment's operations show `ok` succeeded.
+async fn wait_for_ok(client: &reqwest::Client, url: &str) {
+    let path = format!(
+        "{SCOPE}/providers/Microsoft.Resources/deployments/loop/operations?api-version=2025-04-01"
+    );
+    let started = Instant::now();
+    loop {
+        let ops: Value = client
+            .get(format!("{url}{path}"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        let ok_succeeded = ops["value"].as_array().into_iter().flatten().any(|op| {
+            op["properties"]["provisioningState"] == "Succeeded"
+                && op["properties"]["targetResource"]["symbolicName"] == "ok"
+        });
+        if ok_succeeded {
+            return;
+        }
+        assert!(
+            started.elapsed() < Duration::from_secs(60),
+            "ok never succeeded: {ops:#}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_third_restart_abandons_a_deployment_that_keeps_killing_the_server() {
     let poison = Poison::default();
@@ -120,8 +150,10 @@ async fn the_third_restart_abandons_a_deployment_that_keeps_killing_the_server()
     );
 
     // The poison kills the first server, then each restart that resumes the deployment.
+    // Each time, `ok` has succeeded (durably) before the kill, so every takeover sees the same progress.
     for crash in 1..=3 {
         wait_for_hits(&poison, crash).await;
+        wait_for_ok(&client, &server.url).await;
         server.child.kill().expect("SIGKILL");
         server.child.wait().unwrap();
         server = start_server(&data_dir, &registry);

@@ -2,8 +2,7 @@
 //! a `LocalSet`) where deployments run, since template expansion is single-threaded; calls from other runtimes
 //! send it jobs over a channel. Reads (get, list, operations) go straight to the store.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 
 use cairn_arm::models::deployment::{
     Deployment, DeploymentExportResult, DeploymentExtended, DeploymentMode, DeploymentProperties,
@@ -23,17 +22,18 @@ use serde_json::Value as Json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::env::EngineEnv;
 use crate::error::EngineError;
 use crate::events::DeploymentEvent;
+use crate::fetch::{HttpTemplateFetcher, TemplateFetcher};
 use crate::inflight::LocalFuture;
-use crate::link::{HttpTemplateFetcher, TemplateFetcher, resolve_request, seal_links};
+use crate::link::{resolve_request, seal_links};
 use crate::provider::Providers;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
-use crate::root::{
-    RootStart, end_running_operations, interrupted_resources, journal_progress, prepare,
-    resource_group_location, run_root,
-};
-use crate::run::{EngineEnv, scope_key};
+use crate::recovery::{end_running_operations, interrupted_resources, journal_progress};
+use crate::registry::{RunControl, RunRegistry};
+use crate::request::scope_key;
+use crate::root::{RootStart, prepare, resource_group_location, run_root};
 use crate::secrets::{seal_request, unseal};
 use crate::settings::{EngineSettings, RecoveryPolicy};
 
@@ -67,51 +67,6 @@ pub struct RecoveryReport {
     pub resumed: Vec<DeploymentKey>,
     /// Deployments ended `Failed`, with what their operations created listed.
     pub failed: Vec<DeploymentKey>,
-}
-
-struct RunControl {
-    id: DeploymentId,
-    cancel: CancellationToken,
-}
-
-/// The deployments running on this engine, by folded key.
-#[derive(Default)]
-pub(crate) struct RunRegistry {
-    runs: Mutex<HashMap<(String, String), RunControl>>,
-}
-
-impl RunRegistry {
-    fn insert(&self, key: &DeploymentKey, control: RunControl) {
-        if let Ok(mut runs) = self.runs.lock() {
-            runs.insert(key.folded(), control);
-        }
-    }
-
-    pub(crate) fn finish(&self, key: &DeploymentKey) {
-        if let Ok(mut runs) = self.runs.lock() {
-            runs.remove(&key.folded());
-        }
-    }
-
-    fn is_running(&self, key: &DeploymentKey) -> bool {
-        self.runs
-            .lock()
-            .map(|runs| runs.contains_key(&key.folded()))
-            .unwrap_or(false)
-    }
-
-    fn cancel(&self, key: &DeploymentKey, id: &DeploymentId) -> bool {
-        let Ok(runs) = self.runs.lock() else {
-            return false;
-        };
-        match runs.get(&key.folded()) {
-            Some(control) if &control.id == id => {
-                control.cancel.cancel();
-                true
-            }
-            _ => false,
-        }
-    }
 }
 
 struct Inner {
@@ -391,7 +346,7 @@ impl Engine {
         if let Json::Object(p) = &mut sealed {
             // A template sent as a JSON string (or behind a link) is stored parsed, so records can read its
             // declarations and exportTemplate returns it.
-            if let Ok(template) = crate::root::template_json(&request.properties) {
+            if let Ok(template) = crate::request::template_json(&request.properties) {
                 p.insert("template".into(), template);
             }
             p.insert(
@@ -674,7 +629,7 @@ impl Engine {
         properties: &DeploymentProperties,
     ) -> Result<(Json, Option<DeploymentParameters>), ArmError> {
         let (resolved, _) = resolve_request(&self.inner.env, properties).await?;
-        let template = crate::root::template_json(&resolved)?;
+        let template = crate::request::template_json(&resolved)?;
         Ok((template, resolved.parameters))
     }
 
@@ -729,7 +684,7 @@ impl Engine {
                 })
             })
             .await??;
-        let template = crate::root::template_json(&request.properties)?;
+        let template = crate::request::template_json(&request.properties)?;
         let validated: Vec<DeploymentResourceReference> = identities
             .iter()
             .filter(|r| r.condition != Some(false) && !r.existing)

@@ -19,13 +19,18 @@
 
 pub mod config;
 mod engine;
+mod env;
 pub mod error;
 pub mod events;
+pub mod fetch;
 mod hook;
 mod inflight;
 pub mod link;
 pub mod provider;
 pub mod records;
+mod recovery;
+mod registry;
+mod request;
 mod root;
 mod run;
 pub mod secrets;
@@ -36,7 +41,7 @@ pub use config::LocalResolver;
 pub use engine::{DeployOptions, DeploymentHandle, DeploymentPage, Engine, RecoveryReport};
 pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};
-pub use link::{FetchError, FetchFuture, HttpTemplateFetcher, TemplateFetcher};
+pub use fetch::{FetchError, FetchFuture, HttpTemplateFetcher, TemplateFetcher};
 pub use provider::{ProviderError, Providers, PutOutcome, ResourceProvider};
 pub use settings::{EngineSettings, RecoveryPolicy};
 

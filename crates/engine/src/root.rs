@@ -5,228 +5,34 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
-use cairn_arm::models::deployment::{DeploymentProperties, DeploymentResourceReference};
-use cairn_arm::models::extension::{DeploymentExtension, ExtensionConfig, ExtensionConfigs};
-use cairn_arm::models::operation::{StatusMessage, TargetResource};
-use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
+use cairn_arm::models::deployment::DeploymentProperties;
+use cairn_arm::{ArmError, ErrorDetail, ResourceId};
 use cairn_eval::ScopeKind;
 use cairn_json::Node;
-use cairn_json::Span;
 use cairn_store::{
-    DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
-    OperationStep, Store, Timestamp,
+    DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate, Store, Timestamp,
 };
-use cairn_template::config::{ConfigError, config_diagnostic};
-use cairn_template::params::ExtensionConfigInput;
-use cairn_template::{DeploymentInput, Diagnostic, Expansion, ParametersFile, Template};
+use cairn_template::{DeploymentInput, Diagnostic, Expansion, Template};
 use serde_json::{Value as Json, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::env::EngineEnv;
 use crate::events::{DeploymentEvent, EventKind};
 use crate::hook::{EngineHook, RuntimeValues};
 use crate::link::TemplateOrigin;
 use crate::records::EngineAnnotation;
-use crate::run::{
-    EngineEnv, Run, Tree, context_for, dependencies, diagnostic_detail, request_secure_items,
-    secure_config, template_error,
+use crate::request::{
+    context_for, diagnostic_detail, parameters_file, scope_kind_of, scope_name, template_error,
+    template_hash, template_json,
 };
+use crate::run::{Run, Tree, dependencies, request_secure_items, secure_config};
 
 /// What `prepare` learned about a request.
 pub(crate) struct Prepared {
     pub annotation: EngineAnnotation,
     /// Parameters the template declares secure (their values are sealed before storing).
     pub secure_parameters: Vec<String>,
-}
-
-/// A template scope's kind for a deployment scope ID.
-pub(crate) fn scope_kind_of(scope: &str) -> Result<ScopeKind, ArmError> {
-    if scope.trim_matches('/').is_empty() {
-        return Ok(ScopeKind::Tenant);
-    }
-    let id = ResourceId::parse(scope).map_err(|e| e.to_arm_error(scope))?;
-    match id.kind() {
-        ResourceIdKind::ResourceGroup => Ok(ScopeKind::ResourceGroup),
-        ResourceIdKind::Subscription => Ok(ScopeKind::Subscription),
-        ResourceIdKind::ManagementGroup => Ok(ScopeKind::ManagementGroup),
-        ResourceIdKind::Tenant => Ok(ScopeKind::Tenant),
-        _ => Err(ArmError::new(
-            400,
-            "InvalidDeploymentScope",
-            format!(
-                "Deployments can be created at a tenant, management group, subscription or resource group, not at '{scope}'."
-            ),
-        )),
-    }
-}
-
-fn scope_name(kind: ScopeKind) -> &'static str {
-    match kind {
-        ScopeKind::Tenant => "tenant",
-        ScopeKind::ManagementGroup => "management group",
-        ScopeKind::Subscription => "subscription",
-        ScopeKind::ResourceGroup | ScopeKind::Local => "resource group",
-    }
-}
-
-/// The template JSON of a request (an object, or a JSON string holding one). A linked request is resolved first
-/// ([`crate::link::resolve_request`]): its `template` then holds the downloaded template beside the link.
-pub(crate) fn template_json(properties: &DeploymentProperties) -> Result<Json, ArmError> {
-    if properties.template.is_none() && properties.template_link.is_some() {
-        return Err(ArmError::new(
-            400,
-            "InvalidRequestContent",
-            "The linked template of this request was not resolved.",
-        ));
-    }
-    match &properties.template {
-        Some(Json::Object(_)) => Ok(properties.template.clone().unwrap_or(Json::Null)),
-        Some(Json::String(text)) => serde_json::from_str::<Json>(text)
-            .ok()
-            .filter(Json::is_object)
-            .ok_or_else(|| {
-                ArmError::new(
-                    400,
-                    "InvalidTemplate",
-                    "The template string is not a JSON object.",
-                )
-            }),
-        _ => Err(ArmError::new(
-            400,
-            "InvalidRequestContent",
-            "The request content is not valid: 'properties.template' is required.",
-        )),
-    }
-}
-
-/// The parameters file a request amounts to: its `parameters`, and its `extensionConfigs` read once into typed
-/// config values (each property on its own, so every invalid one is reported).
-pub(crate) fn parameters_file(
-    properties: &DeploymentProperties,
-) -> (ParametersFile, Vec<ErrorDetail>) {
-    let doc = json!({
-        "parameters": properties
-            .parameters
-            .as_ref()
-            .map(|p| Json::Object(p.0.clone()))
-            .unwrap_or_else(|| json!({})),
-    });
-    let (mut file, diags) = ParametersFile::parse(&Node::from_json(&doc));
-    let mut errors: Vec<ErrorDetail> = diags
-        .iter()
-        .filter(|d| d.is_error())
-        .map(diagnostic_detail)
-        .collect();
-    for (alias, config) in properties.extension_configs.iter().flatten() {
-        let (input, config_errors) = read_config_input(alias, "extensionConfigs", config);
-        errors.extend(
-            config_errors
-                .iter()
-                .map(|e| diagnostic_detail(&config_diagnostic(e, &input.path))),
-        );
-        file.extension_configs.push(input);
-    }
-    (file, errors)
-}
-
-/// Reads one alias's request items into its typed config; `key` is the member holding the configs.
-fn read_config_input(
-    alias: &str,
-    key: &str,
-    items: &ExtensionConfig,
-) -> (ExtensionConfigInput, Vec<ConfigError>) {
-    // The request model's items are JSON with some members typed; their JSON is what the parser reads.
-    let items: Vec<(&str, Json)> = items
-        .iter()
-        .map(|(property, item)| {
-            (
-                property.as_str(),
-                serde_json::to_value(item).unwrap_or(Json::Null),
-            )
-        })
-        .collect();
-    ExtensionConfigInput::read(
-        alias,
-        cairn_template::join_path(key, alias),
-        Span::default(),
-        items.iter().map(|(property, item)| (*property, item)),
-    )
-}
-
-/// Folds a request's `deploymentProviderConfigs` (REP 0004; also spelled `deploymentProviderConfigurations`) into
-/// its `extensionConfigs`, reading the items as a parameters file reads them (`reference` is a Key Vault
-/// reference), so that sealing, expansion and records see one form and the other is never stored.
-pub(crate) fn fold_provider_configs(properties: &mut DeploymentProperties) -> Result<(), ArmError> {
-    let Some(configs) = properties.deployment_provider_configs.take() else {
-        return Ok(());
-    };
-    let invalid = |details: Vec<ErrorDetail>| {
-        ArmError::new(
-            400,
-            "InvalidRequestContent",
-            "The request's 'deploymentProviderConfigs' are not valid; see the details.",
-        )
-        .with_details(details)
-    };
-    let mut inputs = Vec::new();
-    let mut errors = Vec::new();
-    for (alias, value) in &configs.0 {
-        let path = cairn_template::join_path("deploymentProviderConfigs", alias);
-        let Some(members) = value.as_object() else {
-            errors.push(
-                ErrorDetail::new(
-                    "InvalidParameterFile",
-                    format!("The extension config for '{alias}' must be an object of properties."),
-                )
-                .with_target(format!("properties.{path}")),
-            );
-            continue;
-        };
-        let (input, config_errors) = ExtensionConfigInput::read(
-            alias,
-            path,
-            Span::default(),
-            members.iter().map(|(k, v)| (k.as_str(), v)),
-        );
-        errors.extend(config_errors.iter().map(|e| {
-            let d = config_diagnostic(e, &input.path);
-            diagnostic_detail(&d).with_target(format!("properties.{}", d.target))
-        }));
-        inputs.push(input);
-    }
-    if !errors.is_empty() {
-        return Err(invalid(errors));
-    }
-    let merged = properties
-        .extension_configs
-        .get_or_insert_with(ExtensionConfigs::default);
-    for input in inputs {
-        if merged.keys().any(|a| a.eq_ignore_ascii_case(&input.alias)) {
-            return Err(invalid(vec![
-                ErrorDetail::new(
-                    "InvalidExtensionConfig",
-                    format!(
-                        "The config of extension '{}' is given in both 'extensionConfigs' and \
-                         'deploymentProviderConfigs'.",
-                        input.alias
-                    ),
-                )
-                .with_target(format!("properties.{}", input.path)),
-            ]));
-        }
-        merged.insert(input.alias, input.config.to_request());
-    }
-    Ok(())
-}
-
-/// FNV-1a of the template text as a decimal string, shaped like ARM's `templateHash`.
-pub(crate) fn template_hash(template: &Json) -> String {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    for b in template.to_string().bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    }
-    h.to_string()
 }
 
 fn invalid(name: &str, tracking: &str, details: Vec<ErrorDetail>) -> ArmError {
@@ -412,7 +218,7 @@ pub(crate) struct RootStart {
     pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
     pub cancel: CancellationToken,
     pub done: watch::Sender<bool>,
-    pub registry: Arc<crate::engine::RunRegistry>,
+    pub registry: Arc<crate::registry::RunRegistry>,
     /// Recovery resumes this run after a crash.
     pub resumed: bool,
 }
@@ -560,207 +366,5 @@ impl Run {
             duration: None,
             error: Some(error),
         });
-    }
-}
-
-/// Ends every operation an interrupted run (and, recursively, its nested deployments) left running with a
-/// `Failed` step carrying `error`, so a finished deployment shows no operation `Running`.
-pub(crate) async fn end_running_operations(
-    store: &dyn Store,
-    id: &DeploymentId,
-    error: &ErrorDetail,
-    depth: usize,
-) {
-    let Ok(ops) = store.latest_operations(id).await else {
-        return;
-    };
-    for op in ops {
-        let step = op.step;
-        let target: TargetResource = step
-            .target_resource
-            .as_ref()
-            .and_then(|t| serde_json::from_value(t.clone()).ok())
-            .unwrap_or_default();
-        let is_deployment = target
-            .resource_type
-            .as_deref()
-            .is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.Resources/deployments"));
-        if is_deployment
-            && depth < cairn_template::expand::MAX_NESTING_DEPTH
-            && let Some(child) = target.id.as_deref().and_then(deployment_key_of)
-            && let Ok(Some(child)) = store.get_deployment(&child).await
-        {
-            Box::pin(end_running_operations(store, &child.id, error, depth + 1)).await;
-        }
-        if step.provisioning_state != "Running" {
-            continue;
-        }
-        let ended = OperationStep {
-            provisioning_state: "Failed".into(),
-            status_code: Some("InternalServerError".into()),
-            status_message: serde_json::to_value(StatusMessage {
-                status: Some("Failed".into()),
-                error: Some(error.clone()),
-            })
-            .ok(),
-            timestamp: Timestamp::now(),
-            duration_ms: None,
-            ..step
-        };
-        if let Err(e) = store.append_operation(ended).await {
-            tracing::warn!(error = %e, "could not end an interrupted operation");
-        }
-    }
-}
-
-/// How far an interrupted run got: the succeeded operations in its journal and, recursively, in its nested
-/// deployments' journals. Recovery compares it between takeovers.
-pub(crate) async fn journal_progress(store: &dyn Store, id: &DeploymentId, depth: usize) -> u64 {
-    let Ok(ops) = store.latest_operations(id).await else {
-        return 0;
-    };
-    let mut progress = 0;
-    for op in ops {
-        let step = &op.step;
-        if step.provisioning_state == "Succeeded" {
-            progress += 1;
-        }
-        let target: TargetResource = step
-            .target_resource
-            .as_ref()
-            .and_then(|t| serde_json::from_value(t.clone()).ok())
-            .unwrap_or_default();
-        let is_deployment = target
-            .resource_type
-            .as_deref()
-            .is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.Resources/deployments"));
-        if is_deployment
-            && depth < cairn_template::expand::MAX_NESTING_DEPTH
-            && let Some(child) = target.id.as_deref().and_then(deployment_key_of)
-            && let Ok(Some(child)) = store.get_deployment(&child).await
-        {
-            progress += Box::pin(journal_progress(store, &child.id, depth + 1)).await;
-        }
-    }
-    progress
-}
-
-/// What an interrupted run created (or was creating), from its journal and its nested deployments' journals.
-pub(crate) async fn interrupted_resources(
-    store: &dyn Store,
-    id: &DeploymentId,
-    depth: usize,
-) -> (Vec<DeploymentResourceReference>, Vec<DeploymentExtension>) {
-    let mut resources = Vec::new();
-    let mut extensions: Vec<DeploymentExtension> = Vec::new();
-    let Ok(ops) = store.latest_operations(id).await else {
-        return (resources, extensions);
-    };
-    for op in ops {
-        let step = &op.step;
-        if step.provisioning_operation != "Create" {
-            continue;
-        }
-        if !matches!(step.provisioning_state.as_str(), "Succeeded" | "Running") {
-            continue;
-        }
-        let target: TargetResource = step
-            .target_resource
-            .as_ref()
-            .and_then(|t| serde_json::from_value(t.clone()).ok())
-            .unwrap_or_default();
-        let is_deployment = target
-            .resource_type
-            .as_deref()
-            .is_some_and(|t| t.eq_ignore_ascii_case("Microsoft.Resources/deployments"));
-        if is_deployment && depth < cairn_template::expand::MAX_NESTING_DEPTH {
-            if let Some(child) = target.id.as_deref().and_then(deployment_key_of)
-                && let Ok(Some(child)) = store.get_deployment(&child).await
-            {
-                let (r, e) = Box::pin(interrupted_resources(store, &child.id, depth + 1)).await;
-                resources.extend(r);
-                extensions.extend(e);
-            }
-            continue;
-        }
-        match &target.extension {
-            Some(ext) => {
-                let reference_id = step.extension.as_ref().and_then(|e| e.reference_id.clone());
-                if !extensions.iter().any(|e| e.same_identity(ext)) {
-                    extensions.push(ext.clone());
-                }
-                resources.push(DeploymentResourceReference {
-                    extension: Some(ext.reference()),
-                    resource_type: target.resource_type.clone(),
-                    identifiers: target.identifiers.clone(),
-                    api_version: target.api_version.clone(),
-                    reference_id,
-                    symbolic_name_path: target.symbolic_name.clone().map(|s| vec![s]),
-                    ..DeploymentResourceReference::default()
-                });
-            }
-            None => {
-                if let Some(id) = target.id {
-                    resources.push(DeploymentResourceReference {
-                        id: Some(id),
-                        ..DeploymentResourceReference::default()
-                    });
-                }
-            }
-        }
-    }
-    (resources, extensions)
-}
-
-/// The store key of a deployment resource ID.
-pub(crate) fn deployment_key_of(id: &str) -> Option<DeploymentKey> {
-    let lower = id.to_ascii_lowercase();
-    let marker = "/providers/microsoft.resources/deployments/";
-    let at = lower.rfind(marker)?;
-    let scope = &id[..at];
-    let name = &id[at + marker.len()..];
-    if name.is_empty() || name.contains('/') {
-        return None;
-    }
-    Some(DeploymentKey::new(scope, name))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn deployment_ids_become_keys() {
-        let key = deployment_key_of(
-            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deployments/inner",
-        )
-        .unwrap();
-        assert_eq!(key.scope, "/subscriptions/s/resourceGroups/rg");
-        assert_eq!(key.name, "inner");
-        let tenant = deployment_key_of("/providers/Microsoft.Resources/deployments/t").unwrap();
-        assert_eq!(tenant.scope, "");
-        assert!(deployment_key_of("/subscriptions/s").is_none());
-    }
-
-    #[test]
-    fn scope_kinds() {
-        assert_eq!(scope_kind_of("").unwrap(), ScopeKind::Tenant);
-        assert_eq!(
-            scope_kind_of("/subscriptions/s/resourceGroups/rg").unwrap(),
-            ScopeKind::ResourceGroup
-        );
-        assert!(scope_kind_of("/subscriptions/s/resourceGroups/rg/providers/A.B/c/d").is_err());
-    }
-
-    #[test]
-    fn template_hash_is_stable() {
-        assert_eq!(
-            template_hash(&json!({"a": 1})),
-            template_hash(&json!({"a": 1}))
-        );
-        assert_ne!(
-            template_hash(&json!({"a": 1})),
-            template_hash(&json!({"a": 2}))
-        );
     }
 }

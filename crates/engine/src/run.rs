@@ -16,11 +16,11 @@ use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::operation::{StatusMessage, TargetResource};
 use cairn_arm::{ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_eval::Value;
-use cairn_host::{CallContext, ExtensionConfig, ExtensionHost, HostError};
+use cairn_host::{CallContext, ExtensionConfig, HostError};
 use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord, DeploymentStatus,
     DeploymentUpdate, ExtensionRef, ManagedResource, NewDeployment, OperationStep, Precondition,
-    SecretOwner, Store, Timestamp,
+    SecretOwner, Timestamp,
 };
 use cairn_template::plan::PlannedOutput;
 use cairn_template::{
@@ -31,25 +31,16 @@ use tokio::sync::{OnceCell, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 
 use crate::config::{LocalResolver, deployment_error, public_config};
+use crate::env::EngineEnv;
 use crate::events::{DeploymentEvent, EventKind};
 use crate::hook::{EngineHook, Miss, RuntimeValues};
 use crate::link::TemplateOrigin;
-use crate::provider::{ProviderError, Providers};
+use crate::provider::ProviderError;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation};
+use crate::request::template_error;
 use crate::secrets::{read_key_vault_secret, seal_request};
-use crate::settings::EngineSettings;
 
 mod drive;
-
-/// What the coordinator needs from the engine.
-pub(crate) struct EngineEnv {
-    pub store: Arc<dyn Store>,
-    pub host: Arc<ExtensionHost>,
-    pub providers: Arc<Providers>,
-    pub settings: EngineSettings,
-    /// Downloads `templateLink.uri` templates and `parametersLink` files.
-    pub fetcher: Arc<dyn crate::link::TemplateFetcher>,
-}
 
 /// State shared by a root deployment and every deployment nested in it.
 pub(crate) struct Tree {
@@ -183,31 +174,6 @@ pub(crate) fn operation_id(deployment: &DeploymentId, key: &str) -> String {
     id.simple().to_string()[..16].to_ascii_uppercase()
 }
 
-pub(crate) fn diagnostic_detail(d: &Diagnostic) -> ErrorDetail {
-    let mut e = ErrorDetail::new(d.code.clone(), d.message.clone());
-    if !d.target.is_empty() {
-        e = e.with_target(d.target.clone());
-    }
-    e
-}
-
-/// The error of a template that cannot be expanded: one `InvalidTemplate` with the diagnostics as details.
-pub(crate) fn template_error(diags: &[Diagnostic]) -> ErrorDetail {
-    let errors: Vec<ErrorDetail> = diags
-        .iter()
-        .filter(|d| d.is_error())
-        .map(diagnostic_detail)
-        .collect();
-    match errors.as_slice() {
-        [one] => one.clone(),
-        _ => ErrorDetail::new(
-            "InvalidTemplate",
-            "The template is not valid; see the details.",
-        )
-        .with_details(errors),
-    }
-}
-
 fn host_error(e: &HostError) -> (u16, ErrorDetail) {
     let arm = e.error();
     let mut detail = ErrorDetail::new(arm.code.clone(), arm.message.clone());
@@ -283,44 +249,6 @@ pub(crate) fn dependencies(identities: &[ResourceIdentity]) -> Vec<Dependency> {
             resource_name: r.name.clone().or_else(|| r.symbolic_name.clone()),
         })
         .collect()
-}
-
-/// The deployment context (scope facts) of a deployment at `key`.
-pub(crate) fn context_for(
-    key: &DeploymentKey,
-    location: Option<&str>,
-    resource_group_location: Option<&str>,
-    annotation: &EngineAnnotation,
-    settings: &EngineSettings,
-) -> DeploymentContext {
-    let mut ctx = DeploymentContext {
-        tenant_id: settings.tenant_id.clone(),
-        deployment_name: key.name.clone(),
-        location: location.map(str::to_string),
-        utc_now: Some(annotation.utc_now.clone()).filter(|s| !s.is_empty()),
-        new_guids: annotation.new_guids.clone(),
-        eval_limits: settings.eval_limits,
-        ..DeploymentContext::default()
-    };
-    if let Ok(scope) = ResourceId::parse(&key.scope) {
-        if let Some(sub) = scope.subscription_id() {
-            ctx.subscription_id = sub.to_string();
-        }
-        if let Some(rg) = scope.resource_group_name() {
-            ctx.resource_group = rg.to_string();
-            ctx.resource_group_location = resource_group_location.unwrap_or_default().to_string();
-        }
-        if let Some(mg) = scope.management_group_name() {
-            ctx.management_group = Some(mg.to_string());
-        }
-    }
-    ctx
-}
-
-/// The store scope key of a deployment: the scope ID (`""` for the tenant).
-pub(crate) fn scope_key(scope: &str) -> String {
-    let trimmed = scope.trim_end_matches('/');
-    trimmed.to_string()
 }
 
 impl Run {
@@ -843,7 +771,7 @@ impl Run {
             let annotation = EngineAnnotation {
                 dependencies: dependencies(&expansion.resources()),
                 location: nested.context.location.clone(),
-                template_hash: Some(crate::root::template_hash(&template_json)),
+                template_hash: Some(crate::request::template_hash(&template_json)),
                 ..EngineAnnotation::default()
             };
             p.insert("template".into(), template_json);

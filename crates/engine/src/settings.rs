@@ -63,8 +63,8 @@ impl Default for EngineSettings {
             tenant_id: "00000000-0000-0000-0000-000000000000".into(),
             require_resource_groups: true,
             max_runtime_rounds: 8,
-            max_linked_template_bytes: crate::link::DEFAULT_MAX_LINKED_BYTES,
-            linked_template_timeout: crate::link::DEFAULT_LINK_TIMEOUT,
+            max_linked_template_bytes: crate::fetch::DEFAULT_MAX_LINKED_BYTES,
+            linked_template_timeout: crate::fetch::DEFAULT_LINK_TIMEOUT,
             eval_limits: cairn_eval::EvalLimits::default(),
         }
     }

@@ -30,12 +30,13 @@ use serde_json::Value as Json;
 use tokio::sync::Semaphore;
 use tokio_util::sync::CancellationToken;
 
+use crate::env::EngineEnv;
 use crate::error::EngineError;
 use crate::hook::{EngineHook, RuntimeValues};
 use crate::link::TemplateOrigin;
 use crate::records::EngineAnnotation;
-use crate::root::{parameters_file, scope_kind_of, template_json};
-use crate::run::{EngineEnv, Run, Tree, context_for, is_nested_deployment, template_error};
+use crate::request::{context_for, parameters_file, scope_kind_of, template_error, template_json};
+use crate::run::{Run, Tree, is_nested_deployment};
 
 const MAX_DEPTH: usize = cairn_template::expand::MAX_NESTING_DEPTH;
 
@@ -232,7 +233,7 @@ async fn identify_from_last_run(env: &EngineEnv, changes: &mut [WhatIfChange]) {
 
 /// The targets of the last run's create operations of the deployment `deployment_id` (none when it never ran).
 async fn last_run_targets(env: &EngineEnv, deployment_id: &str) -> Vec<TargetResource> {
-    let Some(key) = crate::root::deployment_key_of(deployment_id) else {
+    let Some(key) = crate::request::deployment_key_of(deployment_id) else {
         return Vec::new();
     };
     let Ok(Some(record)) = env.store.get_deployment(&key).await else {

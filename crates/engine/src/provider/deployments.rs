@@ -10,7 +10,7 @@ use serde_json::Value;
 
 use super::{ProviderError, ProviderFuture, PutOutcome, ResourceProvider};
 use crate::records::deployment_extended;
-use crate::root::deployment_key_of;
+use crate::request::deployment_key_of;
 
 pub const DEPLOYMENTS_TYPE: &str = "Microsoft.Resources/deployments";
 

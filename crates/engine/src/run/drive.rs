@@ -23,12 +23,13 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 
 use super::{
     Done, Finished, NestedChild, Run, elapsed_ms, first_unevaluated, host_error,
-    is_nested_deployment, now, operation_id, outputs_json, scope_key,
+    is_nested_deployment, now, operation_id, outputs_json,
 };
 use crate::events::EventKind;
 use crate::hook::EngineHook;
 use crate::inflight::{InFlight, LocalFuture};
 use crate::provider::{ProviderError, status_name};
+use crate::request::scope_key;
 
 /// What evaluating a node prepared for its call.
 enum Call {

@@ -320,6 +320,15 @@ fn decode_segments(path: &str) -> Result<Vec<String>, ArmError> {
             if decoded.contains('/') {
                 return Err(invalid("a path segment contains an encoded '/'"));
             }
+            // Every HTTP client removes dot segments (RFC 3986 §5.2.4), so a resource named `.` or `..` could be
+            // created but never addressed again: its `Location` and `Azure-AsyncOperation` URLs would resolve
+            // to another path.
+            if decoded == "." || decoded == ".." {
+                return Err(invalid("a path segment is '.' or '..'"));
+            }
+            if decoded.chars().any(char::is_control) {
+                return Err(invalid("a path segment contains a control character"));
+            }
             Ok(decoded.into_owned())
         })
         .collect()
@@ -847,6 +856,30 @@ mod tests {
                 .code(),
             codes::INVALID_RESOURCE_ID
         );
+    }
+
+    #[test]
+    fn dot_segments_and_control_characters_are_not_names() {
+        let deployments =
+            "/subscriptions/s/resourcegroups/rg/providers/Microsoft.Resources/deployments";
+        for path in [
+            format!("{deployments}/.."),
+            format!("{deployments}/%2e%2E"),
+            format!("{deployments}/."),
+            "/subscriptions/../resourcegroups/rg".to_string(),
+            "/subscriptions/s/resourcegroups/%2e".to_string(),
+            "/subscriptions/%00/resourcegroups/rg".to_string(),
+            format!("{deployments}/a%0Ab"),
+        ] {
+            let error = classify("PUT", &path, Some("api-version=2025-04-01")).unwrap_err();
+            assert_eq!(error.code(), codes::INVALID_RESOURCE_ID, "{path}");
+        }
+        for name in ["...", ".a", "a..b", "a."] {
+            assert!(
+                classify("PUT", &format!("{deployments}/{name}"), None).is_ok(),
+                "{name} is a name, not a dot segment"
+            );
+        }
     }
 
     #[test]

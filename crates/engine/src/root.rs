@@ -127,7 +127,17 @@ pub(crate) fn prepare(
     stack_initiated: bool,
 ) -> Result<(Prepared, Vec<cairn_template::ResourceIdentity>), ArmError> {
     let template_value = template_json(properties)?;
-    let (template, diags) = Template::parse(Node::from_json(&template_value));
+    let root = Node::from_json(&template_value);
+    // ARM's static validation first (limits such as the expression length, expression syntax, references),
+    // as `cairn template validate` does: a template it refuses never reaches evaluation.
+    let static_diags = cairn_template::checks::check_template(&root);
+    let (template, model_diags) = Template::parse(root);
+    // The model reports some of the same findings (duplicate names, section shapes): one list, not both.
+    let diags = if static_diags.iter().any(Diagnostic::is_error) {
+        static_diags
+    } else {
+        model_diags
+    };
     let errors: Vec<ErrorDetail> = diags
         .iter()
         .filter(|d| d.is_error())

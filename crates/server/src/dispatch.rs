@@ -251,7 +251,10 @@ pub(crate) fn parse_body<T: DeserializeOwned>(body: &[u8]) -> Result<T, ArmError
 /// be secrets. Missing and unknown field names are kept (they are schema, not data).
 fn position_only(error: &serde_json::Error) -> String {
     let text = error.to_string();
-    let kind = if text.starts_with("missing field") {
+    let kind = if text.starts_with("recursion limit exceeded") {
+        // serde_json's own limit; without this it reads as a syntax error.
+        "the JSON is nested more than 128 levels deep".to_owned()
+    } else if text.starts_with("missing field") {
         text.split(" at line")
             .next()
             .unwrap_or("missing field")

@@ -1,5 +1,6 @@
 //! Shared pieces of the `cairn serve` process tests: start the server on a free loopback port and learn its URL.
 
+use std::ffi::OsStr;
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
@@ -20,7 +21,16 @@ impl Drop for Server {
 
 /// `cairn serve` on 127.0.0.1:0 with a 3 s claim TTL (so a restart takes over quickly), the data directory and
 /// the extension registry given.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all of them use both starters"
+)]
 pub fn start_server(data_dir: &Path, registry: &Path) -> Server {
+    start_server_with(data_dir, registry, &[])
+}
+
+/// [`start_server`] with more `cairn serve` arguments (e.g. `--tokens FILE`).
+pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
         .args([
             "serve",
@@ -33,6 +43,7 @@ pub fn start_server(data_dir: &Path, registry: &Path) -> Server {
         .arg(data_dir)
         .arg("--extensions")
         .arg(registry)
+        .args(extra)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -11,7 +11,7 @@ use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
 use cairn_engine::{Engine, EngineSettings, Providers, RecoveryPolicy};
 use cairn_host::{ExtensionHost, HostSettings};
-use cairn_stack_service::{DeleteRun, StackService, StackServiceSettings};
+use cairn_stack_service::{DeleteRun, OperationEnded, StackService, StackServiceSettings};
 use cairn_store::{PageRequest, Store};
 use cairn_store_sqlite::SqliteStore;
 use serde::Serialize;
@@ -37,12 +37,14 @@ pub(crate) struct LocalStacks {
 }
 
 /// A create/update or delete the backend took: the stack as accepted (`Null` for a delete), how long to wait
-/// between reads of the stack while it runs, and for a delete in this process its outcome (the record of a
-/// successful delete is gone before a read can show its last resources; the outcome still lists them).
+/// between reads of the stack while it runs, in this process the signal that it ended (so the last read comes at
+/// once, not up to `poll` later), and for a delete in this process its outcome (the record of a successful delete
+/// is gone before a read can show its last resources; the outcome still lists them).
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) stack: Value,
     pub(crate) poll: Duration,
+    pub(crate) ended: Option<OperationEnded>,
     pub(crate) outcome: Option<DeleteRun>,
 }
 
@@ -78,6 +80,7 @@ impl StackBackend {
                 Ok(Started {
                     stack: to_json(&accepted.stack)?,
                     poll: LOCAL_POLL,
+                    ended: Some(accepted.ended),
                     outcome: None,
                 })
             }
@@ -86,6 +89,7 @@ impl StackBackend {
                 Ok(Started {
                     stack: accepted.body,
                     poll: accepted.poll,
+                    ended: None,
                     outcome: None,
                 })
             }
@@ -137,6 +141,7 @@ impl StackBackend {
                 Ok(run.map(|run| Started {
                     stack: Value::Null,
                     poll: LOCAL_POLL,
+                    ended: Some(run.ended()),
                     outcome: Some(run),
                 }))
             }
@@ -146,6 +151,7 @@ impl StackBackend {
                     .map(|accepted| Started {
                         stack: accepted.body,
                         poll: accepted.poll,
+                        ended: None,
                         outcome: None,
                     }))
             }

@@ -3,10 +3,12 @@
 //! together in the next transaction, with one WAL sync for all of them instead of one each.
 //!
 //! Durability and isolation are each write's own, as if it had its own transaction: a caller's future completes
-//! only once the transaction holding its write is committed (with `synchronous = FULL`, on disk); each write runs
-//! inside its own savepoint, so one that fails (a precondition, a missing deployment) is rolled back alone and
-//! reports its own error while the others commit; writes are applied in the order they were submitted. A failure
-//! of the transaction itself (begin, commit, a savepoint) fails every write of the group — none is committed.
+//! only once the transaction holding its write is committed (with `synchronous = FULL`, on disk); a write that is
+//! refused (a precondition, a missing deployment, a taken key) is undone alone and reports its own error while the
+//! others commit; writes are applied in the order they were submitted. A refused single-statement write needs no
+//! savepoint — SQLite undoes a failed statement and keeps the transaction — so only a journal step with its
+//! inventory change (two statements) gets one. Any other failure (the database's own: I/O, a full disk, the
+//! transaction's begin or commit) fails every write of the group, and none is committed.
 //!
 //! How a group forms: a write queues itself, then waits for the leader lock. Whoever holds it takes everything
 //! queued and commits it; the writes that queued meanwhile find, when their turn comes, either their answer (a
@@ -144,16 +146,46 @@ async fn apply_all(
         .map_err(backend)?;
     let mut results = Vec::with_capacity(writes.len());
     for write in writes {
-        statement(&mut tx, "SAVEPOINT grouped_write").await?;
-        let result = apply(&mut tx, write).await;
-        if result.is_err() {
-            statement(&mut tx, "ROLLBACK TO SAVEPOINT grouped_write").await?;
+        let statements = match write {
+            GroupedWrite::RecordStep(..) => Statements::Several,
+            GroupedWrite::AppendStep(_) | GroupedWrite::PutResource(..) => Statements::One,
+        };
+        if statements == Statements::Several {
+            statement(&mut tx, "SAVEPOINT grouped_write").await?;
         }
-        statement(&mut tx, "RELEASE SAVEPOINT grouped_write").await?;
+        let result = apply(&mut tx, write).await;
+        match (&result, statements) {
+            (Ok(_), _) => {}
+            (Err(error), Statements::One) if refused(error) => {}
+            (Err(_), Statements::Several) => {
+                statement(&mut tx, "ROLLBACK TO SAVEPOINT grouped_write").await?;
+            }
+            // The database failed mid-transaction: nothing of the group is trusted to commit.
+            (Err(error), Statements::One) => return Err(StoreError::Backend(error.to_string())),
+        }
+        if statements == Statements::Several {
+            statement(&mut tx, "RELEASE SAVEPOINT grouped_write").await?;
+        }
         results.push(result);
     }
     tx.commit().await.map_err(backend)?;
     Ok(results)
+}
+
+/// How many statements a write takes: a refused single statement is undone by SQLite itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Statements {
+    One,
+    Several,
+}
+
+/// A write refused before it changed anything, or by a constraint (whose statement SQLite undid): the transaction
+/// goes on.
+fn refused(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::NotFound { .. } | StoreError::Conflict { .. }
+    )
 }
 
 async fn statement(conn: &mut SqliteConnection, sql: &'static str) -> StoreResult<()> {

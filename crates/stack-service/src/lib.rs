@@ -32,7 +32,9 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_arm::models::deployment::{Deployment, DeploymentMode, DeploymentProperties};
+use cairn_arm::models::deployment::{
+    Deployment, DeploymentExtended, DeploymentMode, DeploymentProperties,
+};
 use cairn_arm::models::stack::{
     DenySettingsMode, DenyStatusMode, DeploymentStack, DeploymentStackProperties,
     DeploymentStackProvisioningState, DeploymentStackTemplateDefinition,
@@ -50,6 +52,7 @@ use cairn_stacks::{
 use cairn_store::{
     Lease, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp,
 };
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use crate::record::RecordFence;
@@ -448,11 +451,13 @@ impl StackService {
         }
     }
 
-    async fn load(
+    /// The record and the stack it holds, without decoding its managed set (which a GET does not need, and which
+    /// is the larger part of a big stack's record).
+    async fn load_stack(
         &self,
         scope: &str,
         name: &str,
-    ) -> Result<Option<(StackRecord, DeploymentStack, StoredState)>, ArmError> {
+    ) -> Result<Option<(StackRecord, DeploymentStack)>, ArmError> {
         let Some(record) = self
             .inner
             .store
@@ -462,13 +467,24 @@ impl StackService {
         else {
             return Ok(None);
         };
-        let stack: DeploymentStack = serde_json::from_value(record.stack.clone()).map_err(|e| {
+        let stack = DeploymentStack::deserialize(&record.stack).map_err(|e| {
             ArmError::new(
                 500,
                 "StoreDataCorrupt",
                 format!("stored stack '{name}': {e}"),
             )
         })?;
+        Ok(Some((record, stack)))
+    }
+
+    async fn load(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<Option<(StackRecord, DeploymentStack, StoredState)>, ArmError> {
+        let Some((record, stack)) = self.load_stack(scope, name).await? else {
+            return Ok(None);
+        };
         let state = StoredState::from_value(&record.managed_set).map_err(|e| {
             ArmError::new(
                 500,
@@ -845,9 +861,27 @@ impl StackService {
         name: &str,
         depth: u32,
     ) -> Result<DeploymentSnapshot, ArmError> {
-        let engine = &self.inner.engine;
-        let deployment = engine.get(scope, name).await.map_err(|e| e.to_arm())?;
-        let operations = engine
+        let deployment = self
+            .inner
+            .engine
+            .get(scope, name)
+            .await
+            .map_err(|e| e.to_arm())?;
+        self.snapshot_of(deployment, scope, name, depth).await
+    }
+
+    /// [`StackService::snapshot`] of a deployment whose record was just read (as the engine's handle returns it when
+    /// the deployment ends): a big deployment's record is not read twice.
+    async fn snapshot_of(
+        &self,
+        deployment: DeploymentExtended,
+        scope: &str,
+        name: &str,
+        depth: u32,
+    ) -> Result<DeploymentSnapshot, ArmError> {
+        let operations = self
+            .inner
+            .engine
             .operations(scope, name)
             .await
             .map_err(|e| e.to_arm())?;
@@ -909,8 +943,9 @@ impl StackService {
                 .await
                 .map_err(|e| e.to_arm())?;
             stack.properties.deployment_id = handle.accepted.id.clone();
-            handle.wait().await.map_err(|e| e.to_arm())?;
-            self.snapshot(&deployment_scope, &deployment_name, 0).await
+            let deployment = handle.wait().await.map_err(|e| e.to_arm())?;
+            self.snapshot_of(deployment, &deployment_scope, &deployment_name, 0)
+                .await
         }
         .await;
         let run = PutRun {
@@ -1138,9 +1173,9 @@ impl StackService {
 
     /// The stack (`GET`); 404 `DeploymentStackNotFound`.
     pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
-        self.load(scope, name)
+        self.load_stack(scope, name)
             .await?
-            .map(|(_, stack, _)| stack)
+            .map(|(_, stack)| stack)
             .ok_or_else(|| ArmError::deployment_stack_not_found(name))
     }
 
@@ -1197,7 +1232,7 @@ impl StackService {
         correlation_id: Option<String>,
     ) -> Result<Option<DeleteRun>, ArmError> {
         check_actions(&options.action_on_unmanage)?;
-        let Some((_, current, _)) = self.load(scope, name).await? else {
+        let Some((_, current)) = self.load_stack(scope, name).await? else {
             return Ok(None);
         };
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());

@@ -2,7 +2,11 @@
 //! (the `cairn` binary, in-process engine on its own `CAIRN_HOME`) against a loopback HTTP v2 extension that
 //! answers every call after a fixed latency, compared with the ideal the engine's parallelism allows.
 //!
-//! `cargo bench -p cairn --bench stack_latency -- [--runs 3] [--count 800] [--update-to 400] [--latency-ms 20]`
+//! `cargo bench -p cairn --bench stack_latency -- [--runs 3] [--count 800] [--update-to 400] [--latency-ms 20]
+//! [--baseline PATH]`
+//!
+//! With `--baseline PATH` (another build of the `cairn` binary, e.g. of an earlier commit), every run measures both
+//! binaries, alternating which goes first, so a before/after comparison shares the machine's load of the moment.
 //!
 //! Per run, on a fresh data directory with one resource group:
 //! 1. **create**: a stack of `count` independent extension resources (`--action-on-unmanage deleteAll`);
@@ -24,7 +28,7 @@
 //! test of the same path.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -47,6 +51,8 @@ struct Options {
     count: usize,
     update_to: usize,
     latency: Duration,
+    /// Another `cairn` binary measured in the same runs.
+    baseline: Option<PathBuf>,
 }
 
 fn options() -> Options {
@@ -66,6 +72,11 @@ fn options() -> Options {
         count,
         update_to: value("--update-to").unwrap_or(count / 2).min(count),
         latency: Duration::from_millis(value("--latency-ms").unwrap_or(20) as u64),
+        baseline: args
+            .iter()
+            .position(|a| a == "--baseline")
+            .and_then(|i| args.get(i + 1))
+            .map(PathBuf::from),
     }
 }
 
@@ -218,9 +229,9 @@ fn template(prefix: &str, count: usize) -> Value {
     })
 }
 
-fn cairn(home: &Path, args: &[&str]) -> (Output, Duration) {
+fn cairn(binary: &Path, home: &Path, args: &[&str]) -> (Output, Duration) {
     let started = Instant::now();
-    let out = Command::new(env!("CARGO_BIN_EXE_cairn"))
+    let out = Command::new(binary)
         .env("CAIRN_HOME", home)
         .env_remove("CAIRN_SERVER")
         .env_remove("CAIRN_TOKEN")
@@ -341,10 +352,16 @@ impl Phase {
 }
 
 /// Runs `cairn args` and accounts for it against the extension's calls.
-fn timed(home: &Path, args: &[&str], extension: &Extension, ideal: Duration) -> (Output, Phase) {
+fn timed(
+    binary: &Path,
+    home: &Path,
+    args: &[&str],
+    extension: &Extension,
+    ideal: Duration,
+) -> (Output, Phase) {
     extension.take();
     let origin = extension.origin.elapsed();
-    let (out, wall) = cairn(home, args);
+    let (out, wall) = cairn(binary, home, args);
     let (calls, busiest) = extension.take();
     (out, Phase::of(wall, ideal, origin, &calls, busiest))
 }
@@ -355,7 +372,7 @@ struct Run {
     deployment: Phase,
 }
 
-fn run(options: &Options, extension: &Extension, url: &str) -> Run {
+fn run(options: &Options, binary: &Path, extension: &Extension, url: &str) -> Run {
     let dir = tempfile::tempdir().expect("temp dir");
     let home = dir.path().join("home");
     std::fs::create_dir_all(&home).expect("home");
@@ -375,7 +392,11 @@ fn run(options: &Options, extension: &Extension, url: &str) -> Run {
     let full = file("full.json", template("r", count));
     let smaller = file("smaller.json", template("r", kept));
     let deployment = file("deployment.json", template("d", count));
-    cairn(&home, &["group", "create", "-n", GROUP, "-l", "local"]);
+    cairn(
+        binary,
+        &home,
+        &["group", "create", "-n", GROUP, "-l", "local"],
+    );
 
     let latency = options.latency;
     let stack = |template: &str| {
@@ -396,6 +417,7 @@ fn run(options: &Options, extension: &Extension, url: &str) -> Run {
         .map(str::to_owned)
     };
     let (out, create) = timed(
+        binary,
         &home,
         &stack(&full).each_ref().map(String::as_str),
         extension,
@@ -407,6 +429,7 @@ fn run(options: &Options, extension: &Extension, url: &str) -> Run {
 
     let ideal = latency * (waves(kept) + waves(count - kept));
     let (out, update) = timed(
+        binary,
         &home,
         &stack(&smaller).each_ref().map(String::as_str),
         extension,
@@ -427,6 +450,7 @@ fn run(options: &Options, extension: &Extension, url: &str) -> Run {
     );
 
     let (out, deployment) = timed(
+        binary,
         &home,
         &[
             "deployment",
@@ -514,18 +538,36 @@ fn main() {
         options.latency.as_millis(),
         options.runs
     );
-    let mut runs = Vec::new();
-    for round in 1..=options.runs {
-        let run = run(&options, &extension, &url);
-        println!("run {round}");
-        println!("  {}", run.create.line("stack create"));
-        println!("  {}", run.update.line("stack update"));
-        println!("  {}", run.deployment.line("deployment"));
-        runs.push(run);
+    let mut binaries = vec![("cairn", PathBuf::from(env!("CARGO_BIN_EXE_cairn")))];
+    if let Some(baseline) = &options.baseline {
+        binaries.insert(0, ("baseline", baseline.clone()));
     }
-    println!("best and median of {} runs:", options.runs);
-    let all = |pick: fn(&Run) -> &Phase| runs.iter().map(pick).collect::<Vec<_>>();
-    println!("  {}", summary("stack create", &all(|r| &r.create)));
-    println!("  {}", summary("stack update", &all(|r| &r.update)));
-    println!("  {}", summary("deployment", &all(|r| &r.deployment)));
+    let mut runs: Vec<Vec<Run>> = binaries.iter().map(|_| Vec::new()).collect();
+    for round in 1..=options.runs {
+        // Alternate which binary goes first, so neither always meets the machine in the same state.
+        let mut order: Vec<usize> = (0..binaries.len()).collect();
+        if round % 2 == 0 {
+            order.reverse();
+        }
+        for which in order {
+            let (label, binary) = &binaries[which];
+            let run = run(&options, binary, &extension, &url);
+            println!("run {round}, {label}");
+            println!("  {}", run.create.line("stack create"));
+            println!("  {}", run.update.line("stack update"));
+            println!("  {}", run.deployment.line("deployment"));
+            runs[which].push(run);
+        }
+    }
+    for ((label, binary), runs) in binaries.iter().zip(&runs) {
+        println!(
+            "{label} ({}), best and median of {} runs:",
+            binary.display(),
+            options.runs
+        );
+        let all = |pick: fn(&Run) -> &Phase| runs.iter().map(pick).collect::<Vec<_>>();
+        println!("  {}", summary("stack create", &all(|r| &r.create)));
+        println!("  {}", summary("stack update", &all(|r| &r.update)));
+        println!("  {}", summary("deployment", &all(|r| &r.deployment)));
+    }
 }

@@ -626,7 +626,17 @@ async fn create(
     for line in watch.observe(&started.stack, std::time::Duration::ZERO) {
         eprintln!("{line}");
     }
-    let Some(stack) = follow(backend, &scope, name, &mut watch, started.poll, None).await? else {
+    let Some(stack) = follow(
+        backend,
+        &scope,
+        name,
+        &mut watch,
+        started.poll,
+        started.ended,
+        None,
+    )
+    .await?
+    else {
         return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
     };
     emit_stack(a.stack.output, &stack, a.query.as_deref())?;
@@ -661,6 +671,7 @@ async fn delete(
         name,
         &mut watch,
         started.poll,
+        started.ended,
         Some(followed),
     )
     .await?;

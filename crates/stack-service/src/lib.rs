@@ -28,10 +28,13 @@ mod unmanage;
 mod validation;
 mod what_if;
 
+use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use cairn_arm::models::deployment::{Deployment, DeploymentMode, DeploymentProperties};
+use cairn_arm::models::deployment::{
+    Deployment, DeploymentExtended, DeploymentMode, DeploymentProperties,
+};
 use cairn_arm::models::stack::{
     DenySettingsMode, DenyStatusMode, DeploymentStack, DeploymentStackProperties,
     DeploymentStackProvisioningState, DeploymentStackTemplateDefinition,
@@ -43,12 +46,13 @@ use cairn_engine::{DeployOptions, Engine, Providers};
 use cairn_host::ExtensionHost;
 use cairn_stacks::directive::PersistedConfig;
 use cairn_stacks::{
-    DeploymentSnapshot, ManagedSet, ManagedTarget, Ownership, RunSettings, StackClaim,
-    StackOperationResult, collect_managed_set, diff_collected, unmanage_all,
+    DeploymentSnapshot, ManagedResource, ManagedSet, ManagedTarget, Ownership, RunSettings,
+    StackClaim, StackOperationResult, collect_managed_set, diff_collected, unmanage_all,
 };
 use cairn_store::{
     Lease, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp,
 };
+use serde::Deserialize as _;
 use serde_json::Value;
 
 use crate::record::RecordFence;
@@ -64,13 +68,41 @@ pub use crate::recovery::StackRecoveryReport;
 pub use crate::state::SHARE_TAG;
 pub use crate::what_if::WhatIfAccepted;
 
+/// Says when a stack operation started in this process has ended: its last write is done and its lease
+/// released, so a read of the stack now shows how it ended (or finds it gone). A caller following the operation
+/// by reading the record waits on this between reads instead of finding out up to a polling interval late.
+#[derive(Clone, Debug)]
+pub struct OperationEnded {
+    ended: tokio::sync::watch::Receiver<bool>,
+}
+
+impl OperationEnded {
+    /// A signal and the sender that fires it (also when the sender is dropped, e.g. its task panicked).
+    fn channel() -> (tokio::sync::watch::Sender<bool>, OperationEnded) {
+        let (sender, ended) = tokio::sync::watch::channel(false);
+        (sender, OperationEnded { ended })
+    }
+
+    /// Waits until the operation has ended; at once if it has.
+    pub async fn wait(&mut self) {
+        // An error means the sender is gone: the operation's task ended without saying so.
+        let _ = self.ended.wait_for(|ended| *ended).await;
+    }
+}
+
 /// A stack delete under way in this process ([`StackService::delete_and_report`]).
 #[derive(Debug)]
 pub struct DeleteRun {
     outcome: tokio::sync::oneshot::Receiver<DeploymentStack>,
+    ended: OperationEnded,
 }
 
 impl DeleteRun {
+    /// Fires when the delete has ended; take it before [`DeleteRun::finished`], which consumes the run.
+    pub fn ended(&self) -> OperationEnded {
+        self.ended.clone()
+    }
+
     /// Waits for the delete to end: the stack as the operation left it, with `deletedResources`,
     /// `detachedResources` and `failedResources` (`succeeded` when the record is gone, `failed` when it stays).
     /// `None` when the outcome could not be recorded (the stack's record says what is known).
@@ -90,7 +122,8 @@ pub struct StackServiceSettings {
     pub heartbeat_interval: Duration,
     /// Delete rounds (the first plus retries).
     pub max_delete_rounds: u32,
-    /// Deletes in flight at once.
+    /// Deletes in flight at once. The default is the engine's default parallelism, so unmanaging runs as wide as
+    /// the deployment that created the resources.
     pub max_deletes_in_flight: usize,
     /// Pause between delete rounds.
     pub retry_backoff: Duration,
@@ -105,7 +138,7 @@ impl Default for StackServiceSettings {
             lease_ttl: Duration::from_secs(120),
             heartbeat_interval: Duration::from_secs(20),
             max_delete_rounds: 4,
-            max_deletes_in_flight: 10,
+            max_deletes_in_flight: 16,
             retry_backoff: Duration::from_secs(2),
             progress_interval: Duration::from_millis(500),
         }
@@ -119,6 +152,8 @@ pub struct Accepted {
     pub stack: DeploymentStack,
     /// Whether the stack is new (201) rather than updated (200).
     pub created: bool,
+    /// Fires when the operation has ended.
+    pub ended: OperationEnded,
 }
 
 /// A page of stacks.
@@ -416,11 +451,13 @@ impl StackService {
         }
     }
 
-    async fn load(
+    /// The record and the stack it holds, without decoding its managed set (which a GET does not need, and which
+    /// is the larger part of a big stack's record).
+    async fn load_stack(
         &self,
         scope: &str,
         name: &str,
-    ) -> Result<Option<(StackRecord, DeploymentStack, StoredState)>, ArmError> {
+    ) -> Result<Option<(StackRecord, DeploymentStack)>, ArmError> {
         let Some(record) = self
             .inner
             .store
@@ -430,13 +467,24 @@ impl StackService {
         else {
             return Ok(None);
         };
-        let stack: DeploymentStack = serde_json::from_value(record.stack.clone()).map_err(|e| {
+        let stack = DeploymentStack::deserialize(&record.stack).map_err(|e| {
             ArmError::new(
                 500,
                 "StoreDataCorrupt",
                 format!("stored stack '{name}': {e}"),
             )
         })?;
+        Ok(Some((record, stack)))
+    }
+
+    async fn load(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<Option<(StackRecord, DeploymentStack, StoredState)>, ArmError> {
+        let Some((record, stack)) = self.load_stack(scope, name).await? else {
+            return Ok(None);
+        };
         let state = StoredState::from_value(&record.managed_set).map_err(|e| {
             ArmError::new(
                 500,
@@ -601,7 +649,7 @@ impl StackService {
             self.release(scope, name, &owner).await;
             self.resume_if_interrupted(error, scope, name);
         }
-        let (accepted, job) = result?;
+        let (accepted, job, ended_sender) = result?;
         let stop = self.heartbeat(lease.name, owner.clone());
         let service = self.clone();
         let (scope, name) = (scope.to_owned(), name.to_owned());
@@ -612,6 +660,7 @@ impl StackService {
             }
             let _ = stop.send(());
             service.release(&scope, &name, &owner).await;
+            let _ = ended_sender.send(true);
         });
         Ok(accepted)
     }
@@ -652,7 +701,7 @@ impl StackService {
         request: DeploymentStack,
         existing: Option<(StackRecord, DeploymentStack, StoredState)>,
         correlation_id: Option<String>,
-    ) -> Result<(Accepted, PutJob), ArmError> {
+    ) -> Result<(Accepted, PutJob, tokio::sync::watch::Sender<bool>), ArmError> {
         let bypass = request
             .properties
             .bypass_stack_out_of_sync_error
@@ -706,10 +755,12 @@ impl StackService {
             .put_record(scope, name, &stack, &in_flight, precondition)
             .await?;
         let fence = RecordFence::new(scope, name, written.version);
+        let (ended_sender, ended) = OperationEnded::channel();
         Ok((
             Accepted {
                 stack: stack.clone(),
                 created,
+                ended,
             },
             PutJob {
                 request,
@@ -718,6 +769,7 @@ impl StackService {
                 correlation_id,
                 fence,
             },
+            ended_sender,
         ))
     }
 
@@ -809,9 +861,27 @@ impl StackService {
         name: &str,
         depth: u32,
     ) -> Result<DeploymentSnapshot, ArmError> {
-        let engine = &self.inner.engine;
-        let deployment = engine.get(scope, name).await.map_err(|e| e.to_arm())?;
-        let operations = engine
+        let deployment = self
+            .inner
+            .engine
+            .get(scope, name)
+            .await
+            .map_err(|e| e.to_arm())?;
+        self.snapshot_of(deployment, scope, name, depth).await
+    }
+
+    /// [`StackService::snapshot`] of a deployment whose record was just read (as the engine's handle returns it when
+    /// the deployment ends): a big deployment's record is not read twice.
+    async fn snapshot_of(
+        &self,
+        deployment: DeploymentExtended,
+        scope: &str,
+        name: &str,
+        depth: u32,
+    ) -> Result<DeploymentSnapshot, ArmError> {
+        let operations = self
+            .inner
+            .engine
             .operations(scope, name)
             .await
             .map_err(|e| e.to_arm())?;
@@ -873,8 +943,9 @@ impl StackService {
                 .await
                 .map_err(|e| e.to_arm())?;
             stack.properties.deployment_id = handle.accepted.id.clone();
-            handle.wait().await.map_err(|e| e.to_arm())?;
-            self.snapshot(&deployment_scope, &deployment_name, 0).await
+            let deployment = handle.wait().await.map_err(|e| e.to_arm())?;
+            self.snapshot_of(deployment, &deployment_scope, &deployment_name, 0)
+                .await
         }
         .await;
         let run = PutRun {
@@ -1102,9 +1173,9 @@ impl StackService {
 
     /// The stack (`GET`); 404 `DeploymentStackNotFound`.
     pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
-        self.load(scope, name)
+        self.load_stack(scope, name)
             .await?
-            .map(|(_, stack, _)| stack)
+            .map(|(_, stack)| stack)
             .ok_or_else(|| ArmError::deployment_stack_not_found(name))
     }
 
@@ -1161,7 +1232,7 @@ impl StackService {
         correlation_id: Option<String>,
     ) -> Result<Option<DeleteRun>, ArmError> {
         check_actions(&options.action_on_unmanage)?;
-        let Some((_, current, _)) = self.load(scope, name).await? else {
+        let Some((_, current)) = self.load_stack(scope, name).await? else {
             return Ok(None);
         };
         let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
@@ -1207,6 +1278,7 @@ impl StackService {
             }
         };
         let (report, outcome) = tokio::sync::oneshot::channel();
+        let (ended_sender, ended) = OperationEnded::channel();
         self.spawn_delete(
             lease,
             owner,
@@ -1215,13 +1287,13 @@ impl StackService {
             state,
             options.action_on_unmanage,
             correlation_id,
-            Some(report),
+            Some((report, ended_sender)),
         );
-        Ok(Some(DeleteRun { outcome }))
+        Ok(Some(DeleteRun { outcome, ended }))
     }
 
     /// Runs a delete in the background under `lease` (renewed until it ends, then released); the stack as the
-    /// delete left it goes to `report`, once the lease is released.
+    /// delete left it goes to `report`, once the lease is released, and then its end is signalled.
     #[allow(clippy::too_many_arguments)]
     fn spawn_delete(
         &self,
@@ -1232,7 +1304,10 @@ impl StackService {
         state: StoredState,
         action: cairn_arm::models::stack::ActionOnUnmanage,
         correlation_id: String,
-        report: Option<tokio::sync::oneshot::Sender<DeploymentStack>>,
+        report: Option<(
+            tokio::sync::oneshot::Sender<DeploymentStack>,
+            tokio::sync::watch::Sender<bool>,
+        )>,
     ) {
         let stop = self.heartbeat(lease.name, owner.clone());
         let service = self.clone();
@@ -1246,8 +1321,11 @@ impl StackService {
             }
             let _ = stop.send(());
             service.release(&scope, &name, &owner).await;
-            if let (Some(report), Ok(stack)) = (report, outcome) {
-                let _ = report.send(stack);
+            if let Some((report, ended)) = report {
+                if let Ok(stack) = outcome {
+                    let _ = report.send(stack);
+                }
+                let _ = ended.send(true);
             }
         });
     }
@@ -1422,46 +1500,51 @@ fn with_deny_status(set: ManagedSet, mode: &DenySettingsMode) -> ManagedSet {
 }
 
 /// A resource deployed again with the same extension, type and identifiers but another `configId` means the
-/// config now points at a different control plane: refused.
+/// config now points at a different control plane: refused. One pass over each set (a stack of thousands of
+/// resources is checked in linear time).
 fn config_id_changes(previous: &ManagedSet, next: &ManagedSet) -> Option<ErrorDetail> {
-    let identity = |r: &cairn_stacks::ManagedResource| match r.target() {
-        ManagedTarget::Extensible {
-            extension,
-            resource_type,
-            identifiers,
-        } => Some((
-            extension.name.to_ascii_lowercase(),
-            resource_type.to_ascii_lowercase(),
-            identifiers.to_string(),
-            extension.config_id.clone().unwrap_or_default(),
-        )),
-        ManagedTarget::Arm(_) => None,
-    };
+    /// Extension, type and identifiers (what a resource is, on whichever control plane), and its `configId`.
+    fn identity(r: &ManagedResource) -> Option<((String, String, String), String)> {
+        match r.target() {
+            ManagedTarget::Extensible {
+                extension,
+                resource_type,
+                identifiers,
+            } => Some((
+                (
+                    extension.name.to_ascii_lowercase(),
+                    resource_type.to_ascii_lowercase(),
+                    identifiers.to_string(),
+                ),
+                extension.config_id.clone().unwrap_or_default(),
+            )),
+            ManagedTarget::Arm(_) => None,
+        }
+    }
+    let mut managed_on: HashMap<(String, String, String), Vec<String>> = HashMap::new();
+    for (what, config_id) in previous.iter().filter_map(identity) {
+        managed_on.entry(what).or_default().push(config_id);
+    }
     let mut details = Vec::new();
-    for new in next.iter() {
-        let Some((ext, ty, ids, config_id)) = identity(new) else {
+    for ((ext, ty, ids), config_id) in next.iter().filter_map(identity) {
+        let key = (ext, ty, ids);
+        let Some(old_config_ids) = managed_on.get(&key) else {
             continue;
         };
-        for old in previous.iter() {
-            if let Some((old_ext, old_ty, old_ids, old_config_id)) = identity(old)
-                && old_ext == ext
-                && old_ty == ty
-                && old_ids == ids
-                && old_config_id != config_id
-            {
-                details.push(
-                    ErrorDetail::new(
-                        "DeploymentStackExtensionConfigIdChanged",
-                        format!(
-                            "The extension '{ext}' resource of type '{ty}' was deployed to control plane \
-                             '{config_id}', but the stack manages it on '{old_config_id}'. A stack cannot move \
-                             resources between control planes. Fix: deploy with the config of '{old_config_id}', \
-                             or remove the resource from the stack first."
-                        ),
-                    )
-                    .with_target(ty.clone()),
-                );
-            }
+        let (ext, ty, _) = &key;
+        for old_config_id in old_config_ids.iter().filter(|old| **old != config_id) {
+            details.push(
+                ErrorDetail::new(
+                    "DeploymentStackExtensionConfigIdChanged",
+                    format!(
+                        "The extension '{ext}' resource of type '{ty}' was deployed to control plane \
+                         '{config_id}', but the stack manages it on '{old_config_id}'. A stack cannot move \
+                         resources between control planes. Fix: deploy with the config of '{old_config_id}', \
+                         or remove the resource from the stack first."
+                    ),
+                )
+                .with_target(ty.clone()),
+            );
         }
     }
     (!details.is_empty()).then(|| {
@@ -1498,5 +1581,57 @@ mod tests {
     #[test]
     fn durations_are_iso_8601() {
         assert_eq!(iso_duration(Duration::from_millis(1_234)), "PT1.234S");
+    }
+
+    fn widget(
+        extension: &str,
+        resource_type: &str,
+        name: &str,
+        config_id: &str,
+    ) -> ManagedResource {
+        ManagedResource::extensible(
+            cairn_stacks::ExtensionIdentity {
+                name: extension.into(),
+                version: "1.0.0".into(),
+                config_id: Some(config_id.into()),
+            },
+            resource_type,
+            serde_json::json!({ "name": name }),
+        )
+    }
+
+    #[test]
+    fn a_resource_moved_to_another_config_id_is_refused_and_nothing_else() {
+        let vault = ResourceId::parse(
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.KeyVault/vaults/v",
+        )
+        .unwrap();
+        let previous: ManagedSet = [
+            widget("Widgets", "widget", "a", "c1"),
+            widget("Widgets", "widget", "b", "c1"),
+            ManagedResource::arm(vault.clone()),
+        ]
+        .into_iter()
+        .collect();
+        assert!(config_id_changes(&previous, &previous).is_none());
+        let next: ManagedSet = [
+            // The same resource (extension and type compared without case) on another control plane.
+            widget("WIDGETS", "Widget", "a", "c2"),
+            widget("Widgets", "widget", "b", "c1"),
+            widget("Widgets", "widget", "c", "c2"),
+            ManagedResource::arm(vault),
+        ]
+        .into_iter()
+        .collect();
+        let refused = config_id_changes(&previous, &next).expect("refused");
+        assert_eq!(refused.code(), "DeploymentStackExtensionConfigIdChanged");
+        let details = serde_json::to_value(&refused).unwrap()["details"].clone();
+        assert_eq!(details.as_array().map(Vec::len), Some(1), "{details:#}");
+        assert_eq!(details[0]["target"], "widget");
+        let message = details[0]["message"].as_str().unwrap_or_default();
+        assert!(
+            message.contains("'c2'") && message.contains("'c1'"),
+            "{message}"
+        );
     }
 }

@@ -734,6 +734,58 @@ async fn a_second_operation_while_one_runs_is_409() {
     assert_eq!(listed.value.len(), 1);
 }
 
+/// The end signal of an operation in this process comes once its outcome is written and its lease released:
+/// right after it, a read shows the outcome and another operation is accepted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_operations_end_is_signalled_once_its_outcome_is_readable() {
+    let env = setup(fast()).await;
+    env.widgets.latency_ms.store(200, Ordering::SeqCst);
+    let accepted = env
+        .service
+        .create_or_update(
+            RG,
+            "signal",
+            stack(&["a", "b"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    let mut ended = accepted.ended.clone();
+    ended.wait().await;
+    let created = serde_json::to_value(env.service.get(RG, "signal").await.expect("get")).unwrap();
+    assert_eq!(created["properties"]["provisioningState"], "succeeded");
+    assert_eq!(names_of(&created["properties"]["resources"]), ["a", "b"]);
+    // Waiting again returns at once: the signal stays set.
+    ended.wait().await;
+
+    let run = env
+        .service
+        .delete_and_report(
+            RG,
+            "signal",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted")
+        .expect("the stack exists");
+    run.ended().wait().await;
+    let gone = env.service.get(RG, "signal").await.expect_err("deleted");
+    assert_eq!(gone.status(), 404);
+    assert!(!env.widgets.has("a") && !env.widgets.has("b"));
+    let last = run.finished().await.expect("the outcome");
+    assert_eq!(
+        names_of(&serde_json::to_value(&last).unwrap()["properties"]["deletedResources"]),
+        ["a", "b"]
+    );
+    // The lease is free: a new stack of the same name is accepted at once.
+    env.service
+        .create_or_update(RG, "signal", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted after the end");
+    settle(&env.service, "signal").await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_crashed_operation_frees_the_stack_after_the_ttl() {
     let env = setup(fast()).await;

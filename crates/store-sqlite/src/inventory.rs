@@ -11,6 +11,7 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
 use crate::deployments::paginate;
+use crate::group_commit::{Grouped, GroupedWrite};
 use crate::rows::{
     backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
     optional_json, optional_json_text, timestamp, unsigned,
@@ -157,21 +158,20 @@ impl SqliteStore {
         resource: ManagedResource,
         precondition: Precondition,
     ) -> StoreResult<ManagedResourceRecord> {
-        let mut tx = self.begin_write().await?;
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT version FROM managed_resources WHERE key = ?1")
-                .bind(resource.key.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(backend)?;
-        check_precondition(E, resource.key.as_str(), precondition, found)?;
-        let (version, created_at) = upsert_resource(&mut tx, &resource).await?;
-        tx.commit().await.map_err(backend)?;
-        Ok(ManagedResourceRecord {
-            resource,
-            created_at,
-            version,
-        })
+        match self
+            .group
+            .write(
+                &self.writer,
+                GroupedWrite::PutResource(resource, precondition),
+            )
+            .await?
+        {
+            Grouped::Resource(record) => Ok(*record),
+            Grouped::Step(_) => Err(StoreError::corrupt(
+                E,
+                "an inventory write answered with a journal step",
+            )),
+        }
     }
 
     pub(crate) async fn get_managed_resource_impl(

@@ -9,7 +9,7 @@ use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::inventory::upsert_resource;
+use crate::group_commit::{Grouped, GroupedWrite};
 use crate::rows::{
     backend, check_format, current_format, get, optional_json, optional_json_text, signed,
     timestamp, unsigned, write_error,
@@ -55,7 +55,10 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
 }
 
 /// Appends one journal row and returns its sequence number (the run's highest plus one).
-async fn insert_step(conn: &mut SqliteConnection, step: &OperationStep) -> StoreResult<u64> {
+pub(crate) async fn insert_step(
+    conn: &mut SqliteConnection,
+    step: &OperationStep,
+) -> StoreResult<u64> {
     let extension = step
         .extension
         .as_ref()
@@ -97,10 +100,7 @@ impl SqliteStore {
         &self,
         step: OperationStep,
     ) -> StoreResult<OperationRecord> {
-        let mut conn = self.writer.acquire().await.map_err(backend)?;
-        // One statement, one implicit transaction: the sequence number is computed and used under the write lock.
-        let sequence = insert_step(&mut conn, &step).await?;
-        Ok(OperationRecord { sequence, step })
+        self.grouped_step(GroupedWrite::AppendStep(step)).await
     }
 
     pub(crate) async fn record_step_impl(
@@ -108,22 +108,18 @@ impl SqliteStore {
         step: OperationStep,
         change: InventoryChange,
     ) -> StoreResult<OperationRecord> {
-        let mut tx = self.begin_write().await?;
-        let sequence = insert_step(&mut tx, &step).await?;
-        match &change {
-            InventoryChange::Put(resource) => {
-                upsert_resource(&mut tx, resource).await?;
-            }
-            InventoryChange::Delete(key) => {
-                sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
-                    .bind(key.as_str())
-                    .execute(&mut *tx)
-                    .await
-                    .map_err(backend)?;
-            }
+        self.grouped_step(GroupedWrite::RecordStep(step, change))
+            .await
+    }
+
+    async fn grouped_step(&self, write: GroupedWrite) -> StoreResult<OperationRecord> {
+        match self.group.write(&self.writer, write).await? {
+            Grouped::Step(record) => Ok(*record),
+            Grouped::Resource(_) => Err(StoreError::corrupt(
+                E,
+                "a journal write answered with a resource",
+            )),
         }
-        tx.commit().await.map_err(backend)?;
-        Ok(OperationRecord { sequence, step })
     }
 
     pub(crate) async fn latest_operations_impl(

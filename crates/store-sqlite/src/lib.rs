@@ -25,6 +25,7 @@
 //!   `bytes_per_resource` bench measures it; `docs/store.md` and `docs/benchmarks-store.md` explain the choices.
 
 mod deployments;
+mod group_commit;
 mod groups;
 mod host_operations;
 mod inventory;
@@ -95,6 +96,8 @@ impl Default for SqliteOptions {
 /// The SQLite implementation of [`cairn_store::Store`].
 pub struct SqliteStore {
     writer: SqlitePool,
+    /// The per-operation writes of running deployments, committed in groups on `writer`.
+    group: group_commit::GroupCommit,
     reader: SqlitePool,
     data_key: DataKey,
     data_dir: Option<PathBuf>,
@@ -158,6 +161,7 @@ impl SqliteStore {
         let data_key = load_data_key(&writer, master_key).await?;
         Ok(SqliteStore {
             writer,
+            group: Default::default(),
             reader,
             data_key,
             data_dir: Some(data_dir.to_owned()),
@@ -186,6 +190,7 @@ impl SqliteStore {
         let data_key = load_data_key(&pool, master_key).await?;
         Ok(SqliteStore {
             writer: pool.clone(),
+            group: Default::default(),
             reader: pool,
             data_key,
             data_dir: Some(data_dir.to_owned()),
@@ -209,6 +214,7 @@ impl SqliteStore {
         let data_key = load_data_key(&pool, master_key).await?;
         Ok(SqliteStore {
             writer: pool.clone(),
+            group: Default::default(),
             reader: pool,
             data_key,
             data_dir: None,

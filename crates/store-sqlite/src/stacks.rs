@@ -75,12 +75,14 @@ impl SqliteStore {
             precondition,
             found,
         )?;
-        sqlx::query(
+        // The record is built from what was written (not read back and parsed again: a stack's JSON is large).
+        let (created_at, version): (i64, i64) = sqlx::query_as(
             "INSERT INTO deployment_stacks (scope_key, name_key, scope, name, stack, managed_set, created_at, \
              updated_at, version, format_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 1, ?8) \
              ON CONFLICT (scope_key, name_key) DO UPDATE SET scope = excluded.scope, name = excluded.name, \
              stack = excluded.stack, managed_set = excluded.managed_set, updated_at = excluded.updated_at, \
-             version = deployment_stacks.version + 1, format_version = excluded.format_version",
+             version = deployment_stacks.version + 1, format_version = excluded.format_version \
+             RETURNING created_at, version",
         )
         .bind(&scope_key)
         .bind(&name_key)
@@ -90,18 +92,20 @@ impl SqliteStore {
         .bind(json_text(&stack.managed_set))
         .bind(now.unix_millis())
         .bind(current_format(E))
-        .execute(&mut *tx)
+        .fetch_one(&mut *tx)
         .await
         .map_err(backend)?;
-        let row = sqlx::query(select_stacks!("WHERE scope_key = ?1 AND name_key = ?2"))
-            .bind(&scope_key)
-            .bind(&name_key)
-            .fetch_one(&mut *tx)
-            .await
-            .map_err(backend)?;
-        let record = record_from_row(&row)?;
         tx.commit().await.map_err(backend)?;
-        Ok(record)
+        Ok(StackRecord {
+            scope: stack.scope,
+            name: stack.name,
+            stack: stack.stack,
+            managed_set: stack.managed_set,
+            created_at: Timestamp::from_unix_millis(created_at),
+            updated_at: now,
+            version: u64::try_from(version)
+                .map_err(|_| StoreError::corrupt(E, "negative version"))?,
+        })
     }
 
     pub(crate) async fn get_stack_impl(

@@ -9,7 +9,7 @@ use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
 use cairn_assembly::Assembly;
 use cairn_client::Client;
-use cairn_stack_service::{DeleteRun, StackService};
+use cairn_stack_service::{DeleteRun, OperationEnded, StackService};
 use cairn_store::PageRequest;
 use serde::Serialize;
 use serde_json::Value;
@@ -32,12 +32,14 @@ pub(crate) struct LocalStacks {
 }
 
 /// A create/update or delete the backend took: the stack as accepted (`Null` for a delete), how long to wait
-/// between reads of the stack while it runs, and for a delete in this process its outcome (the record of a
-/// successful delete is gone before a read can show its last resources; the outcome still lists them).
+/// between reads of the stack while it runs, in this process the signal that it ended (so the last read comes at
+/// once, not up to `poll` later), and for a delete in this process its outcome (the record of a successful delete
+/// is gone before a read can show its last resources; the outcome still lists them).
 #[derive(Debug)]
 pub(crate) struct Started {
     pub(crate) stack: Value,
     pub(crate) poll: Duration,
+    pub(crate) ended: Option<OperationEnded>,
     pub(crate) outcome: Option<DeleteRun>,
 }
 
@@ -73,6 +75,7 @@ impl StackBackend {
                 Ok(Started {
                     stack: to_json(&accepted.stack)?,
                     poll: LOCAL_POLL,
+                    ended: Some(accepted.ended),
                     outcome: None,
                 })
             }
@@ -81,6 +84,7 @@ impl StackBackend {
                 Ok(Started {
                     stack: accepted.body,
                     poll: accepted.poll,
+                    ended: None,
                     outcome: None,
                 })
             }
@@ -132,6 +136,7 @@ impl StackBackend {
                 Ok(run.map(|run| Started {
                     stack: Value::Null,
                     poll: LOCAL_POLL,
+                    ended: Some(run.ended()),
                     outcome: Some(run),
                 }))
             }
@@ -141,6 +146,7 @@ impl StackBackend {
                     .map(|accepted| Started {
                         stack: accepted.body,
                         poll: accepted.poll,
+                        ended: None,
                         outcome: None,
                     }))
             }

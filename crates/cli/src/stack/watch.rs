@@ -21,7 +21,7 @@ use cairn_arm::models::stack::{
     ActionOnUnmanage, DeploymentStackProvisioningState, ResourceKey, ResourceReference,
     UnmanageAction,
 };
-use cairn_stack_service::DeleteRun;
+use cairn_stack_service::{DeleteRun, OperationEnded};
 use serde_json::Value;
 
 use super::backend::StackBackend;
@@ -322,13 +322,15 @@ pub(crate) struct FollowedDelete<'a> {
 }
 
 /// Reads the stack every `poll` until its operation ends, printing `watch`'s lines on stderr; the final record,
-/// or `None` once the stack is gone (a delete's success).
+/// or `None` once the stack is gone (a delete's success). With `ended` (an operation in this process), the read
+/// after the operation's end comes as soon as it ends.
 pub(crate) async fn follow(
     backend: &StackBackend,
     scope: &str,
     name: &str,
     watch: &mut StackWatch,
     poll: Duration,
+    mut ended: Option<OperationEnded>,
     mut delete: Option<FollowedDelete<'_>>,
 ) -> Result<Option<Value>, Failure> {
     let started = Instant::now();
@@ -372,7 +374,15 @@ pub(crate) async fn follow(
             }
             Err(error) => return Err(error),
         }
-        tokio::time::sleep(poll).await;
+        match ended.as_mut() {
+            Some(ended) => {
+                tokio::select! {
+                    () = tokio::time::sleep(poll) => {}
+                    () = ended.wait() => {}
+                }
+            }
+            None => tokio::time::sleep(poll).await,
+        }
     }
 }
 

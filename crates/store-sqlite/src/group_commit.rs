@@ -1,0 +1,481 @@
+//! Group commit for the writes a running deployment makes per resource operation — journal appends, journal steps
+//! with their inventory change, inventory upserts: writes that arrive while a commit is under way are committed
+//! together in the next transaction, with one WAL sync for all of them instead of one each.
+//!
+//! Durability and isolation are each write's own, as if it had its own transaction: a caller's future completes
+//! only once the transaction holding its write is committed (with `synchronous = FULL`, on disk); a write that is
+//! refused (a precondition, a missing deployment, a taken key) is undone alone and reports its own error while the
+//! others commit; writes are applied in the order they were submitted. A refused single-statement write needs no
+//! savepoint — SQLite undoes a failed statement and keeps the transaction — so only a journal step with its
+//! inventory change (two statements) gets one. Any other failure (the database's own: I/O, a full disk, the
+//! transaction's begin or commit) fails every write of the group, and none is committed.
+//!
+//! How a group forms: a write queues itself, then waits for the leader lock. Whoever holds it takes everything
+//! queued and commits it; the writes that queued meanwhile find, when their turn comes, either their answer (a
+//! leader before them committed it) or a new queue to commit. The commit runs in its own task, so a caller that
+//! is dropped mid-commit does not abort the others' writes.
+
+use std::sync::Mutex;
+
+use cairn_store::{
+    Entity, InventoryChange, ManagedResource, ManagedResourceRecord, OperationRecord,
+    OperationStep, Precondition, StoreError, StoreResult,
+};
+use sqlx::{SqliteConnection, SqlitePool};
+use tokio::sync::oneshot;
+
+use crate::inventory::upsert_resource;
+use crate::journal::insert_step;
+use crate::rows::{backend, check_precondition};
+
+/// A write that may be committed together with others.
+pub(crate) enum GroupedWrite {
+    /// `OperationJournal::append_operation`.
+    AppendStep(OperationStep),
+    /// `OperationJournal::record_step`.
+    RecordStep(OperationStep, InventoryChange),
+    /// `InventoryStore::put_managed_resource`.
+    PutResource(ManagedResource, Precondition),
+}
+
+/// What a grouped write returns.
+pub(crate) enum Grouped {
+    Step(Box<OperationRecord>),
+    Resource(Box<ManagedResourceRecord>),
+}
+
+struct Pending {
+    write: GroupedWrite,
+    reply: oneshot::Sender<StoreResult<Grouped>>,
+}
+
+/// The queue of writes waiting for a commit and the lock of the one committing them.
+#[derive(Default)]
+pub(crate) struct GroupCommit {
+    queue: Mutex<Vec<Pending>>,
+    leader: tokio::sync::Mutex<()>,
+    /// Transactions committed (or attempted) for grouped writes, for tests.
+    #[cfg(test)]
+    pub(crate) transactions: std::sync::atomic::AtomicUsize,
+}
+
+impl GroupCommit {
+    /// Commits `write` on `writer`, together with whatever else is waiting, and returns its own result.
+    pub(crate) async fn write(
+        &self,
+        writer: &SqlitePool,
+        write: GroupedWrite,
+    ) -> StoreResult<Grouped> {
+        let (reply, mut answer) = oneshot::channel();
+        self.queued().push(Pending { write, reply });
+        loop {
+            let leader = self.leader.lock().await;
+            match answer.try_recv() {
+                Ok(result) => return result,
+                Err(oneshot::error::TryRecvError::Closed) => return Err(abandoned()),
+                Err(oneshot::error::TryRecvError::Empty) => {}
+            }
+            let group = std::mem::take(&mut *self.queued());
+            if group.is_empty() {
+                // Ours is in a group whose leader was dropped while its commit goes on: wait for that commit.
+                drop(leader);
+                return answer.await.unwrap_or_else(|_| Err(abandoned()));
+            }
+            #[cfg(test)]
+            self.transactions
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            // A panic in the commit drops the replies: their callers see `abandoned`.
+            let _ = tokio::spawn(commit(writer.clone(), group)).await;
+            drop(leader);
+        }
+    }
+
+    fn queued(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
+        // The queue is only pushed to and taken whole: a panic elsewhere cannot leave it half-changed.
+        self.queue
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Writes waiting for a commit (for tests that build a group on purpose).
+    #[cfg(test)]
+    pub(crate) fn waiting(&self) -> usize {
+        self.queued().len()
+    }
+
+    /// Holds the leader lock: writes queue up until the guard drops (for tests that build a group on purpose).
+    #[cfg(test)]
+    pub(crate) async fn hold(&self) -> tokio::sync::MutexGuard<'_, ()> {
+        self.leader.lock().await
+    }
+}
+
+fn abandoned() -> StoreError {
+    StoreError::Backend("the commit of this write was abandoned".into())
+}
+
+/// Commits `group` in one transaction and answers each write.
+async fn commit(writer: SqlitePool, group: Vec<Pending>) {
+    let (writes, replies): (Vec<GroupedWrite>, Vec<_>) =
+        group.into_iter().map(|p| (p.write, p.reply)).unzip();
+    match apply_all(&writer, writes).await {
+        Ok(results) => {
+            for (reply, result) in replies.into_iter().zip(results) {
+                // The caller may be gone; its write stands.
+                let _ = reply.send(result);
+            }
+        }
+        Err(error) => {
+            let message = error.to_string();
+            for reply in replies {
+                let _ = reply.send(Err(StoreError::Backend(message.clone())));
+            }
+        }
+    }
+}
+
+/// Applies every write in one transaction, each in a savepoint of its own: the per-write results, or the error
+/// that failed the whole transaction.
+async fn apply_all(
+    writer: &SqlitePool,
+    writes: Vec<GroupedWrite>,
+) -> StoreResult<Vec<StoreResult<Grouped>>> {
+    let mut tx = writer
+        .begin_with("BEGIN IMMEDIATE")
+        .await
+        .map_err(backend)?;
+    let mut results = Vec::with_capacity(writes.len());
+    for write in writes {
+        let statements = match write {
+            GroupedWrite::RecordStep(..) => Statements::Several,
+            GroupedWrite::AppendStep(_) | GroupedWrite::PutResource(..) => Statements::One,
+        };
+        if statements == Statements::Several {
+            statement(&mut tx, "SAVEPOINT grouped_write").await?;
+        }
+        let result = apply(&mut tx, write).await;
+        match (&result, statements) {
+            (Ok(_), _) => {}
+            (Err(error), Statements::One) if refused(error) => {}
+            (Err(_), Statements::Several) => {
+                statement(&mut tx, "ROLLBACK TO SAVEPOINT grouped_write").await?;
+            }
+            // The database failed mid-transaction: nothing of the group is trusted to commit.
+            (Err(error), Statements::One) => return Err(StoreError::Backend(error.to_string())),
+        }
+        if statements == Statements::Several {
+            statement(&mut tx, "RELEASE SAVEPOINT grouped_write").await?;
+        }
+        results.push(result);
+    }
+    tx.commit().await.map_err(backend)?;
+    Ok(results)
+}
+
+/// How many statements a write takes: a refused single statement is undone by SQLite itself.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Statements {
+    One,
+    Several,
+}
+
+/// A write refused before it changed anything, or by a constraint (whose statement SQLite undid): the transaction
+/// goes on.
+fn refused(error: &StoreError) -> bool {
+    matches!(
+        error,
+        StoreError::NotFound { .. } | StoreError::Conflict { .. }
+    )
+}
+
+async fn statement(conn: &mut SqliteConnection, sql: &'static str) -> StoreResult<()> {
+    sqlx::query(sql)
+        .execute(conn)
+        .await
+        .map(drop)
+        .map_err(backend)
+}
+
+async fn apply(conn: &mut SqliteConnection, write: GroupedWrite) -> StoreResult<Grouped> {
+    match write {
+        GroupedWrite::AppendStep(step) => {
+            let sequence = insert_step(conn, &step).await?;
+            Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
+        }
+        GroupedWrite::RecordStep(step, change) => {
+            let sequence = insert_step(conn, &step).await?;
+            match &change {
+                InventoryChange::Put(resource) => {
+                    upsert_resource(conn, resource).await?;
+                }
+                InventoryChange::Delete(key) => {
+                    sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
+                        .bind(key.as_str())
+                        .execute(&mut *conn)
+                        .await
+                        .map_err(backend)?;
+                }
+            }
+            Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
+        }
+        GroupedWrite::PutResource(resource, precondition) => {
+            let found: Option<i64> =
+                sqlx::query_scalar("SELECT version FROM managed_resources WHERE key = ?1")
+                    .bind(resource.key.as_str())
+                    .fetch_optional(&mut *conn)
+                    .await
+                    .map_err(backend)?;
+            check_precondition(
+                Entity::ManagedResource,
+                resource.key.as_str(),
+                precondition,
+                found,
+            )?;
+            let (version, created_at) = upsert_resource(conn, &resource).await?;
+            Ok(Grouped::Resource(Box::new(ManagedResourceRecord {
+                resource,
+                created_at,
+                version,
+            })))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Arc;
+    use std::sync::atomic::Ordering;
+
+    use cairn_store::conformance::{new_deployment, step};
+    use cairn_store::crypto::MasterKey;
+    use cairn_store::{
+        DeploymentId, DeploymentStore, InventoryStore, OperationJournal, Precondition, ResourceKey,
+        Timestamp,
+    };
+    use serde_json::json;
+
+    use super::*;
+    use crate::{SqliteOptions, SqliteStore};
+
+    const SCOPE: &str = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg";
+
+    async fn store(dir: &std::path::Path) -> Arc<SqliteStore> {
+        let key = MasterKey::generate().expect("a key");
+        Arc::new(
+            SqliteStore::open_with(dir, &key, SqliteOptions::default())
+                .await
+                .expect("store"),
+        )
+    }
+
+    async fn deployment(store: &SqliteStore, name: &str) -> DeploymentId {
+        store
+            .put_deployment(
+                new_deployment(SCOPE, name, None),
+                Precondition::MustNotExist,
+            )
+            .await
+            .expect("a deployment")
+            .id
+    }
+
+    fn resource(name: &str) -> ManagedResource {
+        let id = format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/{name}");
+        ManagedResource {
+            key: ResourceKey::arm(&id),
+            resource_id: Some(id),
+            resource_type: "Microsoft.Storage/storageAccounts".into(),
+            api_version: Some("2023-01-01".into()),
+            properties: json!({ "name": name }),
+            deployment: None,
+            extension: None,
+            updated_at: Timestamp::now(),
+        }
+    }
+
+    /// Waits until `count` writes are queued behind the held leader lock.
+    async fn queued(store: &SqliteStore, count: usize) {
+        while store.group.waiting() < count {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    /// Writes that queue while a commit is under way are committed together, and every one lands with the
+    /// result it would have had alone: journal sequences per run in submission order, inventory versions.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn writes_queued_during_a_commit_are_committed_in_one_transaction() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let runs = [deployment(&store, "a").await, deployment(&store, "b").await];
+        let held = store.group.hold().await;
+        let mut steps = tokio::task::JoinSet::new();
+        for i in 0..20 {
+            let writer = store.clone();
+            let run = runs[i % 2].clone();
+            steps.spawn(async move {
+                let appended = writer
+                    .append_operation(step(&run, &format!("op{i}"), "Running", 1))
+                    .await;
+                appended.map(|r| (run, r.sequence))
+            });
+            queued(&store, i + 1).await;
+        }
+        let mut resources = tokio::task::JoinSet::new();
+        for i in 0..5 {
+            let writer = store.clone();
+            resources.spawn(async move {
+                writer
+                    .put_managed_resource(resource(&format!("r{i}")), Precondition::MustNotExist)
+                    .await
+            });
+            queued(&store, 21 + i).await;
+        }
+        let before = store.group.transactions.load(Ordering::SeqCst);
+        drop(held);
+        let mut sequences: Vec<(DeploymentId, u64)> = Vec::new();
+        while let Some(done) = steps.join_next().await {
+            sequences.push(done.expect("a write task").expect("the write"));
+        }
+        while let Some(done) = resources.join_next().await {
+            assert_eq!(done.expect("a write task").expect("the write").version, 1);
+        }
+        assert_eq!(
+            store.group.transactions.load(Ordering::SeqCst) - before,
+            1,
+            "25 writes queued behind one lock form one group"
+        );
+        for run in &runs {
+            let mut numbers: Vec<u64> = sequences
+                .iter()
+                .filter(|(r, _)| r == run)
+                .map(|(_, n)| *n)
+                .collect();
+            numbers.sort_unstable();
+            assert_eq!(numbers, (1..=10).collect::<Vec<u64>>());
+            let journal = store.operation_journal(run, 0, 100).await.expect("journal");
+            let first = if run == &runs[0] { 0 } else { 1 };
+            let expected: Vec<String> = (first..20).step_by(2).map(|i| format!("op{i}")).collect();
+            let written: Vec<String> = journal.into_iter().map(|r| r.step.operation_id).collect();
+            assert_eq!(written, expected, "in submission order");
+        }
+        for i in 0..5 {
+            let key = resource(&format!("r{i}")).key;
+            let found = store.get_managed_resource(&key).await.expect("read");
+            assert_eq!(found.map(|r| r.version), Some(1));
+        }
+    }
+
+    /// A write of the group that fails is rolled back alone, with its own error; the others commit.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_failing_write_in_a_group_fails_alone() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "a").await;
+        store
+            .put_managed_resource(resource("taken"), Precondition::MustNotExist)
+            .await
+            .expect("the first write");
+        let held = store.group.hold().await;
+        let first = {
+            let (store, run) = (store.clone(), run.clone());
+            tokio::spawn(async move {
+                store
+                    .append_operation(step(&run, "op1", "Running", 1))
+                    .await
+            })
+        };
+        queued(&store, 1).await;
+        let taken = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .put_managed_resource(resource("taken"), Precondition::MustNotExist)
+                    .await
+            })
+        };
+        queued(&store, 2).await;
+        let unknown_run = {
+            let store = store.clone();
+            tokio::spawn(async move {
+                store
+                    .append_operation(step(&DeploymentId::generate(), "op1", "Running", 1))
+                    .await
+            })
+        };
+        queued(&store, 3).await;
+        let last = {
+            let (store, run) = (store.clone(), run.clone());
+            tokio::spawn(async move {
+                store
+                    .record_step(
+                        step(&run, "op2", "Succeeded", 2),
+                        InventoryChange::Put(Box::new(resource("fresh"))),
+                    )
+                    .await
+            })
+        };
+        queued(&store, 4).await;
+        drop(held);
+        assert_eq!(first.await.unwrap().expect("committed").sequence, 1);
+        let conflict = taken.await.unwrap().expect_err("the key exists");
+        assert!(conflict.is_conflict(), "{conflict}");
+        let missing = unknown_run.await.unwrap().expect_err("no such run");
+        assert!(missing.is_not_found(), "{missing}");
+        assert_eq!(last.await.unwrap().expect("committed").sequence, 2);
+        assert_eq!(store.operation_journal(&run, 0, 10).await.unwrap().len(), 2);
+        let fresh = store
+            .get_managed_resource(&resource("fresh").key)
+            .await
+            .unwrap();
+        assert!(
+            fresh.is_some(),
+            "the journal step's inventory change committed with it"
+        );
+        let taken = store
+            .get_managed_resource(&resource("taken").key)
+            .await
+            .unwrap();
+        assert_eq!(
+            taken.map(|r| r.version),
+            Some(1),
+            "the refused write changed nothing"
+        );
+    }
+
+    /// A caller dropped while its write waits for a commit leaves the group intact: the write is committed in
+    /// its place and the other writes get their answers.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_caller_dropped_while_queued_leaves_its_group_intact() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "a").await;
+        let held = store.group.hold().await;
+        let dropped = {
+            let (store, run) = (store.clone(), run.clone());
+            tokio::spawn(async move {
+                store
+                    .append_operation(step(&run, "op1", "Running", 1))
+                    .await
+            })
+        };
+        queued(&store, 1).await;
+        let kept = {
+            let (store, run) = (store.clone(), run.clone());
+            tokio::spawn(async move {
+                store
+                    .append_operation(step(&run, "op2", "Running", 2))
+                    .await
+            })
+        };
+        queued(&store, 2).await;
+        dropped.abort();
+        drop(held);
+        assert_eq!(kept.await.unwrap().expect("committed").sequence, 2);
+        let journal = store.operation_journal(&run, 0, 10).await.unwrap();
+        let operations: Vec<&str> = journal
+            .iter()
+            .map(|r| r.step.operation_id.as_str())
+            .collect();
+        assert_eq!(operations, ["op1", "op2"]);
+    }
+}

@@ -151,6 +151,8 @@ proptest! {
     #[test]
     fn deployments_are_routed_at_any_scope(scope in root(), deployment in "[A-Za-z0-9._()-]{1,20}") {
         let id = scope.provider("Microsoft.Resources", "deployments", &deployment).unwrap();
+        // Dot segments are refused as names (clients remove them from paths); the route's unit tests cover that.
+        prop_assume!(!id.to_string().split('/').any(|s| s == "." || s == ".."));
         let encoded: String = id
             .to_string()
             .split('/')

@@ -28,6 +28,7 @@
 //! test of the same path.
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -35,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::Json;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
@@ -84,6 +85,8 @@ fn options() -> Options {
 #[derive(Clone, Copy)]
 struct Call {
     operation: &'static str,
+    /// The client's port: calls on one connection come one after the other.
+    connection: u16,
     start: Duration,
     end: Duration,
 }
@@ -101,7 +104,7 @@ struct Extension {
 }
 
 impl Extension {
-    async fn answer(&self, operation: &'static str) -> CallRecord {
+    async fn answer(&self, operation: &'static str, connection: SocketAddr) -> CallRecord {
         let start = self.origin.elapsed();
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.busiest.fetch_max(now, Ordering::SeqCst);
@@ -114,6 +117,7 @@ impl Extension {
         CallRecord {
             extension: self.clone(),
             operation,
+            connection: connection.port(),
             start,
         }
     }
@@ -133,6 +137,7 @@ impl Extension {
 struct CallRecord {
     extension: Extension,
     operation: &'static str,
+    connection: u16,
     start: Duration,
 }
 
@@ -141,6 +146,7 @@ impl Drop for CallRecord {
         self.extension.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.extension.calls.lock().expect("calls").push(Call {
             operation: self.operation,
+            connection: self.connection,
             start: self.start,
             end: self.extension.origin.elapsed(),
         });
@@ -159,21 +165,33 @@ fn item(body: &Value, name: &str) -> Value {
             "properties": { "name": name } })
 }
 
-async fn create(State(e): State<Extension>, Json(body): Json<Value>) -> Json<Value> {
-    let _record = e.answer("createOrUpdate").await;
+async fn create(
+    State(e): State<Extension>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let _record = e.answer("createOrUpdate", peer).await;
     let name = name_in(&body, "/properties/name");
     e.existing.lock().expect("existing").insert(name.clone());
     Json(item(&body, &name))
 }
 
-async fn preview(State(e): State<Extension>, Json(body): Json<Value>) -> Json<Value> {
-    let _record = e.answer("preview").await;
+async fn preview(
+    State(e): State<Extension>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Json(body): Json<Value>,
+) -> Json<Value> {
+    let _record = e.answer("preview", peer).await;
     let name = name_in(&body, "/properties/name");
     Json(item(&body, &name))
 }
 
-async fn get(State(e): State<Extension>, Json(body): Json<Value>) -> Response {
-    let _record = e.answer("get").await;
+async fn get(
+    State(e): State<Extension>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Json(body): Json<Value>,
+) -> Response {
+    let _record = e.answer("get", peer).await;
     let name = name_in(&body, "/identifiers/name");
     if e.existing.lock().expect("existing").contains(&name) {
         Json(item(&body, &name)).into_response()
@@ -186,8 +204,12 @@ async fn get(State(e): State<Extension>, Json(body): Json<Value>) -> Response {
     }
 }
 
-async fn delete(State(e): State<Extension>, Json(body): Json<Value>) -> StatusCode {
-    let _record = e.answer("delete").await;
+async fn delete(
+    State(e): State<Extension>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    Json(body): Json<Value>,
+) -> StatusCode {
+    let _record = e.answer("delete", peer).await;
     let name = name_in(&body, "/identifiers/name");
     e.existing.lock().expect("existing").remove(&name);
     StatusCode::NO_CONTENT
@@ -205,7 +227,13 @@ fn serve(runtime: &tokio::runtime::Runtime, extension: Extension) -> String {
         .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
         .expect("a loopback port");
     let url = format!("http://{}", listener.local_addr().expect("its address"));
-    runtime.spawn(async move { axum::serve(listener, app).await });
+    runtime.spawn(async move {
+        axum::serve(
+            listener,
+            app.into_make_service_with_connect_info::<SocketAddr>(),
+        )
+        .await
+    });
     url
 }
 
@@ -275,6 +303,9 @@ struct Phase {
     mean_call: Duration,
     /// The share of the calls' span the `PARALLELISM` slots spent inside calls (1.0: never idle between them).
     occupancy: f64,
+    /// The mean time from the extension's answer to the next request on the same connection (under 5 ms: the
+    /// client's turnaround, not a pause of the operation): what cairn takes per call beyond the latency.
+    turnaround: Duration,
     counts: BTreeMap<&'static str, usize>,
 }
 
@@ -303,6 +334,23 @@ impl Phase {
             *counts.entry(call.operation).or_default() += 1;
         }
         let inside: Duration = calls.iter().map(|c| c.end.saturating_sub(c.start)).sum();
+        let mut by_connection: BTreeMap<u16, Vec<&Call>> = BTreeMap::new();
+        for call in calls {
+            by_connection.entry(call.connection).or_default().push(call);
+        }
+        let gaps: Vec<Duration> = by_connection
+            .values_mut()
+            .flat_map(|calls| {
+                calls.sort_by_key(|c| c.start);
+                calls
+                    .windows(2)
+                    .map(|pair| pair[1].start.saturating_sub(pair[0].end))
+                    .collect::<Vec<_>>()
+            })
+            .filter(|gap| *gap < Duration::from_millis(5))
+            .collect();
+        let turnaround =
+            gaps.iter().sum::<Duration>() / u32::try_from(gaps.len().max(1)).unwrap_or(u32::MAX);
         let span = last.saturating_sub(first);
         Phase {
             wall,
@@ -315,6 +363,7 @@ impl Phase {
             after: (origin + wall).saturating_sub(last),
             busiest,
             mean_call: inside / u32::try_from(calls.len().max(1)).unwrap_or(u32::MAX),
+            turnaround,
             occupancy: inside.as_secs_f64()
                 / (span.as_secs_f64() * PARALLELISM as f64).max(f64::MIN_POSITIVE),
             counts,
@@ -333,7 +382,7 @@ impl Phase {
             .collect();
         format!(
             "{what}: {} ({:.2}x of {}); before the first call {}, calls {}{}, after the last {}; busiest {} at \
-             once, {:.1} ms per call, slots {:.0}% busy; {}",
+             once, {:.1} ms per call, {:.2} ms turnaround, slots {:.0}% busy; {}",
             seconds(self.wall),
             self.ratio(),
             seconds(self.ideal),
@@ -345,6 +394,7 @@ impl Phase {
             seconds(self.after),
             self.busiest,
             self.mean_call.as_secs_f64() * 1000.0,
+            self.turnaround.as_secs_f64() * 1000.0,
             self.occupancy * 100.0,
             counts.join(", ")
         )

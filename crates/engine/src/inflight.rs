@@ -1,22 +1,26 @@
 //! A set of local (non-`Send`) futures polled together, returning results as they finish: the scheduler's
 //! in-flight resource operations, which borrow the deployment's `Expansion` and so cannot be spawned.
 
-use std::future::{Future, poll_fn};
+use std::future::Future;
 use std::pin::Pin;
-use std::task::Poll;
+
+use futures_util::StreamExt as _;
+use futures_util::stream::FuturesUnordered;
 
 /// A boxed local future.
 pub(crate) type LocalFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
 
-/// Futures in flight. Every wake polls all of them; the set is bounded by what a deployment schedules at once.
+/// Futures in flight. A wake polls only the futures that were woken: a deployment schedules every ready resource
+/// at once (hundreds waiting for a parallelism permit), and polling all of them on each completion made every
+/// call's turnaround grow with the deployment's size.
 pub(crate) struct InFlight<'a, T> {
-    futures: Vec<LocalFuture<'a, T>>,
+    futures: FuturesUnordered<LocalFuture<'a, T>>,
 }
 
 impl<'a, T> InFlight<'a, T> {
     pub(crate) fn new() -> Self {
         InFlight {
-            futures: Vec::new(),
+            futures: FuturesUnordered::new(),
         }
     }
 
@@ -31,19 +35,7 @@ impl<'a, T> InFlight<'a, T> {
 
     /// The next result; `None` when nothing is in flight.
     pub(crate) async fn next(&mut self) -> Option<T> {
-        if self.futures.is_empty() {
-            return None;
-        }
-        poll_fn(|cx| {
-            for index in 0..self.futures.len() {
-                if let Poll::Ready(value) = self.futures[index].as_mut().poll(cx) {
-                    drop(self.futures.swap_remove(index));
-                    return Poll::Ready(Some(value));
-                }
-            }
-            Poll::Pending
-        })
-        .await
+        self.futures.next().await
     }
 }
 
@@ -72,5 +64,37 @@ mod tests {
         assert_eq!(got, vec![2, 3, 1]);
         assert!(set.is_empty());
         assert!(set.next().await.is_none());
+    }
+
+    /// A completion costs polls of the futures that were woken, not of everything in flight (a deployment keeps
+    /// every ready resource in flight, most of them waiting for a parallelism permit).
+    #[tokio::test]
+    async fn a_completion_polls_only_the_woken_futures() {
+        let polls = std::rc::Rc::new(std::cell::Cell::new(0usize));
+        let mut set = InFlight::new();
+        let mut senders = Vec::new();
+        for n in 0..500 {
+            let (tx, mut rx) = tokio::sync::oneshot::channel::<()>();
+            senders.push(Some(tx));
+            let polls = polls.clone();
+            set.push(Box::pin(std::future::poll_fn(move |cx| {
+                polls.set(polls.get() + 1);
+                std::pin::Pin::new(&mut rx).poll(cx).map(|_| n)
+            })));
+        }
+        // Waiting for the last one pushed polls each future once, to start it.
+        senders[499].take().unwrap().send(()).unwrap();
+        assert_eq!(set.next().await, Some(499));
+        let started = polls.get();
+        assert_eq!(started, 500);
+        for n in [42, 7, 0] {
+            senders[n].take().unwrap().send(()).unwrap();
+            assert_eq!(set.next().await, Some(n));
+        }
+        assert!(
+            polls.get() - started <= 6,
+            "3 completions polled {} futures",
+            polls.get() - started
+        );
     }
 }

@@ -10,9 +10,9 @@
 //! inventory change (two statements) gets one. Any other failure (the database's own: I/O, a full disk, the
 //! transaction's begin or commit) fails every write of the group, and none is committed.
 //!
-//! How a group forms: a write queues itself, then waits for the leader lock. Whoever holds it takes everything
-//! queued and commits it; the writes that queued meanwhile find, when their turn comes, either their answer (a
-//! leader before them committed it) or a new queue to commit. The commit runs in its own task, so a caller that
+//! How a group forms: a write queues itself, then waits for its answer or the leader lock, whichever comes
+//! first. Whoever holds the lock takes everything queued and commits it, answering each write of the group; a
+//! write that gets the lock with its answer still pending commits the queue that formed meanwhile. The commit runs in its own task, so a caller that
 //! is dropped mid-commit does not abort the others' writes.
 
 use std::sync::Mutex;
@@ -69,7 +69,13 @@ impl GroupCommit {
         let (reply, mut answer) = oneshot::channel();
         self.queued().push(Pending { write, reply });
         loop {
-            let leader = self.leader.lock().await;
+            // A leader before us may commit ours: then the answer comes without taking the lock (the writes of a
+            // group do not hand the lock on to each other just to find their answer).
+            let leader = tokio::select! {
+                biased;
+                result = &mut answer => return result.unwrap_or_else(|_| Err(abandoned())),
+                leader = self.leader.lock() => leader,
+            };
             match answer.try_recv() {
                 Ok(result) => return result,
                 Err(oneshot::error::TryRecvError::Closed) => return Err(abandoned()),

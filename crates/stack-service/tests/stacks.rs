@@ -1273,6 +1273,44 @@ async fn an_update_interrupted_before_deploying_fails_with_the_set_unchanged() {
     assert_eq!(names_of(&updated["properties"]["deletedResources"]), ["b"]);
 }
 
+/// When the deletes of an update are over, the record is written once with the outcome: progress not yet
+/// published is not written first on its own (a big stack's record is large).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_writes_its_record_when_accepted_and_when_finished() {
+    let env = setup(StackServiceSettings {
+        progress_interval: Duration::from_secs(30),
+        ..fast()
+    })
+    .await;
+    let version = async || {
+        env.store
+            .get_stack(RG, "writes")
+            .await
+            .expect("read")
+            .expect("the record")
+            .version
+    };
+    env.service
+        .create_or_update(
+            RG,
+            "writes",
+            stack(&["a", "b"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    settle(&env.service, "writes").await;
+    let before = version().await;
+    env.service
+        .create_or_update(RG, "writes", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    let updated = settle(&env.service, "writes").await;
+    assert_eq!(names_of(&updated["properties"]["deletedResources"]), ["b"]);
+    assert!(!env.widgets.has("b"));
+    assert_eq!(version().await, before + 2, "accepted, then finished");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_running_delete_publishes_its_progress() {
     let env = setup(StackServiceSettings {

@@ -751,12 +751,17 @@ async fn an_operations_end_is_signalled_once_its_outcome_is_readable() {
         .await
         .expect("accepted");
     let mut ended = accepted.ended.clone();
-    ended.wait().await;
+    let handed_over = ended.wait().await.expect("the stack as the update ended");
     let created = serde_json::to_value(env.service.get(RG, "signal").await.expect("get")).unwrap();
     assert_eq!(created["properties"]["provisioningState"], "succeeded");
     assert_eq!(names_of(&created["properties"]["resources"]), ["a", "b"]);
+    assert_eq!(
+        serde_json::to_value(&handed_over).unwrap(),
+        created,
+        "the stack handed over is the record"
+    );
     // Waiting again returns at once: the signal stays set.
-    ended.wait().await;
+    assert!(ended.wait().await.is_some());
 
     let run = env
         .service
@@ -769,7 +774,10 @@ async fn an_operations_end_is_signalled_once_its_outcome_is_readable() {
         .await
         .expect("accepted")
         .expect("the stack exists");
-    run.ended().wait().await;
+    assert!(
+        run.ended().wait().await.is_none(),
+        "a delete's outcome comes from finished()"
+    );
     let gone = env.service.get(RG, "signal").await.expect_err("deleted");
     assert_eq!(gone.status(), 404);
     assert!(!env.widgets.has("a") && !env.widgets.has("b"));

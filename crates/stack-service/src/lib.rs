@@ -70,23 +70,43 @@ pub use crate::what_if::WhatIfAccepted;
 
 /// Says when a stack operation started in this process has ended: its last write is done and its lease
 /// released, so a read of the stack now shows how it ended (or finds it gone). A caller following the operation
-/// by reading the record waits on this between reads instead of finding out up to a polling interval late.
+/// by reading the record waits on this between reads instead of finding out up to a polling interval late, and
+/// for a create or update gets the stack as the operation's last write left it, without reading it back.
 #[derive(Clone, Debug)]
 pub struct OperationEnded {
-    ended: tokio::sync::watch::Receiver<bool>,
+    ended: tokio::sync::watch::Receiver<Ending>,
+}
+
+/// Where an operation is, as [`OperationEnded`] tells it.
+#[derive(Clone, Debug, Default)]
+enum Ending {
+    #[default]
+    Running,
+    /// Ended; with the stack as its last write left it, when that is known.
+    Ended(Option<Arc<DeploymentStack>>),
 }
 
 impl OperationEnded {
     /// A signal and the sender that fires it (also when the sender is dropped, e.g. its task panicked).
-    fn channel() -> (tokio::sync::watch::Sender<bool>, OperationEnded) {
-        let (sender, ended) = tokio::sync::watch::channel(false);
+    fn channel() -> (tokio::sync::watch::Sender<Ending>, OperationEnded) {
+        let (sender, ended) = tokio::sync::watch::channel(Ending::Running);
         (sender, OperationEnded { ended })
     }
 
-    /// Waits until the operation has ended; at once if it has.
-    pub async fn wait(&mut self) {
+    /// Waits until the operation has ended (at once if it has). For a create or update whose outcome was
+    /// recorded: the stack as that last write left it; `None` for a delete (see [`DeleteRun::finished`]) or when
+    /// the outcome could not be recorded (then the record says what is known).
+    pub async fn wait(&mut self) -> Option<DeploymentStack> {
         // An error means the sender is gone: the operation's task ended without saying so.
-        let _ = self.ended.wait_for(|ended| *ended).await;
+        match &*self
+            .ended
+            .wait_for(|ending| matches!(ending, Ending::Ended(_)))
+            .await
+            .ok()?
+        {
+            Ending::Ended(stack) => stack.as_deref().cloned(),
+            Ending::Running => None,
+        }
     }
 }
 
@@ -655,12 +675,12 @@ impl StackService {
         let (scope, name) = (scope.to_owned(), name.to_owned());
         tokio::spawn(async move {
             let outcome = service.run_put(&scope, &name, job).await;
-            if let Err(error) = outcome {
+            if let Err(error) = &outcome {
                 tracing::error!(stack = name, error = %error.detail().message(), "stack update could not be recorded");
             }
             let _ = stop.send(());
             service.release(&scope, &name, &owner).await;
-            let _ = ended_sender.send(true);
+            let _ = ended_sender.send(Ending::Ended(outcome.ok().map(Arc::new)));
         });
         Ok(accepted)
     }
@@ -701,7 +721,7 @@ impl StackService {
         request: DeploymentStack,
         existing: Option<(StackRecord, DeploymentStack, StoredState)>,
         correlation_id: Option<String>,
-    ) -> Result<(Accepted, PutJob, tokio::sync::watch::Sender<bool>), ArmError> {
+    ) -> Result<(Accepted, PutJob, tokio::sync::watch::Sender<Ending>), ArmError> {
         let bypass = request
             .properties
             .bypass_stack_out_of_sync_error
@@ -912,7 +932,13 @@ impl StackService {
         })
     }
 
-    async fn run_put(&self, scope: &str, name: &str, job: PutJob) -> Result<(), ArmError> {
+    /// Runs a PUT's deployment and the rest of it; the stack as its last write left it.
+    async fn run_put(
+        &self,
+        scope: &str,
+        name: &str,
+        job: PutJob,
+    ) -> Result<DeploymentStack, ArmError> {
         let started = Instant::now();
         let PutJob {
             request,
@@ -959,14 +985,15 @@ impl StackService {
     }
 
     /// The part of a PUT after its deployment ended: the new managed set, the unmanage diff and its deletes, the
-    /// record. Also how recovery finishes an update whose process died after (or while) deploying.
+    /// record (the stack as written is returned). Also how recovery finishes an update whose process died after
+    /// (or while) deploying.
     async fn complete_put(
         &self,
         run: PutRun<'_>,
         mut stack: DeploymentStack,
         previous: StoredState,
         deployed: Result<DeploymentSnapshot, ArmError>,
-    ) -> Result<(), ArmError> {
+    ) -> Result<DeploymentStack, ArmError> {
         let PutRun {
             scope,
             name,
@@ -983,7 +1010,8 @@ impl StackService {
                 p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
                 p.error = Some(update_failed(vec![error.into_detail()]));
                 p.duration = Some(iso_duration(started.elapsed()));
-                return self.finish(fence, &stack, &state).await;
+                self.finish(fence, &stack, &state).await?;
+                return Ok(stack);
             }
         };
         p.outputs = snapshot.deployment.properties.outputs.clone();
@@ -1074,12 +1102,14 @@ impl StackService {
             p.error = None;
             p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);
             p.duration = Some(iso_duration(started.elapsed()));
-            self.finish(fence, &stack, &state).await
+            self.finish(fence, &stack, &state).await?;
+            Ok(stack)
         } else {
             self.fail_with(fence, stack, state, errors, started).await
         }
     }
 
+    /// Ends the operation `failed` with `errors`; the stack as written.
     async fn fail_with(
         &self,
         fence: &RecordFence,
@@ -1087,9 +1117,10 @@ impl StackService {
         state: StoredState,
         errors: Vec<ErrorDetail>,
         started: Instant,
-    ) -> Result<(), ArmError> {
+    ) -> Result<DeploymentStack, ArmError> {
         Self::mark_failed(&mut stack, &state, errors, started);
-        self.finish(fence, &stack, &state).await
+        self.finish(fence, &stack, &state).await?;
+        Ok(stack)
     }
 
     /// The stack as a failed operation leaves it: `failed` with `errors`, managing `state`'s set.
@@ -1306,7 +1337,7 @@ impl StackService {
         correlation_id: String,
         report: Option<(
             tokio::sync::oneshot::Sender<DeploymentStack>,
-            tokio::sync::watch::Sender<bool>,
+            tokio::sync::watch::Sender<Ending>,
         )>,
     ) {
         let stop = self.heartbeat(lease.name, owner.clone());
@@ -1325,7 +1356,8 @@ impl StackService {
                 if let Ok(stack) = outcome {
                     let _ = report.send(stack);
                 }
-                let _ = ended.send(true);
+                // The outcome goes to `report`: a successful delete leaves no record to show.
+                let _ = ended.send(Ending::Ended(None));
             }
         });
     }

@@ -109,7 +109,8 @@ impl StackService {
 
     /// Starts publishing deletes as they complete: send each deleted resource to the returned sender; the
     /// record is rewritten at most once per `interval` with `deletedResources` so far and the managed set without
-    /// them. Drop the sender and await the handle before the operation's final write.
+    /// them (not once more when the sender is dropped: the operation's final write follows). Drop the sender and
+    /// await the handle before the operation's final write.
     pub(crate) fn publish_deletes(
         &self,
         fence: RecordFence,
@@ -153,6 +154,12 @@ impl StackService {
                     () = tokio::time::sleep_until(deadline) => break,
                 }
             }
+            if closed {
+                // The deletes are over and the operation's final write, which records them with the rest, comes
+                // next: writing the whole record once more first would only delay it (a crash in between is
+                // recovered by deleting again what is already gone, which counts as deleted).
+                break;
+            }
             if writing {
                 let (stack, state) = progress.snapshot();
                 if let Err(error) = self.write_fenced(fence, &stack, &state).await {
@@ -160,9 +167,6 @@ impl StackService {
                     tracing::warn!(stack = fence.name, error = %error.detail().message(), "publishing stack delete progress failed");
                     writing = false;
                 }
-            }
-            if closed {
-                break;
             }
         }
     }

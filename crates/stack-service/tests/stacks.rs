@@ -751,12 +751,17 @@ async fn an_operations_end_is_signalled_once_its_outcome_is_readable() {
         .await
         .expect("accepted");
     let mut ended = accepted.ended.clone();
-    ended.wait().await;
+    let handed_over = ended.wait().await.expect("the stack as the update ended");
     let created = serde_json::to_value(env.service.get(RG, "signal").await.expect("get")).unwrap();
     assert_eq!(created["properties"]["provisioningState"], "succeeded");
     assert_eq!(names_of(&created["properties"]["resources"]), ["a", "b"]);
+    assert_eq!(
+        serde_json::to_value(&handed_over).unwrap(),
+        created,
+        "the stack handed over is the record"
+    );
     // Waiting again returns at once: the signal stays set.
-    ended.wait().await;
+    assert!(ended.wait().await.is_some());
 
     let run = env
         .service
@@ -769,7 +774,10 @@ async fn an_operations_end_is_signalled_once_its_outcome_is_readable() {
         .await
         .expect("accepted")
         .expect("the stack exists");
-    run.ended().wait().await;
+    assert!(
+        run.ended().wait().await.is_none(),
+        "a delete's outcome comes from finished()"
+    );
     let gone = env.service.get(RG, "signal").await.expect_err("deleted");
     assert_eq!(gone.status(), 404);
     assert!(!env.widgets.has("a") && !env.widgets.has("b"));
@@ -1271,6 +1279,44 @@ async fn an_update_interrupted_before_deploying_fails_with_the_set_unchanged() {
     let updated = settle(&env.service, "torn").await;
     assert_eq!(updated["properties"]["provisioningState"], "succeeded");
     assert_eq!(names_of(&updated["properties"]["deletedResources"]), ["b"]);
+}
+
+/// When the deletes of an update are over, the record is written once with the outcome: progress not yet
+/// published is not written first on its own (a big stack's record is large).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_update_writes_its_record_when_accepted_and_when_finished() {
+    let env = setup(StackServiceSettings {
+        progress_interval: Duration::from_secs(30),
+        ..fast()
+    })
+    .await;
+    let version = async || {
+        env.store
+            .get_stack(RG, "writes")
+            .await
+            .expect("read")
+            .expect("the record")
+            .version
+    };
+    env.service
+        .create_or_update(
+            RG,
+            "writes",
+            stack(&["a", "b"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    settle(&env.service, "writes").await;
+    let before = version().await;
+    env.service
+        .create_or_update(RG, "writes", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    let updated = settle(&env.service, "writes").await;
+    assert_eq!(names_of(&updated["properties"]["deletedResources"]), ["b"]);
+    assert!(!env.widgets.has("b"));
+    assert_eq!(version().await, before + 2, "accepted, then finished");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

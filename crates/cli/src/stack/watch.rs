@@ -322,8 +322,9 @@ pub(crate) struct FollowedDelete<'a> {
 }
 
 /// Reads the stack every `poll` until its operation ends, printing `watch`'s lines on stderr; the final record,
-/// or `None` once the stack is gone (a delete's success). With `ended` (an operation in this process), the read
-/// after the operation's end comes as soon as it ends.
+/// or `None` once the stack is gone (a delete's success). With `ended` (an operation in this process), the
+/// operation's end is noticed as soon as it comes: a create or update hands over the stack as it ended (not read
+/// back), a delete is read at once.
 pub(crate) async fn follow(
     backend: &StackBackend,
     scope: &str,
@@ -335,8 +336,13 @@ pub(crate) async fn follow(
 ) -> Result<Option<Value>, Failure> {
     let started = Instant::now();
     let mut failures = 0;
+    let mut handed_over: Option<Value> = None;
     loop {
-        match backend.get(scope, name).await {
+        let read = match handed_over.take() {
+            Some(stack) => Ok(stack),
+            None => backend.get(scope, name).await,
+        };
+        match read {
             Ok(stack) => {
                 failures = 0;
                 for line in watch.observe(&stack, started.elapsed()) {
@@ -375,10 +381,18 @@ pub(crate) async fn follow(
             Err(error) => return Err(error),
         }
         match ended.as_mut() {
-            Some(ended) => {
+            Some(signal) => {
                 tokio::select! {
                     () = tokio::time::sleep(poll) => {}
-                    () = ended.wait() => {}
+                    last = signal.wait() => {
+                        // Once: should the record not be terminal yet (its last write failed), reads go on at
+                        // `poll` rather than at once.
+                        ended = None;
+                        handed_over = last
+                            .map(|stack| serde_json::to_value(&stack))
+                            .transpose()
+                            .map_err(|e| Failure::Other(e.into()))?;
+                    }
                 }
             }
             None => tokio::time::sleep(poll).await,

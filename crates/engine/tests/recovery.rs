@@ -32,6 +32,21 @@ fn crash_settings(policy: RecoveryPolicy) -> EngineSettings {
     }
 }
 
+/// A new engine on the same store and extension, as after a restart.
+fn restarted(
+    store: &std::sync::Arc<dyn cairn_store::Store>,
+    fake: &std::sync::Arc<FakeExtension>,
+    policy: RecoveryPolicy,
+) -> Engine {
+    Engine::new(
+        store.clone(),
+        host_with(fake),
+        Providers::empty(),
+        crash_settings(policy),
+    )
+    .unwrap()
+}
+
 /// Starts a 5-step chain, lets two steps finish, then drops the engine while the third is in flight.
 async fn crash_mid_deployment(policy: RecoveryPolicy) -> (TestEnv, std::sync::Arc<FakeExtension>) {
     let env = setup_with(
@@ -89,13 +104,7 @@ async fn crash_mid_deployment(policy: RecoveryPolicy) -> (TestEnv, std::sync::Ar
     // Let the dead engine's claim expire.
     tokio::time::sleep(Duration::from_millis(500)).await;
     let store = open_store(dir.path()).await;
-    let engine = Engine::new(
-        store.clone(),
-        host_with(&fake),
-        Providers::empty(),
-        crash_settings(policy),
-    )
-    .unwrap();
+    let engine = restarted(&store, &fake, policy);
     (
         TestEnv {
             dir,
@@ -249,25 +258,13 @@ async fn a_deployment_taken_over_again_and_again_without_progress_is_abandoned()
     wait_running_operation(&engine, "poison").await;
     crash(engine).await;
     for takeover in 1..=2 {
-        let engine = Engine::new(
-            store.clone(),
-            host_with(&fake),
-            Providers::empty(),
-            crash_settings(RecoveryPolicy::Resume),
-        )
-        .unwrap();
+        let engine = restarted(&store, &fake, RecoveryPolicy::Resume);
         let report = engine.recover().await.unwrap();
         assert_eq!(report.resumed.len(), 1, "takeover {takeover}: {report:?}");
         wait_running_operation(&engine, "poison").await;
         crash(engine).await;
     }
-    let engine = Engine::new(
-        store.clone(),
-        host_with(&fake),
-        Providers::empty(),
-        crash_settings(RecoveryPolicy::Resume),
-    )
-    .unwrap();
+    let engine = restarted(&store, &fake, RecoveryPolicy::Resume);
     let report = engine.recover().await.unwrap();
     assert!(report.resumed.is_empty(), "{report:?}");
     assert_eq!(report.failed.len(), 1, "{report:?}");
@@ -333,13 +330,7 @@ async fn takeovers_with_progress_keep_resuming() {
             tokio::time::sleep(Duration::from_millis(10)).await;
         }
         crash(engine).await;
-        engine = Engine::new(
-            store.clone(),
-            host_with(&fake),
-            Providers::empty(),
-            crash_settings(RecoveryPolicy::Resume),
-        )
-        .unwrap();
+        engine = restarted(&store, &fake, RecoveryPolicy::Resume);
         let report = engine.recover().await.unwrap();
         assert_eq!(report.resumed.len(), 1, "round {round}: {report:?}");
     }

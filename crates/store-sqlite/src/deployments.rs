@@ -1,20 +1,20 @@
 //! Deployment runs: create or replace, partial updates under optimistic concurrency, listing, deletion of
 //! history, and the owner claim used for crash recovery.
 
+use cairn_store::codec::{
+    self, check_precondition, current_format, fetch_limit, json_text, optional_json_text, paginate,
+    signed, tags_text,
+};
 use cairn_store::{
-    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord,
-    DeploymentStatus, DeploymentUpdate, Entity, NewDeployment, Page, Precondition, StoreError,
-    StoreResult, Timestamp, fold_case,
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus,
+    DeploymentUpdate, Entity, NewDeployment, Page, Precondition, StoreError, StoreResult,
+    Timestamp, fold_case,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 
 use crate::SqliteStore;
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
-    optional_json, optional_json_text, optional_timestamp, signed, tags, tags_text, timestamp,
-    unsigned, write_error,
-};
+use crate::rows::{backend, decode, write_error};
 
 const E: Entity = Entity::Deployment;
 
@@ -32,44 +32,7 @@ macro_rules! select_deployments {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<DeploymentRecord> {
-    check_format(row, "format_version", E)?;
-    check_format(row, "request_format_version", E)?;
-    let status_text: String = get(row, "status", E)?;
-    let status = status_text
-        .parse::<DeploymentStatus>()
-        .map_err(|e| StoreError::corrupt(E, e.to_string()))?;
-    let owner = match (
-        get::<Option<String>>(row, "owner", E)?,
-        optional_timestamp(row, "owner_expires_at", E)?,
-    ) {
-        (Some(owner), Some(expires_at)) => Some(DeploymentOwner { owner, expires_at }),
-        (None, _) => None,
-        (Some(_), None) => return Err(StoreError::corrupt(E, "an owner without an expiry")),
-    };
-    Ok(DeploymentRecord {
-        id: DeploymentId::from_string(get::<String>(row, "id", E)?),
-        key: DeploymentKey::new(
-            get::<String>(row, "scope", E)?,
-            get::<String>(row, "name", E)?,
-        ),
-        parent: get::<Option<String>>(row, "parent_id", E)?.map(DeploymentId::from_string),
-        location: get(row, "location", E)?,
-        tags: tags(row, "tags", E)?,
-        request: json(row, "request", E)?,
-        status,
-        correlation_id: get(row, "correlation_id", E)?,
-        stack_initiated: get(row, "stack_initiated", E)?,
-        created_at: timestamp(row, "created_at", E)?,
-        updated_at: timestamp(row, "updated_at", E)?,
-        started_at: optional_timestamp(row, "started_at", E)?,
-        finished_at: optional_timestamp(row, "finished_at", E)?,
-        outputs: optional_json(row, "outputs", E)?,
-        error: optional_json(row, "error", E)?,
-        output_resources: optional_json(row, "output_resources", E)?,
-        extensions: optional_json(row, "extensions", E)?,
-        owner,
-        version: unsigned(row, "version", E)?,
-    })
+    decode(row, E, codec::deployment)
 }
 
 async fn fetch_by_id(
@@ -328,7 +291,8 @@ impl SqliteStore {
     ) -> StoreResult<DeploymentRecord> {
         let mut tx = self.begin_write().await?;
         let result = sqlx::query(
-            "UPDATE deployments SET owner = ?2, owner_expires_at = ?3 \
+            "UPDATE deployments SET owner = ?2, owner_expires_at = ?3, \
+             version = version + CASE WHEN owner IS NOT NULL AND owner <> ?2 THEN 1 ELSE 0 END \
              WHERE id = ?1 AND (owner IS NULL OR owner = ?2 OR owner_expires_at <= ?4)",
         )
         .bind(id.as_str())
@@ -431,21 +395,5 @@ impl SqliteStore {
         .await
         .map_err(backend)?;
         rows.iter().map(record_from_row).collect()
-    }
-}
-
-/// Trims the extra row fetched by [`fetch_limit`] and returns the continuation token (the last item's folded key)
-/// when there was one.
-pub(crate) fn paginate<T>(
-    items: &mut Vec<T>,
-    page_size: u32,
-    key: impl Fn(&T) -> String,
-) -> Option<String> {
-    let page_size = usize::try_from(page_size).unwrap_or(usize::MAX);
-    if items.len() > page_size {
-        items.truncate(page_size);
-        items.last().map(key)
-    } else {
-        None
     }
 }

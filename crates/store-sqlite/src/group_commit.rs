@@ -26,7 +26,8 @@ use tokio::sync::oneshot;
 
 use crate::inventory::upsert_resource;
 use crate::journal::insert_step;
-use crate::rows::{backend, check_precondition};
+use crate::rows::backend;
+use cairn_store::codec::check_precondition;
 
 /// A write that may be committed together with others.
 pub(crate) enum GroupedWrite {

@@ -1,6 +1,9 @@
 //! The managed-resource inventory: keyed upserts under preconditions, filtered listing, deletion.
 
 use cairn_store::Timestamp;
+use cairn_store::codec::{
+    self, check_precondition, current_format, extension_text, fetch_limit, json_text, paginate,
+};
 use cairn_store::{
     DeploymentKey, Entity, ExtensionRef, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
@@ -10,12 +13,8 @@ use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::deployments::paginate;
 use crate::group_commit::{Grouped, GroupedWrite};
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
-    optional_json, optional_json_text, timestamp, unsigned,
-};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::ManagedResource;
 
@@ -30,32 +29,7 @@ macro_rules! select_resources {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
-    check_format(row, "format_version", E)?;
-    let deployment = match (
-        get::<Option<String>>(row, "deployment_scope", E)?,
-        get::<Option<String>>(row, "deployment_name", E)?,
-    ) {
-        (Some(scope), Some(name)) => Some(DeploymentKey::new(scope, name)),
-        _ => None,
-    };
-    let extension = optional_json(row, "extension", E)?
-        .map(serde_json::from_value::<ExtensionRef>)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("column extension: {e}")))?;
-    Ok(ManagedResourceRecord {
-        resource: ManagedResource {
-            key: ResourceKey::from_stored(get::<String>(row, "key", E)?),
-            resource_id: get(row, "resource_id", E)?,
-            resource_type: get(row, "resource_type", E)?,
-            api_version: get(row, "api_version", E)?,
-            properties: json(row, "properties", E)?,
-            deployment,
-            extension,
-            updated_at: timestamp(row, "updated_at", E)?,
-        },
-        created_at: timestamp(row, "created_at", E)?,
-        version: unsigned(row, "version", E)?,
-    })
+    decode(row, E, codec::managed_resource)
 }
 
 /// Inserts or overwrites a resource and returns its new version and creation time.
@@ -63,12 +37,7 @@ pub(crate) async fn upsert_resource(
     conn: &mut SqliteConnection,
     resource: &ManagedResource,
 ) -> StoreResult<(u64, Timestamp)> {
-    let extension = resource
-        .extension
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+    let extension = extension_text(E, resource.extension.as_ref())?;
     let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
     let (version, created_at): (i64, i64) = sqlx::query_as(
         "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
@@ -96,7 +65,7 @@ pub(crate) async fn upsert_resource(
     .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
     .bind(deployment_keys.as_ref().map(|(scope, _)| scope.as_str()))
     .bind(deployment_keys.as_ref().map(|(_, name)| name.as_str()))
-    .bind(optional_json_text(extension.as_ref()))
+    .bind(extension)
     .bind(resource.updated_at.unix_millis())
     .bind(current_format(E))
     .fetch_one(conn)

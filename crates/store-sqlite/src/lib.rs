@@ -38,12 +38,13 @@ mod secrets;
 mod stack_what_ifs;
 mod stacks;
 mod store_impl;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use cairn_store::crypto::{DataKey, MasterKey, load_master_key};
+use cairn_store::crypto::{DATA_KEY_ID, DataKey, MasterKey, load_master_key};
 use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -54,7 +55,6 @@ pub use migrate::LATEST_SCHEMA_VERSION;
 
 /// The database file inside a data directory.
 pub const DATABASE_FILE_NAME: &str = "cairn.db";
-const DATA_KEY_ID: &str = "data-key-1";
 
 /// How hard each commit insists on reaching the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -268,7 +268,7 @@ impl SqliteStore {
             .map_err(rows::backend)
     }
 
-    async fn close_pools(&self) -> StoreResult<()> {
+    async fn close_impl(&self) -> StoreResult<()> {
         if self.data_dir.is_some() && !self.writer.is_closed() {
             self.checkpoint().await?;
         }

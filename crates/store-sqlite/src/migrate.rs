@@ -1,7 +1,7 @@
 //! Embedded, versioned schema migrations: each applied once, in order, in its own `BEGIN IMMEDIATE` transaction,
 //! recorded in `schema_migrations` with a checksum so an edited migration is noticed rather than silently skipped.
 
-use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
+use cairn_store::{StoreResult, Timestamp, schema};
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::rows::backend;
@@ -94,14 +94,6 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at INTEGER NOT NULL
 )";
 
-/// FNV-1a (64 bit) of the migration text: enough to notice an edited migration, no cryptography needed.
-fn checksum(sql: &str) -> String {
-    let hash = sql.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{hash:016x}")
-}
-
 /// Brings the database to `target` (at most [`LATEST_SCHEMA_VERSION`]) and returns the version it is at.
 pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> {
     sqlx::query(CREATE_TABLE)
@@ -115,31 +107,12 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> 
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(backend)?;
-        if let Some((newest, _)) = applied.last()
-            && *newest > i64::from(LATEST_SCHEMA_VERSION)
-        {
-            return Err(StoreError::corrupt(
-                Entity::Schema,
-                format!(
-                    "the database has schema version {newest}, newer than this build's {LATEST_SCHEMA_VERSION}; upgrade cairn"
-                ),
-            ));
-        }
-        match applied
-            .iter()
-            .find(|(version, _)| *version == i64::from(migration.version))
-        {
-            Some((_, stored)) if *stored == checksum(migration.sql) => continue,
-            Some(_) => {
-                return Err(StoreError::corrupt(
-                    Entity::Schema,
-                    format!(
-                        "migration {} ({}) differs from the one applied to this database",
-                        migration.version, migration.name
-                    ),
-                ));
-            }
-            None => {}
+        schema::refuse_newer(
+            applied.last().map(|(newest, _)| *newest),
+            LATEST_SCHEMA_VERSION,
+        )?;
+        if schema::is_applied(&applied, migration.version, migration.name, migration.sql)? {
+            continue;
         }
         sqlx::raw_sql(migration.sql)
             .execute(&mut *tx)
@@ -151,7 +124,7 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> 
         sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)")
             .bind(i64::from(migration.version))
             .bind(migration.name)
-            .bind(checksum(migration.sql))
+            .bind(schema::checksum(migration.sql))
             .bind(Timestamp::now().unix_millis())
             .execute(&mut *tx)
             .await
@@ -167,8 +140,7 @@ pub(crate) async fn current_version(pool: &SqlitePool) -> StoreResult<u32> {
         .fetch_one(pool)
         .await
         .map_err(backend)?;
-    u32::try_from(version.unwrap_or(0))
-        .map_err(|_| StoreError::corrupt(Entity::Schema, "negative schema version"))
+    schema::version_of(version)
 }
 
 #[cfg(test)]
@@ -181,6 +153,7 @@ mod tests {
         KeyVaultStore, LeaseStore, OperationJournal, SecretOwner, SecretStore, SecretString,
         StackWhatIfStore, Vault,
     };
+    use cairn_store::{Entity, StoreError};
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
     async fn raw_pool(dir: &std::path::Path) -> SqlitePool {
@@ -235,7 +208,7 @@ mod tests {
             store
                 .append_operation(cairn_store::conformance::step(&id, "op", "Running", 1))
                 .await?;
-            store.close_pools().await?;
+            store.close_impl().await?;
             (id, secret)
         };
 
@@ -359,7 +332,7 @@ mod tests {
                         .await?,
                 );
             }
-            store.close_pools().await?;
+            store.close_impl().await?;
         }
 
         let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
@@ -412,7 +385,7 @@ mod tests {
         let key = MasterKey::generate()?;
         SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
             .await?
-            .close_pools()
+            .close_impl()
             .await?;
         let pool = raw_pool(dir.path()).await;
         sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (99, 'future', 'x', 0)")
@@ -445,7 +418,7 @@ mod tests {
         let key = MasterKey::generate()?;
         SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
             .await?
-            .close_pools()
+            .close_impl()
             .await?;
         let pool = raw_pool(dir.path()).await;
         sqlx::query("UPDATE schema_migrations SET checksum = '0000000000000000' WHERE version = 2")
@@ -504,15 +477,5 @@ mod tests {
     fn migrations_are_numbered_in_order_up_to_latest() {
         let versions: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
         assert_eq!(versions, (1..=LATEST_SCHEMA_VERSION).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn checksum_notices_edits() {
-        assert_eq!(checksum("a"), checksum("a"));
-        assert_ne!(
-            checksum("CREATE TABLE a (x)"),
-            checksum("CREATE TABLE a (y)")
-        );
-        assert_eq!(checksum(""), "cbf29ce484222325");
     }
 }

@@ -1,6 +1,10 @@
 //! Deployment stacks: the stack resource and its managed set as JSON, keyed by folded scope and name, versioned
 //! for optimistic concurrency.
 
+use cairn_store::codec::{
+    self, check_precondition, current_format, fetch_limit, json_text, paginate, stack_display_key,
+    stack_page_key,
+};
 use cairn_store::{
     Entity, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError, StoreResult,
     Timestamp, fold_case,
@@ -8,11 +12,7 @@ use cairn_store::{
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::deployments::paginate;
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
-    timestamp, unsigned,
-};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::DeploymentStack;
 
@@ -27,28 +27,7 @@ macro_rules! select_stacks {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<StackRecord> {
-    check_format(row, "format_version", E)?;
-    Ok(StackRecord {
-        scope: get(row, "scope", E)?,
-        name: get(row, "name", E)?,
-        stack: json(row, "stack", E)?,
-        managed_set: json(row, "managed_set", E)?,
-        created_at: timestamp(row, "created_at", E)?,
-        updated_at: timestamp(row, "updated_at", E)?,
-        version: unsigned(row, "version", E)?,
-    })
-}
-
-/// The continuation token of a stack: folded scope and name, separated by a character neither can hold.
-fn page_key(scope_key: &str, name_key: &str) -> String {
-    format!("{scope_key}\u{1}{name_key}")
-}
-
-fn display_key(scope: &str, name: &str) -> String {
-    format!(
-        "{}/providers/Microsoft.Resources/deploymentStacks/{name}",
-        scope.trim_end_matches('/')
-    )
+    decode(row, E, codec::stack)
 }
 
 impl SqliteStore {
@@ -71,7 +50,7 @@ impl SqliteStore {
         .map_err(backend)?;
         check_precondition(
             E,
-            &display_key(&stack.scope, &stack.name),
+            &stack_display_key(&stack.scope, &stack.name),
             precondition,
             found,
         )?;
@@ -156,7 +135,7 @@ impl SqliteStore {
             .map(record_from_row)
             .collect::<StoreResult<Vec<_>>>()?;
         let continuation = paginate(&mut items, page_size, |s| {
-            page_key(
+            stack_page_key(
                 &fold_case(s.scope.trim_end_matches('/')),
                 &s.name.to_lowercase(),
             )
@@ -175,7 +154,7 @@ impl SqliteStore {
     ) -> StoreResult<()> {
         let scope_key = fold_case(scope.trim_end_matches('/'));
         let name_key = name.to_lowercase();
-        let key = display_key(scope, name);
+        let key = stack_display_key(scope, name);
         let mut tx = self.begin_write().await?;
         let found: Option<i64> = sqlx::query_scalar(
             "SELECT version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",

@@ -5,6 +5,8 @@
 //! Each case takes a fresh, empty store. Cases panic on failure, as tests do.
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
 
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
@@ -28,6 +30,7 @@ pub const CASES: &[&str] = &[
     "deployment_replacement_starts_a_new_run",
     "deployment_delete_removes_history_only",
     "deployment_claims_and_orphans",
+    "deployment_takeover_fences_the_old_holder",
     "deployment_takeovers_count_runs_without_progress",
     "operation_journal_appends_and_reads",
     "record_step_is_atomic_with_inventory",
@@ -62,6 +65,7 @@ macro_rules! store_conformance_tests {
             deployment_replacement_starts_a_new_run,
             deployment_delete_removes_history_only,
             deployment_claims_and_orphans,
+            deployment_takeover_fences_the_old_holder,
             deployment_takeovers_count_runs_without_progress,
             operation_journal_appends_and_reads,
             record_step_is_atomic_with_inventory,
@@ -91,6 +95,46 @@ macro_rules! store_conformance_tests {
         )*
     };
 }
+
+/// A conformance case as a plain function, for a test harness that runs the cases itself (e.g. to share one
+/// database server between them).
+pub type CaseFn = for<'a> fn(&'a dyn Store) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+macro_rules! case_table {
+    ($($case:ident),* $(,)?) => {
+        /// Every case with its name, in [`CASES`] order.
+        pub const ALL_CASES: &[(&str, CaseFn)] = &[$((stringify!($case), |store| Box::pin($case(store)))),*];
+    };
+}
+
+case_table!(
+    resource_groups_round_trip,
+    resource_group_preconditions,
+    deployments_create_get_and_list,
+    deployment_listing_filters_and_pages,
+    deployment_updates_are_partial_and_versioned,
+    deployment_replacement_starts_a_new_run,
+    deployment_delete_removes_history_only,
+    deployment_claims_and_orphans,
+    deployment_takeover_fences_the_old_holder,
+    deployment_takeovers_count_runs_without_progress,
+    operation_journal_appends_and_reads,
+    record_step_is_atomic_with_inventory,
+    inventory_round_trip_and_filters,
+    key_vault_secret_versions,
+    key_vault_vaults,
+    leases_exclusive_with_takeover,
+    secrets_round_trip,
+    concurrent_creates_conflict,
+    concurrent_updates_conflict,
+    concurrent_lease_acquires_conflict,
+    canary_secret_round_trips_through_every_path,
+    stacks_round_trip_versions_and_pages,
+    stack_what_ifs_put_replace_get_list_delete,
+    stack_what_ifs_expire_and_purge,
+    host_operations_put_replace_get_delete,
+    host_operations_expire_and_purge,
+);
 
 /// A timestamp `millis` after an arbitrary fixed epoch (2026-01-01), for readable test data.
 pub fn at(millis: i64) -> Timestamp {
@@ -956,6 +1000,111 @@ pub async fn deployment_claims_and_orphans(store: &dyn Store) {
             .claim_deployment(&DeploymentId::generate(), "x", at(1), at(0))
             .await,
         "claim unknown run",
+    );
+}
+
+/// Taking over an expired claim from another owner moves the row version on, so the old holder — a replica that
+/// stalled past its claim and does not know it lost it — can no longer write through its claim: its updates at the
+/// version it knew, its renewals and its release are all `Conflict`, while the new holder's writes go through.
+pub async fn deployment_takeover_fences_the_old_holder(store: &dyn Store) {
+    let mut new = new_deployment(SCOPE, "fenced", None);
+    new.owner = Some(DeploymentOwner {
+        owner: "replica-a".into(),
+        expires_at: at(1_000),
+    });
+    let created = store
+        .put_deployment(new, Precondition::MustNotExist)
+        .await
+        .expect("create claimed");
+    let running = |millis| DeploymentUpdate {
+        status: Some(DeploymentStatus::Running),
+        ..DeploymentUpdate::at(at(millis))
+    };
+    let seen_by_a = store
+        .update_deployment(&created.id, created.version, running(10))
+        .await
+        .expect("the holder updates");
+    let renewed = store
+        .claim_deployment(&created.id, "replica-a", at(1_000), at(20))
+        .await
+        .expect("the holder renews");
+    assert_eq!(
+        renewed.version, seen_by_a.version,
+        "a renewal fences no one"
+    );
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-b", at(3_000), at(999))
+            .await,
+        "a live claim",
+    );
+
+    let taken = store
+        .claim_deployment(&created.id, "replica-b", at(3_000), at(1_000))
+        .await
+        .expect("take over at expiry");
+    assert!(
+        taken.version > seen_by_a.version,
+        "a takeover moves the version on: {} after {}",
+        taken.version,
+        seen_by_a.version
+    );
+    assert_eq!(
+        (taken.status, taken.updated_at),
+        (DeploymentStatus::Running, at(10)),
+        "a takeover changes nothing else"
+    );
+
+    let finished = DeploymentUpdate {
+        status: Some(DeploymentStatus::Succeeded),
+        finished_at: Some(at(1_100)),
+        ..DeploymentUpdate::at(at(1_100))
+    };
+    assert_conflict(
+        store
+            .update_deployment(&created.id, seen_by_a.version, finished.clone())
+            .await,
+        "the old holder's update",
+    );
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-a", at(2_000), at(1_100))
+            .await,
+        "the old holder's renewal",
+    );
+    assert_conflict(
+        store.release_deployment(&created.id, "replica-a").await,
+        "the old holder's release",
+    );
+
+    let done = store
+        .update_deployment(&created.id, taken.version, finished)
+        .await
+        .expect("the new holder updates");
+    let stored = store
+        .get_deployment_by_id(&created.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        (stored.status, stored.owner.map(|o| o.owner), stored.version),
+        (
+            DeploymentStatus::Succeeded,
+            Some("replica-b".to_owned()),
+            done.version
+        )
+    );
+    store
+        .release_deployment(&created.id, "replica-b")
+        .await
+        .expect("release");
+    let claimed = store
+        .claim_deployment(&created.id, "replica-c", at(9_000), at(2_000))
+        .await
+        .expect("claim a released run");
+    assert_eq!(
+        claimed.version, done.version,
+        "claiming a released run fences no one"
     );
 }
 

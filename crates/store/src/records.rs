@@ -210,7 +210,8 @@ pub struct DeploymentRecord {
     /// `extensions[]` (non-secret parts only).
     pub extensions: Option<Value>,
     pub owner: Option<DeploymentOwner>,
-    /// The row version, bumped by every `update_deployment`; claims and renewals leave it alone.
+    /// The row version, bumped by every `update_deployment` and by a claim taken over from another owner (which
+    /// fences the old holder's updates); claiming an unclaimed run and renewals leave it alone.
     pub version: u64,
 }
 

@@ -100,7 +100,9 @@ pub trait DeploymentStore: Send + Sync {
     ) -> StoreFuture<'a, ()>;
 
     /// Claims (or renews the claim on) a deployment for `owner` until `expires_at`. Succeeds when unclaimed,
-    /// already `owner`'s, or the other claim expired by `now`; otherwise `Conflict`.
+    /// already `owner`'s, or the other claim expired by `now`; otherwise `Conflict`. Taking the claim over from
+    /// another owner bumps the row version, so the old holder's `update_deployment` at the version it knew fails
+    /// with `Conflict` (fencing), as do its renewals and its release.
     fn claim_deployment<'a>(
         &'a self,
         id: &'a DeploymentId,
@@ -411,7 +413,7 @@ pub trait HostOperationStore: Send + Sync {
     fn purge_expired_host_operations<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64>;
 }
 
-/// Everything a deployment needs persisted. Implemented by the embedded SQLite store and (later) PostgreSQL.
+/// Everything a deployment needs persisted. Implemented by the embedded SQLite store and by PostgreSQL.
 pub trait Store:
     ResourceGroupStore
     + DeploymentStore

@@ -14,6 +14,7 @@ mod progress;
 mod render;
 mod serve;
 mod stack;
+mod store;
 mod template;
 
 use std::process::ExitCode;
@@ -48,6 +49,9 @@ enum Command {
     Lint(lint::LintArgs),
     /// Deployment stacks at resource group or subscription scope.
     Stack(stack::StackArgs),
+    /// The store: migrate its schema, copy a data directory into PostgreSQL.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
 }
 
 fn main() -> ExitCode {
@@ -61,6 +65,7 @@ fn main() -> ExitCode {
         Command::Keyvault(args) => keyvault::run(args),
         Command::Lint(args) => lint::run(args),
         Command::Stack(args) => stack::run(args),
+        Command::Store(cmd) => store::run(cmd),
     };
     match result {
         Ok(code) => code,

@@ -25,7 +25,7 @@ pub struct ServeConfig {
     pub tokens: Option<PathBuf>,
     /// Allows serving without tokens on a non-loopback address.
     pub insecure_no_auth: bool,
-    /// Where the store lives (a data directory).
+    /// Where the store lives (a data directory or a PostgreSQL database).
     pub store: StoreLocation,
     pub registry: Arc<Registry>,
     pub options: ServerOptions,

@@ -45,7 +45,8 @@ use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions};
 use sqlx::{Postgres, Transaction};
 
-pub use migrate::{LATEST_SCHEMA_VERSION, Migrated};
+pub use cairn_store::schema::Migrated;
+pub use migrate::LATEST_SCHEMA_VERSION;
 
 use crate::rows::backend;
 

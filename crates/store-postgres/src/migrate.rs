@@ -4,7 +4,8 @@
 //! the database as it was. Each is recorded in `schema_migrations` with a checksum, so an edited migration is
 //! noticed; a database from a newer cairn is refused (`cairn_store::schema`).
 
-use cairn_store::{StoreResult, Timestamp, schema};
+use cairn_store::schema::{self, Migrated};
+use cairn_store::{StoreResult, Timestamp};
 use sqlx::PgPool;
 
 use crate::rows::backend;
@@ -71,13 +72,6 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     checksum   TEXT NOT NULL,
     applied_at BIGINT NOT NULL
 )";
-
-/// What a migration run did: the schema version before and after.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Migrated {
-    pub from: u32,
-    pub to: u32,
-}
 
 /// Brings the database to `target` (at most [`LATEST_SCHEMA_VERSION`]).
 pub(crate) async fn migrate(pool: &PgPool, target: u32) -> StoreResult<Migrated> {

@@ -45,6 +45,7 @@ use std::str::FromStr;
 use std::time::Duration;
 
 use cairn_store::crypto::{DATA_KEY_ID, DataKey, MasterKey, load_master_key};
+use cairn_store::schema::Migrated;
 use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -166,6 +167,33 @@ impl SqliteStore {
             data_key,
             data_dir: Some(data_dir.to_owned()),
         })
+    }
+
+    /// Applies pending migrations to the database of an existing data directory (creating the database file when
+    /// the directory has none) without opening the store (no master key needed), and says from which version to
+    /// which. A missing directory is `NotFound`, not created: a mistyped path should not start an empty store.
+    pub async fn migrate(data_dir: impl AsRef<Path>) -> StoreResult<Migrated> {
+        let data_dir = data_dir.as_ref();
+        if !data_dir.is_dir() {
+            return Err(StoreError::not_found(
+                Entity::Schema,
+                format!("data directory {}", data_dir.display()),
+            ));
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(data_dir.join(DATABASE_FILE_NAME))
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .foreign_keys(true),
+            )
+            .await
+            .map_err(rows::backend)?;
+        let migrated = migrate::migrate(&pool, LATEST_SCHEMA_VERSION).await;
+        pool.close().await;
+        migrated
     }
 
     /// Opens a data directory migrated only up to `schema_version`: what an older cairn would have created, for

@@ -1,7 +1,8 @@
 //! Embedded, versioned schema migrations: each applied once, in order, in its own `BEGIN IMMEDIATE` transaction,
 //! recorded in `schema_migrations` with a checksum so an edited migration is noticed rather than silently skipped.
 
-use cairn_store::{StoreResult, Timestamp, schema};
+use cairn_store::schema::{self, Migrated};
+use cairn_store::{StoreResult, Timestamp};
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::rows::backend;
@@ -94,12 +95,13 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at INTEGER NOT NULL
 )";
 
-/// Brings the database to `target` (at most [`LATEST_SCHEMA_VERSION`]) and returns the version it is at.
-pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> {
+/// Brings the database to `target` (at most [`LATEST_SCHEMA_VERSION`]) and says from which version to which.
+pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<Migrated> {
     sqlx::query(CREATE_TABLE)
         .execute(pool)
         .await
         .map_err(backend)?;
+    let from = current_version(pool).await?;
     for migration in MIGRATIONS.iter().filter(|m| m.version <= target) {
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
         let applied: Vec<(i64, String)> =
@@ -131,7 +133,10 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> 
             .map_err(backend)?;
         tx.commit().await.map_err(backend)?;
     }
-    current_version(pool).await
+    Ok(Migrated {
+        from,
+        to: current_version(pool).await?,
+    })
 }
 
 /// The highest applied migration (0 for an empty database).
@@ -175,7 +180,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let key = MasterKey::generate()?;
         let pool = raw_pool(dir.path()).await;
-        assert_eq!(migrate(&pool, 1).await?, 1);
+        assert_eq!(migrate(&pool, 1).await?, Migrated { from: 0, to: 1 });
         let tables: Vec<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
                 .fetch_all(&pool)
@@ -376,6 +381,36 @@ mod tests {
             .list_managed_resources(ManagedResourceFilter::default())
             .await?;
         assert_eq!(listed.items.len(), 5);
+        Ok(())
+    }
+
+    #[tokio::test]
+    async fn migrate_says_from_which_version_to_which_and_creates_no_directory()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let missing = dir.path().join("missing");
+        let error = SqliteStore::migrate(&missing)
+            .await
+            .expect_err("no directory");
+        assert!(error.is_not_found(), "{error:?}");
+        assert!(!missing.exists());
+        let pool = raw_pool(dir.path()).await;
+        migrate(&pool, 5).await?;
+        pool.close().await;
+        assert_eq!(
+            SqliteStore::migrate(dir.path()).await?,
+            Migrated {
+                from: 5,
+                to: LATEST_SCHEMA_VERSION
+            }
+        );
+        assert_eq!(
+            SqliteStore::migrate(dir.path()).await?,
+            Migrated {
+                from: LATEST_SCHEMA_VERSION,
+                to: LATEST_SCHEMA_VERSION
+            }
+        );
         Ok(())
     }
 

@@ -129,16 +129,27 @@ pub enum KeyOrigin {
 /// The master key for a data directory: `CAIRN_STORE_KEY` when set, else `<data_dir>/cairn.key`, created (mode
 /// 0600) with a fresh key when absent. The directory must exist.
 pub fn load_master_key(data_dir: &Path) -> StoreResult<(MasterKey, KeyOrigin)> {
-    let from_env = match std::env::var(KEY_ENV_VAR) {
-        Ok(value) => Some(SecretString::from(value)),
-        Err(std::env::VarError::NotPresent) => None,
-        Err(std::env::VarError::NotUnicode(_)) => {
-            return Err(StoreError::Crypto(format!(
-                "{KEY_ENV_VAR} is not valid base64"
-            )));
-        }
-    };
+    let from_env = env_master_key()?;
     load_master_key_from(from_env.as_ref(), data_dir)
+}
+
+/// The master key of an existing data directory: `CAIRN_STORE_KEY` when set, else `<data_dir>/cairn.key`, which must
+/// exist (unlike [`load_master_key`], nothing is created: for reading a store that is already there, e.g. the
+/// source of a copy, a new key could only fail to open it).
+pub fn load_existing_master_key(data_dir: &Path) -> StoreResult<(MasterKey, KeyOrigin)> {
+    let env_key = env_master_key()?;
+    load_server_master_key_from(None, env_key.as_ref(), Some(&data_dir.join(KEY_FILE_NAME)))
+}
+
+/// `CAIRN_STORE_KEY`, when set.
+fn env_master_key() -> StoreResult<Option<SecretString>> {
+    match std::env::var(KEY_ENV_VAR) {
+        Ok(value) => Ok(Some(SecretString::from(value))),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(StoreError::Crypto(format!(
+            "{KEY_ENV_VAR} is not valid base64"
+        ))),
+    }
 }
 
 /// The master key of a store reached over the network (PostgreSQL), which has no data directory to keep a key file
@@ -146,15 +157,7 @@ pub fn load_master_key(data_dir: &Path) -> StoreResult<(MasterKey, KeyOrigin)> {
 /// named by `CAIRN_STORE_KEY_FILE`. Nothing is created: replicas must share one key, so generating one here would
 /// split them; without any of the three this fails with [`StoreError::Crypto`] saying how to give one.
 pub fn load_server_master_key(key_file: Option<&Path>) -> StoreResult<(MasterKey, KeyOrigin)> {
-    let env_key = match std::env::var(KEY_ENV_VAR) {
-        Ok(value) => Some(SecretString::from(value)),
-        Err(std::env::VarError::NotPresent) => None,
-        Err(std::env::VarError::NotUnicode(_)) => {
-            return Err(StoreError::Crypto(format!(
-                "{KEY_ENV_VAR} is not valid base64"
-            )));
-        }
-    };
+    let env_key = env_master_key()?;
     let env_file = std::env::var_os(KEY_FILE_ENV_VAR)
         .filter(|v| !v.is_empty())
         .map(PathBuf::from);

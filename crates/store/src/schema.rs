@@ -4,6 +4,13 @@
 
 use crate::error::{Entity, StoreError, StoreResult};
 
+/// What a migration run did: the schema version before and after.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Migrated {
+    pub from: u32,
+    pub to: u32,
+}
+
 /// FNV-1a (64 bit) of a migration's text: enough to notice an edited migration, no cryptography needed.
 pub fn checksum(sql: &str) -> String {
     let hash = sql.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {

@@ -30,20 +30,32 @@ pub fn start_server(data_dir: &Path, registry: &Path) -> Server {
 }
 
 /// [`start_server`] with more `cairn serve` arguments (e.g. `--tokens FILE`).
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all of them use every starter"
+)]
 pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> Server {
+    let mut args = vec![
+        OsStr::new("--data-dir"),
+        data_dir.as_os_str(),
+        OsStr::new("--extensions"),
+        registry.as_os_str(),
+    ];
+    args.extend_from_slice(extra);
+    start_serve(&args, &[])
+}
+
+/// `cairn serve` on 127.0.0.1:0 with a 3 s claim TTL and `args` (which say where the store is), with `env` added
+/// to its environment.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all of them use every starter"
+)]
+pub fn start_serve(args: &[&OsStr], env: &[(&str, &OsStr)]) -> Server {
     let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--claim-ttl",
-            "3",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .arg("--extensions")
-        .arg(registry)
-        .args(extra)
+        .args(["serve", "--listen", "127.0.0.1:0", "--claim-ttl", "3"])
+        .args(args)
+        .envs(env.iter().copied())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()

@@ -9,7 +9,8 @@ if [ ! -d ../shared/conformance ]; then
   exit 2
 fi
 
-# --- PostgreSQL for the tests that need a real server (crates/testpg, owned by crates/ext-postgresql) -----
+# --- PostgreSQL for the tests that need a real server (crates/testpg: the PostgreSql extension, the PostgreSQL
+# store and the CLI's store_* tests) -------------------------------------------------------------------------
 # The tests start throwaway clusters themselves (initdb, pg_ctl and postgres from the `postgresql` package); they
 # only need the binaries and, as root, an unprivileged account to run them as (PostgreSQL refuses root).
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then

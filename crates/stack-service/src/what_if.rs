@@ -39,6 +39,12 @@ use cairn_store::{
 };
 use serde_json::Value;
 
+use crate::request::{
+    deployment_of, link_without_credentials, parameters_link_without_credentials,
+    public_parameters, stack_id, validate_body,
+};
+use crate::service::{StackService, store_error};
+
 const DEPLOYMENTS_TYPE: &str = "microsoft.resources/deployments";
 
 /// Why a `retentionInterval` is refused.
@@ -520,7 +526,7 @@ fn stored_result(record: StackWhatIfRecord) -> Result<DeploymentStacksWhatIfResu
     })
 }
 
-impl crate::StackService {
+impl StackService {
     /// Runs a stack what-if (`PUT .../deploymentStacksWhatIfResults/{name}`) and stores its result, with the
     /// request, for `retentionInterval`. `scope` and `name` address the result; the stack is
     /// `properties.deploymentStackResourceId` (it may not exist yet).
@@ -554,7 +560,7 @@ impl crate::StackService {
             .store
             .get_stack_what_if_request(scope, name, Timestamp::now())
             .await
-            .map_err(crate::store_error)?
+            .map_err(store_error)?
             .ok_or_else(|| what_if_not_found(name))?;
         // The request is this service's own serialisation; a parse error could quote a value, so say nothing.
         let request: DeploymentStacksWhatIfResult = serde_json::from_str(stored.expose_secret())
@@ -573,7 +579,7 @@ impl crate::StackService {
             .store
             .get_stack_what_if(scope, name, Timestamp::now())
             .await
-            .map_err(crate::store_error)?
+            .map_err(store_error)?
             .is_some()
         {
             self.store_what_if(scope, name, &request, &result, retention)
@@ -593,7 +599,7 @@ impl crate::StackService {
             .store
             .get_stack_what_if(scope, name, Timestamp::now())
             .await
-            .map_err(crate::store_error)?
+            .map_err(store_error)?
             .ok_or_else(|| what_if_not_found(name))?;
         stored_result(record)
     }
@@ -609,7 +615,7 @@ impl crate::StackService {
             .store
             .list_stack_what_ifs(scope, page, Timestamp::now())
             .await
-            .map_err(crate::store_error)?;
+            .map_err(store_error)?;
         Ok(Page {
             items: listed
                 .items
@@ -626,7 +632,7 @@ impl crate::StackService {
             .store
             .delete_stack_what_if(scope, name, Timestamp::now())
             .await
-            .map_err(crate::store_error)
+            .map_err(store_error)
     }
 
     /// Removes every what-if result whose retention interval has ended, with its request; returns how many. The
@@ -636,7 +642,7 @@ impl crate::StackService {
             .store
             .purge_expired_stack_what_ifs(Timestamp::now())
             .await
-            .map_err(crate::store_error)
+            .map_err(store_error)
     }
 
     /// Stores `result` with its request, sealed by the store, until `retention` from now; `true` when it replaced
@@ -662,7 +668,7 @@ impl crate::StackService {
             .store
             .put_stack_what_if(what_if, now)
             .await
-            .map_err(crate::store_error)
+            .map_err(store_error)
     }
 
     async fn compute_what_if(
@@ -687,7 +693,7 @@ impl crate::StackService {
             .with_target("properties.deploymentStackResourceId")
         })?;
         let mut next = stack_properties_of(request)?;
-        crate::validate_body(&next)?;
+        validate_body(&next)?;
         let deployment_scope = next
             .deployment_scope
             .clone()
@@ -695,9 +701,9 @@ impl crate::StackService {
         next.deployment_scope = Some(deployment_scope.clone());
         let existing = self.load(&stack_scope, &stack_name).await?;
         let mut stack =
-            DeploymentStack::for_id(&crate::stack_id(&stack_scope, &stack_name)?, next.clone());
+            DeploymentStack::for_id(&stack_id(&stack_scope, &stack_name)?, next.clone());
         stack.location = request.location.clone();
-        let deployment = crate::deployment_of(&stack);
+        let deployment = deployment_of(&stack);
         let what_if_properties: DeploymentWhatIfProperties =
             serde_json::from_value(serde_json::to_value(&deployment.properties).map_err(internal)?)
                 .map_err(internal)?;
@@ -789,15 +795,12 @@ impl crate::StackService {
         let p = &mut result.properties;
         // Like a stack record, a result keeps no template and no secure parameter values.
         p.template = None;
-        p.template_link = p
-            .template_link
-            .as_ref()
-            .map(crate::link_without_credentials);
+        p.template_link = p.template_link.as_ref().map(link_without_credentials);
         p.parameters_link = p
             .parameters_link
             .as_ref()
-            .map(crate::parameters_link_without_credentials);
-        p.parameters = crate::public_parameters(&next);
+            .map(parameters_link_without_credentials);
+        p.parameters = public_parameters(&next);
         p.bypass_stack_out_of_sync_error = None;
         p.deployment_scope = Some(deployment_scope);
         p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);

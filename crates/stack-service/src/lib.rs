@@ -24,8 +24,8 @@
 //! record keeps beside the stack), `ending` (the end-of-operation signal), `service` (the handle and the record
 //! reads and writes every operation shares), `lease` (one operation at a time), `record` (fenced writes while an
 //! operation runs), `snapshot` (the stack's deployment tree), `unmanage` (performing the deletes),
-//! `validation`, `put` (create/update), `delete`, `recovery` (finishing interrupted operations),
-//! `what_if` and `bulk_delete`.
+//! `validation`, `put` (create/update), `delete`, `recovery` (finishing interrupted operations), `what_if` (over
+//! the pure `what_if_retention` and `what_if_changes`) and `bulk_delete`.
 
 mod bulk_delete;
 mod delete;
@@ -41,6 +41,8 @@ mod state;
 mod unmanage;
 mod validation;
 mod what_if;
+mod what_if_changes;
+mod what_if_retention;
 
 pub use crate::bulk_delete::{
     BULK_DELETE_SYNC_MAX_ENTRIES, BulkDeleteEntry, BulkDeleteRequest, BulkDeleteResponse,

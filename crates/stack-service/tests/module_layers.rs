@@ -65,9 +65,15 @@ fn stack_service_modules_import_each_other_without_a_circle() {
 }
 
 #[test]
-fn request_checks_and_stored_state_import_no_other_module() {
+fn pure_modules_import_no_other_module() {
     let graph = import_graph();
-    for pure in ["request", "state", "ending"] {
+    for pure in [
+        "request",
+        "state",
+        "ending",
+        "what_if_changes",
+        "what_if_retention",
+    ] {
         assert_eq!(graph.get(pure), Some(&BTreeSet::new()), "{pure}");
     }
 }

@@ -1,6 +1,7 @@
 //! The `cairn` binary: parses the command line and dispatches to the library crates.
 
 mod backend;
+mod bicep;
 mod client;
 mod deployment;
 mod extension;
@@ -11,6 +12,7 @@ mod lint;
 mod local;
 mod output;
 mod progress;
+mod query;
 mod render;
 mod serve;
 mod stack;

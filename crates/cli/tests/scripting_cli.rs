@@ -2,13 +2,13 @@
 //! (snapshots of table, tsv and yaml), enum values in any case, `--mode Complete` refused before anything is sent,
 //! and templates from `--template-uri` (served by a loopback HTTP server of the test) and `--template-spec`.
 
-mod common;
+mod in_process;
 
 use std::io::{BufRead as _, BufReader, Write as _};
 use std::net::TcpListener;
 use std::sync::{Arc, Mutex};
 
-use common::Cli;
+use in_process::Cli;
 use serde_json::{Value, json};
 
 const SCHEMA: &str =

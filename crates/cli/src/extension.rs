@@ -90,6 +90,18 @@ pub(crate) struct ConformanceArgs {
     /// Environment variable holding a bearer token for --url.
     #[arg(long, value_name = "VAR")]
     bearer_token_env: Option<String>,
+    /// Output format [default: the kit's table with a summary line; json with --query].
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        ignore_case = true,
+        value_name = "FORMAT"
+    )]
+    output: Option<Format>,
+    /// JMESPath query applied to the results (`[{check, result, detail}]`), e.g. `[?result=='fail'].check`.
+    #[arg(long, value_name = "JMESPATH", value_parser = Query::parse)]
+    query: Option<Query>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -407,12 +419,35 @@ fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
             Ok(cairn_conformance::run(&transport, &profile, &Options::new(Protocol::Http)).await)
         }
     })?;
-    print!("{}", report.render_table());
+    if args.query.is_none() && matches!(args.output, None | Some(Format::Table)) {
+        print!("{}", report.render_table());
+    } else {
+        let out = OutputArgs {
+            output: args.output,
+            query: args.query.clone(),
+        };
+        if let Err(failure) = out.print(Format::Json, &report_rows(&report), TableView::Auto) {
+            return Ok(failure.report());
+        }
+    }
     Ok(if report.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The conformance results as `[{check, result: pass|fail|skip, detail}]`.
+fn report_rows(report: &cairn_conformance::Report) -> Value {
+    let rows = report.results.iter().map(|r| {
+        let result = match r.outcome {
+            cairn_conformance::Outcome::Pass => "pass",
+            cairn_conformance::Outcome::Fail => "fail",
+            cairn_conformance::Outcome::Skip => "skip",
+        };
+        serde_json::json!({"check": r.name, "result": result, "detail": r.detail})
+    });
+    Value::Array(rows.collect())
 }
 
 fn serve_local(args: ServeLocalArgs) -> ExitCode {

@@ -467,3 +467,33 @@ fn template_spec_versions_deploy_by_id() {
     ]);
     assert_ne!(missing.status.code(), Some(0));
 }
+
+#[test]
+fn the_other_commands_take_output_and_query() {
+    let cli = Cli::new();
+    let template = cli.write("twice.json", &twice_template());
+    // template validate: a yaml report.
+    let valid = cli.expect(&["template", "validate", "-f", &template, "-o", "yaml"], 0);
+    assert!(valid.starts_with("status: valid"), "{valid}");
+    // template expand: a part of the plan.
+    let outputs = cli.json(&[
+        "template", "expand", "-f", &template, "-p", "count=4", "--query", "outputs",
+    ]);
+    assert!(outputs.to_string().contains('8'), "{outputs}");
+    // extension list: the built-ins' names, one per line.
+    let names = cli.expect(&["extension", "list", "--query", "[].name", "-o", "tsv"], 0);
+    assert_eq!(names.lines().collect::<Vec<_>>(), ["Local", "PostgreSql"]);
+    // extension conformance: results as data, no failure among them.
+    let failed = cli.json(&[
+        "extension",
+        "conformance",
+        "--builtin",
+        "local",
+        "--query",
+        "[?result=='fail'].check",
+    ]);
+    assert_eq!(failed, json!([]));
+    // lint: the report, queried.
+    let status = cli.json(&["lint", "--stacks", "-f", &template, "--query", "status"]);
+    assert_eq!(status, "clean");
+}

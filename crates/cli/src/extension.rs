@@ -58,7 +58,7 @@ pub(crate) struct ConformanceArgs {
     #[arg(long, value_name = "PATH")]
     binary: Option<PathBuf>,
     /// A built-in extension, in process.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     builtin: Option<Builtin>,
     /// Conformance profile: a JSON file, or `local` for the Local extension's shipped profile.
     #[arg(long, value_name = "FILE|local")]

@@ -147,6 +147,35 @@ mod tests {
         }
     }
 
+    /// az takes enum values in any case (`--mode incremental`, `-o TABLE`): so does every cairn flag with a fixed
+    /// set of values.
+    #[test]
+    fn every_enum_value_matches_ignoring_case() {
+        fn walk(cmd: &clap::Command, path: &str, checked: &mut usize) {
+            for arg in cmd.get_arguments() {
+                let values = arg.get_possible_values();
+                // Flags (`--yes`) take no values; clap lists `true`/`false` for them.
+                if values.is_empty() || !arg.get_action().takes_values() {
+                    continue;
+                }
+                assert!(
+                    arg.is_ignore_case_set(),
+                    "`cairn {path} --{}` matches its values case-sensitively",
+                    arg.get_id()
+                );
+                *checked += 1;
+            }
+            for child in cmd.get_subcommands() {
+                walk(child, &format!("{path} {}", child.get_name()), checked);
+            }
+        }
+        let mut checked = 0;
+        let mut cmd = command();
+        cmd.build();
+        walk(&cmd, "", &mut checked);
+        assert!(checked > 50, "{checked}");
+    }
+
     #[test]
     fn help_ends_with_the_examples() {
         let mut cmd = command();

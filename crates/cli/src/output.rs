@@ -93,7 +93,16 @@ impl OutputArgs {
 
 /// Colour on stdout: a terminal, and `NO_COLOR` unset or empty.
 pub(crate) fn color_stdout() -> bool {
-    std::io::stdout().is_terminal() && std::env::var_os("NO_COLOR").is_none_or(|v| v.is_empty())
+    color_enabled(
+        std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    )
+}
+
+/// Colour for a stream that is (or is not) a terminal, given `NO_COLOR` (no-color.org: any non-empty value
+/// turns colour off).
+fn color_enabled(terminal: bool, no_color: Option<&std::ffi::OsStr>) -> bool {
+    terminal && no_color.is_none_or(|v| v.is_empty())
 }
 
 /// The text `format` prints for `value` after `query` (without the final newline), or `None` when nothing is
@@ -594,6 +603,14 @@ mod tests {
             .replace(LITERAL, "")
             .replace(RESET, "");
         assert_eq!(stripped, plain);
+    }
+
+    #[test]
+    fn colour_only_on_a_terminal_without_no_color() {
+        assert!(color_enabled(true, None));
+        assert!(color_enabled(true, Some(std::ffi::OsStr::new(""))));
+        assert!(!color_enabled(true, Some(std::ffi::OsStr::new("1"))));
+        assert!(!color_enabled(false, None));
     }
 
     #[test]

@@ -24,7 +24,7 @@ use cairn_store::{
 use sqlx::{SqliteConnection, SqlitePool};
 use tokio::sync::oneshot;
 
-use crate::inventory::upsert_resource;
+use crate::inventory::{insert_resource_if_absent, upsert_resource};
 use crate::journal::insert_step;
 use crate::rows::{backend, check_precondition};
 
@@ -213,6 +213,9 @@ async fn apply(conn: &mut SqliteConnection, write: GroupedWrite) -> StoreResult<
             match &change {
                 InventoryChange::Put(resource) => {
                     upsert_resource(conn, resource).await?;
+                }
+                InventoryChange::PutIfAbsent(resource) => {
+                    insert_resource_if_absent(conn, resource).await?;
                 }
                 InventoryChange::Delete(key) => {
                     sqlx::query("DELETE FROM managed_resources WHERE key = ?1")

@@ -58,24 +58,29 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
     })
 }
 
+/// `INSERT` of every column of a resource (bound by [`bind_resource`]), then `$tail`.
+macro_rules! insert_resource {
+    ($tail:literal) => {
+        concat!(
+            "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, ",
+            "api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, ",
+            "extension, created_at, updated_at, version, format_version) ",
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14) ",
+            $tail
+        )
+    };
+}
+
+type ResourceQuery<'q> =
+    sqlx::query::QueryAs<'q, sqlx::Sqlite, (i64, i64), sqlx::sqlite::SqliteArguments>;
+
 /// Inserts or overwrites a resource and returns its new version and creation time.
 pub(crate) async fn upsert_resource(
     conn: &mut SqliteConnection,
     resource: &ManagedResource,
 ) -> StoreResult<(u64, Timestamp)> {
-    let extension = resource
-        .extension
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
-    let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
-    let (version, created_at): (i64, i64) = sqlx::query_as(
-        "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
-         api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, \
-         extension, created_at, updated_at, version, format_version) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14) \
-         ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
+    let query = sqlx::query_as(insert_resource!(
+        "ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
          resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
          resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
          properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
@@ -83,27 +88,58 @@ pub(crate) async fn upsert_resource(
          deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
          updated_at = excluded.updated_at, version = managed_resources.version + 1, \
          format_version = excluded.format_version \
-         RETURNING version, created_at",
-    )
-    .bind(resource.key.as_str())
-    .bind(resource.resource_id.as_deref())
-    .bind(resource.resource_id.as_deref().map(fold_case))
-    .bind(&resource.resource_type)
-    .bind(resource.resource_type.to_lowercase())
-    .bind(resource.api_version.as_deref())
-    .bind(json_text(&resource.properties))
-    .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
-    .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
-    .bind(deployment_keys.as_ref().map(|(scope, _)| scope.as_str()))
-    .bind(deployment_keys.as_ref().map(|(_, name)| name.as_str()))
-    .bind(optional_json_text(extension.as_ref()))
-    .bind(resource.updated_at.unix_millis())
-    .bind(current_format(E))
-    .fetch_one(conn)
-    .await
-    .map_err(backend)?;
+         RETURNING version, created_at"
+    ));
+    let (version, created_at) = bind_resource(query, resource)?
+        .fetch_one(conn)
+        .await
+        .map_err(backend)?;
     let version = u64::try_from(version).map_err(|_| StoreError::corrupt(E, "negative version"))?;
     Ok((version, Timestamp::from_unix_millis(created_at)))
+}
+
+/// Inserts a resource unless its key is inventoried already (then the row is left alone).
+pub(crate) async fn insert_resource_if_absent(
+    conn: &mut SqliteConnection,
+    resource: &ManagedResource,
+) -> StoreResult<()> {
+    let query = sqlx::query_as(insert_resource!(
+        "ON CONFLICT (key) DO NOTHING RETURNING version, created_at"
+    ));
+    bind_resource(query, resource)?
+        .fetch_optional(conn)
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Binds a resource to the parameters of `insert_resource!`.
+fn bind_resource<'q>(
+    query: ResourceQuery<'q>,
+    resource: &'q ManagedResource,
+) -> StoreResult<ResourceQuery<'q>> {
+    let extension = resource
+        .extension
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+    let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
+    Ok(query
+        .bind(resource.key.as_str())
+        .bind(resource.resource_id.as_deref())
+        .bind(resource.resource_id.as_deref().map(fold_case))
+        .bind(&resource.resource_type)
+        .bind(resource.resource_type.to_lowercase())
+        .bind(resource.api_version.as_deref())
+        .bind(json_text(&resource.properties))
+        .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
+        .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
+        .bind(deployment_keys.as_ref().map(|(scope, _)| scope.clone()))
+        .bind(deployment_keys.map(|(_, name)| name))
+        .bind(optional_json_text(extension.as_ref()))
+        .bind(resource.updated_at.unix_millis())
+        .bind(current_format(E)))
 }
 
 /// Schema 6 (a migration data step): extension resources' keys gain their resource type, from

@@ -31,6 +31,7 @@ pub const CASES: &[&str] = &[
     "deployment_takeovers_count_runs_without_progress",
     "operation_journal_appends_and_reads",
     "record_step_is_atomic_with_inventory",
+    "record_step_put_if_absent_keeps_an_existing_row",
     "inventory_round_trip_and_filters",
     "key_vault_secret_versions",
     "key_vault_vaults",
@@ -65,6 +66,7 @@ macro_rules! store_conformance_tests {
             deployment_takeovers_count_runs_without_progress,
             operation_journal_appends_and_reads,
             record_step_is_atomic_with_inventory,
+            record_step_put_if_absent_keeps_an_existing_row,
             inventory_round_trip_and_filters,
             key_vault_secret_versions,
             key_vault_vaults,
@@ -1185,6 +1187,104 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
             .expect("journal")
             .len(),
         5
+    );
+}
+
+/// A create's `Running` step inventories its target only when nobody did yet: a new resource gets a row in the
+/// step's transaction, an inventoried one keeps its row as it was.
+pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) {
+    let run = store
+        .put_deployment(
+            new_deployment(SCOPE, "pending", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let extension = ExtensionRef {
+        name: Some("Kubernetes".into()),
+        config_id: Some("c1".into()),
+        identifiers: Some(json!({"name": "web"})),
+        ..ExtensionRef::default()
+    };
+    let placeholder = ManagedResource {
+        key: ResourceKey::extension(
+            "Kubernetes",
+            Some("c1"),
+            "apps/Deployment",
+            &json!({"name": "web"}),
+        ),
+        resource_id: None,
+        resource_type: "apps/Deployment".into(),
+        api_version: Some("apps/v1".into()),
+        properties: json!({}),
+        deployment: Some(run.key.clone()),
+        extension: Some(extension.clone()),
+        updated_at: at(1),
+    };
+    store
+        .record_step(
+            step(&run.id, "web", "Running", 1),
+            InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+        )
+        .await
+        .expect("running");
+    let stored = store
+        .get_managed_resource(&placeholder.key)
+        .await
+        .expect("get")
+        .expect("inventoried before the call");
+    assert_eq!((stored.resource, stored.version), (placeholder.clone(), 1));
+
+    let created = ManagedResource {
+        properties: json!({"replicas": 2}),
+        updated_at: at(2),
+        ..placeholder.clone()
+    };
+    store
+        .record_step(
+            step(&run.id, "web", "Succeeded", 2),
+            InventoryChange::Put(Box::new(created.clone())),
+        )
+        .await
+        .expect("succeeded");
+    // A later run's create of the same resource leaves what the extension last returned.
+    store
+        .record_step(
+            step(&run.id, "web", "Running", 3),
+            InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+        )
+        .await
+        .expect("running again");
+    let stored = store
+        .get_managed_resource(&placeholder.key)
+        .await
+        .expect("get")
+        .expect("still inventoried");
+    assert_eq!((stored.resource, stored.version), (created, 2));
+
+    let mut orphan = placeholder.clone();
+    orphan.key = ResourceKey::extension(
+        "Kubernetes",
+        Some("c1"),
+        "apps/Deployment",
+        &json!({"name": "x"}),
+    );
+    assert_not_found(
+        store
+            .record_step(
+                step(&DeploymentId::generate(), "x", "Running", 1),
+                InventoryChange::PutIfAbsent(Box::new(orphan.clone())),
+            )
+            .await,
+        "record for an unknown run",
+    );
+    assert!(
+        store
+            .get_managed_resource(&orphan.key)
+            .await
+            .expect("get")
+            .is_none(),
+        "rolled back with the step"
     );
 }
 

@@ -340,6 +340,10 @@ pub struct ManagedResourceRecord {
 pub enum InventoryChange {
     /// Create or overwrite the resource (no precondition).
     Put(Box<ManagedResource>),
+    /// Create the resource unless the key is already inventoried, in which case the row is left as it is. A
+    /// create's `Running` step records its target this way before the call goes out, so a crash during the call
+    /// cannot leave a resource nobody tracks, and an update in flight keeps what its provider last returned.
+    PutIfAbsent(Box<ManagedResource>),
     /// Remove the resource; nothing to do when it is already gone.
     Delete(ResourceKey),
 }

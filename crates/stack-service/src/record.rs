@@ -3,19 +3,24 @@
 //! this one's writes fail instead of overwriting the newer state), and the unmanage progress — resources deleted
 //! so far — published on the record while the deletes run, so a GET (and `cairn stack`) shows it live and a
 //! process that takes over after a crash starts from what is left.
+//!
+//! The operation's last write goes through here too: the stack in a terminal state (`failed` with its errors, or
+//! as it ended), its duration, and no operation pending.
 
 use std::collections::HashSet;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
-use cairn_arm::ArmError;
-use cairn_arm::models::stack::{DeploymentStack, ResourceReference};
+use cairn_arm::models::stack::{
+    DeploymentStack, DeploymentStackProvisioningState, ResourceReference,
+};
+use cairn_arm::{ArmError, ErrorDetail};
 use cairn_stacks::{ManagedResource, ManagedSet, ResourceKey};
 use cairn_store::Precondition;
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
-use crate::StackService;
+use crate::service::{StackService, store_error};
 use crate::state::StoredState;
 
 /// The error of a write refused because another operation has written the record since this one did.
@@ -103,7 +108,7 @@ impl StackService {
             Ok(()) => Ok(()),
             Err(error) if error.is_not_found() => Ok(()),
             Err(error) if error.is_conflict() => Err(superseded(&fence.name)),
-            Err(error) => Err(crate::store_error(error)),
+            Err(error) => Err(store_error(error)),
         }
     }
 
@@ -204,5 +209,75 @@ impl DeleteProgress {
             ..self.state.clone()
         };
         (stack, state)
+    }
+}
+
+pub(crate) fn iso_duration(elapsed: Duration) -> String {
+    format!("PT{}.{:03}S", elapsed.as_secs(), elapsed.subsec_millis())
+}
+
+pub(crate) fn update_failed(details: Vec<ErrorDetail>) -> ErrorDetail {
+    ErrorDetail::new(
+        "DeploymentStackUpdateFailed",
+        "One or more stages of the deploymentStack failed.",
+    )
+    .with_details(details)
+}
+
+impl StackService {
+    /// Ends the operation `failed` with `errors`; the stack as written.
+    pub(crate) async fn fail_with(
+        &self,
+        fence: &RecordFence,
+        mut stack: DeploymentStack,
+        state: StoredState,
+        errors: Vec<ErrorDetail>,
+        started: Instant,
+    ) -> Result<DeploymentStack, ArmError> {
+        Self::mark_failed(&mut stack, &state, errors, started);
+        self.finish(fence, &stack, &state).await?;
+        Ok(stack)
+    }
+
+    /// The stack as a failed operation leaves it: `failed` with `errors`, managing `state`'s set.
+    pub(crate) fn mark_failed(
+        stack: &mut DeploymentStack,
+        state: &StoredState,
+        errors: Vec<ErrorDetail>,
+        started: Instant,
+    ) {
+        let p = &mut stack.properties;
+        p.resources = Some(state.managed_set.to_references());
+        p.deployment_extensions = Some(state.managed_set.deployment_extensions());
+        p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
+        p.error = Some(match errors.len() {
+            1 if errors[0].code() == "DeploymentStackDeleteResourcesFailed" => errors[0].clone(),
+            _ => update_failed(errors),
+        });
+        p.duration = Some(iso_duration(started.elapsed()));
+    }
+
+    /// The operation's last write: the stack in a terminal state, no operation pending.
+    pub(crate) async fn finish(
+        &self,
+        fence: &RecordFence,
+        stack: &DeploymentStack,
+        state: &StoredState,
+    ) -> Result<(), ArmError> {
+        let state = StoredState {
+            pending: None,
+            ..state.clone()
+        };
+        self.write_fenced(fence, stack, &state).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations_are_iso_8601() {
+        assert_eq!(iso_duration(Duration::from_millis(1_234)), "PT1.234S");
     }
 }

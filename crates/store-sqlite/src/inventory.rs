@@ -2,7 +2,7 @@
 
 use cairn_store::Timestamp;
 use cairn_store::{
-    DeploymentKey, Entity, ExtensionRef, ManagedResource, ManagedResourceFilter,
+    DeploymentKey, Entity, ExtensionRef, InventoryChange, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
 };
 use serde_json::Value;
@@ -23,7 +23,7 @@ macro_rules! select_resources {
     ($tail:literal) => {
         concat!(
             "SELECT key, resource_id, resource_type, api_version, properties, deployment_scope, deployment_name, ",
-            "extension, created_at, updated_at, version, format_version FROM managed_resources ",
+            "extension, created_at, updated_at, version, detached, format_version FROM managed_resources ",
             $tail
         )
     };
@@ -55,6 +55,7 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
         },
         created_at: timestamp(row, "created_at", E)?,
         version: unsigned(row, "version", E)?,
+        detached: get::<i64>(row, "detached", E)? != 0,
     })
 }
 
@@ -111,6 +112,42 @@ pub(crate) async fn insert_resource_if_absent(
         .await
         .map_err(backend)?;
     Ok(())
+}
+
+/// Applies one inventory change inside the caller's transaction.
+pub(crate) async fn apply_change(
+    conn: &mut SqliteConnection,
+    change: &InventoryChange,
+) -> StoreResult<()> {
+    match change {
+        InventoryChange::Put(resource) => {
+            upsert_resource(&mut *conn, resource).await?;
+            // A deployment wrote the resource again: it is managed, no longer detached.
+            sqlx::query(
+                "UPDATE managed_resources SET detached = 0 WHERE key = ?1 AND detached <> 0",
+            )
+            .bind(resource.key.as_str())
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(backend)
+        }
+        InventoryChange::PutIfAbsent(resource) => insert_resource_if_absent(conn, resource).await,
+        InventoryChange::Delete(key) => sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
+            .bind(key.as_str())
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(backend),
+        InventoryChange::Detach(key) => {
+            sqlx::query("UPDATE managed_resources SET detached = 1 WHERE key = ?1")
+                .bind(key.as_str())
+                .execute(conn)
+                .await
+                .map(drop)
+                .map_err(backend)
+        }
+    }
 }
 
 /// Binds a resource to the parameters of `insert_resource!`.

@@ -333,6 +333,9 @@ pub struct ManagedResourceRecord {
     pub resource: ManagedResource,
     pub created_at: Timestamp,
     pub version: u64,
+    /// A deployment stack stopped managing the resource and left it in place (`InventoryChange::Detach`); the next
+    /// `InventoryChange::Put` (a deployment's finished create) clears it.
+    pub detached: bool,
 }
 
 /// The inventory effect of an operation step, recorded in the same transaction as the step.
@@ -346,6 +349,8 @@ pub enum InventoryChange {
     PutIfAbsent(Box<ManagedResource>),
     /// Remove the resource; nothing to do when it is already gone.
     Delete(ResourceKey),
+    /// Mark the resource detached (left in place, no longer managed); nothing to do when it is not inventoried.
+    Detach(ResourceKey),
 }
 
 /// Which managed resources to list.

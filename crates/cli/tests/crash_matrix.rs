@@ -73,14 +73,14 @@ impl Extension {
     }
 
     fn hold_create(&self, name: &str) {
-        let _ = self.release.send(Release::Hold);
+        self.release.send_replace(Release::Hold);
         let mut state = self.state.lock().unwrap();
         state.hold_create = Some(name.to_owned());
         state.held.clear();
     }
 
     fn hold_delete(&self, name: &str) {
-        let _ = self.release.send(Release::Hold);
+        self.release.send_replace(Release::Hold);
         let mut state = self.state.lock().unwrap();
         state.hold_delete = Some(name.to_owned());
         state.held.clear();
@@ -91,7 +91,7 @@ impl Extension {
         let mut state = self.state.lock().unwrap();
         state.hold_create = None;
         state.hold_delete = None;
-        let _ = self.release.send(how);
+        self.release.send_replace(how);
     }
 
     async fn wait_held(&self, name: &str) {

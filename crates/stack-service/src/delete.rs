@@ -90,6 +90,7 @@ impl StackService {
                     &stack,
                     &state,
                     Precondition::Version(record.version),
+                    Vec::new(),
                 )
                 .await?;
             Ok::<_, ArmError>(Some((

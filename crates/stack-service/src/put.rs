@@ -170,7 +170,7 @@ impl StackService {
             ..previous.clone()
         };
         let written = self
-            .put_record(scope, name, &stack, &in_flight, precondition)
+            .put_record(scope, name, &stack, &in_flight, precondition, Vec::new())
             .await?;
         let fence = RecordFence::new(scope, name, written.version);
         let (ended_sender, ended) = OperationEnded::channel();

@@ -9,7 +9,9 @@ use cairn_arm::models::stack::DeploymentStack;
 use cairn_engine::{Engine, Providers};
 use cairn_host::ExtensionHost;
 use cairn_stacks::{Ownership, StackClaim};
-use cairn_store::{NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp};
+use cairn_store::{
+    InventoryChange, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp,
+};
 use serde::Deserialize as _;
 use serde_json::Value;
 
@@ -174,12 +176,13 @@ impl StackService {
         stack: &DeploymentStack,
         state: &StoredState,
         precondition: Precondition,
+        inventory: Vec<InventoryChange>,
     ) -> Result<StackRecord, ArmError> {
         let stack_json = serde_json::to_value(stack)
             .map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
         self.inner
             .store
-            .put_stack(
+            .put_stack_with_inventory(
                 NewStack {
                     scope: scope.trim_end_matches('/').to_owned(),
                     name: name.to_owned(),
@@ -188,6 +191,7 @@ impl StackService {
                 },
                 precondition,
                 Timestamp::now(),
+                inventory,
             )
             .await
             .map_err(store_error)

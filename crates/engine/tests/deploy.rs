@@ -422,3 +422,30 @@ async fn seed_declaration_forms_deploy_like_the_shipped_one() {
         Some(json!({ "cluster": "seed002-cluster" }))
     );
 }
+
+/// Every created extension resource is inventoried under its identity; a create the extension refused, of a
+/// resource the extension then says does not exist, leaves no inventory row behind (the row its `Running` step
+/// wrote goes with its `Failed` step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inventory_holds_what_the_extension_holds_after_a_refused_create() {
+    let env = setup().await;
+    env.fake.fail_on("bad");
+    let template = fake_template(
+        json!({ "good": widget("good", json!({})), "bad": widget("bad", json!({})) }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "refused", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Failed");
+    let rows = env
+        .store
+        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
+        .await
+        .unwrap()
+        .items;
+    let names: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.resource.extension.as_ref()?.identifiers.as_ref()?["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["good"], "{rows:#?}");
+    assert_eq!(env.fake.names(), vec!["good"]);
+}

@@ -9,7 +9,7 @@ use sqlx::PgConnection;
 use sqlx::postgres::PgRow;
 
 use crate::PostgresStore;
-use crate::inventory::{delete_resource_row, upsert_resource};
+use crate::inventory::apply_changes;
 use crate::rows::{LockSpace, backend, decode, lock_key, write_error};
 
 const E: Entity = Entity::DeploymentOperation;
@@ -83,12 +83,7 @@ impl PostgresStore {
     ) -> StoreResult<OperationRecord> {
         let mut tx = self.begin().await?;
         let sequence = insert_step(&mut tx, &step).await?;
-        match &change {
-            InventoryChange::Put(resource) => {
-                upsert_resource(&mut tx, resource).await?;
-            }
-            InventoryChange::Delete(key) => delete_resource_row(&mut tx, key).await?,
-        }
+        apply_changes(&mut tx, std::slice::from_ref(&change)).await?;
         tx.commit().await.map_err(backend)?;
         Ok(OperationRecord { sequence, step })
     }

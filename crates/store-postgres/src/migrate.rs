@@ -58,10 +58,15 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "deployment_takeovers",
         sql: include_str!("../migrations/0008_deployment_takeovers.sql"),
     },
+    Migration {
+        version: 9,
+        name: "inventory_detached",
+        sql: include_str!("../migrations/0009_inventory_detached.sql"),
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 8;
+pub const LATEST_SCHEMA_VERSION: u32 = 9;
 
 /// The advisory lock (one-key form) migrators hold: `cairn` in ASCII, a key of its own.
 const MIGRATION_LOCK: i64 = 0x6361_6972_6e00_0001;

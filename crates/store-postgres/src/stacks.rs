@@ -7,13 +7,14 @@ use cairn_store::codec::{
     stack_page_key,
 };
 use cairn_store::{
-    Entity, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError, StoreResult,
-    Timestamp, fold_case,
+    Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
+    StoreResult, Timestamp, fold_case,
 };
 use sqlx::PgConnection;
 use sqlx::postgres::PgRow;
 
 use crate::PostgresStore;
+use crate::inventory::apply_changes;
 use crate::rows::{LockSpace, backend, decode, lock_key};
 
 const E: Entity = Entity::DeploymentStack;
@@ -55,6 +56,7 @@ impl PostgresStore {
         stack: NewStack,
         precondition: Precondition,
         now: Timestamp,
+        changes: Vec<InventoryChange>,
     ) -> StoreResult<StackRecord> {
         let scope_key = fold_case(stack.scope.trim_end_matches('/'));
         let name_key = stack.name.to_lowercase();
@@ -86,6 +88,7 @@ impl PostgresStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(backend)?;
+        apply_changes(&mut tx, &changes).await?;
         tx.commit().await.map_err(backend)?;
         Ok(StackRecord {
             scope: stack.scope,
@@ -153,6 +156,7 @@ impl PostgresStore {
         scope: &str,
         name: &str,
         precondition: Precondition,
+        changes: Vec<InventoryChange>,
     ) -> StoreResult<()> {
         let scope_key = fold_case(scope.trim_end_matches('/'));
         let name_key = name.to_lowercase();
@@ -169,6 +173,7 @@ impl PostgresStore {
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
+        apply_changes(&mut tx, &changes).await?;
         tx.commit().await.map_err(backend)
     }
 }

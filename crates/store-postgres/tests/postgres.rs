@@ -15,9 +15,9 @@ use cairn_store::crypto::MasterKey;
 use cairn_store::transfer::{ExportRows, NOT_COPIED, Row, TABLES, Table};
 use cairn_store::{
     DeploymentOwner, DeploymentStatus, DeploymentStore, DeploymentUpdate, Entity, ExposeSecret,
-    KeyVaultStore, LeaseStore, NewSecretVersion, NewStack, OperationJournal, Precondition,
-    ResourceGroupStore, SecretOwner, SecretStore, SecretString, StackStore, Store, StoreError,
-    Tags, Vault,
+    InventoryStore, KeyVaultStore, LeaseStore, NewSecretVersion, NewStack, OperationJournal,
+    Precondition, ResourceGroupStore, ResourceKey, SecretOwner, SecretStore, SecretString,
+    StackStore, Store, StoreError, Tags, Vault,
 };
 use cairn_store_postgres::{LATEST_SCHEMA_VERSION, Migrated, PostgresStore};
 use cairn_store_sqlite::{SqliteOptions, SqliteStore};
@@ -445,16 +445,29 @@ async fn migrate_reports_versions_and_upgrades_an_older_schema(cluster: &Cluster
     .execute(&pool)
     .await
     .expect("its request");
+    sqlx::query(
+        "INSERT INTO managed_resources (key, resource_type, resource_type_key, properties, created_at, \
+         updated_at, version, format_version) VALUES ('arm:/old', 'X.Y/z', 'x.y/z', '{}', 1, 1, 1, 1)",
+    )
+    .execute(&pool)
+    .await
+    .expect("a v7 inventory row");
     pool.close().await;
 
     assert_eq!(
         PostgresStore::migrate(&url).await.expect("upgrade"),
-        Migrated { from: 7, to: 8 }
+        Migrated {
+            from: 7,
+            to: LATEST_SCHEMA_VERSION
+        }
     );
     let store = PostgresStore::open(&url, &MasterKey::generate().expect("key"))
         .await
         .expect("open");
-    assert_eq!(store.schema_version().await.expect("version"), 8);
+    assert_eq!(
+        store.schema_version().await.expect("version"),
+        LATEST_SCHEMA_VERSION
+    );
     let old = store
         .get_deployment(&cairn_store::DeploymentKey::new("/subscriptions/s", "old"))
         .await
@@ -469,6 +482,12 @@ async fn migrate_reports_versions_and_upgrades_an_older_schema(cluster: &Cluster
         1,
         "an upgraded run counts takeovers from zero"
     );
+    let resource = store
+        .get_managed_resource(&ResourceKey::from_stored("arm:/old"))
+        .await
+        .expect("v9 column")
+        .expect("kept");
+    assert!(!resource.detached, "an upgraded inventory row is managed");
     store.close().await.expect("close");
 }
 

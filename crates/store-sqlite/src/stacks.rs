@@ -6,12 +6,13 @@ use cairn_store::codec::{
     stack_page_key,
 };
 use cairn_store::{
-    Entity, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError, StoreResult,
-    Timestamp, fold_case,
+    Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
+    StoreResult, Timestamp, fold_case,
 };
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
+use crate::inventory::apply_change;
 use crate::rows::{backend, decode};
 
 const E: Entity = Entity::DeploymentStack;
@@ -36,6 +37,7 @@ impl SqliteStore {
         stack: NewStack,
         precondition: Precondition,
         now: Timestamp,
+        changes: Vec<InventoryChange>,
     ) -> StoreResult<StackRecord> {
         let scope_key = fold_case(stack.scope.trim_end_matches('/'));
         let name_key = stack.name.to_lowercase();
@@ -74,6 +76,9 @@ impl SqliteStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(backend)?;
+        for change in &changes {
+            apply_change(&mut tx, change).await?;
+        }
         tx.commit().await.map_err(backend)?;
         Ok(StackRecord {
             scope: stack.scope,
@@ -151,6 +156,7 @@ impl SqliteStore {
         scope: &str,
         name: &str,
         precondition: Precondition,
+        changes: Vec<InventoryChange>,
     ) -> StoreResult<()> {
         let scope_key = fold_case(scope.trim_end_matches('/'));
         let name_key = name.to_lowercase();
@@ -174,6 +180,9 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
+        for change in &changes {
+            apply_change(&mut tx, change).await?;
+        }
         tx.commit().await.map_err(backend)
     }
 }

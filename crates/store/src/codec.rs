@@ -254,6 +254,7 @@ pub fn managed_resource<C: Columns + ?Sized>(
         },
         created_at: row.timestamp("created_at")?,
         version: row.unsigned("version")?,
+        detached: row.boolean("detached")?,
     })
 }
 

@@ -1,7 +1,9 @@
 //! The trait side of a backend: [`impl_store_traits!`](crate::impl_store_traits) implements every storage trait for
 //! a backend type by boxing the inherent `async fn`s it defines under the same names with an `_impl` suffix
 //! (`put_deployment_impl`, ...) plus `close_impl`, so each backend writes plain async functions and the boxing
-//! lives here once.
+//! lives here once. The stack writes are the exception: `put_stack_impl` and `delete_stack_impl` take the inventory
+//! changes of `put_stack_with_inventory`/`delete_stack_with_inventory` as a last argument (empty for the plain
+//! writes).
 
 /// Implements [`Store`](crate::Store) and every trait it gathers for `$ty`, whose inherent `async fn xxx_impl`
 /// methods take the trait method's arguments; `$name` is [`Store::backend_name`](crate::Store::backend_name).
@@ -287,7 +289,17 @@ macro_rules! impl_store_traits {
                 precondition: $crate::Precondition,
                 now: $crate::Timestamp,
             ) -> $crate::StoreFuture<'a, $crate::StackRecord> {
-                Box::pin(self.put_stack_impl(stack, precondition, now))
+                Box::pin(self.put_stack_impl(stack, precondition, now, Vec::new()))
+            }
+
+            fn put_stack_with_inventory<'a>(
+                &'a self,
+                stack: $crate::NewStack,
+                precondition: $crate::Precondition,
+                now: $crate::Timestamp,
+                changes: Vec<$crate::InventoryChange>,
+            ) -> $crate::StoreFuture<'a, $crate::StackRecord> {
+                Box::pin(self.put_stack_impl(stack, precondition, now, changes))
             }
 
             fn get_stack<'a>(
@@ -312,7 +324,17 @@ macro_rules! impl_store_traits {
                 name: &'a str,
                 precondition: $crate::Precondition,
             ) -> $crate::StoreFuture<'a, ()> {
-                Box::pin(self.delete_stack_impl(scope, name, precondition))
+                Box::pin(self.delete_stack_impl(scope, name, precondition, Vec::new()))
+            }
+
+            fn delete_stack_with_inventory<'a>(
+                &'a self,
+                scope: &'a str,
+                name: &'a str,
+                precondition: $crate::Precondition,
+                changes: Vec<$crate::InventoryChange>,
+            ) -> $crate::StoreFuture<'a, ()> {
+                Box::pin(self.delete_stack_impl(scope, name, precondition, changes))
             }
         }
 

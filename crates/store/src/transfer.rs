@@ -338,6 +338,7 @@ pub const TABLES: &[Table] = &[
             integer("updated_at"),
             integer("version"),
             integer("format_version"),
+            boolean("detached"),
         ],
         key: &["key"],
     },

@@ -437,6 +437,10 @@ impl Engine {
             (None, None)
         };
         let cancel = CancellationToken::new();
+        if record.cancel_requested {
+            // Canceled through a replica that died before it could act on it: the resumed run ends `Canceled`.
+            cancel.cancel();
+        }
         let (done_tx, done_rx) = watch::channel(false);
         self.inner.registry.insert(
             &record.key,
@@ -564,7 +568,8 @@ impl Engine {
     }
 
     /// Cancels a running deployment: nothing new is scheduled, operations in flight finish, and it ends
-    /// `Canceled` (resources stay as far as they got). 409 when it is not running.
+    /// `Canceled` (resources stay as far as they got). 409 when it is not running. A run of another live replica is
+    /// canceled there: the request is recorded on the run, which that replica sees at its next heartbeat.
     pub async fn cancel(&self, scope: &str, name: &str) -> Result<(), EngineError> {
         let key = Self::key(scope, name);
         let record = self.record(&key).await?;
@@ -610,13 +615,15 @@ impl Engine {
                     .await;
                 Ok(())
             }
-            Err(StoreError::Conflict { .. }) => Err(EngineError::arm(
-                409,
-                "DeploymentRunningElsewhere",
-                format!(
-                    "The deployment '{name}' is running on another engine replica; cancel it there."
-                ),
-            )),
+            // Running on another live replica: the cancel is recorded on the run, and that replica cancels when it
+            // next renews its claim (within a heartbeat).
+            Err(StoreError::Conflict { .. }) => {
+                env.store
+                    .request_deployment_cancel(&record.id)
+                    .await
+                    .map_err(store_error)?;
+                Ok(())
+            }
             Err(e) => Err(store_error(e)),
         }
     }

@@ -97,6 +97,11 @@ impl Tree {
                     .claim_deployment(&id, &self.env.settings.owner_id, until, now)
                     .await
                 {
+                    // A cancel asked of another replica: it is recorded on the run for this one to act on.
+                    Ok(record) if record.cancel_requested && !self.cancel.is_cancelled() => {
+                        tracing::info!(deployment = %id, "a cancel was requested through another replica");
+                        self.cancel.cancel();
+                    }
                     Ok(_) => {}
                     Err(cairn_store::StoreError::Conflict { .. }) => {
                         // Another replica took the run over (this one was presumed dead): stop scheduling.
@@ -109,6 +114,19 @@ impl Tree {
                 }
             }
         }
+    }
+}
+
+/// A journal write refused because the run's claim is no longer this engine's (another replica took the run over
+/// while this one was presumed dead): nothing it does from here on may land, so the run stops scheduling.
+fn lost_claim_stops_the_run(
+    error: &cairn_store::StoreError,
+    cancel: &CancellationToken,
+    key: &str,
+) {
+    if matches!(error, cairn_store::StoreError::Conflict { .. }) && !cancel.is_cancelled() {
+        tracing::warn!(deployment = %key, "lost the deployment claim; canceling this run");
+        cancel.cancel();
     }
 }
 
@@ -381,8 +399,11 @@ impl Run {
         let store = self.env().store.clone();
         let key = self.key.to_string();
         let op_id = step.operation_id.clone();
+        let writer = self.env().settings.owner_id.clone();
+        let cancel = self.tree.cancel.clone();
         self.write(&op_id, async move {
-            if let Err(e) = store.append_operation(step).await {
+            if let Err(e) = store.append_operation(step, Some(&writer)).await {
+                lost_claim_stops_the_run(&e, &cancel, &key);
                 tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation");
             }
         });
@@ -393,8 +414,11 @@ impl Run {
         let store = self.env().store.clone();
         let key = self.key.to_string();
         let op_id = step.operation_id.clone();
+        let writer = self.env().settings.owner_id.clone();
+        let cancel = self.tree.cancel.clone();
         self.write(&op_id, async move {
-            if let Err(e) = store.record_step(step, change).await {
+            if let Err(e) = store.record_step(step, change, Some(&writer)).await {
+                lost_claim_stops_the_run(&e, &cancel, &key);
                 tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation with its resource");
             }
         });

@@ -30,9 +30,24 @@ fn record_from_row(row: &PgRow) -> StoreResult<OperationRecord> {
 }
 
 /// Appends one journal row and returns its sequence number (the run's highest plus one). The run's journal lock
-/// makes concurrent appends to one run (from any process) number their rows one after the other.
-async fn insert_step(conn: &mut PgConnection, step: &OperationStep) -> StoreResult<u64> {
+/// makes concurrent appends to one run (from any process) number their rows one after the other. A `writer` must
+/// hold the run's claim (see `OperationJournal`): its row is share-locked until the commit, so a takeover (an
+/// `UPDATE` of that row) commits either before the check, refusing the write, or after the write.
+async fn insert_step(
+    conn: &mut PgConnection,
+    step: &OperationStep,
+    writer: Option<&str>,
+) -> StoreResult<u64> {
     lock_key(conn, LockSpace::Journal, step.deployment_id.as_str()).await?;
+    if let Some(writer) = writer {
+        let holder: Option<Option<String>> =
+            sqlx::query_scalar("SELECT owner FROM deployments WHERE id = $1 FOR SHARE")
+                .bind(step.deployment_id.as_str())
+                .fetch_optional(&mut *conn)
+                .await
+                .map_err(backend)?;
+        codec::check_journal_writer(&step.deployment_id, writer, holder)?;
+    }
     let sequence: i64 = sqlx::query_scalar(
         "INSERT INTO deployment_operations (deployment_id, seq, operation_id, provisioning_operation, \
          provisioning_state, status_code, status_message, target_resource, service_request_id, timestamp, \
@@ -69,9 +84,10 @@ impl PostgresStore {
     pub(crate) async fn append_operation_impl(
         &self,
         step: OperationStep,
+        writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
         let mut tx = self.begin().await?;
-        let sequence = insert_step(&mut tx, &step).await?;
+        let sequence = insert_step(&mut tx, &step, writer).await?;
         tx.commit().await.map_err(backend)?;
         Ok(OperationRecord { sequence, step })
     }
@@ -80,9 +96,10 @@ impl PostgresStore {
         &self,
         step: OperationStep,
         change: InventoryChange,
+        writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
         let mut tx = self.begin().await?;
-        let sequence = insert_step(&mut tx, &step).await?;
+        let sequence = insert_step(&mut tx, &step, writer).await?;
         apply_changes(&mut tx, std::slice::from_ref(&change)).await?;
         tx.commit().await.map_err(backend)?;
         Ok(OperationRecord { sequence, step })

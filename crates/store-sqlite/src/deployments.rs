@@ -23,7 +23,8 @@ macro_rules! select_deployments {
         concat!(
             "SELECT d.id, d.scope, d.name, d.parent_id, d.location, d.tags, d.status, d.correlation_id, ",
             "d.stack_initiated, d.created_at, d.updated_at, d.started_at, d.finished_at, d.outputs, d.error, ",
-            "d.output_resources, d.extensions, d.owner, d.owner_expires_at, d.version, d.format_version, ",
+            "d.output_resources, d.extensions, d.owner, d.owner_expires_at, d.cancel_requested, d.version, ",
+            "d.format_version, ",
             "r.request, r.format_version AS request_format_version ",
             "FROM deployments d JOIN deployment_requests r ON r.deployment_id = d.id ",
             $tail
@@ -148,6 +149,7 @@ impl SqliteStore {
             output_resources: None,
             extensions: None,
             owner: new.owner,
+            cancel_requested: false,
             version: 1,
         })
     }
@@ -378,6 +380,26 @@ impl SqliteStore {
             .await
             .map_err(backend)?;
         tx.commit().await.map_err(backend)
+    }
+
+    pub(crate) async fn request_deployment_cancel_impl(
+        &self,
+        id: &DeploymentId,
+    ) -> StoreResult<DeploymentRecord> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "UPDATE deployments SET cancel_requested = 1 \
+             WHERE id = ?1 AND status IN ('Accepted', 'Running')",
+        )
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        let record = fetch_by_id(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(record)
     }
 
     pub(crate) async fn list_orphaned_deployments_impl(

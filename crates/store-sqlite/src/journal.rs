@@ -28,6 +28,26 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
     decode(row, E, codec::operation)
 }
 
+/// Refuses a journal write of `writer` unless the run is claimed by it (see `OperationJournal`): `Conflict` when it
+/// is claimed by another or by nobody, `NotFound` when the run is gone. Runs inside the write's transaction, so a
+/// takeover commits either before the check (the write is refused) or after the write.
+pub(crate) async fn check_writer(
+    conn: &mut SqliteConnection,
+    deployment: &DeploymentId,
+    writer: Option<&str>,
+) -> StoreResult<()> {
+    let Some(writer) = writer else {
+        return Ok(());
+    };
+    let holder: Option<Option<String>> =
+        sqlx::query_scalar("SELECT owner FROM deployments WHERE id = ?1")
+            .bind(deployment.as_str())
+            .fetch_optional(conn)
+            .await
+            .map_err(backend)?;
+    codec::check_journal_writer(deployment, writer, holder)
+}
+
 /// Appends one journal row and returns its sequence number (the run's highest plus one).
 pub(crate) async fn insert_step(
     conn: &mut SqliteConnection,
@@ -68,17 +88,24 @@ impl SqliteStore {
     pub(crate) async fn append_operation_impl(
         &self,
         step: OperationStep,
+        writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
-        self.grouped_step(GroupedWrite::AppendStep(step)).await
+        self.grouped_step(GroupedWrite::AppendStep(step, writer.map(str::to_owned)))
+            .await
     }
 
     pub(crate) async fn record_step_impl(
         &self,
         step: OperationStep,
         change: InventoryChange,
+        writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
-        self.grouped_step(GroupedWrite::RecordStep(step, change))
-            .await
+        self.grouped_step(GroupedWrite::RecordStep(
+            step,
+            change,
+            writer.map(str::to_owned),
+        ))
+        .await
     }
 
     async fn grouped_step(&self, write: GroupedWrite) -> StoreResult<OperationRecord> {

@@ -33,6 +33,7 @@ mod journal;
 mod keyvault;
 mod leases;
 mod migrate;
+mod operation_results;
 mod rows;
 mod secrets;
 mod stack_what_ifs;

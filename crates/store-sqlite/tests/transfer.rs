@@ -76,7 +76,7 @@ async fn export_pages_through_a_table_in_key_order() -> anyhow::Result<()> {
             .await?;
         for i in 0..7 {
             store
-                .append_operation(step(&run.id, &format!("op{i}"), "Running", i))
+                .append_operation(step(&run.id, &format!("op{i}"), "Running", i), None)
                 .await?;
         }
         runs.push(run.id);

@@ -11,9 +11,9 @@ use crate::format;
 use crate::keys::{DeploymentId, DeploymentKey, ResourceKey};
 use crate::records::{
     DeploymentOwner, DeploymentRecord, DeploymentStatus, ExtensionRef, HostOperationRecord, Lease,
-    ManagedResource, ManagedResourceRecord, OperationRecord, OperationStep, Precondition,
-    ResourceGroup, ResourceGroupRecord, SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags,
-    Vault, VaultRecord, VaultSecret,
+    ManagedResource, ManagedResourceRecord, OperationRecord, OperationResultRecord,
+    OperationResultState, OperationStep, Precondition, ResourceGroup, ResourceGroupRecord,
+    SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags, Vault, VaultRecord, VaultSecret,
 };
 use crate::sealed::{HOST_OPERATION_STATE, VAULT_SECRET_VALUE};
 use crate::time::Timestamp;
@@ -204,6 +204,7 @@ pub fn deployment<C: Columns + ?Sized>(row: &Row<'_, C>) -> StoreResult<Deployme
         output_resources: row.optional_json("output_resources")?,
         extensions: row.optional_json("extensions")?,
         owner,
+        cancel_requested: row.boolean("cancel_requested")?,
         version: row.unsigned("version")?,
     })
 }
@@ -368,6 +369,55 @@ pub fn host_operation<C: Columns + ?Sized>(
     })
 }
 
+/// An operation result: `status` NULL while running (then `owner` and `owner_expires_at` say who runs it).
+pub fn operation_result<C: Columns + ?Sized>(
+    row: &Row<'_, C>,
+) -> StoreResult<OperationResultRecord> {
+    row.format("format_version")?;
+    let state = match row.optional_integer("status")? {
+        Some(status) => OperationResultState::Done {
+            status: u16::try_from(status)
+                .map_err(|_| StoreError::corrupt(row.entity(), "column status: out of range"))?,
+            body: row.optional_json("body")?,
+        },
+        None => OperationResultState::Running {
+            owner: row.text("owner")?,
+            owner_expires_at: row.timestamp("owner_expires_at")?,
+        },
+    };
+    Ok(OperationResultRecord {
+        id: row.text("id")?,
+        subscription: row.text("subscription_key")?,
+        state,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+        expires_at: row.timestamp("expires_at")?,
+    })
+}
+
+/// The columns `status`, `body`, `owner`, `owner_expires_at` of an operation result's state.
+pub fn operation_result_columns(
+    state: &OperationResultState,
+) -> (Option<i64>, Option<String>, Option<&str>, Option<i64>) {
+    match state {
+        OperationResultState::Running {
+            owner,
+            owner_expires_at,
+        } => (
+            None,
+            None,
+            Some(owner.as_str()),
+            Some(owner_expires_at.unix_millis()),
+        ),
+        OperationResultState::Done { status, body } => (
+            Some(i64::from(*status)),
+            optional_json_text(body.as_ref()),
+            None,
+            None,
+        ),
+    }
+}
+
 // ---------------------------------------------------------------------------------------------------------------
 // Column values from records.
 
@@ -409,6 +459,30 @@ pub fn signed(value: u64) -> i64 {
 
 // ---------------------------------------------------------------------------------------------------------------
 // Preconditions and pages.
+
+/// Whether `writer` may write the journal of run `deployment`, whose claim `holder` names (`None`: the run is
+/// gone; `Some(None)`: nobody holds it): only its holder may.
+pub fn check_journal_writer(
+    deployment: &DeploymentId,
+    writer: &str,
+    holder: Option<Option<String>>,
+) -> StoreResult<()> {
+    match holder {
+        None => Err(StoreError::not_found(
+            Entity::Deployment,
+            deployment.as_str(),
+        )),
+        Some(Some(holder)) if holder == writer => Ok(()),
+        Some(holder) => Err(StoreError::conflict(
+            Entity::Deployment,
+            deployment.as_str(),
+            format!(
+                "'{writer}' no longer holds its claim (now {})",
+                holder.map_or_else(|| "unclaimed".to_owned(), |h| format!("claimed by '{h}'"))
+            ),
+        )),
+    }
+}
 
 /// Applies a [`Precondition`] to what a write found: the current row version, if any.
 pub fn check_precondition(

@@ -15,9 +15,9 @@ use crate::InventoryChange;
 use crate::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
     DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
-    NewHostOperation, NewSecretVersion, NewStack, NewStackWhatIf, OperationStep, PageRequest,
-    Precondition, ResourceGroup, ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags,
-    Timestamp, Vault,
+    NewHostOperation, NewOperationResult, NewSecretVersion, NewStack, NewStackWhatIf,
+    OperationResultState, OperationStep, PageRequest, Precondition, ResourceGroup, ResourceKey,
+    SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
 };
 
 /// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
@@ -50,6 +50,9 @@ pub const CASES: &[&str] = &[
     "stack_what_ifs_expire_and_purge",
     "host_operations_put_replace_get_delete",
     "host_operations_expire_and_purge",
+    "journal_writes_are_fenced_by_the_claim",
+    "deployment_cancel_requests",
+    "operation_results_run_finish_expire",
 ];
 
 /// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
@@ -87,6 +90,9 @@ macro_rules! store_conformance_tests {
             stack_what_ifs_expire_and_purge,
             host_operations_put_replace_get_delete,
             host_operations_expire_and_purge,
+            journal_writes_are_fenced_by_the_claim,
+            deployment_cancel_requests,
+            operation_results_run_finish_expire,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -140,6 +146,9 @@ case_table!(
     stack_what_ifs_expire_and_purge,
     host_operations_put_replace_get_delete,
     host_operations_expire_and_purge,
+    journal_writes_are_fenced_by_the_claim,
+    deployment_cancel_requests,
+    operation_results_run_finish_expire,
 );
 
 /// A timestamp `millis` after an arbitrary fixed epoch (2026-01-01), for readable test data.
@@ -673,7 +682,7 @@ pub async fn deployment_replacement_starts_a_new_run(store: &dyn Store) {
         .await
         .expect("secret");
     store
-        .append_operation(step(&first.id, "op1", "Succeeded", 1))
+        .append_operation(step(&first.id, "op1", "Succeeded", 1), None)
         .await
         .expect("append");
 
@@ -769,7 +778,7 @@ pub async fn deployment_delete_removes_history_only(store: &dyn Store) {
         .await
         .expect("secret");
     store
-        .append_operation(step(&parent.id, "op1", "Succeeded", 1))
+        .append_operation(step(&parent.id, "op1", "Succeeded", 1), None)
         .await
         .expect("append");
     let resource = ManagedResource {
@@ -1139,7 +1148,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
     ] {
         sequences.push(
             store
-                .append_operation(step(&run.id, op, state, millis))
+                .append_operation(step(&run.id, op, state, millis), None)
                 .await
                 .expect("append")
                 .sequence,
@@ -1148,7 +1157,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
     assert_eq!(sequences, [1, 2, 3, 4, 5]);
     assert_eq!(
         store
-            .append_operation(step(&other.id, "b-op", "Accepted", 1))
+            .append_operation(step(&other.id, "b-op", "Accepted", 1), None)
             .await
             .expect("append")
             .sequence,
@@ -1169,7 +1178,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
     extension_step.response_content = Some(json!({"status": "ok"}));
     extension_step.service_request_id = Some("req-1".into());
     let appended = store
-        .append_operation(extension_step.clone())
+        .append_operation(extension_step.clone(), None)
         .await
         .expect("append extension step");
     assert_eq!(appended.step, extension_step);
@@ -1232,7 +1241,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
 
     assert_not_found(
         store
-            .append_operation(step(&DeploymentId::generate(), "x", "Accepted", 1))
+            .append_operation(step(&DeploymentId::generate(), "x", "Accepted", 1), None)
             .await,
         "append to unknown run",
     );
@@ -1258,13 +1267,14 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         updated_at: at(3),
     };
     store
-        .append_operation(step(&run.id, "atomic", "Running", 1))
+        .append_operation(step(&run.id, "atomic", "Running", 1), None)
         .await
         .expect("running");
     let recorded = store
         .record_step(
             step(&run.id, "atomic", "Succeeded", 2),
             InventoryChange::Put(Box::new(resource.clone())),
+            None,
         )
         .await
         .expect("record");
@@ -1279,6 +1289,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         .record_step(
             step(&run.id, "atomic", "Succeeded", 3),
             InventoryChange::Put(Box::new(resource.clone())),
+            None,
         )
         .await
         .expect("record again");
@@ -1300,6 +1311,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
             .record_step(
                 step(&DeploymentId::generate(), "x", "Succeeded", 4),
                 InventoryChange::Put(Box::new(orphan.clone())),
+                None,
             )
             .await,
         "record for an unknown run",
@@ -1319,6 +1331,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         .record_step(
             delete.clone(),
             InventoryChange::Delete(resource.key.clone()),
+            None,
         )
         .await
         .expect("delete");
@@ -1330,7 +1343,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
             .is_none()
     );
     store
-        .record_step(delete, InventoryChange::Delete(resource.key.clone()))
+        .record_step(delete, InventoryChange::Delete(resource.key.clone()), None)
         .await
         .expect("delete when gone");
     assert_eq!(
@@ -1378,6 +1391,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         .record_step(
             step(&run.id, "web", "Running", 1),
             InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+            None,
         )
         .await
         .expect("running");
@@ -1397,6 +1411,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         .record_step(
             step(&run.id, "web", "Succeeded", 2),
             InventoryChange::Put(Box::new(created.clone())),
+            None,
         )
         .await
         .expect("succeeded");
@@ -1405,6 +1420,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         .record_step(
             step(&run.id, "web", "Running", 3),
             InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+            None,
         )
         .await
         .expect("running again");
@@ -1427,6 +1443,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
             .record_step(
                 step(&DeploymentId::generate(), "x", "Running", 1),
                 InventoryChange::PutIfAbsent(Box::new(orphan.clone())),
+                None,
             )
             .await,
         "record for an unknown run",
@@ -2217,7 +2234,7 @@ pub async fn write_canary_everywhere(store: &dyn Store, canary: &str) -> CanaryR
     step.target_resource = Some(
         json!({"resourceType": "Microsoft.KeyVault/vaults/secrets", "resourceName": "kv/canary"}),
     );
-    store.append_operation(step).await.expect("journal");
+    store.append_operation(step, None).await.expect("journal");
 
     let kv = vault("canary-kv");
     store
@@ -2435,6 +2452,7 @@ pub async fn stack_writes_carry_their_inventory_changes(store: &dyn Store) {
         .record_step(
             step(&run.id, "b", "Succeeded", 1),
             InventoryChange::Put(Box::new(b.clone())),
+            None,
         )
         .await
         .expect("deployed again");
@@ -3037,5 +3055,346 @@ pub async fn host_operations_expire_and_purge(store: &dyn Store) {
             .await
             .expect("get")
             .is_some()
+    );
+}
+
+/// Journal writes under a claim: the holder's steps and inventory changes land; once another owner took the run
+/// over (or nobody holds it), the old holder's `append_operation` and `record_step` are `Conflict` and change
+/// nothing — not the journal, not the inventory. An unclaimed writer (`None`) is not fenced.
+pub async fn journal_writes_are_fenced_by_the_claim(store: &dyn Store) {
+    let mut new = new_deployment(SCOPE, "journal-fence", None);
+    new.owner = Some(DeploymentOwner {
+        owner: "replica-a".into(),
+        expires_at: at(1_000),
+    });
+    let run = store
+        .put_deployment(new, Precondition::MustNotExist)
+        .await
+        .expect("create claimed");
+    let id = format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/fenced");
+    let resource = |marker: &str| ManagedResource {
+        key: ResourceKey::arm(&id),
+        resource_id: Some(id.clone()),
+        resource_type: "Microsoft.Storage/storageAccounts".into(),
+        api_version: Some("2023-01-01".into()),
+        properties: json!({"written_by": marker}),
+        deployment: Some(run.key.clone()),
+        extension: None,
+        updated_at: at(3),
+    };
+    store
+        .append_operation(step(&run.id, "fenced", "Running", 1), Some("replica-a"))
+        .await
+        .expect("the holder journals");
+    store
+        .record_step(
+            step(&run.id, "fenced", "Succeeded", 2),
+            InventoryChange::Put(Box::new(resource("replica-a"))),
+            Some("replica-a"),
+        )
+        .await
+        .expect("the holder records a step with its resource");
+    assert_conflict(
+        store
+            .append_operation(step(&run.id, "fenced", "Running", 3), Some("replica-b"))
+            .await,
+        "a writer that never held the claim",
+    );
+
+    store
+        .claim_deployment(&run.id, "replica-b", at(3_000), at(1_000))
+        .await
+        .expect("take over at expiry");
+    assert_eq!(journal_length(store, &run.id).await, 2);
+    assert_conflict(
+        store
+            .append_operation(step(&run.id, "late", "Running", 4), Some("replica-a"))
+            .await,
+        "the old holder's append",
+    );
+    assert_conflict(
+        store
+            .record_step(
+                step(&run.id, "fenced", "Succeeded", 5),
+                InventoryChange::Put(Box::new(resource("stale"))),
+                Some("replica-a"),
+            )
+            .await,
+        "the old holder's step with an inventory write",
+    );
+    assert_conflict(
+        store
+            .record_step(
+                step(&run.id, "fenced", "Succeeded", 5),
+                InventoryChange::Delete(ResourceKey::arm(&id)),
+                Some("replica-a"),
+            )
+            .await,
+        "the old holder's step with an inventory delete",
+    );
+    assert_eq!(
+        journal_length(store, &run.id).await,
+        2,
+        "nothing of the old holder landed"
+    );
+    let kept = store
+        .get_managed_resource(&ResourceKey::arm(&id))
+        .await
+        .expect("get")
+        .expect("the resource stays");
+    assert_eq!(kept.resource.properties, json!({"written_by": "replica-a"}));
+
+    store
+        .record_step(
+            step(&run.id, "fenced", "Succeeded", 6),
+            InventoryChange::Put(Box::new(resource("replica-b"))),
+            Some("replica-b"),
+        )
+        .await
+        .expect("the new holder writes");
+    store
+        .release_deployment(&run.id, "replica-b")
+        .await
+        .expect("release");
+    assert_conflict(
+        store
+            .append_operation(step(&run.id, "after", "Running", 7), Some("replica-b"))
+            .await,
+        "a write after the release",
+    );
+    store
+        .append_operation(step(&run.id, "after", "Running", 7), None)
+        .await
+        .expect("an unclaimed writer is not fenced");
+    assert_eq!(journal_length(store, &run.id).await, 4);
+    assert_not_found(
+        store
+            .append_operation(
+                step(&DeploymentId::generate(), "x", "Running", 1),
+                Some("replica-a"),
+            )
+            .await,
+        "a claimed write to an unknown run",
+    );
+}
+
+async fn journal_length(store: &dyn Store, run: &DeploymentId) -> usize {
+    store
+        .operation_journal(run, 0, 100)
+        .await
+        .expect("journal")
+        .len()
+}
+
+/// A cancel request marks an active run without moving its version (the holder's updates go on) and shows on the
+/// holder's next renewal; a finished run is left alone; an unknown run is `NotFound`.
+pub async fn deployment_cancel_requests(store: &dyn Store) {
+    let mut new = new_deployment(SCOPE, "to-cancel", None);
+    new.owner = Some(DeploymentOwner {
+        owner: "replica-a".into(),
+        expires_at: at(1_000),
+    });
+    let run = store
+        .put_deployment(new, Precondition::MustNotExist)
+        .await
+        .expect("create claimed");
+    assert!(!run.cancel_requested);
+    let requested = store
+        .request_deployment_cancel(&run.id)
+        .await
+        .expect("request a cancel");
+    assert!(requested.cancel_requested);
+    assert_eq!(requested.version, run.version, "the version stays");
+    let renewed = store
+        .claim_deployment(&run.id, "replica-a", at(2_000), at(10))
+        .await
+        .expect("renew");
+    assert!(
+        renewed.cancel_requested,
+        "the holder sees it when it renews"
+    );
+    let ended = store
+        .update_deployment(
+            &run.id,
+            run.version,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Canceled),
+                ..DeploymentUpdate::at(at(20))
+            },
+        )
+        .await
+        .expect("the holder's update at the version it knew");
+    assert!(ended.cancel_requested);
+
+    let finished = store
+        .put_deployment(
+            new_deployment(SCOPE, "finished", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let finished = store
+        .update_deployment(
+            &finished.id,
+            finished.version,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Succeeded),
+                ..DeploymentUpdate::at(at(5))
+            },
+        )
+        .await
+        .expect("finish");
+    let unchanged = store
+        .request_deployment_cancel(&finished.id)
+        .await
+        .expect("a finished run");
+    assert!(!unchanged.cancel_requested);
+    assert_eq!(unchanged.version, finished.version);
+    assert_not_found(
+        store
+            .request_deployment_cancel(&DeploymentId::generate())
+            .await,
+        "an unknown run",
+    );
+}
+
+/// Operation results: a running one is renewed and finished by its owner only, then reads as done; results are
+/// found by id under their subscription (any case) until they expire; the purge removes expired ones.
+pub async fn operation_results_run_finish_expire(store: &dyn Store) {
+    let running = NewOperationResult {
+        id: "bulk-1".into(),
+        subscription: "SUB-A".into(),
+        state: OperationResultState::Running {
+            owner: "replica-a".into(),
+            owner_expires_at: at(100),
+        },
+        expires_at: at(10_000),
+    };
+    store
+        .put_operation_result(running, at(1))
+        .await
+        .expect("put running");
+    let read = store
+        .get_operation_result("sub-a", "bulk-1", at(2))
+        .await
+        .expect("get")
+        .expect("found in any case");
+    assert_eq!(
+        (read.subscription.as_str(), &read.state, read.created_at),
+        (
+            "sub-a",
+            &OperationResultState::Running {
+                owner: "replica-a".into(),
+                owner_expires_at: at(100)
+            },
+            at(1)
+        )
+    );
+    assert!(
+        store
+            .get_operation_result("sub-b", "bulk-1", at(2))
+            .await
+            .expect("get")
+            .is_none(),
+        "another subscription's"
+    );
+    store
+        .renew_operation_result("bulk-1", "replica-a", at(200), at(50))
+        .await
+        .expect("the owner renews");
+    assert_conflict(
+        store
+            .renew_operation_result("bulk-1", "replica-b", at(300), at(60))
+            .await,
+        "another server's renewal",
+    );
+    assert_conflict(
+        store
+            .finish_operation_result("bulk-1", "replica-b", 200, None, at(60))
+            .await,
+        "another server's finish",
+    );
+    store
+        .finish_operation_result(
+            "bulk-1",
+            "replica-a",
+            200,
+            Some(json!({"value": [{"status": "deleted"}]})),
+            at(70),
+        )
+        .await
+        .expect("the owner finishes");
+    let done = store
+        .get_operation_result("SUB-A", "bulk-1", at(80))
+        .await
+        .expect("get")
+        .expect("found");
+    assert_eq!(
+        (done.state, done.created_at, done.updated_at),
+        (
+            OperationResultState::Done {
+                status: 200,
+                body: Some(json!({"value": [{"status": "deleted"}]}))
+            },
+            at(1),
+            at(70)
+        )
+    );
+    assert_conflict(
+        store
+            .finish_operation_result("bulk-1", "replica-a", 500, None, at(90))
+            .await,
+        "finishing twice",
+    );
+
+    store
+        .put_operation_result(
+            NewOperationResult {
+                id: "delete-1".into(),
+                subscription: "sub-a".into(),
+                state: OperationResultState::Done {
+                    status: 204,
+                    body: None,
+                },
+                expires_at: at(500),
+            },
+            at(5),
+        )
+        .await
+        .expect("put done");
+    assert!(
+        store
+            .get_operation_result("sub-a", "delete-1", at(500))
+            .await
+            .expect("get")
+            .is_none(),
+        "gone at its expiry"
+    );
+    assert_not_found(
+        store
+            .renew_operation_result("delete-1", "replica-a", at(900), at(600))
+            .await,
+        "renewing an expired result",
+    );
+    assert_not_found(
+        store
+            .renew_operation_result("never", "replica-a", at(900), at(600))
+            .await,
+        "renewing an unknown result",
+    );
+    assert_eq!(
+        store
+            .purge_expired_operation_results(at(600))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(
+        store
+            .get_operation_result("sub-a", "bulk-1", at(600))
+            .await
+            .expect("get")
+            .is_some(),
+        "an unexpired result stays"
     );
 }

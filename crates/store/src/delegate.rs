@@ -127,14 +127,22 @@ macro_rules! impl_store_traits {
             ) -> $crate::StoreFuture<'a, Vec<$crate::DeploymentRecord>> {
                 Box::pin(self.list_orphaned_deployments_impl(now, limit))
             }
+
+            fn request_deployment_cancel<'a>(
+                &'a self,
+                id: &'a $crate::DeploymentId,
+            ) -> $crate::StoreFuture<'a, $crate::DeploymentRecord> {
+                Box::pin(self.request_deployment_cancel_impl(id))
+            }
         }
 
         impl $crate::OperationJournal for $ty {
             fn append_operation<'a>(
                 &'a self,
                 step: $crate::OperationStep,
+                writer: Option<&'a str>,
             ) -> $crate::StoreFuture<'a, $crate::OperationRecord> {
-                Box::pin(self.append_operation_impl(step))
+                Box::pin(self.append_operation_impl(step, writer))
             }
 
             fn latest_operations<'a>(
@@ -165,8 +173,9 @@ macro_rules! impl_store_traits {
                 &'a self,
                 step: $crate::OperationStep,
                 change: $crate::InventoryChange,
+                writer: Option<&'a str>,
             ) -> $crate::StoreFuture<'a, $crate::OperationRecord> {
-                Box::pin(self.record_step_impl(step, change))
+                Box::pin(self.record_step_impl(step, change, writer))
             }
         }
 
@@ -421,6 +430,53 @@ macro_rules! impl_store_traits {
                 now: $crate::Timestamp,
             ) -> $crate::StoreFuture<'a, u64> {
                 Box::pin(self.purge_expired_host_operations_impl(now))
+            }
+        }
+
+        impl $crate::OperationResultStore for $ty {
+            fn put_operation_result<'a>(
+                &'a self,
+                result: $crate::NewOperationResult,
+                now: $crate::Timestamp,
+            ) -> $crate::StoreFuture<'a, ()> {
+                Box::pin(self.put_operation_result_impl(result, now))
+            }
+
+            fn get_operation_result<'a>(
+                &'a self,
+                subscription: &'a str,
+                id: &'a str,
+                now: $crate::Timestamp,
+            ) -> $crate::StoreFuture<'a, Option<$crate::OperationResultRecord>> {
+                Box::pin(self.get_operation_result_impl(subscription, id, now))
+            }
+
+            fn renew_operation_result<'a>(
+                &'a self,
+                id: &'a str,
+                owner: &'a str,
+                owner_expires_at: $crate::Timestamp,
+                now: $crate::Timestamp,
+            ) -> $crate::StoreFuture<'a, ()> {
+                Box::pin(self.renew_operation_result_impl(id, owner, owner_expires_at, now))
+            }
+
+            fn finish_operation_result<'a>(
+                &'a self,
+                id: &'a str,
+                owner: &'a str,
+                status: u16,
+                body: Option<::serde_json::Value>,
+                now: $crate::Timestamp,
+            ) -> $crate::StoreFuture<'a, ()> {
+                Box::pin(self.finish_operation_result_impl(id, owner, status, body, now))
+            }
+
+            fn purge_expired_operation_results<'a>(
+                &'a self,
+                now: $crate::Timestamp,
+            ) -> $crate::StoreFuture<'a, u64> {
+                Box::pin(self.purge_expired_operation_results_impl(now))
             }
         }
 

@@ -53,15 +53,16 @@ pub use records::{
     DeploymentFilter, DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
     ExtensionRef, HostOperationRecord, InventoryChange, Lease, MAX_PAGE_SIZE, ManagedResource,
     ManagedResourceFilter, ManagedResourceRecord, NewDeployment, NewHostOperation,
-    NewSecretVersion, NewStack, NewStackWhatIf, OperationRecord, OperationStep, Page, PageRequest,
-    Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, StackRecord,
-    StackWhatIfRecord, Tags, UnknownStatus, Vault, VaultRecord, VaultSecret,
+    NewOperationResult, NewSecretVersion, NewStack, NewStackWhatIf, OperationRecord,
+    OperationResultRecord, OperationResultState, OperationStep, Page, PageRequest, Precondition,
+    ResourceGroup, ResourceGroupRecord, SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags,
+    UnknownStatus, Vault, VaultRecord, VaultSecret,
 };
 pub use secrecy::{ExposeSecret, SecretString};
 pub use secret::{SECRET_REF_MEMBER, SecretOwner, SecretRef};
 pub use store::{
     DeploymentStore, HostOperationStore, InventoryStore, KeyVaultStore, LeaseStore,
-    OperationJournal, ResourceGroupStore, SecretStore, StackStore, StackWhatIfStore, Store,
-    StoreFuture,
+    OperationJournal, OperationResultStore, ResourceGroupStore, SecretStore, StackStore,
+    StackWhatIfStore, Store, StoreFuture,
 };
 pub use time::Timestamp;

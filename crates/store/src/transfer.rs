@@ -6,8 +6,9 @@
 //! the target seals it again with its own, bound to the same table, row and column. So the two stores need not
 //! share a data key or a master key, and no ciphertext is ever bound to the wrong store.
 //!
-//! Not copied: `schema_migrations` (each database has its own), `store_keys` (each store keeps its data key) and
-//! `leases` (who holds a stack operation is a fact about running processes, not data).
+//! Not copied: `schema_migrations` (each database has its own), `store_keys` (each store keeps its data key),
+//! `leases` (who holds a stack operation is a fact about running processes, not data) and `operation_results` (the
+//! answers to `Location` polls, kept an hour for the client that is polling the server it came from).
 
 use std::fmt;
 
@@ -215,7 +216,12 @@ const fn sealed(column: &'static SealedColumn) -> Column {
 }
 
 /// Tables that are not copied (see the module documentation).
-pub const NOT_COPIED: &[&str] = &["schema_migrations", "store_keys", "leases"];
+pub const NOT_COPIED: &[&str] = &[
+    "schema_migrations",
+    "store_keys",
+    "leases",
+    "operation_results",
+];
 
 /// Every table a copy carries, with every column of the latest schema; parents come before the rows that refer to
 /// them. A migration that adds a table or column adds it here too (both backends' tests compare this list with
@@ -269,6 +275,7 @@ pub const TABLES: &[Table] = &[
             integer("format_version"),
             integer("takeovers"),
             integer("takeover_progress"),
+            boolean("cancel_requested"),
         ],
         key: &["id"],
     },

@@ -84,7 +84,7 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
                 if api_version.is_empty() {
                     return Err(ArmError::missing_api_version());
                 }
-                stack_what_if::bulk_delete_status(state, subscription, operation_id)
+                stack_what_if::bulk_delete_status(state, subscription, operation_id).await
             }
         };
     }
@@ -136,7 +136,7 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
         Target::OperationResult {
             subscription,
             operation_id,
-        } => groups::operation_result(state, subscription, operation_id),
+        } => groups::operation_result(state, subscription, operation_id).await,
         Target::CalculateTemplateHash => deployments::calculate_template_hash(call),
         Target::Deployments { scope } => deployments::list(state, call, scope).await,
         Target::Deployment { id } => match method {

@@ -20,6 +20,7 @@ mod dispatch;
 mod groups;
 pub mod listen;
 pub mod middleware;
+mod operation_results;
 mod resources;
 pub mod response;
 pub mod serve;

@@ -50,12 +50,22 @@ impl TestApp {
         Self::build(Some(TokenSet::parse(tokens).unwrap())).await
     }
 
+    /// Another server on this app's store (as a second replica on one database): its own engine, host and stack
+    /// service.
+    pub fn replica(&self) -> Self {
+        Self::on_store(self.store.clone(), None)
+    }
+
     async fn build(tokens: Option<TokenSet>) -> Self {
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open_in_memory(&MasterKey::from_bytes([7; 32]))
                 .await
                 .unwrap(),
         );
+        Self::on_store(store, tokens)
+    }
+
+    fn on_store(store: Arc<dyn Store>, tokens: Option<TokenSet>) -> Self {
         let host = host();
         let engine = engine(store.clone(), host.clone());
         let mut state = AppState::new(engine.clone())

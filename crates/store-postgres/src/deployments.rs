@@ -328,7 +328,8 @@ impl PostgresStore {
         let result = sqlx::query(
             "UPDATE deployments SET owner = $2, owner_expires_at = $3, \
              version = version + CASE WHEN owner IS NOT NULL AND owner <> $2 THEN 1 ELSE 0 END \
-             WHERE id = $1 AND (owner IS NULL OR owner = $2 OR owner_expires_at <= $4)",
+             WHERE id = $1 AND status IN ('Accepted', 'Running') \
+             AND (owner IS NULL OR owner = $2 OR owner_expires_at <= $4)",
         )
         .bind(id.as_str())
         .bind(owner)
@@ -338,8 +339,9 @@ impl PostgresStore {
         .await
         .map_err(backend)?;
         if result.rows_affected() == 0 {
-            return Err(missed(&mut tx, id, |_, holder| {
-                format!("claimed by '{}'", holder.unwrap_or_default())
+            return Err(missed(&mut tx, id, |_, holder| match holder {
+                Some(holder) => format!("claimed by '{holder}'"),
+                None => "it has finished".to_owned(),
             })
             .await);
         }

@@ -295,7 +295,8 @@ impl SqliteStore {
         let result = sqlx::query(
             "UPDATE deployments SET owner = ?2, owner_expires_at = ?3, \
              version = version + CASE WHEN owner IS NOT NULL AND owner <> ?2 THEN 1 ELSE 0 END \
-             WHERE id = ?1 AND (owner IS NULL OR owner = ?2 OR owner_expires_at <= ?4)",
+             WHERE id = ?1 AND status IN ('Accepted', 'Running') \
+             AND (owner IS NULL OR owner = ?2 OR owner_expires_at <= ?4)",
         )
         .bind(id.as_str())
         .bind(owner)
@@ -313,11 +314,10 @@ impl SqliteStore {
                     .map_err(backend)?;
             return Err(match holder {
                 None => StoreError::not_found(E, id.as_str()),
-                Some(holder) => StoreError::conflict(
-                    E,
-                    id.as_str(),
-                    format!("claimed by '{}'", holder.unwrap_or_default()),
-                ),
+                Some(Some(holder)) => {
+                    StoreError::conflict(E, id.as_str(), format!("claimed by '{holder}'"))
+                }
+                Some(None) => StoreError::conflict(E, id.as_str(), "it has finished"),
             });
         }
         let record = fetch_by_id(&mut tx, id)

@@ -1113,13 +1113,19 @@ pub async fn deployment_takeover_fences_the_old_holder(store: &dyn Store) {
         .release_deployment(&created.id, "replica-b")
         .await
         .expect("release");
-    let claimed = store
-        .claim_deployment(&created.id, "replica-c", at(9_000), at(2_000))
-        .await
-        .expect("claim a released run");
-    assert_eq!(
-        claimed.version, done.version,
-        "claiming a released run fences no one"
+    // A finished run cannot be claimed: the old holder's late heartbeat would otherwise take the released run and
+    // pass the journal's fence again.
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-a", at(9_000), at(2_000))
+            .await,
+        "the old holder's renewal of a finished run",
+    );
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-c", at(9_000), at(2_000))
+            .await,
+        "a claim of a finished run",
     );
 }
 

@@ -101,8 +101,9 @@ pub trait DeploymentStore: Send + Sync {
         precondition: Precondition,
     ) -> StoreFuture<'a, ()>;
 
-    /// Claims (or renews the claim on) a deployment for `owner` until `expires_at`. Succeeds when unclaimed,
-    /// already `owner`'s, or the other claim expired by `now`; otherwise `Conflict`. Taking the claim over from
+    /// Claims (or renews the claim on) an active (`Accepted`/`Running`) deployment for `owner` until `expires_at`.
+    /// Succeeds when unclaimed, already `owner`'s, or the other claim expired by `now`; otherwise `Conflict` — also
+    /// for a finished run, so a stale heartbeat cannot claim a run its successor finished and released. Taking the claim over from
     /// another owner bumps the row version, so the old holder's `update_deployment` at the version it knew fails
     /// with `Conflict` (fencing), as do its renewals and its release.
     fn claim_deployment<'a>(

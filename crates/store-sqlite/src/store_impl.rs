@@ -449,6 +449,10 @@ impl Store for SqliteStore {
         "sqlite"
     }
 
+    fn readiness<'a>(&'a self) -> StoreFuture<'a, ()> {
+        Box::pin(self.check_readiness())
+    }
+
     fn close<'a>(&'a self) -> StoreFuture<'a, ()> {
         Box::pin(self.close_pools())
     }

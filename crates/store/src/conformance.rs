@@ -45,6 +45,7 @@ pub const CASES: &[&str] = &[
     "stack_what_ifs_expire_and_purge",
     "host_operations_put_replace_get_delete",
     "host_operations_expire_and_purge",
+    "readiness_until_closed",
 ];
 
 /// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
@@ -79,6 +80,7 @@ macro_rules! store_conformance_tests {
             stack_what_ifs_expire_and_purge,
             host_operations_put_replace_get_delete,
             host_operations_expire_and_purge,
+            readiness_until_closed,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -2665,5 +2667,28 @@ pub async fn host_operations_expire_and_purge(store: &dyn Store) {
             .await
             .expect("get")
             .is_some()
+    );
+}
+
+/// An open store is ready (reachable, schema current) and stays so while it serves; once closed it is not, and the
+/// error says the store cannot be reached rather than naming a record.
+pub async fn readiness_until_closed(store: &dyn Store) {
+    store
+        .readiness()
+        .await
+        .expect("a freshly opened store is ready");
+    store
+        .put_resource_group(resource_group("ready"), Precondition::Any, at(1))
+        .await
+        .expect("a write");
+    store.readiness().await.expect("still ready after a write");
+    store.close().await.expect("close");
+    let error = store
+        .readiness()
+        .await
+        .expect_err("a closed store is not ready");
+    assert!(
+        matches!(error, StoreError::Backend(_)),
+        "a closed store is unreachable, not {error:?}"
     );
 }

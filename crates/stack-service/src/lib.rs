@@ -55,6 +55,10 @@ use cairn_store::{
 use serde::Deserialize as _;
 use serde_json::Value;
 
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+use tracing::Instrument as _;
+
 use crate::record::RecordFence;
 use crate::state::{PendingOperation, StoredState};
 use crate::unmanage::Deleter;
@@ -149,6 +153,9 @@ pub struct StackServiceSettings {
     pub retry_backoff: Duration,
     /// How often a running delete publishes its progress (`deletedResources` so far) on the stack record.
     pub progress_interval: Duration,
+    /// Where operation durations and recovery's takeovers are counted (the server's `/metrics`); by default a set
+    /// of its own that nothing reads.
+    pub metrics: cairn_metrics::Metrics,
 }
 
 impl Default for StackServiceSettings {
@@ -161,6 +168,7 @@ impl Default for StackServiceSettings {
             max_deletes_in_flight: 16,
             retry_backoff: Duration::from_secs(2),
             progress_interval: Duration::from_millis(500),
+            metrics: cairn_metrics::Metrics::default(),
         }
     }
 }
@@ -183,12 +191,27 @@ pub struct StackPage {
     pub continuation: Option<String>,
 }
 
+/// A stack operation run in the background under the stack's lease ([`StackService::spawn_leased`]).
+struct LeasedOperation {
+    /// `createOrUpdate` or `delete`, as the metrics name it.
+    kind: &'static str,
+    lease: String,
+    owner: String,
+    scope: String,
+    name: String,
+    correlation_id: String,
+}
+
 struct Inner {
     engine: Engine,
     store: Arc<dyn Store>,
     host: Arc<ExtensionHost>,
     providers: Arc<Providers>,
     settings: StackServiceSettings,
+    /// The operations running in the background here, each under its stack's lease.
+    operations: TaskTracker,
+    /// Fired by [`StackService::hand_over`]: running operations stop where they are.
+    closing: CancellationToken,
 }
 
 /// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
@@ -467,6 +490,8 @@ impl StackService {
                 host,
                 providers: Arc::new(all),
                 settings,
+                operations: TaskTracker::new(),
+                closing: CancellationToken::new(),
             }),
         }
     }
@@ -582,6 +607,72 @@ impl StackService {
         }
     }
 
+    /// Runs `work` in the background under `operation`'s lease: renews the lease until the work ends, counts its
+    /// duration, releases the lease, then gives `after` the outcome. When the service hands over first
+    /// ([`StackService::hand_over`]) the work stops where it is (its record still names the operation, for recovery
+    /// to finish), the lease is released at once and `after` gets `None`. Log lines of the work carry the stack and
+    /// the operation's correlation id.
+    fn spawn_leased<W, A>(&self, operation: LeasedOperation, work: W, after: A)
+    where
+        W: std::future::Future<Output = Result<DeploymentStack, ArmError>> + Send + 'static,
+        A: FnOnce(Option<Result<DeploymentStack, ArmError>>) + Send + 'static,
+    {
+        let stop = self.heartbeat(operation.lease.clone(), operation.owner.clone());
+        let service = self.clone();
+        let closing = self.inner.closing.clone();
+        let span = tracing::info_span!(
+            "stack_operation",
+            stack = %operation.name,
+            operation = operation.kind,
+            correlation_id = %operation.correlation_id
+        );
+        self.inner.operations.spawn(
+            async move {
+                let started = Instant::now();
+                let outcome = tokio::select! {
+                    biased;
+                    () = closing.cancelled() => None,
+                    outcome = work => Some(outcome),
+                };
+                match &outcome {
+                    Some(Ok(stack)) => service.inner.settings.metrics.stack_operation_ended(
+                        operation.kind,
+                        stack
+                            .properties
+                            .provisioning_state
+                            .as_ref()
+                            .map_or("unknown", |state| state.as_str()),
+                        started.elapsed(),
+                    ),
+                    Some(Err(error)) => tracing::error!(
+                        error = %error.detail().message(),
+                        "the stack operation's outcome could not be recorded"
+                    ),
+                    None => tracing::info!(
+                        "stack operation handed over: stopped where it was, its lease released for recovery"
+                    ),
+                }
+                let _ = stop.send(());
+                service
+                    .release(&operation.scope, &operation.name, &operation.owner)
+                    .await;
+                after(outcome);
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Hands this process's stack operations over to another process: each running operation stops where it is
+    /// (its record still names it) and its lease is released at once, so recovery — on another replica, or in this
+    /// server after a restart — takes it over without waiting for the lease to expire. Returns once every operation
+    /// has stopped; operations started later stop at once. Called by `cairn serve` on shutdown, before the engine
+    /// hands its deployments over.
+    pub async fn hand_over(&self) {
+        self.inner.closing.cancel();
+        self.inner.operations.close();
+        self.inner.operations.wait().await;
+    }
+
     /// The out-of-sync guard: refused unless bypassed when the stored set may be wrong. A stack whose record
     /// names an interrupted operation answers 409 `DeploymentStackInNonTerminalState` (the caller starts its
     /// recovery); `bypassStackOutOfSyncError` takes the stack over as it is instead.
@@ -670,18 +761,29 @@ impl StackService {
             self.resume_if_interrupted(error, scope, name);
         }
         let (accepted, job, ended_sender) = result?;
-        let stop = self.heartbeat(lease.name, owner.clone());
+        let operation = LeasedOperation {
+            kind: "createOrUpdate",
+            lease: lease.name,
+            owner,
+            scope: scope.to_owned(),
+            name: name.to_owned(),
+            correlation_id: accepted
+                .stack
+                .properties
+                .correlation_id
+                .clone()
+                .unwrap_or_default(),
+        };
         let service = self.clone();
         let (scope, name) = (scope.to_owned(), name.to_owned());
-        tokio::spawn(async move {
-            let outcome = service.run_put(&scope, &name, job).await;
-            if let Err(error) = &outcome {
-                tracing::error!(stack = name, error = %error.detail().message(), "stack update could not be recorded");
-            }
-            let _ = stop.send(());
-            service.release(&scope, &name, &owner).await;
-            let _ = ended_sender.send(Ending::Ended(outcome.ok().map(Arc::new)));
-        });
+        self.spawn_leased(
+            operation,
+            async move { service.run_put(&scope, &name, job).await },
+            move |outcome| {
+                let stack = outcome.and_then(Result::ok).map(Arc::new);
+                let _ = ended_sender.send(Ending::Ended(stack));
+            },
+        );
         Ok(accepted)
     }
 
@@ -1340,26 +1442,32 @@ impl StackService {
             tokio::sync::watch::Sender<Ending>,
         )>,
     ) {
-        let stop = self.heartbeat(lease.name, owner.clone());
+        let operation = LeasedOperation {
+            kind: "delete",
+            lease: lease.name,
+            owner,
+            scope: fence.scope().to_owned(),
+            name: fence.name().to_owned(),
+            correlation_id: correlation_id.clone(),
+        };
         let service = self.clone();
-        let (scope, name) = (fence.scope().to_owned(), fence.name().to_owned());
-        tokio::spawn(async move {
-            let outcome = service
-                .run_delete(&fence, stack, state, &action, &correlation_id)
-                .await;
-            if let Err(error) = &outcome {
-                tracing::error!(stack = name, error = %error.detail().message(), "stack delete could not be recorded");
-            }
-            let _ = stop.send(());
-            service.release(&scope, &name, &owner).await;
-            if let Some((report, ended)) = report {
-                if let Ok(stack) = outcome {
-                    let _ = report.send(stack);
+        self.spawn_leased(
+            operation,
+            async move {
+                service
+                    .run_delete(&fence, stack, state, &action, &correlation_id)
+                    .await
+            },
+            move |outcome| {
+                if let Some((report, ended)) = report {
+                    if let Some(Ok(stack)) = outcome {
+                        let _ = report.send(stack);
+                    }
+                    // The outcome goes to `report`: a successful delete leaves no record to show.
+                    let _ = ended.send(Ending::Ended(None));
                 }
-                // The outcome goes to `report`: a successful delete leaves no record to show.
-                let _ = ended.send(Ending::Ended(None));
-            }
-        });
+            },
+        );
     }
 
     async fn run_delete(

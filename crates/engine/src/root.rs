@@ -254,6 +254,9 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         active: start.claims,
     });
     let _in_flight = tree.env.settings.metrics.deployment_running();
+    if start.resumed {
+        tracing::info!(deployment = %record.key, "resuming the deployment");
+    }
     let heartbeat_stop = CancellationToken::new();
     let heartbeat = tokio::task::spawn_local(tree.clone().heartbeat(heartbeat_stop.clone()));
     run_tree(&tree, &record, &start.properties, &start.annotation).await;

@@ -434,7 +434,7 @@ async fn a_handed_over_deployment_is_resumed_elsewhere_at_once() {
     );
     // The call in flight when the hand over began finished and its step was journaled; nothing new started.
     let created = env.fake.count();
-    assert!(created >= 2 && created < 4, "{created} created");
+    assert!((2..4).contains(&created), "{created} created");
     assert!(
         env.fake
             .state

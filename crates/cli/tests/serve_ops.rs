@@ -190,6 +190,7 @@ async fn sigterm_hands_a_running_deployment_over_and_the_next_start_finishes_it(
     let accepted = client
         .put(format!("{}{deployment}?{V}", first.url))
         .header("x-ms-correlation-request-id", CORRELATION)
+        .header("x-ms-client-request-id", "ops-client-42")
         .json(&json!({ "properties": { "mode": "Incremental", "template": chain() } }))
         .send()
         .await
@@ -198,6 +199,10 @@ async fn sigterm_hands_a_running_deployment_over_and_the_next_start_finishes_it(
     assert_eq!(
         accepted.headers()["x-ms-correlation-request-id"],
         CORRELATION
+    );
+    assert_eq!(
+        accepted.headers()["x-ms-client-request-id"],
+        "ops-client-42"
     );
     let waiting = Instant::now();
     while slow.created.lock().unwrap().is_empty() {
@@ -225,6 +230,14 @@ async fn sigterm_hands_a_running_deployment_over_and_the_next_start_finishes_it(
     assert!(
         has_message(&lines, "finished processing request", "ids"),
         "request lines carry the correlation id"
+    );
+    assert!(
+        lines
+            .iter()
+            .any(|line| line["spans"].as_array().is_some_and(|spans| spans
+                .iter()
+                .any(|s| s["client_request_id"] == "ops-client-42"))),
+        "and the client's request id"
     );
     assert!(
         has_message(&lines, "deployment handed over", "deployment"),

@@ -253,7 +253,7 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         values: Rc::new(RuntimeValues::default()),
         active: start.claims,
     });
-    let _in_flight = tree.env.settings.metrics.deployment_running();
+    let in_flight = tree.env.settings.metrics.deployment_running();
     if start.resumed {
         tracing::info!(deployment = %record.key, "resuming the deployment");
     }
@@ -276,6 +276,8 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         }
         tracing::info!(deployment = %record.key, "deployment handed over: stopped at a safe point, claim released for recovery");
     }
+    // Out of the gauge before anyone waiting on `done` looks at it.
+    drop(in_flight);
     start.registry.finish(&record.key);
     let _ = start.done.send(true);
 }

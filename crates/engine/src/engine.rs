@@ -32,7 +32,7 @@ use crate::inflight::LocalFuture;
 use crate::link::{resolve_request, seal_links};
 use crate::provider::Providers;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
-use crate::recovery::{end_running_operations, interrupted_resources, journal_progress};
+use crate::recovery::{end_running_operations, journal_progress, touched_resources};
 use crate::registry::{Claims, RunControl, RunRegistry};
 use crate::request::scope_key;
 use crate::root::{RootStart, prepare, resource_group_location, run_root};
@@ -1032,8 +1032,7 @@ impl Engine {
                 return;
             }
         };
-        let (resources, extensions) =
-            interrupted_resources(env.store.as_ref(), &claimed.id, 0).await;
+        let (resources, extensions) = touched_resources(env.store.as_ref(), &claimed.id, 0).await;
         end_running_operations(env.store.as_ref(), &claimed.id, &error, 0).await;
         let update = DeploymentUpdate {
             status: Some(DeploymentStatus::Failed),

@@ -19,8 +19,8 @@ use cairn_eval::Value;
 use cairn_host::{CallContext, ExtensionConfig, HostError};
 use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord, DeploymentStatus,
-    DeploymentUpdate, ExtensionRef, ManagedResource, NewDeployment, OperationStep, Precondition,
-    SecretOwner, Timestamp,
+    DeploymentUpdate, ExtensionRef, InventoryChange, NewDeployment, OperationStep, Precondition,
+    ResourceKey, SecretOwner, Timestamp,
 };
 use cairn_template::plan::PlannedOutput;
 use cairn_template::{
@@ -413,12 +413,28 @@ impl Run {
         });
     }
 
-    fn record_resource(&self, op_id: &str, resource: ManagedResource) {
+    /// Queues a journal step together with its inventory effect, in one store transaction.
+    fn record(&self, step: OperationStep, change: InventoryChange) {
+        let store = self.env().store.clone();
+        let key = self.key.to_string();
+        let op_id = step.operation_id.clone();
+        self.write(&op_id, async move {
+            if let Err(e) = store.record_step(step, change).await {
+                tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation with its resource");
+            }
+        });
+    }
+
+    /// Queues the removal of an inventory row that names no resource.
+    fn forget(&self, op_id: &str, key: ResourceKey) {
         let store = self.env().store.clone();
         self.write(op_id, async move {
-            let key = resource.key.to_string();
-            if let Err(e) = store.put_managed_resource(resource, Precondition::Any).await {
-                tracing::warn!(resource = %key, error = %e, "could not record the managed resource");
+            match store.delete_managed_resource(&key, Precondition::Any).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    tracing::warn!(resource = %key, error = %e, "could not remove a stale inventory row")
+                }
             }
         });
     }

@@ -423,6 +423,33 @@ async fn seed_declaration_forms_deploy_like_the_shipped_one() {
     );
 }
 
+/// Every created extension resource is inventoried under its identity; a create the extension refused, of a
+/// resource the extension then says does not exist, leaves no inventory row behind (the row its `Running` step
+/// wrote goes with its `Failed` step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inventory_holds_what_the_extension_holds_after_a_refused_create() {
+    let env = setup().await;
+    env.fake.fail_on("bad");
+    let template = fake_template(
+        json!({ "good": widget("good", json!({})), "bad": widget("bad", json!({})) }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "refused", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Failed");
+    let rows = env
+        .store
+        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
+        .await
+        .unwrap()
+        .items;
+    let names: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.resource.extension.as_ref()?.identifiers.as_ref()?["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["good"], "{rows:#?}");
+    assert_eq!(env.fake.names(), vec!["good"]);
+}
+
 /// A root deployment counts in `cairn_deployments_in_flight` while it runs and its run time lands in
 /// `cairn_deployment_duration_seconds` under its final state; its nested deployment is not counted separately.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -52,6 +52,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
+use crate::service::StackService;
 use crate::unmanage::Deleter;
 
 /// Most entries one request may carry.
@@ -317,7 +318,7 @@ fn public_reference(entry: &BulkDeleteEntry) -> ResourceReference {
     }
 }
 
-impl crate::StackService {
+impl StackService {
     /// Deletes `entries` (see the module docs) and answers one result per entry, in order. Bad entries fail on
     /// their own; only a request over [`MAX_BULK_DELETE_ENTRIES`] is refused as a whole.
     pub async fn bulk_delete(

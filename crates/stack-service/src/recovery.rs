@@ -11,9 +11,12 @@ use cairn_arm::models::stack::{DeploymentStack, DeploymentStackProvisioningState
 use cairn_arm::{ArmError, ErrorDetail};
 use cairn_store::Timestamp;
 
+use crate::lease::{LeasedOperation, add};
+use crate::put::PutRun;
 use crate::record::RecordFence;
+use crate::record::iso_duration;
+use crate::service::{StackService, lease_name, store_error};
 use crate::state::{PendingOperation, StoredState};
-use crate::{LeasedOperation, PutRun, StackService, add, iso_duration, lease_name, store_error};
 
 /// The error an update that died before its deployment started ends with.
 pub const OPERATION_INTERRUPTED: &str = "DeploymentStackOperationInterrupted";

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_arm::ErrorDetail;
+use cairn_arm::models::stack::{ActionOnUnmanage, DeploymentStack};
+use cairn_arm::{ArmError, ErrorDetail};
 use cairn_engine::{LocalResolver, Providers};
 use cairn_host::{
     CallContext, ExtensionConfig, ExtensionHost, ExtensionKey, HostErrorKind, ResourceLocator,
@@ -13,11 +14,17 @@ use cairn_host::{
 use cairn_stacks::directive::{DirectiveError, resolve_config};
 use cairn_stacks::{
     DeleteOutcome, DeletePlan, DeleteReport, DeleteRun, ExtensionIdentity, ManagedResource,
-    ManagedTarget, RunSettings, Step,
+    ManagedTarget, RemovalAction, RemovalReason, RunSettings, StackOperationResult, Step,
+    UnmanageDiff,
 };
 use cairn_store::Store;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
+
+use crate::record::{RecordFence, deleted_rows, detached_rows};
+use crate::request::bad_request;
+use crate::service::StackService;
+use crate::state::StoredState;
 
 /// Everything a delete needs; cheap to clone into tasks.
 #[derive(Clone)]
@@ -153,5 +160,69 @@ impl Deleter {
             }
         }
         run.into_report()
+    }
+}
+
+impl StackService {
+    /// Runs the unmanage diff's deletes. With `publish` (the operation's fence and the record as it stands), the
+    /// deletes done so far are published on the record while the rest run.
+    pub(crate) async fn unmanage(
+        &self,
+        diff: UnmanageDiff,
+        action: &ActionOnUnmanage,
+        correlation_id: &str,
+        publish: Option<(&RecordFence, DeploymentStack, StoredState)>,
+    ) -> Result<StackOperationResult, ArmError> {
+        let mut settings =
+            RunSettings::for_action(action).map_err(|e| bad_request(e.to_error_detail()))?;
+        settings.max_rounds = self.inner.settings.max_delete_rounds.max(1);
+        settings.max_in_flight = Some(self.inner.settings.max_deletes_in_flight.max(1));
+        let deleter = Deleter {
+            store: self.inner.store.clone(),
+            providers: self.inner.providers.clone(),
+            host: self.inner.host.clone(),
+            correlation_id: correlation_id.to_owned(),
+        };
+        let plan = diff.delete_plan();
+        let fence = publish.as_ref().map(|(fence, _, _)| (*fence).clone());
+        let publisher = match publish {
+            Some((fence, stack, state)) if !plan.is_empty() => Some(self.publish_deletes(
+                fence.clone(),
+                stack,
+                state,
+                self.inner.settings.progress_interval,
+            )),
+            _ => None,
+        };
+        let report = deleter
+            .run(
+                plan,
+                settings,
+                self.inner.settings.retry_backoff,
+                publisher.as_ref().map(|(sender, _)| sender),
+            )
+            .await;
+        if let Some((sender, handle)) = publisher {
+            drop(sender);
+            // The publisher's writes must land before the operation's final one (they share the fence).
+            let _ = handle.await;
+        }
+        let report =
+            report.map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
+        if let Some(fence) = fence {
+            // The operation's next write records these: their inventory rows go (or are marked detached) with it.
+            // A resource another stack still manages stays managed in the inventory.
+            let detached = diff.removed.iter().filter(|removal| {
+                removal.action == RemovalAction::Detach
+                    && matches!(removal.reason, RemovalReason::ActionOnUnmanage(_))
+            });
+            fence.stage(deleted_rows(&report.deleted));
+            fence.stage(detached_rows(
+                detached
+                    .map(|removal| &removal.resource)
+                    .chain(&report.detached),
+            ));
+        }
+        Ok(StackOperationResult::assemble(diff, report, correlation_id))
     }
 }

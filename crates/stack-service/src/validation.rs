@@ -8,12 +8,21 @@
 
 use cairn_arm::models::deployment::{DeploymentMode, DeploymentProperties};
 use cairn_arm::models::parameters::DeploymentParameters;
-use cairn_arm::models::stack::DeploymentStackProperties;
+use cairn_arm::models::stack::{
+    DeploymentStack, DeploymentStackProperties, DeploymentStackValidateProperties,
+    DeploymentStackValidateResult, ResourceReference,
+};
 use cairn_arm::{ArmError, ErrorDetail};
 use cairn_engine::Engine;
 use cairn_stacks_lint::{LintInput, Mode, Rules};
 use cairn_template::{Severity, SourceFile};
 use serde_json::{Map, Value, json};
+
+use crate::request::{
+    deployment_of, deployment_scope_of, link_without_credentials, public_parameters, stack_id,
+    validate_body,
+};
+use crate::service::StackService;
 
 /// The schema of the parameters file the stack's parameters and extension configs are presented as.
 const PARAMETERS_SCHEMA: &str =
@@ -162,6 +171,59 @@ fn parameters_file_of(
         );
     }
     Some(Value::Object(file).to_string())
+}
+
+impl StackService {
+    /// Validates a stack body and its deployment without running anything (`POST .../validate`). An invalid
+    /// request is `Err` (400 with the error; the server wraps it in a `DeploymentStackValidateResult`).
+    pub async fn validate(
+        &self,
+        scope: &str,
+        name: &str,
+        request: DeploymentStack,
+    ) -> Result<DeploymentStackValidateResult, ArmError> {
+        cairn_arm::names::validate_deployment_name(name)?;
+        let id = stack_id(scope, name)?;
+        validate_body(&request.properties)?;
+        check_stack_template(&self.inner.engine, name, &request.properties).await?;
+        let deployment_scope = deployment_scope_of(scope, &request.properties)?;
+        let validated = self
+            .inner
+            .engine
+            .validate(&deployment_scope, name, deployment_of(&request))
+            .await
+            .map_err(|e| e.to_arm())?;
+        if let Some(error) = validated.error {
+            return Err(ArmError::from_detail(400, error));
+        }
+        let props = validated.properties.unwrap_or_default();
+        let validated_resources = props
+            .validated_resources
+            .iter()
+            .flatten()
+            .map(ResourceReference::from_output_resource)
+            .collect();
+        let p = &request.properties;
+        Ok(DeploymentStackValidateResult {
+            id: Some(id.to_string()),
+            name: Some(name.to_owned()),
+            resource_type: Some(DeploymentStack::TYPE.to_owned()),
+            system_data: None,
+            error: None,
+            properties: Some(DeploymentStackValidateProperties {
+                action_on_unmanage: Some(p.action_on_unmanage.clone()),
+                correlation_id: props.correlation_id,
+                deny_settings: Some(p.deny_settings.clone()),
+                deployment_scope: Some(deployment_scope),
+                description: p.description.clone(),
+                parameters: public_parameters(p),
+                template_link: p.template_link.as_ref().map(link_without_credentials),
+                validated_resources: Some(validated_resources),
+                deployment_extensions: props.extensions,
+                validation_level: p.validation_level.clone(),
+            }),
+        })
+    }
 }
 
 #[cfg(test)]

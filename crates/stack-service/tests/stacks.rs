@@ -1433,6 +1433,121 @@ async fn an_operation_whose_stack_was_taken_over_does_not_overwrite_it() {
     assert_eq!(kept["properties"]["provisioningState"], "failed");
 }
 
+/// The inventory's widget rows as `name` (managed) or `name (detached)`, sorted.
+async fn inventory_of(store: &Arc<dyn Store>) -> Vec<String> {
+    let mut rows: Vec<String> = store
+        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
+        .await
+        .expect("list the inventory")
+        .items
+        .into_iter()
+        .filter(|r| r.resource.resource_type == "widget")
+        .map(|r| {
+            let name = r
+                .resource
+                .extension
+                .as_ref()
+                .and_then(|e| e.identifiers.as_ref())
+                .and_then(|i| i["name"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            if r.detached {
+                format!("{name} (detached)")
+            } else {
+                name
+            }
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn held(env: &Env) -> Vec<String> {
+    let mut names: Vec<String> = env
+        .widgets
+        .resources
+        .lock()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    names.sort();
+    names
+}
+
+/// After every stack operation the inventory names exactly what the extension holds: a create inventories, an
+/// update's unmanage delete and a stack delete with delete-all remove the rows of what they deleted, and detaching
+/// (an update's detach, a stack delete with detach-all) keeps the rows, marked detached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inventory_matches_what_the_extension_holds_after_every_stack_operation() {
+    let env = setup(fast()).await;
+    let service = &env.service;
+    let run = |name: &'static str, body: DeploymentStack| async move {
+        service
+            .create_or_update(RG, name, body, None)
+            .await
+            .expect("accepted");
+        let stack = settle(service, name).await;
+        assert_eq!(
+            stack["properties"]["provisioningState"], "succeeded",
+            "{stack:#}"
+        );
+    };
+    let delete = |name: &'static str, query: &'static str| async move {
+        service
+            .delete(RG, name, delete_options(query), None)
+            .await
+            .expect("accepted");
+        assert_eq!(
+            settle(service, name).await,
+            Value::Null,
+            "the stack is deleted"
+        );
+    };
+
+    run("inv", stack(&["a", "b", "c"], false, "delete", "c1")).await;
+    assert_eq!(held(&env), ["a", "b", "c"]);
+    assert_eq!(inventory_of(&env.store).await, ["a", "b", "c"], "create");
+
+    run("inv", stack(&["a", "b"], false, "delete", "c1")).await;
+    assert_eq!(held(&env), ["a", "b"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["a", "b"],
+        "update, unmanage delete"
+    );
+
+    run("inv", stack(&["a"], false, "detach", "c1")).await;
+    assert_eq!(held(&env), ["a", "b"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["a", "b (detached)"],
+        "update, detach"
+    );
+
+    delete("inv", "unmanageAction.Resources=delete").await;
+    assert_eq!(held(&env), ["b"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["b (detached)"],
+        "stack delete, delete-all"
+    );
+
+    run("kept", stack(&["b", "d"], false, "delete", "c1")).await;
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["b", "d"],
+        "deployed again: managed"
+    );
+    delete("kept", "unmanageAction.Resources=detach").await;
+    assert_eq!(held(&env), ["b", "d"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["b (detached)", "d (detached)"],
+        "stack delete, detach-all"
+    );
+}
+
 /// A service that hands over (a server shutting down) stops its running delete where it is and releases the
 /// stack's lease at once: another service (a replica, or the restarted server) takes the delete over on its first
 /// recovery sweep, long before the lease would have expired, and finishes it; its metrics count the takeover and

@@ -82,10 +82,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0008_deployment_takeovers.sql"),
         data: None,
     },
+    Migration {
+        version: 9,
+        name: "inventory_detached",
+        sql: include_str!("../migrations/0009_inventory_detached.sql"),
+        data: None,
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 8;
+pub const LATEST_SCHEMA_VERSION: u32 = 9;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -282,7 +288,7 @@ mod tests {
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
         Ok(())
     }
 

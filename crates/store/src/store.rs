@@ -338,6 +338,27 @@ pub trait StackStore: Send + Sync {
         name: &'a str,
         precondition: Precondition,
     ) -> StoreFuture<'a, ()>;
+
+    /// [`StackStore::put_stack`] that applies `changes` to the inventory in the same transaction (all or nothing):
+    /// the write of a stack operation's record that first records resources as deleted or detached removes or
+    /// marks their inventory rows with it.
+    fn put_stack_with_inventory<'a>(
+        &'a self,
+        stack: NewStack,
+        precondition: Precondition,
+        now: Timestamp,
+        changes: Vec<InventoryChange>,
+    ) -> StoreFuture<'a, StackRecord>;
+
+    /// [`StackStore::delete_stack`] that applies `changes` to the inventory in the same transaction (the end of a
+    /// stack delete: the record goes with the rows of what it deleted).
+    fn delete_stack_with_inventory<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        precondition: Precondition,
+        changes: Vec<InventoryChange>,
+    ) -> StoreFuture<'a, ()>;
 }
 
 /// Deployment stack what-if results (`deploymentStacksWhatIfResults`), keyed by folded scope and lower-cased name,

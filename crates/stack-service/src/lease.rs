@@ -1,0 +1,227 @@
+//! One stack operation at a time: the stack's lease (taken, renewed by a heartbeat while the operation runs,
+//! released when it ends) and the out-of-sync guard that refuses to start over an interrupted operation.
+
+use std::time::{Duration, Instant};
+
+use cairn_arm::ArmError;
+use cairn_arm::models::stack::DeploymentStack;
+use cairn_store::{Lease, Timestamp};
+
+use crate::service::{StackService, lease_name, store_error};
+use crate::state::StoredState;
+
+use tracing::Instrument as _;
+
+/// When a lease taken or renewed at `now` expires.
+pub(crate) fn add(now: Timestamp, duration: Duration) -> Timestamp {
+    now.saturating_add(duration)
+}
+
+/// A stack operation run in the background under the stack's lease ([`StackService::spawn_leased`]).
+pub(crate) struct LeasedOperation {
+    /// `createOrUpdate` or `delete`, as the metrics name it.
+    pub(crate) kind: &'static str,
+    pub(crate) lease: String,
+    pub(crate) owner: String,
+    pub(crate) scope: String,
+    pub(crate) name: String,
+    pub(crate) correlation_id: String,
+}
+
+impl StackService {
+    /// Runs `work` in the background under `operation`'s lease: renews the lease until the work ends, counts its
+    /// duration, releases the lease, then gives `after` the outcome. When the service hands over first
+    /// ([`StackService::hand_over`]) the work stops where it is (its record still names the operation, for recovery
+    /// to finish), the lease is released at once and `after` gets `None`. Log lines of the work carry the stack and
+    /// the operation's correlation id.
+    pub(crate) fn spawn_leased<W, A>(&self, operation: LeasedOperation, work: W, after: A)
+    where
+        W: std::future::Future<Output = Result<DeploymentStack, ArmError>> + Send + 'static,
+        A: FnOnce(Option<Result<DeploymentStack, ArmError>>) + Send + 'static,
+    {
+        let stop = self.heartbeat(operation.lease.clone(), operation.owner.clone());
+        let service = self.clone();
+        let closing = self.inner.closing.clone();
+        let span = tracing::info_span!(
+            "stack_operation",
+            stack = %operation.name,
+            operation = operation.kind,
+            correlation_id = %operation.correlation_id
+        );
+        self.inner.operations.spawn(
+            async move {
+                let started = Instant::now();
+                let outcome = tokio::select! {
+                    biased;
+                    () = closing.cancelled() => None,
+                    outcome = work => Some(outcome),
+                };
+                match &outcome {
+                    Some(Ok(stack)) => service.inner.settings.metrics.stack_operation_ended(
+                        operation.kind,
+                        stack
+                            .properties
+                            .provisioning_state
+                            .as_ref()
+                            .map_or("unknown", |state| state.as_str()),
+                        started.elapsed(),
+                    ),
+                    Some(Err(error)) => tracing::error!(
+                        error = %error.detail().message(),
+                        "the stack operation's outcome could not be recorded"
+                    ),
+                    None => tracing::info!(
+                        "stack operation handed over: stopped where it was, its lease released for recovery"
+                    ),
+                }
+                let _ = stop.send(());
+                service
+                    .release(&operation.scope, &operation.name, &operation.owner)
+                    .await;
+                after(outcome);
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Hands this process's stack operations over to another process: each running operation stops where it is
+    /// (its record still names it) and its lease is released at once, so recovery — on another replica, or in this
+    /// server after a restart — takes it over without waiting for the lease to expire. Returns once every operation
+    /// has stopped; operations started later stop at once. Called by `cairn serve` on shutdown, before the engine
+    /// hands its deployments over.
+    pub async fn hand_over(&self) {
+        self.inner.closing.cancel();
+        self.inner.operations.close();
+        self.inner.operations.wait().await;
+    }
+
+    /// Takes the stack's lease, or answers 409 `DeploymentStackInNonTerminalState`.
+    pub(crate) async fn take_lease(
+        &self,
+        scope: &str,
+        name: &str,
+        owner: &str,
+        current: Option<&DeploymentStack>,
+    ) -> Result<Lease, ArmError> {
+        let now = Timestamp::now();
+        match self
+            .inner
+            .store
+            .acquire_lease(
+                &lease_name(scope, name),
+                owner,
+                now,
+                add(now, self.inner.settings.lease_ttl),
+            )
+            .await
+        {
+            Ok(lease) => Ok(lease),
+            Err(error) if error.is_conflict() => {
+                let state = current
+                    .and_then(|s| s.properties.provisioning_state.as_ref())
+                    .map(|s| s.as_str().to_owned())
+                    .unwrap_or_else(|| "deploying".into());
+                Err(ArmError::deployment_stack_in_non_terminal_state(
+                    name, &state,
+                ))
+            }
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    /// Renews `owner`'s lease until `stop` fires.
+    pub(crate) fn heartbeat(
+        &self,
+        lease: String,
+        owner: String,
+    ) -> tokio::sync::oneshot::Sender<()> {
+        let (stop_tx, mut stop_rx) = tokio::sync::oneshot::channel::<()>();
+        let store = self.inner.store.clone();
+        let interval = self.inner.settings.heartbeat_interval;
+        let ttl = self.inner.settings.lease_ttl;
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    _ = &mut stop_rx => break,
+                    () = tokio::time::sleep(interval) => {
+                        let now = Timestamp::now();
+                        if let Err(error) = store.renew_lease(&lease, &owner, now, add(now, ttl)).await {
+                            tracing::warn!(lease, %error, "stack lease heartbeat failed");
+                        }
+                    }
+                }
+            }
+        });
+        stop_tx
+    }
+
+    pub(crate) async fn release(&self, scope: &str, name: &str, owner: &str) {
+        if let Err(error) = self
+            .inner
+            .store
+            .release_lease(&lease_name(scope, name), owner)
+            .await
+        {
+            tracing::warn!(stack = name, %error, "releasing the stack lease failed");
+        }
+    }
+
+    /// The out-of-sync guard: refused unless bypassed when the stored set may be wrong. A stack whose record
+    /// names an interrupted operation answers 409 `DeploymentStackInNonTerminalState` (the caller starts its
+    /// recovery); `bypassStackOutOfSyncError` takes the stack over as it is instead.
+    pub(crate) fn check_in_sync(
+        name: &str,
+        state: &StoredState,
+        current: &DeploymentStack,
+        bypass: bool,
+    ) -> Result<(), ArmError> {
+        if bypass {
+            return Ok(());
+        }
+        let interrupted = current
+            .properties
+            .provisioning_state
+            .as_ref()
+            .filter(|s| !s.is_terminal());
+        if let (Some(provisioning), Some(_)) = (interrupted, &state.pending) {
+            return Err(ArmError::new(
+                409,
+                cairn_arm::error::codes::DEPLOYMENT_STACK_IN_NON_TERMINAL_STATE,
+                format!(
+                    "The deployment stack '{name}' is in the non-terminal state '{}': its last operation was \
+                     interrupted and is being resumed. Retry when it has ended, or set \
+                     'bypassStackOutOfSyncError' to true to take the stack over as it is.",
+                    provisioning.as_str()
+                ),
+            ));
+        }
+        if state.out_of_sync || interrupted.is_some() {
+            return Err(ArmError::new(
+                409,
+                "DeploymentStackOutOfSync",
+                format!(
+                    "The deployment stack '{name}' might not have an accurate list of managed resources (its last \
+                     operation did not finish). To proceed, check the resources and retry with \
+                     'bypassStackOutOfSyncError' set to true."
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// After a request found an interrupted operation (and released the lease): resume it in the background.
+    pub(crate) fn resume_if_interrupted(&self, error: &ArmError, scope: &str, name: &str) {
+        if error.status() == 409
+            && error.detail().code()
+                == cairn_arm::error::codes::DEPLOYMENT_STACK_IN_NON_TERMINAL_STATE
+        {
+            let service = self.clone();
+            let (scope, name) = (scope.to_owned(), name.to_owned());
+            tokio::spawn(async move {
+                if let Err(error) = service.recover_stack(&scope, &name).await {
+                    tracing::warn!(stack = name, error = %error.detail().message(), "resuming an interrupted stack operation failed");
+                }
+            });
+        }
+    }
+}

@@ -1,0 +1,297 @@
+//! The stack service handle: its settings, the engine, store and host it works over, the reads and writes of a
+//! stack record every operation shares, and the read side of the API (`GET`, list).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use cairn_arm::ArmError;
+use cairn_arm::models::stack::DeploymentStack;
+use cairn_engine::{Engine, Providers};
+use cairn_host::ExtensionHost;
+use cairn_stacks::{Ownership, StackClaim};
+use cairn_store::{
+    InventoryChange, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp,
+};
+use serde::Deserialize as _;
+use serde_json::Value;
+
+use crate::state::{SHARE_TAG, StoredState};
+
+/// Tunables of the stack service.
+#[derive(Clone, Debug)]
+pub struct StackServiceSettings {
+    /// Identifies this process in lease owners.
+    pub owner_id: String,
+    /// How long a lease lives without a heartbeat: after a crash, the stack is free again after this long.
+    pub lease_ttl: Duration,
+    /// How often a running operation renews its lease (well below `lease_ttl`).
+    pub heartbeat_interval: Duration,
+    /// Delete rounds (the first plus retries).
+    pub max_delete_rounds: u32,
+    /// Deletes in flight at once. The default is the engine's default parallelism, so unmanaging runs as wide as
+    /// the deployment that created the resources.
+    pub max_deletes_in_flight: usize,
+    /// Pause between delete rounds.
+    pub retry_backoff: Duration,
+    /// How often a running delete publishes its progress (`deletedResources` so far) on the stack record.
+    pub progress_interval: Duration,
+    /// Where operation durations and recovery's takeovers are counted (the server's `/metrics`); by default a set
+    /// of its own that nothing reads.
+    pub metrics: cairn_metrics::Metrics,
+}
+
+impl Default for StackServiceSettings {
+    fn default() -> Self {
+        Self {
+            owner_id: format!("stacks-{}", uuid::Uuid::new_v4()),
+            lease_ttl: Duration::from_secs(120),
+            heartbeat_interval: Duration::from_secs(20),
+            max_delete_rounds: 4,
+            max_deletes_in_flight: 16,
+            retry_backoff: Duration::from_secs(2),
+            progress_interval: Duration::from_millis(500),
+            metrics: cairn_metrics::Metrics::default(),
+        }
+    }
+}
+
+/// A page of stacks.
+#[derive(Clone, Debug, Default)]
+pub struct StackPage {
+    pub value: Vec<DeploymentStack>,
+    pub continuation: Option<String>,
+}
+
+/// What every clone of the service shares.
+pub(crate) struct Inner {
+    pub(crate) engine: Engine,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) host: Arc<ExtensionHost>,
+    pub(crate) providers: Arc<Providers>,
+    pub(crate) settings: StackServiceSettings,
+    /// The operations running in the background here, each under its stack's lease.
+    pub(crate) operations: tokio_util::task::TaskTracker,
+    /// Fired by [`StackService::hand_over`]: running operations stop where they are.
+    pub(crate) closing: tokio_util::sync::CancellationToken,
+}
+
+/// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
+#[derive(Clone)]
+pub struct StackService {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for StackService {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("StackService")
+            .field("owner", &self.inner.settings.owner_id)
+            .finish_non_exhaustive()
+    }
+}
+
+pub(crate) fn store_error(error: StoreError) -> ArmError {
+    let status = if error.is_not_found() {
+        404
+    } else if error.is_conflict() {
+        409
+    } else {
+        500
+    };
+    ArmError::new(status, error.arm_code(), error.to_string())
+}
+
+/// The name of the stack's lease; also how two stack records are told to be the same stack (scope and name
+/// compared without case).
+pub(crate) fn lease_name(scope: &str, name: &str) -> String {
+    format!(
+        "stack:{}/{}",
+        cairn_store::fold_case(scope),
+        name.to_lowercase()
+    )
+}
+
+impl StackService {
+    /// A service over the engine, its store and host. `providers` are the ARM providers deletes and directive
+    /// API calls go to, in addition to the built-in ones (resource groups, deployments, Key Vault).
+    pub fn new(
+        engine: Engine,
+        store: Arc<dyn Store>,
+        host: Arc<ExtensionHost>,
+        providers: Providers,
+        settings: StackServiceSettings,
+    ) -> Self {
+        let mut all = Providers::builtin(store.clone());
+        all.extend(providers);
+        Self {
+            inner: Arc::new(Inner {
+                engine,
+                store,
+                host,
+                providers: Arc::new(all),
+                settings,
+                operations: tokio_util::task::TaskTracker::new(),
+                closing: tokio_util::sync::CancellationToken::new(),
+            }),
+        }
+    }
+
+    /// The record and the stack it holds, without decoding its managed set (which a GET does not need, and which
+    /// is the larger part of a big stack's record).
+    pub(crate) async fn load_stack(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<Option<(StackRecord, DeploymentStack)>, ArmError> {
+        let Some(record) = self
+            .inner
+            .store
+            .get_stack(scope, name)
+            .await
+            .map_err(store_error)?
+        else {
+            return Ok(None);
+        };
+        let stack = DeploymentStack::deserialize(&record.stack).map_err(|e| {
+            ArmError::new(
+                500,
+                "StoreDataCorrupt",
+                format!("stored stack '{name}': {e}"),
+            )
+        })?;
+        Ok(Some((record, stack)))
+    }
+
+    pub(crate) async fn load(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> Result<Option<(StackRecord, DeploymentStack, StoredState)>, ArmError> {
+        let Some((record, stack)) = self.load_stack(scope, name).await? else {
+            return Ok(None);
+        };
+        let state = StoredState::from_value(&record.managed_set).map_err(|e| {
+            ArmError::new(
+                500,
+                "StoreDataCorrupt",
+                format!("stored managed set of '{name}': {e}"),
+            )
+        })?;
+        Ok(Some((record, stack, state)))
+    }
+
+    pub(crate) async fn put_record(
+        &self,
+        scope: &str,
+        name: &str,
+        stack: &DeploymentStack,
+        state: &StoredState,
+        precondition: Precondition,
+        inventory: Vec<InventoryChange>,
+    ) -> Result<StackRecord, ArmError> {
+        let stack_json = serde_json::to_value(stack)
+            .map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
+        self.inner
+            .store
+            .put_stack_with_inventory(
+                NewStack {
+                    scope: scope.trim_end_matches('/').to_owned(),
+                    name: name.to_owned(),
+                    stack: stack_json,
+                    managed_set: state.to_value(),
+                },
+                precondition,
+                Timestamp::now(),
+                inventory,
+            )
+            .await
+            .map_err(store_error)
+    }
+
+    /// Every stack record of every scope (the ownership check and recovery look across all of them).
+    pub(crate) async fn all_stack_records(&self) -> Result<Vec<StackRecord>, ArmError> {
+        let mut records = Vec::new();
+        let mut page = PageRequest::default();
+        loop {
+            let listed = self
+                .inner
+                .store
+                .list_stacks(None, page.clone())
+                .await
+                .map_err(store_error)?;
+            records.extend(listed.items);
+            match listed.continuation {
+                Some(token) => page.continuation = Some(token),
+                None => return Ok(records),
+            }
+        }
+    }
+
+    /// The other stacks' claims on resources, for the ownership check.
+    pub(crate) async fn ownership(&self, scope: &str, name: &str) -> Result<Ownership, ArmError> {
+        let mut ownership = Ownership::new();
+        let me = lease_name(scope, name);
+        for record in self.all_stack_records().await? {
+            if lease_name(&record.scope, &record.name) == me {
+                continue;
+            }
+            let Ok(state) = StoredState::from_value(&record.managed_set) else {
+                continue;
+            };
+            let shared = record
+                .stack
+                .pointer("/tags")
+                .and_then(|t| t.get(SHARE_TAG))
+                .and_then(Value::as_str)
+                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
+            let stack_id = record
+                .stack
+                .get("id")
+                .and_then(Value::as_str)
+                .unwrap_or(&record.name)
+                .to_owned();
+            for resource in &state.managed_set {
+                ownership.claim(
+                    resource.key().clone(),
+                    StackClaim {
+                        stack_id: stack_id.clone(),
+                        shared,
+                    },
+                );
+            }
+        }
+        Ok(ownership)
+    }
+
+    /// The stack (`GET`); 404 `DeploymentStackNotFound`.
+    pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
+        self.load_stack(scope, name)
+            .await?
+            .map(|(_, stack)| stack)
+            .ok_or_else(|| ArmError::deployment_stack_not_found(name))
+    }
+
+    /// The stacks of a scope.
+    pub async fn list(&self, scope: &str, page: PageRequest) -> Result<StackPage, ArmError> {
+        let listed = self
+            .inner
+            .store
+            .list_stacks(Some(scope), page)
+            .await
+            .map_err(store_error)?;
+        let mut value = Vec::with_capacity(listed.items.len());
+        for record in listed.items {
+            let stack = serde_json::from_value(record.stack).map_err(|e| {
+                ArmError::new(
+                    500,
+                    "StoreDataCorrupt",
+                    format!("stored stack '{}': {e}", record.name),
+                )
+            })?;
+            value.push(stack);
+        }
+        Ok(StackPage {
+            value,
+            continuation: listed.continuation,
+        })
+    }
+}

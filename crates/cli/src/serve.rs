@@ -69,7 +69,7 @@ pub(crate) struct ServeArgs {
     max_eval_depth: usize,
     /// Log format on stderr: `auto` writes human lines on a terminal and JSON lines otherwise (a file, a pipe, a
     /// log collector); `plain` is human lines without colours off a terminal.
-    #[arg(long, value_enum, value_name = "FORMAT", default_value_t = LogFormat::Auto)]
+    #[arg(long, value_enum, ignore_case = true, value_name = "FORMAT", default_value_t = LogFormat::Auto)]
     log_format: LogFormat,
     /// How long a shutdown (SIGTERM, Ctrl-C) may take: open requests finish, running deployments and stack
     /// operations stop at a safe point and are handed over (resumed at once by another replica or the next
@@ -78,7 +78,7 @@ pub(crate) struct ServeArgs {
     shutdown_grace: std::time::Duration,
     /// Who may read /metrics: `api` needs a bearer token of the tokens file without scopes, like the API;
     /// `none` serves it without a token (for a scraper on a network only operators reach).
-    #[arg(long, value_enum, value_name = "WHO", default_value_t = MetricsAccess::Api)]
+    #[arg(long, value_enum, ignore_case = true, value_name = "WHO", default_value_t = MetricsAccess::Api)]
     metrics_auth: MetricsAccess,
 }
 

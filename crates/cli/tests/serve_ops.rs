@@ -279,14 +279,25 @@ async fn sigterm_hands_a_running_deployment_over_and_the_next_start_finishes_it(
     assert_eq!(record["properties"]["correlationId"], CORRELATION);
     assert_eq!(slow.created.lock().unwrap().len(), RESOURCES);
 
-    let metrics = client
-        .get(format!("{}/metrics", second.url))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    // The record turns terminal a moment before the run counts its end: read until the count is there.
+    let read_metrics = || async {
+        client
+            .get(format!("{}/metrics", second.url))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    };
+    let mut metrics = read_metrics().await;
+    let counted = Instant::now();
+    while !metrics.contains("cairn_deployments_in_flight 0")
+        && counted.elapsed() < Duration::from_secs(10)
+    {
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        metrics = read_metrics().await;
+    }
     for series in [
         "cairn_takeovers_total{kind=\"deployment\",outcome=\"resumed\"} 1",
         "cairn_deployment_duration_seconds_count{status=\"Succeeded\"} 1",

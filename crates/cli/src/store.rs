@@ -9,7 +9,8 @@ use cairn_assembly::{AssemblyError, StoreLocation, copy_store};
 use cairn_store::StoreError;
 use clap::{Args, Subcommand};
 
-fn env(name: &str) -> Option<String> {
+/// An environment variable that is set and not empty.
+pub(crate) fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 

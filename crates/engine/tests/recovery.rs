@@ -514,3 +514,148 @@ async fn a_resumed_create_keeps_the_identity_recorded_before_the_crash() {
     assert!(fake.resource("widget", "w1").is_some());
     drop(dir);
 }
+
+/// Settings whose claims would outlive the test by far: only a hand over lets another engine take a run over.
+fn long_claims() -> EngineSettings {
+    EngineSettings {
+        parallelism: 2,
+        claim_ttl: Duration::from_secs(600),
+        heartbeat_interval: Duration::from_millis(100),
+        ..EngineSettings::default()
+    }
+}
+
+/// Starts a 4-step chain and waits until its first step succeeded.
+async fn started_chain(latency: Duration) -> TestEnv {
+    let env = setup_with(long_claims(), latency, Providers::empty()).await;
+    env.engine
+        .create_or_update(
+            RG,
+            "moving",
+            request(chain(4), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(20);
+    while env.fake.count() < 1 {
+        assert!(tokio::time::Instant::now() < deadline, "no progress");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    env
+}
+
+async fn record_of(
+    store: &std::sync::Arc<dyn cairn_store::Store>,
+) -> cairn_store::DeploymentRecord {
+    store
+        .get_deployment(&cairn_store::DeploymentKey::new(RG, "moving"))
+        .await
+        .unwrap()
+        .unwrap()
+}
+
+/// Resumes the handed-over chain on another engine at once (the first engine's claim would have lasted ten
+/// minutes) and waits for it to succeed.
+async fn successor_finishes(env: &TestEnv) {
+    let metrics = cairn_metrics::Metrics::new();
+    let successor = Engine::new(
+        env.store.clone(),
+        host_with(&env.fake),
+        Providers::empty(),
+        EngineSettings {
+            metrics: metrics.clone(),
+            ..long_claims()
+        },
+    )
+    .unwrap();
+    let report = successor.recover().await.unwrap();
+    assert_eq!(report.resumed.len(), 1, "{report:?}");
+    let record = wait_terminal(&successor, "moving").await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(env.fake.count(), 4);
+    no_operation_running(&successor, "moving").await;
+    assert!(
+        metrics
+            .render()
+            .contains("cairn_takeovers_total{kind=\"deployment\",outcome=\"resumed\"} 1")
+    );
+}
+
+/// A hand over lets the call in flight finish and journals it, leaves the record `Running` with no claim, and
+/// another engine resumes the run at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_deployment_is_resumed_elsewhere_at_once() {
+    let env = started_chain(Duration::from_millis(300)).await;
+    let before = env
+        .fake
+        .state
+        .creates
+        .load(std::sync::atomic::Ordering::SeqCst);
+    let report = env.engine.hand_over(Duration::from_secs(10)).await;
+    assert_eq!(
+        report,
+        cairn_engine::HandOverReport {
+            running: 1,
+            stopped_by_force: 0
+        }
+    );
+    assert_eq!(env.engine.running_deployments(), 0);
+    let left = record_of(&env.store).await;
+    assert_eq!(left.status, cairn_store::DeploymentStatus::Running);
+    assert!(
+        left.owner.is_none(),
+        "the claim is released: {:?}",
+        left.owner
+    );
+    // The call in flight when the hand over began (a create, or the preview that names its target first) finished
+    // and its step was journaled; nothing new started.
+    let created = env.fake.count();
+    assert!((1..4).contains(&created), "{created} created");
+    assert!(
+        env.fake
+            .state
+            .creates
+            .load(std::sync::atomic::Ordering::SeqCst)
+            <= before + 1
+    );
+    let journaled = env
+        .engine
+        .operations(RG, "moving")
+        .await
+        .unwrap()
+        .iter()
+        .filter(|o| {
+            o.properties.provisioning_state.as_ref().map(|s| s.as_str()) == Some("Succeeded")
+        })
+        .count();
+    assert_eq!(journaled, created, "every finished call is journaled");
+    successor_finishes(&env).await;
+}
+
+/// A call slower than the hand over's time is abandoned where it stands; the claim is released all the same and
+/// the successor performs the call again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_still_busy_when_the_hand_over_time_is_up_is_stopped_and_released() {
+    let env = started_chain(Duration::from_millis(300)).await;
+    *env.fake.latency.lock().unwrap() = Duration::from_secs(5);
+    // Let the next (now slow) call begin.
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let started = std::time::Instant::now();
+    let report = env.engine.hand_over(Duration::from_millis(300)).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "{:?}",
+        started.elapsed()
+    );
+    assert_eq!(report.stopped_by_force, 1, "{report:?}");
+    let left = record_of(&env.store).await;
+    assert_eq!(left.status, cairn_store::DeploymentStatus::Running);
+    assert!(
+        left.owner.is_none(),
+        "the claim is released: {:?}",
+        left.owner
+    );
+    *env.fake.latency.lock().unwrap() = Duration::from_millis(10);
+    successor_finishes(&env).await;
+}

@@ -35,6 +35,9 @@ pub struct StackServiceSettings {
     pub retry_backoff: Duration,
     /// How often a running delete publishes its progress (`deletedResources` so far) on the stack record.
     pub progress_interval: Duration,
+    /// Where operation durations and recovery's takeovers are counted (the server's `/metrics`); by default a set
+    /// of its own that nothing reads.
+    pub metrics: cairn_metrics::Metrics,
 }
 
 impl Default for StackServiceSettings {
@@ -47,6 +50,7 @@ impl Default for StackServiceSettings {
             max_deletes_in_flight: 16,
             retry_backoff: Duration::from_secs(2),
             progress_interval: Duration::from_millis(500),
+            metrics: cairn_metrics::Metrics::default(),
         }
     }
 }
@@ -65,6 +69,10 @@ pub(crate) struct Inner {
     pub(crate) host: Arc<ExtensionHost>,
     pub(crate) providers: Arc<Providers>,
     pub(crate) settings: StackServiceSettings,
+    /// The operations running in the background here, each under its stack's lease.
+    pub(crate) operations: tokio_util::task::TaskTracker,
+    /// Fired by [`StackService::hand_over`]: running operations stop where they are.
+    pub(crate) closing: tokio_util::sync::CancellationToken,
 }
 
 /// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
@@ -121,6 +129,8 @@ impl StackService {
                 host,
                 providers: Arc::new(all),
                 settings,
+                operations: tokio_util::task::TaskTracker::new(),
+                closing: tokio_util::sync::CancellationToken::new(),
             }),
         }
     }

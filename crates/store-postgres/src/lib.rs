@@ -148,6 +148,16 @@ impl PostgresStore {
         self.pool.begin().await.map_err(backend)
     }
 
+    /// The readiness probe: the database answers a read on a pooled connection and its schema is this build's
+    /// (another server may have migrated it further, or a restored dump may be older).
+    async fn readiness_impl(&self) -> StoreResult<()> {
+        if self.pool.is_closed() {
+            return Err(StoreError::Backend("the store is closed".into()));
+        }
+        let version = migrate::current_version(&self.pool).await?;
+        cairn_store::schema::check_ready(version, LATEST_SCHEMA_VERSION)
+    }
+
     async fn close_impl(&self) -> StoreResult<()> {
         self.pool.close().await;
         Ok(())

@@ -297,6 +297,16 @@ impl SqliteStore {
             .map_err(rows::backend)
     }
 
+    /// The readiness probe: the database answers a read, the write connection is open, and the applied schema is
+    /// this build's (another process may have migrated the file further, or a restored backup may be older).
+    async fn readiness_impl(&self) -> StoreResult<()> {
+        let version = migrate::current_version(&self.reader).await?;
+        if self.writer.is_closed() {
+            return Err(StoreError::Backend("the store is closed".into()));
+        }
+        cairn_store::schema::check_ready(version, LATEST_SCHEMA_VERSION)
+    }
+
     async fn close_impl(&self) -> StoreResult<()> {
         if self.data_dir.is_some() && !self.writer.is_closed() {
             self.checkpoint().await?;

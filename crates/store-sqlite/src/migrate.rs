@@ -533,6 +533,41 @@ mod tests {
         Ok(())
     }
 
+    /// Readiness names a schema that is not this build's, older (migrations not applied) or newer (a newer cairn
+    /// migrated the file underneath this process), and is `Ok` once the schema is current.
+    #[tokio::test]
+    async fn readiness_names_a_schema_that_is_not_this_builds() -> anyhow::Result<()> {
+        use cairn_store::Store;
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let old = SqliteStore::open_at_version(dir.path(), &key, 3).await?;
+        let error = old.readiness().await.expect_err("schema 3 is not current");
+        assert!(matches!(error, StoreError::NotReady(_)), "{error:?}");
+        let message = error.to_string();
+        assert!(
+            message.contains("schema version 3") && message.contains("older"),
+            "{message}"
+        );
+        old.close_impl().await?;
+
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        store.readiness().await?;
+        let newer = LATEST_SCHEMA_VERSION + 1;
+        sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, 'future', 'x', 0)")
+            .bind(i64::from(newer))
+            .execute(&store.writer)
+            .await?;
+        let error = store.readiness().await.expect_err("a newer schema");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("schema version {newer}"))
+                && message.contains("upgrade cairn"),
+            "{message}"
+        );
+        assert_eq!(error.arm_code(), "StoreNotReady");
+        Ok(())
+    }
+
     #[test]
     fn migrations_are_numbered_in_order_up_to_latest() {
         // Numbers are handed out to branches ahead of time, so one may be missing until its branch lands.

@@ -53,6 +53,7 @@ pub const CASES: &[&str] = &[
     "journal_writes_are_fenced_by_the_claim",
     "deployment_cancel_requests",
     "operation_results_run_finish_expire",
+    "readiness_until_closed",
 ];
 
 /// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
@@ -93,6 +94,7 @@ macro_rules! store_conformance_tests {
             journal_writes_are_fenced_by_the_claim,
             deployment_cancel_requests,
             operation_results_run_finish_expire,
+            readiness_until_closed,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -149,6 +151,7 @@ case_table!(
     journal_writes_are_fenced_by_the_claim,
     deployment_cancel_requests,
     operation_results_run_finish_expire,
+    readiness_until_closed,
 );
 
 /// A timestamp `millis` after an arbitrary fixed epoch (2026-01-01), for readable test data.
@@ -3402,5 +3405,28 @@ pub async fn operation_results_run_finish_expire(store: &dyn Store) {
             .expect("get")
             .is_some(),
         "an unexpired result stays"
+    );
+}
+
+/// An open store is ready (reachable, schema current) and stays so while it serves; once closed it is not, and the
+/// error says the store cannot be reached rather than naming a record.
+pub async fn readiness_until_closed(store: &dyn Store) {
+    store
+        .readiness()
+        .await
+        .expect("a freshly opened store is ready");
+    store
+        .put_resource_group(resource_group("ready"), Precondition::Any, at(1))
+        .await
+        .expect("a write");
+    store.readiness().await.expect("still ready after a write");
+    store.close().await.expect("close");
+    let error = store
+        .readiness()
+        .await
+        .expect_err("a closed store is not ready");
+    assert!(
+        matches!(error, StoreError::Backend(_)),
+        "a closed store is unreachable, not {error:?}"
     );
 }

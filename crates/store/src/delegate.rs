@@ -1,6 +1,6 @@
 //! The trait side of a backend: [`impl_store_traits!`](crate::impl_store_traits) implements every storage trait for
 //! a backend type by boxing the inherent `async fn`s it defines under the same names with an `_impl` suffix
-//! (`put_deployment_impl`, ...) plus `close_impl`, so each backend writes plain async functions and the boxing
+//! (`put_deployment_impl`, ...) plus `readiness_impl` and `close_impl`, so each backend writes plain async functions and the boxing
 //! lives here once. The stack writes are the exception: `put_stack_impl` and `delete_stack_impl` take the inventory
 //! changes of `put_stack_with_inventory`/`delete_stack_with_inventory` as a last argument (empty for the plain
 //! writes).
@@ -553,6 +553,10 @@ macro_rules! impl_store_traits {
         impl $crate::Store for $ty {
             fn backend_name(&self) -> &'static str {
                 $name
+            }
+
+            fn readiness<'a>(&'a self) -> $crate::StoreFuture<'a, ()> {
+                Box::pin(self.readiness_impl())
             }
 
             fn close<'a>(&'a self) -> $crate::StoreFuture<'a, ()> {

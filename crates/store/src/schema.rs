@@ -56,6 +56,21 @@ pub fn version_of(newest_applied: Option<i64>) -> StoreResult<u32> {
         .map_err(|_| StoreError::corrupt(Entity::Schema, "negative schema version"))
 }
 
+/// Readiness as far as the schema goes: a database at `version` serves this build (whose newest migration is
+/// `latest`) only at exactly that version; otherwise [`StoreError::NotReady`] says which way it is off.
+pub fn check_ready(version: u32, latest: u32) -> StoreResult<()> {
+    match version.cmp(&latest) {
+        std::cmp::Ordering::Equal => Ok(()),
+        std::cmp::Ordering::Less => Err(StoreError::NotReady(format!(
+            "the database has schema version {version}, older than this build's {latest}: its migrations have not \
+             been applied (restart cairn to apply them)"
+        ))),
+        std::cmp::Ordering::Greater => Err(StoreError::NotReady(format!(
+            "the database has schema version {version}, newer than this build's {latest}: upgrade cairn"
+        ))),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

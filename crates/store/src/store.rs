@@ -517,6 +517,12 @@ pub trait Store:
     /// A short name for diagnostics (`sqlite`, `postgres`).
     fn backend_name(&self) -> &'static str;
 
+    /// Whether the store can serve requests now (a readiness probe, cheap enough to call every few seconds): it
+    /// answers, and its schema is the version this build expects. `Ok` when ready; otherwise the error names the
+    /// problem: `Backend` when the store cannot be reached (or was closed), `NotReady` when its schema is older
+    /// (migrations not applied) or newer (written by a newer cairn) than this build's.
+    fn readiness<'a>(&'a self) -> StoreFuture<'a, ()>;
+
     /// Flushes and closes the backend; later calls fail with `Backend`. Dropping without closing is safe (every
     /// write is durable when its future completes), closing just does it tidily.
     fn close<'a>(&'a self) -> StoreFuture<'a, ()>;

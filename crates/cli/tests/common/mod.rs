@@ -35,14 +35,14 @@ pub fn start_server(data_dir: &Path, registry: &Path) -> Server {
     reason = "each test binary compiles this module; not all of them use every starter"
 )]
 pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> Server {
-    let mut args = vec![
-        OsStr::new("--data-dir"),
-        data_dir.as_os_str(),
-        OsStr::new("--extensions"),
-        registry.as_os_str(),
-    ];
-    args.extend_from_slice(extra);
-    start_serve(&args, &[])
+    serve_with(|command| {
+        command
+            .args(["--listen", "127.0.0.1:0", "--claim-ttl", "3", "--data-dir"])
+            .arg(data_dir)
+            .arg("--extensions")
+            .arg(registry)
+            .args(extra);
+    })
 }
 
 /// `cairn serve` on 127.0.0.1:0 with a 3 s claim TTL and `args` (which say where the store is), with `env` added
@@ -52,14 +52,28 @@ pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> 
     reason = "each test binary compiles this module; not all of them use every starter"
 )]
 pub fn start_serve(args: &[&OsStr], env: &[(&str, &OsStr)]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--claim-ttl", "3"])
-        .args(args)
-        .envs(env.iter().copied())
+    serve_with(|command| {
+        command
+            .args(["--listen", "127.0.0.1:0", "--claim-ttl", "3"])
+            .args(args)
+            .envs(env.iter().copied());
+    })
+}
+
+/// `cairn serve` with the arguments, environment and stderr `configure` gives it (stdout is read for the address;
+/// a piped stderr is drained).
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all of them start servers their own way"
+)]
+pub fn serve_with(configure: impl FnOnce(&mut Command)) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command
+        .arg("serve")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cairn serve starts");
+        .stderr(Stdio::piped());
+    configure(&mut command);
+    let mut child = command.spawn().expect("cairn serve starts");
     let stdout = child.stdout.take().expect("stdout is piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -69,8 +83,9 @@ pub fn start_serve(args: &[&OsStr], env: &[(&str, &OsStr)]) -> Server {
             }
         }
     });
-    let stderr = child.stderr.take().expect("stderr is piped");
-    std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+    }
     let url = rx
         .recv_timeout(Duration::from_secs(30))
         .expect("cairn serve prints its address");

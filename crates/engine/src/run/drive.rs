@@ -23,6 +23,7 @@ use cairn_template::plan::PlannedExtensionRef;
 use cairn_template::{Expansion, ResourceIdentity};
 use serde_json::{Value as Json, json};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tracing::Instrument as _;
 
 use super::{
     Done, Finished, NestedChild, Run, elapsed_ms, first_unevaluated, host_error,
@@ -172,6 +173,17 @@ impl Run {
                 ),
             };
         self.flush_writes().await;
+        if self.tree.handed_over.get() && status == DeploymentStatus::Canceled {
+            // Stopped at a safe point for another engine: the record stays as it is (`Running`), its claim is
+            // released with the tree's once the heartbeat has stopped, and recovery resumes the run.
+            return Finished {
+                status: DeploymentStatus::Canceled,
+                error: None,
+                outputs: None,
+                output_resources: Vec::new(),
+                extensions: Vec::new(),
+            };
+        }
         let listed = match status {
             DeploymentStatus::Succeeded => Some(output_resources.clone()),
             // A deployment a crash interrupted lists what it touched even when it fails (as recovery's fail
@@ -194,6 +206,7 @@ impl Run {
         })
         .await;
         self.release().await;
+        self.count_end(status);
         self.event(
             EventKind::DeploymentFinished,
             "",
@@ -362,6 +375,8 @@ impl Run {
                             );
                         }
                     }
+                    // A handed-over run leaves the step `Running`: recovery performs it again.
+                    Effect::Canceled(_) if self.tree.handed_over.get() => {}
                     Effect::Canceled(node) => {
                         let identity = &identities[node];
                         let slot = &slots[node];
@@ -385,8 +400,9 @@ impl Run {
             }
             let event = tokio::select! {
                 biased;
-                _ = self.tree.cancel.cancelled(), if !cancel_seen => {
+                () = self.tree.stop_requested(), if !cancel_seen => {
                     cancel_seen = true;
+                    self.tree.note_stop();
                     Event::Cancel
                 }
                 Some(ready) = ready_rx.recv() => {
@@ -435,8 +451,14 @@ impl Run {
             }
         };
         drop(inflight);
-        // Operations the run that died left running, and this one did not perform again, end in the journal.
-        for &node in &verdict.left_interrupted {
+        // Operations the run that died left running, and this one did not perform again, end in the journal (unless
+        // this run is handed over too: the next one performs them).
+        let left_interrupted = if self.tree.handed_over.get() {
+            &[][..]
+        } else {
+            &verdict.left_interrupted[..]
+        };
+        for &node in left_interrupted {
             let identity = &identities[node];
             let error = ErrorDetail::new(
                 "DeploymentInterrupted",
@@ -602,11 +624,11 @@ impl Run {
     /// Waits for a slot of the tree's parallelism (or the tree's cancel).
     fn admit(&self, node: usize) -> LocalFuture<'_, Progress> {
         let permits = self.tree.permits.clone();
-        let cancel = self.tree.cancel.clone();
+        let tree = self.tree.clone();
         Box::pin(async move {
             let permit = tokio::select! {
                 permit = permits.acquire_owned() => permit.ok(),
-                _ = cancel.cancelled() => None,
+                () = tree.stop_requested() => None,
             };
             Progress::Admitted(node, permit)
         })
@@ -767,65 +789,68 @@ impl Run {
         let resource_type = identity.resource_type.clone();
         let api_version = identity.api_version.clone();
         let existing = identity.existing;
-        let call = tokio::spawn(async move {
-            let _permit = permit;
-            if existing {
-                let locator = ResourceLocator {
-                    resource_type,
-                    api_version,
-                    identifiers: properties,
-                    config,
-                    config_id: None,
-                };
-                match host.get(&key, &locator, &ctx).await {
-                    Ok(Some(r)) => Ok((r, false)),
-                    Ok(None) => Err((
-                        404,
-                        ErrorDetail::new(
-                            "ResourceNotFound",
-                            "The existing resource was not found by its extension.",
-                        ),
-                        false,
-                    )),
-                    Err(e) => {
-                        let (status, error) = host_error(&e);
-                        Err((status, error, false))
+        let call = tokio::spawn(
+            async move {
+                let _permit = permit;
+                if existing {
+                    let locator = ResourceLocator {
+                        resource_type,
+                        api_version,
+                        identifiers: properties,
+                        config,
+                        config_id: None,
+                    };
+                    match host.get(&key, &locator, &ctx).await {
+                        Ok(Some(r)) => Ok((r, false)),
+                        Ok(None) => Err((
+                            404,
+                            ErrorDetail::new(
+                                "ResourceNotFound",
+                                "The existing resource was not found by its extension.",
+                            ),
+                            false,
+                        )),
+                        Err(e) => {
+                            let (status, error) = host_error(&e);
+                            Err((status, error, false))
+                        }
                     }
-                }
-            } else {
-                let known_identifiers = target.identifiers.clone();
-                let request = CreateOrUpdateRequest {
-                    resource_type: resource_type.clone(),
-                    api_version: api_version.clone(),
-                    properties,
-                    config: config.clone(),
-                    config_id: None,
-                    known_identifiers: known_identifiers.clone(),
-                };
-                match host.create_or_update(&key, request, &ctx).await {
-                    Ok(r) => Ok((r, true)),
-                    Err(e) => {
-                        let (status, error) = host_error(&e);
-                        // A refused create of a resource whose identity is known: ask whether it exists, so
-                        // the inventory row its `Running` step wrote goes only if nothing is there.
-                        let absent = match known_identifiers {
-                            Some(identifiers) if (400..500).contains(&status) => {
-                                let locator = ResourceLocator {
-                                    resource_type,
-                                    api_version,
-                                    identifiers,
-                                    config,
-                                    config_id: target.extension.and_then(|e| e.config_id),
-                                };
-                                matches!(host.get(&key, &locator, &ctx).await, Ok(None))
-                            }
-                            _ => false,
-                        };
-                        Err((status, error, absent))
+                } else {
+                    let known_identifiers = target.identifiers.clone();
+                    let request = CreateOrUpdateRequest {
+                        resource_type: resource_type.clone(),
+                        api_version: api_version.clone(),
+                        properties,
+                        config: config.clone(),
+                        config_id: None,
+                        known_identifiers: known_identifiers.clone(),
+                    };
+                    match host.create_or_update(&key, request, &ctx).await {
+                        Ok(r) => Ok((r, true)),
+                        Err(e) => {
+                            let (status, error) = host_error(&e);
+                            // A refused create of a resource whose identity is known: ask whether it exists, so
+                            // the inventory row its `Running` step wrote goes only if nothing is there.
+                            let absent = match known_identifiers {
+                                Some(identifiers) if (400..500).contains(&status) => {
+                                    let locator = ResourceLocator {
+                                        resource_type,
+                                        api_version,
+                                        identifiers,
+                                        config,
+                                        config_id: target.extension.and_then(|e| e.config_id),
+                                    };
+                                    matches!(host.get(&key, &locator, &ctx).await, Ok(None))
+                                }
+                                _ => false,
+                            };
+                            Err((status, error, absent))
+                        }
                     }
                 }
             }
-        });
+            .in_current_span(),
+        );
         match call.await {
             Ok(Ok((deployed, written))) => Ok(Answer::Extension {
                 deployed: Box::new(deployed),
@@ -868,21 +893,24 @@ impl Run {
             .map_err(OpError::from)?
             .clone();
         let existing = identity.existing;
-        let call = tokio::spawn(async move {
-            let _permit = permit;
-            if existing {
-                match provider.get(&id, &api).await {
-                    Ok(Some(r)) => Ok((r, 200)),
-                    Ok(None) => Err(ProviderError::not_found(&id)),
-                    Err(e) => Err(e),
+        let call = tokio::spawn(
+            async move {
+                let _permit = permit;
+                if existing {
+                    match provider.get(&id, &api).await {
+                        Ok(Some(r)) => Ok((r, 200)),
+                        Ok(None) => Err(ProviderError::not_found(&id)),
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    provider
+                        .put(&id, &api, &body)
+                        .await
+                        .map(|o| (o.resource, if o.created { 201 } else { 200 }))
                 }
-            } else {
-                provider
-                    .put(&id, &api, &body)
-                    .await
-                    .map(|o| (o.resource, if o.created { 201 } else { 200 }))
             }
-        });
+            .in_current_span(),
+        );
         let (envelope, status) = match call.await {
             Ok(r) => r?,
             Err(_) => Err(ProviderError::internal("finish the call (aborted)"))?,

@@ -53,26 +53,39 @@ impl TestApp {
     /// Another server on this app's store (as a second replica on one database): its own engine, host and stack
     /// service.
     pub fn replica(&self) -> Self {
-        Self::on_store(self.store.clone(), None)
+        Self::on_store(self.store.clone(), None, Self::test_options())
+    }
+
+    fn test_options() -> ServerOptions {
+        ServerOptions {
+            retry_after_seconds: 0,
+            ..ServerOptions::default()
+        }
     }
 
     async fn build(tokens: Option<TokenSet>) -> Self {
+        Self::build_with(tokens, Self::test_options()).await
+    }
+
+    /// An app with `options` (and `tokens`, when given).
+    pub async fn with_options(tokens: Option<&str>, options: ServerOptions) -> Self {
+        Self::build_with(tokens.map(|t| TokenSet::parse(t).unwrap()), options).await
+    }
+
+    async fn build_with(tokens: Option<TokenSet>, options: ServerOptions) -> Self {
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open_in_memory(&MasterKey::from_bytes([7; 32]))
                 .await
                 .unwrap(),
         );
-        Self::on_store(store, tokens)
+        Self::on_store(store, tokens, options)
     }
 
-    fn on_store(store: Arc<dyn Store>, tokens: Option<TokenSet>) -> Self {
+    fn on_store(store: Arc<dyn Store>, tokens: Option<TokenSet>, options: ServerOptions) -> Self {
         let host = host();
         let engine = engine(store.clone(), host.clone());
         let mut state = AppState::new(engine.clone())
-            .with_options(ServerOptions {
-                retry_after_seconds: 0,
-                ..ServerOptions::default()
-            })
+            .with_options(options)
             .with_extension_host(host.clone())
             .with_stack_service(cairn_stack_service::StackService::new(
                 engine.clone(),

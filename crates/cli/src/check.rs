@@ -277,7 +277,8 @@ fn token_in(node: &Node, message: &str) -> Option<Span> {
         if let Some(at) = text.find(&as_literal) {
             return Some(Span::new(at, at + as_literal.len()));
         }
-        let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_' || c == '.';
+        // Not inside a longer name (a property after a `.` is a name of its own).
+        let is_name_char = |c: char| c.is_ascii_alphanumeric() || c == '_';
         let mut from = 0;
         while let Some(found) = text[from..].find(name) {
             let at = from + found;

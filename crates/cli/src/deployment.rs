@@ -446,35 +446,31 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
     let scope = scope_of(target, kind, &args.template.scope)?;
     let (name, request, sources) = build_request(&args.template, kind)?;
     let confirm = args.confirm_with_what_if && !args.what_if;
-    // As az: -c needs someone to answer (said before anything runs); --yes answers for a script.
-    if confirm && !args.yes && !std::io::stdin().is_terminal() {
-        return Err(Failure::usage(
-            "-c/--confirm-with-what-if asks before deploying, but stdin is not a terminal: pass --yes to deploy \
-             after showing the plan, or --what-if to only show it",
-        ));
+    // As az: -c needs someone to answer, said before anything runs (unless an unchanged plan may not ask).
+    if confirm && !args.yes && !args.proceed_if_no_change && !std::io::stdin().is_terminal() {
+        return Err(Failure::usage(NO_TERMINAL_TO_CONFIRM));
     }
     let backend = target.connect().await?;
     if args.what_if || confirm {
         let shown = show_plan(&backend, &scope, &name, &request, &args.plan, &sources).await;
-        let plan = match shown {
-            Ok(plan) => plan,
-            Err(failure) => {
-                backend.close().await;
-                return Err(failure);
+        let asked = shown.and_then(|plan| {
+            if args.what_if || args.yes || (args.proceed_if_no_change && !plan.changes_anything()) {
+                return Ok(Answer::Yes);
             }
-        };
-        if args.what_if {
-            backend.close().await;
-            return Ok(ExitCode::SUCCESS);
-        }
-        let skip_question = args.yes || (args.proceed_if_no_change && !plan.changes_anything());
-        if !skip_question
-            && prompt::ask("Are you sure you want to execute the deployment?")? != Answer::Yes
-        {
-            backend.close().await;
-            return Err(Failure::usage(
+            prompt::ask("Are you sure you want to execute the deployment?")
+        });
+        let refusal = match asked {
+            Ok(Answer::Yes) if !args.what_if => None,
+            Ok(Answer::Yes) => Some(Ok(ExitCode::SUCCESS)),
+            Ok(Answer::No) => Some(Err(Failure::usage(
                 "not deployed: the deployment was not confirmed",
-            ));
+            ))),
+            Ok(Answer::NoTerminal) => Some(Err(Failure::usage(NO_TERMINAL_TO_CONFIRM))),
+            Err(failure) => Some(Err(failure)),
+        };
+        if let Some(end) = refusal {
+            backend.close().await;
+            return end;
         }
     }
     let mut progress = if args.no_progress {
@@ -512,6 +508,10 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
     )?;
     Ok(ExitCode::SUCCESS)
 }
+
+/// Why `-c` cannot ask.
+const NO_TERMINAL_TO_CONFIRM: &str = "-c/--confirm-with-what-if asks before deploying, but stdin is not a terminal: \
+pass --yes to deploy after showing the plan, or --what-if to only show it";
 
 /// The what-if result of a deployment request (secret values redacted); an invalid request is its ARM error, with
 /// its template problems located in `sources`.

@@ -455,9 +455,10 @@ pub(crate) fn stack_plan(stack: &str, scope: &str, result: &Value) -> Plan {
                     .pointer("/managementStatusChange/after")
                     .and_then(Value::as_str),
             );
+            // A resource the stack starts (or stops) managing without other change; detaching says it already.
             if let (Some(before), Some(after)) = management
                 && !before.eq_ignore_ascii_case(after)
-                && *mark != CREATE
+                && (*mark == MODIFY || *mark == NO_CHANGE)
             {
                 notes.push(format!("(management: {before} => {after})"));
             }

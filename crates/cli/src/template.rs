@@ -105,17 +105,24 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
             &runtime,
         );
         let template_source = &loaded.sources[0];
-        // Expansion meets the static findings again: keep one finding per JSON path.
-        let reported: std::collections::HashSet<String> = loaded
+        // Expansion meets the static findings again, at their path or one above it (an output's error is about
+        // `outputs.o`, the static check's about `outputs.o.value`): keep the static, more precise one.
+        let reported: Vec<String> = loaded
             .diagnostics
             .iter()
             .filter(|d| d.is_error())
             .map(|d| d.target.clone())
             .collect();
+        let covered = |target: &str| {
+            reported.iter().any(|r| {
+                r.strip_prefix(target)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+            })
+        };
         loaded.diagnostics.extend(
             diags
                 .into_iter()
-                .filter(|d| !reported.contains(&d.target))
+                .filter(|d| !covered(&d.target))
                 .map(|d| template_source.locate(d)),
         );
         plan

@@ -2,9 +2,10 @@
 //! `cairn deployment operation group|sub list`, with az's flags: `-g`, `-n`, `-f`, `-p` (repeatable: `@file.json`,
 //! `file.json`, `name=value`, parameter files with `extensionConfigs`), `-l`, `--mode`, `--no-wait`, `-o`.
 //!
-//! A template or parameters file that is not valid JSON, or a template the model rejects, is reported with file
-//! positions before anything is sent (exit 2); the engine's own validation errors come back as ARM errors (400,
-//! exit 2). A deployment that ends `Failed` or `Canceled` prints ARM's error tree on stderr and exits 1.
+//! Template problems are found before anything is sent (the static checks) or come back from the engine as ARM
+//! 400s; both are shown with file positions as `template validate` shows them ([`crate::check`], exit 2). A
+//! deployment that ends `Failed` or `Canceled` prints its error tree on stderr and exits 1. `what-if` prints the
+//! plan ([`crate::plan`]); `create --what-if` shows it and stops, `create -c` shows it and asks first.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -60,7 +61,7 @@ enum ScopedCommand {
     Delete(NamedArgs),
     /// Check a template and parameters without deploying.
     Validate(TemplateArgs),
-    /// Predict what a deployment would change.
+    /// Predict what a deployment would change: a plan of each resource's change (-o json: the what-if result).
     WhatIf(WhatIfArgs),
     /// Cancel a running deployment.
     Cancel(NamedArgs),

@@ -4,8 +4,10 @@
 //! actions and child scopes, `--tags`, `--deployment-resource-group`, repeated `-p`, `--yes`), on the in-process
 //! stack service (`$CAIRN_HOME`) or a cairn server (`--server`, `--token`, `--ca-cert`), alike.
 //!
-//! `create` and `delete` follow the operation to its end ([`watch`]): state changes and each resource deleted,
-//! detached or failed go to stderr as they happen, then the tally; stdout carries only the final JSON or table.
+//! `what-if` prints the plan ([`crate::plan`]); `create` shows it first and asks before deleting anything (on a
+//! terminal; refused without one unless `--yes`). `create` and `delete` follow the operation to its end
+//! ([`watch`]): state changes and each resource deleted, detached or failed go to stderr as they happen, then the
+//! tally; stdout carries only the final JSON or table.
 //! Exit codes are the other resource commands': 0 done, 1 the operation failed (or an ARM error other than 400,
 //! e.g. a missing stack), 2 usage or an invalid request (400).
 
@@ -65,7 +67,8 @@ enum StackScope {
 
 #[derive(Subcommand)]
 enum StackCommand {
-    /// Create or update a stack and follow it to its end (progress on stderr, the stack on stdout).
+    /// Create or update a stack and follow it to its end (progress on stderr, the stack on stdout); without --yes
+    /// its plan is shown first, and an update that deletes resources asked about.
     Create(CreateArgs),
     /// Validate a stack without deploying.
     Validate(StackFlags),
@@ -77,8 +80,8 @@ enum StackCommand {
     Delete(DeleteArgs),
     /// Print the template of the stack's deployment.
     Export(NameArgs),
-    /// Predict what creating or updating the stack would change: resources created, modified, unchanged, and
-    /// the managed resources that would be deleted or detached (2025-07-01 what-if result).
+    /// Predict what creating or updating the stack would change: a plan of the resources created, modified,
+    /// unchanged, and the managed resources deleted or detached (-o json: the 2025-07-01 what-if result).
     WhatIf(StackFlags),
 }
 

@@ -12,6 +12,64 @@ use cairn_template::{Diagnostic, SourceFile, Template};
 
 use crate::output::Failure;
 
+/// The files a command read, to locate the engine's findings in: the template (when it is a file) first, then the
+/// parameters files.
+#[derive(Debug, Default)]
+pub(crate) struct InputFiles {
+    pub(crate) sources: Vec<SourceFile>,
+    /// Whether `sources` starts with the template.
+    pub(crate) has_template: bool,
+}
+
+impl InputFiles {
+    /// The files as findings show them: the parameters files with their string values masked, since a finding
+    /// about a parameter is about its name and its value may be a secret (a misspelt `adminPasword` is declared
+    /// nowhere, so nothing says it is secure).
+    fn for_display(&self) -> Vec<SourceFile> {
+        let skip = usize::from(self.has_template);
+        self.sources
+            .iter()
+            .enumerate()
+            .map(|(i, source)| {
+                if i < skip {
+                    source.clone()
+                } else {
+                    masked(source)
+                }
+            })
+            .collect()
+    }
+}
+
+/// `source` with every string value (not object keys) written as `*`s of the same byte length, so positions hold.
+/// A text that does not parse is kept (its findings are about its syntax).
+fn masked(source: &SourceFile) -> SourceFile {
+    fn mask(node: &Node, text: &mut [u8]) {
+        match &node.kind {
+            cairn_json::NodeKind::String(_) => {
+                let inside =
+                    node.span.start as usize + 1..(node.span.end as usize).saturating_sub(1);
+                if let Some(bytes) = text.get_mut(inside) {
+                    bytes.fill(b'*');
+                }
+            }
+            cairn_json::NodeKind::Array(items) => items.iter().for_each(|i| mask(i, text)),
+            cairn_json::NodeKind::Object(members) => {
+                members.iter().for_each(|m| mask(&m.value, text));
+            }
+            _ => {}
+        }
+    }
+    let Ok(root) = cairn_json::parse(&source.text) else {
+        return source.clone();
+    };
+    let mut text = source.text.clone().into_bytes();
+    mask(&root, &mut text);
+    // Whole characters were replaced by ASCII, so the text is still UTF-8.
+    let text = String::from_utf8(text).unwrap_or_else(|_| source.text.clone());
+    SourceFile::new(source.name.clone(), text)
+}
+
 /// The static findings about a template file that parses as JSON, as `template validate` gathers them: the size
 /// and static checks, then the model's, each finding once. Located in `source`.
 pub(crate) fn static_findings(source: &SourceFile, root: Node) -> (Template, Vec<Diagnostic>) {
@@ -59,31 +117,33 @@ pub(crate) fn locate_arm_error(
     any_located.then(|| unique(findings))
 }
 
-/// A failure with the template problems of an invalid request (an ARM 400) shown as findings in `sources`, as
+/// A failure with the template problems of an invalid request (an ARM 400) shown as findings in `files`, as
 /// `template validate` shows them ([`Failure::Reported`], exit 2); any other failure, or one about nothing in
 /// those files, as it is.
-pub(crate) fn explain(failure: Failure, sources: &[SourceFile]) -> Failure {
+pub(crate) fn explain(failure: Failure, files: &InputFiles) -> Failure {
     let Failure::Arm(error) = &failure else {
         return failure;
     };
     if error.status() != 400 {
         return failure;
     }
-    match locate_arm_error(error.detail(), sources) {
+    match locate_arm_error(error.detail(), &files.sources) {
         Some(findings) => {
-            crate::render::print_diagnostics(&findings, sources, crate::render::OutputFormat::Text);
+            let shown = files.for_display();
+            crate::render::print_diagnostics(&findings, &shown, crate::render::OutputFormat::Text);
             Failure::Reported
         }
         None => failure,
     }
 }
 
-/// Prints the error a deployment or stack ended with: its template problems as findings in `sources` when it is
+/// Prints the error a deployment or stack ended with: its template problems as findings in `files` when it is
 /// about places in them, else ARM's error JSON.
-pub(crate) fn print_error(error: &ErrorDetail, sources: &[SourceFile]) {
-    match locate_arm_error(error, sources) {
+pub(crate) fn print_error(error: &ErrorDetail, files: &InputFiles) {
+    match locate_arm_error(error, &files.sources) {
         Some(findings) => {
-            crate::render::print_diagnostics(&findings, sources, crate::render::OutputFormat::Text)
+            let shown = files.for_display();
+            crate::render::print_diagnostics(&findings, &shown, crate::render::OutputFormat::Text)
         }
         None => crate::output::print_error_json(error),
     }
@@ -380,6 +440,24 @@ mod tests {
         let found = locate_arm_error(&error, &sources()).unwrap();
         assert_eq!(found[0].target, "resources[0].properties");
         assert_eq!(found[0].line, Some(4));
+    }
+
+    #[test]
+    fn parameters_files_are_shown_with_their_values_masked() {
+        let files = InputFiles {
+            sources: sources(),
+            has_template: true,
+        };
+        let shown = files.for_display();
+        assert_eq!(shown[0].text, TEMPLATE);
+        assert_eq!(
+            shown[1].text,
+            r#"{ "parameters": { "siteNme": { "value": 1 } } }"#
+        );
+        let secret = SourceFile::new("p.json", r#"{"a": {"value": "s3cré \" x"}}"#);
+        let masked = masked(&secret);
+        assert_eq!(masked.text, r#"{"a": {"value": "***********"}}"#);
+        assert_eq!(masked.text.len(), secret.text.len());
     }
 
     #[test]

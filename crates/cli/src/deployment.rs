@@ -16,12 +16,11 @@ use cairn_arm::models::deployment::{
 };
 use cairn_arm::models::extension::ExtensionConfigs;
 use cairn_arm::models::parameters::DeploymentParameters;
-use cairn_template::SourceFile;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use crate::backend::{Backend, TargetArgs};
-use crate::check;
+use crate::check::{self, InputFiles};
 use crate::inputs::TemplateSourceArgs;
 use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format, OutputArgs, TableView};
 use crate::plan;
@@ -411,13 +410,13 @@ async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
         }
         ScopedCommand::Validate(a) => {
             let scope = scope_of(target, kind, &a.scope)?;
-            let (name, request, sources) = build_request(&a, kind)?;
+            let (name, request, files) = build_request(&a, kind)?;
             let backend = target.connect().await?;
             let result = backend.validate(&scope, &name, request).await;
             backend.close().await;
-            let result = result.map_err(|f| check::explain(f, &sources))?;
+            let result = result.map_err(|f| check::explain(f, &files))?;
             if let Some(error) = carried_error(&result) {
-                return Err(check::explain(error, &sources));
+                return Err(check::explain(error, &files));
             }
             a.out.print(
                 Format::Json,
@@ -445,7 +444,7 @@ fn scope_of(target: &TargetArgs, kind: ScopeKind, scope: &ScopeArgs) -> Result<S
 
 async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdResult {
     let scope = scope_of(target, kind, &args.template.scope)?;
-    let (name, request, sources) = build_request(&args.template, kind)?;
+    let (name, request, files) = build_request(&args.template, kind)?;
     let confirm = args.confirm_with_what_if && !args.what_if;
     // As az: -c needs someone to answer, said before anything runs (unless an unchanged plan may not ask).
     if confirm && !args.yes && !args.proceed_if_no_change && !std::io::stdin().is_terminal() {
@@ -453,7 +452,7 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
     }
     let backend = target.connect().await?;
     if args.what_if || confirm {
-        let shown = show_plan(&backend, &scope, &name, &request, &args.plan, &sources).await;
+        let shown = show_plan(&backend, &scope, &name, &request, &args.plan, &files).await;
         let asked = shown.and_then(|plan| {
             if args.what_if || args.yes || (args.proceed_if_no_change && !plan.changes_anything()) {
                 return Ok(Answer::Yes);
@@ -483,7 +482,7 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
         .deploy(&scope, &name, request, !args.no_wait, &mut progress)
         .await;
     backend.close().await;
-    let record = without_secure_outputs(result.map_err(|f| check::explain(f, &sources))?);
+    let record = without_secure_outputs(result.map_err(|f| check::explain(f, &files))?);
     let state = record
         .pointer("/properties/provisioningState")
         .and_then(Value::as_str)
@@ -499,7 +498,7 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
                     format!("The deployment '{name}' was canceled."),
                 )
             });
-        check::print_error(&error, &sources);
+        check::print_error(&error, &files);
         return Ok(ExitCode::from(EXIT_FAILED));
     }
     args.template.out.print(
@@ -515,14 +514,14 @@ const NO_TERMINAL_TO_CONFIRM: &str = "-c/--confirm-with-what-if asks before depl
 pass --yes to deploy after showing the plan, or --what-if to only show it";
 
 /// The what-if result of a deployment request (secret values redacted); an invalid request is its ARM error, with
-/// its template problems located in `sources`.
+/// its template problems located in `files`.
 async fn predict(
     backend: &Backend,
     scope: &str,
     name: &str,
     request: &Deployment,
     format: Option<ResultFormat>,
-    sources: &[SourceFile],
+    files: &InputFiles,
 ) -> CmdResult<Value> {
     let request = DeploymentWhatIf {
         location: request.location.clone(),
@@ -532,9 +531,9 @@ async fn predict(
         ),
     };
     let result = backend.what_if(scope, name, request).await;
-    let result = redact_what_if(result.map_err(|f| check::explain(f, sources))?);
+    let result = redact_what_if(result.map_err(|f| check::explain(f, files))?);
     match carried_error(&result) {
-        Some(error) => Err(check::explain(error, sources)),
+        Some(error) => Err(check::explain(error, files)),
         None => Ok(result),
     }
 }
@@ -547,9 +546,9 @@ async fn show_plan(
     name: &str,
     request: &Deployment,
     args: &PlanArgs,
-    sources: &[SourceFile],
+    files: &InputFiles,
 ) -> CmdResult<plan::Plan> {
-    let result = predict(backend, scope, name, request, args.result_format, sources).await?;
+    let result = predict(backend, scope, name, request, args.result_format, files).await?;
     let plan =
         plan::deployment_plan(scope, &result).excluding(&excluded(&args.exclude_change_types));
     eprintln!("{}\n", plan.render(output::color_stderr()));
@@ -558,7 +557,7 @@ async fn show_plan(
 
 async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdResult {
     let scope = scope_of(target, kind, &args.template.scope)?;
-    let (name, request, sources) = build_request(&args.template, kind)?;
+    let (name, request, files) = build_request(&args.template, kind)?;
     let backend = target.connect().await?;
     let result = predict(
         &backend,
@@ -566,7 +565,7 @@ async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdR
         &name,
         &request,
         args.result_format,
-        &sources,
+        &files,
     )
     .await;
     backend.close().await;
@@ -681,7 +680,7 @@ fn carried_error(result: &Value) -> Option<Failure> {
 fn build_request(
     args: &TemplateArgs,
     kind: ScopeKind,
-) -> Result<(String, Deployment, Vec<SourceFile>), Failure> {
+) -> Result<(String, Deployment, InputFiles), Failure> {
     let name = match &args.name {
         Some(name) => name.clone(),
         None => args
@@ -721,7 +720,7 @@ fn build_request(
             tags: None,
             identity: None,
         },
-        inputs.sources,
+        inputs.files,
     ))
 }
 

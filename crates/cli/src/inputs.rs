@@ -79,8 +79,8 @@ impl TemplateSourceArgs {
 #[derive(Debug, Default)]
 pub(crate) struct TemplateInputs {
     pub(crate) template: Option<Value>,
-    /// The files read (template first, then parameters files), to locate the engine's findings in.
-    pub(crate) sources: Vec<SourceFile>,
+    /// The files read, to locate the engine's findings in.
+    pub(crate) files: crate::check::InputFiles,
     pub(crate) template_link: Option<TemplateLink>,
     pub(crate) parameters: Map<String, Value>,
     pub(crate) extension_configs: Map<String, Value>,
@@ -244,8 +244,11 @@ pub(crate) fn read_template_inputs(
         check_inline_names(model, &inputs.inline)?;
     }
     Ok(TemplateInputs {
+        files: crate::check::InputFiles {
+            sources,
+            has_template: template.is_some(),
+        },
         template: template.map(|(json, _)| json),
-        sources,
         template_link,
         parameters: inputs.parameters,
         extension_configs: inputs.extension_configs,

@@ -29,10 +29,9 @@ use serde_json::{Value, json};
 
 use self::backend::StackBackend;
 use self::watch::{FollowedDelete, StackWatch, follow};
-use cairn_template::SourceFile;
 
 use crate::backend::TargetArgs;
-use crate::check;
+use crate::check::{self, InputFiles};
 use crate::inputs::{TemplateSourceArgs, parse_tags, read_template_inputs};
 use crate::output::{self, CmdResult, Failure, Format, OutputArgs, TableView};
 use crate::plan;
@@ -381,7 +380,7 @@ fn stack_request(
     target: &TargetArgs,
     kind: ScopeKind,
     a: &StackFlags,
-) -> Result<(DeploymentStack, Vec<SourceFile>), Failure> {
+) -> Result<(DeploymentStack, InputFiles), Failure> {
     match kind {
         ScopeKind::Subscription if a.location.is_none() => {
             return Err(Failure::usage(
@@ -461,7 +460,7 @@ fn stack_request(
         tags: a.tags.as_deref().map(parse_tags).transpose()?,
         properties: p,
     };
-    Ok((stack, inputs.sources))
+    Ok((stack, inputs.files))
 }
 
 fn non_empty(values: &[String]) -> Option<Vec<String>> {
@@ -498,8 +497,8 @@ fn failed(stack: &Value) -> bool {
 }
 
 /// Prints a stack's `properties.error` on stderr (a failed or canceled operation): its template problems as
-/// findings in `sources`, anything else as ARM's error JSON.
-fn report_stack_error(stack: &Value, name: &str, sources: &[SourceFile]) {
+/// findings in `files`, anything else as ARM's error JSON.
+fn report_stack_error(stack: &Value, name: &str, files: &InputFiles) {
     let detail = stack
         .pointer("/properties/error")
         .cloned()
@@ -510,7 +509,7 @@ fn report_stack_error(stack: &Value, name: &str, sources: &[SourceFile]) {
                 format!("The deployment stack '{name}' did not succeed."),
             )
         });
-    check::print_error(&detail, sources);
+    check::print_error(&detail, files);
 }
 
 fn emit_stack(out: &OutputArgs, stack: &Value) -> CmdResult<()> {
@@ -529,24 +528,24 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
     };
     match command {
         StackCommand::Create(a) => {
-            let (request, sources) = stack_request(target, kind, &a.stack)?;
+            let (request, files) = stack_request(target, kind, &a.stack)?;
             with_backend(target, async move |backend| {
                 if !a.stack.yes {
-                    confirm_plan(backend, &scope, &a.stack, &request, &sources).await?;
+                    confirm_plan(backend, &scope, &a.stack, &request, &files).await?;
                 }
-                create(backend, scope, a, request, &sources).await
+                create(backend, scope, a, request, &files).await
             })
             .await
         }
         StackCommand::Validate(a) => {
-            let (request, sources) = stack_request(target, kind, &a)?;
+            let (request, files) = stack_request(target, kind, &a)?;
             with_backend(target, async move |backend| {
                 let result = backend
                     .validate(&scope, &a.name, &request)
                     .await
-                    .map_err(|f| check::explain(f, &sources))?;
+                    .map_err(|f| check::explain(f, &files))?;
                 if let Some(error) = carried_error(&result, 400) {
-                    return Err(check::explain(error, &sources));
+                    return Err(check::explain(error, &files));
                 }
                 a.out.print(
                     Format::Json,
@@ -558,9 +557,9 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             .await
         }
         StackCommand::WhatIf(a) => {
-            let (request, sources) = stack_request(target, kind, &a)?;
+            let (request, files) = stack_request(target, kind, &a)?;
             with_backend(target, async move |backend| {
-                let result = predict(backend, &scope, &a.name, &request, &sources).await?;
+                let result = predict(backend, &scope, &a.name, &request, &files).await?;
                 if a.out.output.is_none() && a.out.query.is_none() {
                     let plan = plan::stack_plan(&a.name, &scope, &result);
                     crate::render::print_stdout(&plan.render(output::color_stdout()))
@@ -640,21 +639,21 @@ where
 }
 
 /// The what-if result of creating or updating the stack `name` as `request` describes it; an invalid request is its
-/// ARM error, with its template problems located in `sources`.
+/// ARM error, with its template problems located in `files`.
 async fn predict(
     backend: &StackBackend,
     scope: &str,
     name: &str,
     request: &DeploymentStack,
-    sources: &[SourceFile],
+    files: &InputFiles,
 ) -> CmdResult<Value> {
     let request = what_if_request(scope, name, request.clone())?;
     let result = backend
         .what_if(scope, &format!("{name}-whatif"), &request)
         .await
-        .map_err(|f| check::explain(f, sources))?;
+        .map_err(|f| check::explain(f, files))?;
     match carried_error(&result, 400) {
-        Some(error) => Err(check::explain(error, sources)),
+        Some(error) => Err(check::explain(error, files)),
         None => Ok(result),
     }
 }
@@ -667,9 +666,9 @@ async fn confirm_plan(
     scope: &str,
     flags: &StackFlags,
     request: &DeploymentStack,
-    sources: &[SourceFile],
+    files: &InputFiles,
 ) -> CmdResult<()> {
-    let result = predict(backend, scope, &flags.name, request, sources).await?;
+    let result = predict(backend, scope, &flags.name, request, files).await?;
     let plan = plan::stack_plan(&flags.name, scope, &result);
     eprintln!("{}\n", plan.render(output::color_stderr()));
     let deletes = plan.deletes();
@@ -699,13 +698,13 @@ async fn create(
     scope: String,
     a: CreateArgs,
     request: DeploymentStack,
-    sources: &[SourceFile],
+    files: &InputFiles,
 ) -> CmdResult {
     let name = &a.stack.name;
     let started = backend
         .create_or_update(&scope, name, &request)
         .await
-        .map_err(|f| check::explain(f, sources))?;
+        .map_err(|f| check::explain(f, files))?;
     // The accepted record holds no lists of an earlier operation (a PUT clears them): start from it.
     let mut watch = StackWatch::new(name, Some(&started.stack));
     for line in watch.observe(&started.stack, std::time::Duration::ZERO) {
@@ -726,7 +725,7 @@ async fn create(
     };
     emit_stack(&a.stack.out, &stack)?;
     if failed(&stack) {
-        report_stack_error(&stack, name, sources);
+        report_stack_error(&stack, name, files);
         return Ok(ExitCode::from(output::EXIT_FAILED));
     }
     Ok(ExitCode::SUCCESS)
@@ -765,7 +764,7 @@ async fn delete(
         // The stack outlived its delete: some resources could not be deleted (they stay `deleteFailed`).
         Some(stack) => {
             emit_stack(&a.out, &stack)?;
-            report_stack_error(&stack, name, &[]);
+            report_stack_error(&stack, name, &InputFiles::default());
             Ok(ExitCode::from(output::EXIT_FAILED))
         }
     }

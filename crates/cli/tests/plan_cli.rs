@@ -660,3 +660,40 @@ fn a_missing_resource_group_suggests_creating_it() {
         );
     }
 }
+
+#[test]
+fn a_misspelt_secret_parameter_is_not_echoed() {
+    let cli = files_setup();
+    cli.write(
+        "secret.json",
+        &json!({"$schema": SCHEMA, "contentVersion": "1.0.0.0",
+                "parameters": {"adminPassword": {"type": "securestring"}}, "resources": []})
+        .to_string(),
+    );
+    cli.write(
+        "secret.parameters.json",
+        "{\n  \"parameters\": {\n    \"adminPassword\": { \"value\": \"right-canary\" },\n    \"adminPasword\": { \"value\": \"typo-canary\" }\n  }\n}\n",
+    );
+    let shown = cli.usage_error(&[
+        "deployment",
+        "group",
+        "validate",
+        "-g",
+        "rg",
+        "-f",
+        "secret.json",
+        "-p",
+        "secret.parameters.json",
+    ]);
+    assert!(
+        shown.contains("Did you mean 'adminPassword'?")
+            && shown.contains("--> secret.parameters.json:4:5 (parameters.adminPasword)"),
+        "{shown}"
+    );
+    // The line is shown, its value is not.
+    assert!(
+        shown.contains("4 |     \"adminPasword\": { \"value\": \"***********\" }"),
+        "{shown}"
+    );
+    assert!(!shown.contains("canary"), "{shown}");
+}

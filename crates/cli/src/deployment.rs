@@ -452,25 +452,10 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
     }
     let backend = target.connect().await?;
     if args.what_if || confirm {
-        let shown = show_plan(&backend, &scope, &name, &request, &args.plan, &files).await;
-        let asked = shown.and_then(|plan| {
-            if args.what_if || args.yes || (args.proceed_if_no_change && !plan.changes_anything()) {
-                return Ok(Answer::Yes);
-            }
-            prompt::ask("Are you sure you want to execute the deployment?")
-        });
-        let refusal = match asked {
-            Ok(Answer::Yes) if !args.what_if => None,
-            Ok(Answer::Yes) => Some(Ok(ExitCode::SUCCESS)),
-            Ok(Answer::No) => Some(Err(Failure::usage(
-                "not deployed: the deployment was not confirmed",
-            ))),
-            Ok(Answer::NoTerminal) => Some(Err(Failure::usage(NO_TERMINAL_TO_CONFIRM))),
-            Err(failure) => Some(Err(failure)),
-        };
-        if let Some(end) = refusal {
+        let review = review(&backend, &scope, &name, &request, &args, &files).await;
+        if !matches!(review, Ok(Review::Deploy)) {
             backend.close().await;
-            return end;
+            return review.map(|_| ExitCode::SUCCESS);
         }
     }
     let mut progress = if args.no_progress {
@@ -507,6 +492,39 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
         TableView::Columns(DEPLOYMENT_COLUMNS),
     )?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// What `--what-if` or `-c` decided once the plan was shown.
+enum Review {
+    Deploy,
+    /// `--what-if`: the plan was all that was asked for.
+    Stop,
+}
+
+/// `create --what-if` and `-c`: shows the plan and, for `-c`, asks (unless `--yes`, or `--proceed-if-no-change`
+/// and nothing changes). A no, or no terminal to ask on, is a usage failure.
+async fn review(
+    backend: &Backend,
+    scope: &str,
+    name: &str,
+    request: &Deployment,
+    args: &CreateArgs,
+    files: &InputFiles,
+) -> CmdResult<Review> {
+    let plan = show_plan(backend, scope, name, request, &args.plan, files).await?;
+    if args.what_if {
+        return Ok(Review::Stop);
+    }
+    if args.yes || (args.proceed_if_no_change && !plan.changes_anything()) {
+        return Ok(Review::Deploy);
+    }
+    match prompt::ask("Are you sure you want to execute the deployment?")? {
+        Answer::Yes => Ok(Review::Deploy),
+        Answer::No => Err(Failure::usage(
+            "not deployed: the deployment was not confirmed",
+        )),
+        Answer::NoTerminal => Err(Failure::usage(NO_TERMINAL_TO_CONFIRM)),
+    }
 }
 
 /// Why `-c` cannot ask.

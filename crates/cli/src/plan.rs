@@ -326,36 +326,41 @@ fn property_change(delta: &Value) -> PropertyChange {
     }
 }
 
-/// How a plan line names a resource: an Azure resource by its id after `/providers/`; an extension resource by
-/// extension, type and identifiers, as the extension knows it; the template's symbolic name after either.
-pub(crate) fn resource_label(change: &Value) -> String {
-    let id = change["resourceId"]
-        .as_str()
-        .or_else(|| change["id"].as_str());
-    let label = match id {
-        Some(id) => short_id(id).to_string(),
-        None => {
-            let mut parts: Vec<String> = [
-                change.pointer("/extension/name").and_then(Value::as_str),
-                change["resourceType"]
-                    .as_str()
-                    .or_else(|| change["type"].as_str()),
-            ]
-            .into_iter()
-            .flatten()
-            .map(str::to_string)
-            .collect();
-            if let Some(identifiers) = change.get("identifiers").filter(|i| !i.is_null()) {
-                parts.push(identifiers.to_string());
-            }
-            parts.join(" ")
-        }
-    };
+/// How a plan line names a resource: [`resource_name`], with the template's symbolic name after an extension
+/// resource's.
+fn resource_label(change: &Value) -> String {
+    let name = resource_name(change);
+    let by_id = change["resourceId"].is_string() || change["id"].is_string();
     match change["symbolicName"].as_str() {
-        Some(symbolic) if label.is_empty() => symbolic.to_string(),
-        Some(symbolic) if id.is_none() => format!("{label} ({symbolic})"),
-        _ => label,
+        Some(symbolic) if name.is_empty() => symbolic.to_string(),
+        Some(symbolic) if !by_id => format!("{name} ({symbolic})"),
+        _ => name,
     }
+}
+
+/// A resource as its provider knows it: an Azure resource by its id after `/providers/`, an extension resource by
+/// extension, type and identifiers.
+fn resource_name(change: &Value) -> String {
+    if let Some(id) = change["resourceId"]
+        .as_str()
+        .or_else(|| change["id"].as_str())
+    {
+        return short_id(id).to_string();
+    }
+    let mut parts: Vec<String> = [
+        change.pointer("/extension/name").and_then(Value::as_str),
+        change["resourceType"]
+            .as_str()
+            .or_else(|| change["type"].as_str()),
+    ]
+    .into_iter()
+    .flatten()
+    .map(str::to_string)
+    .collect();
+    if let Some(identifiers) = change.get("identifiers").filter(|i| !i.is_null()) {
+        parts.push(identifiers.to_string());
+    }
+    parts.join(" ")
 }
 
 /// The part of an ARM id after its last `/providers/`.
@@ -527,39 +532,43 @@ pub(crate) const ROW_COLUMNS: &[(&str, &str)] = &[
     ("Type", "/type"),
 ];
 
-fn row(change: &Value, kind: &str) -> Value {
-    json!({
-        "change": kind,
-        "resource": resource_label(&json!({
-            "resourceId": change["resourceId"],
-            "id": change["id"],
-            "extension": change["extension"],
-            "resourceType": change["resourceType"],
-            "type": change["type"],
-            "identifiers": change["identifiers"],
-        })),
-        "symbolicName": change["symbolicName"],
-        "type": change["resourceType"].as_str().or_else(|| change["type"].as_str()).map(str::to_string)
-            .or_else(|| change["resourceId"].as_str().or_else(|| change["id"].as_str())
-                .and_then(|id| cairn_arm::ResourceId::parse(id).ok())
-                .map(|id| id.resource_type())),
-    })
+/// A resource's type: as the change gives it, else from its id.
+fn resource_type(change: &Value) -> Option<String> {
+    if let Some(t) = change["resourceType"]
+        .as_str()
+        .or_else(|| change["type"].as_str())
+    {
+        return Some(t.to_string());
+    }
+    let id = change["resourceId"]
+        .as_str()
+        .or_else(|| change["id"].as_str())?;
+    Some(cairn_arm::ResourceId::parse(id).ok()?.resource_type())
+}
+
+/// One row per change at `pointer` of a what-if result.
+fn rows(result: &Value, pointer: &str) -> Vec<Value> {
+    changes(result, pointer)
+        .iter()
+        .map(|change| {
+            json!({
+                "change": change["changeType"],
+                "resource": resource_name(change),
+                "symbolicName": change["symbolicName"],
+                "type": resource_type(change),
+            })
+        })
+        .collect()
 }
 
 /// One row per resource of a deployment what-if: its change, name, symbolic name and type.
 pub(crate) fn deployment_rows(result: &Value) -> Vec<Value> {
-    changes(result, "/properties/changes")
-        .iter()
-        .map(|c| row(c, c["changeType"].as_str().unwrap_or("")))
-        .collect()
+    rows(result, "/properties/changes")
 }
 
 /// One row per resource of a stack what-if.
 pub(crate) fn stack_rows(result: &Value) -> Vec<Value> {
-    changes(result, "/properties/changes/resourceChanges")
-        .iter()
-        .map(|c| row(c, c["changeType"].as_str().unwrap_or("")))
-        .collect()
+    rows(result, "/properties/changes/resourceChanges")
 }
 
 #[cfg(test)]

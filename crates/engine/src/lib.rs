@@ -38,7 +38,9 @@ pub mod settings;
 mod what_if;
 
 pub use config::LocalResolver;
-pub use engine::{DeployOptions, DeploymentHandle, DeploymentPage, Engine, RecoveryReport};
+pub use engine::{
+    DeployOptions, DeploymentHandle, DeploymentPage, Engine, HandOverReport, RecoveryReport,
+};
 pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};
 pub use fetch::{FetchError, FetchFuture, HttpTemplateFetcher, TemplateFetcher};

@@ -34,10 +34,13 @@ const SCHEMA: &str =
 /// The secure parameter's value and the literal secrets cases use: never in an error.
 const CANARY: &str = "canary-secret-material";
 
-/// An extension that records the config of every call and answers with success.
+/// An extension that records the config of every create (the engine sends the same one to its preview) and
+/// answers with success.
 #[derive(Default)]
 struct Recorder {
     configs: Mutex<Vec<Value>>,
+    /// Calls of any kind, so a refused config is seen to reach nothing.
+    calls: std::sync::atomic::AtomicUsize,
 }
 
 impl ExtensionTransport for Recorder {
@@ -47,13 +50,16 @@ impl ExtensionTransport for Recorder {
     ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
         Box::pin(async move {
             let body: Value = serde_json::from_slice(&request.body).unwrap_or(Value::Null);
+            self.calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
             if request.operation == Operation::Delete {
                 return Ok(TransportResponse::json(204, Vec::new()));
             }
-            self.configs
-                .lock()
-                .unwrap()
-                .push(body.get("config").cloned().unwrap_or(Value::Null));
+            if request.operation == Operation::CreateOrUpdate {
+                self.configs
+                    .lock()
+                    .unwrap()
+                    .push(body.get("config").cloned().unwrap_or(Value::Null));
+            }
             let properties = body.get("properties").cloned().unwrap_or(json!({}));
             Ok(TransportResponse::json(
                 200,
@@ -235,6 +241,7 @@ async fn run_case(env: &Env, name: &str, case: &Value) -> Result<(), String> {
         ));
     }
     let calls_before = env.recorder.configs.lock().unwrap().len();
+    let any_calls_before = env.recorder.calls.load(std::sync::atomic::Ordering::SeqCst);
     let put = env
         .service
         .create_or_update(RG, name, stack_of(name, case), None)
@@ -317,7 +324,7 @@ async fn run_case(env: &Env, name: &str, case: &Value) -> Result<(), String> {
             }
         }
     }
-    if env.recorder.configs.lock().unwrap().len() != calls_before {
+    if env.recorder.calls.load(std::sync::atomic::Ordering::SeqCst) != any_calls_before {
         return Err("a refused config reached the extension".into());
     }
     Ok(())

@@ -82,10 +82,16 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0008_deployment_takeovers.sql"),
         data: None,
     },
+    Migration {
+        version: 9,
+        name: "inventory_detached",
+        sql: include_str!("../migrations/0009_inventory_detached.sql"),
+        data: None,
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 8;
+pub const LATEST_SCHEMA_VERSION: u32 = 9;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -282,7 +288,7 @@ mod tests {
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8]);
+        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
         Ok(())
     }
 
@@ -497,6 +503,41 @@ mod tests {
             .await
             .expect_err("unknown status");
         assert!(error.to_string().contains("Sleeping"), "{error}");
+        Ok(())
+    }
+
+    /// Readiness names a schema that is not this build's, older (migrations not applied) or newer (a newer cairn
+    /// migrated the file underneath this process), and is `Ok` once the schema is current.
+    #[tokio::test]
+    async fn readiness_names_a_schema_that_is_not_this_builds() -> anyhow::Result<()> {
+        use cairn_store::Store;
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let old = SqliteStore::open_at_version(dir.path(), &key, 3).await?;
+        let error = old.readiness().await.expect_err("schema 3 is not current");
+        assert!(matches!(error, StoreError::NotReady(_)), "{error:?}");
+        let message = error.to_string();
+        assert!(
+            message.contains("schema version 3") && message.contains("older"),
+            "{message}"
+        );
+        old.close_pools().await?;
+
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        store.readiness().await?;
+        let newer = LATEST_SCHEMA_VERSION + 1;
+        sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, 'future', 'x', 0)")
+            .bind(i64::from(newer))
+            .execute(&store.writer)
+            .await?;
+        let error = store.readiness().await.expect_err("a newer schema");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("schema version {newer}"))
+                && message.contains("upgrade cairn"),
+            "{message}"
+        );
+        assert_eq!(error.arm_code(), "StoreNotReady");
         Ok(())
     }
 

@@ -223,6 +223,7 @@ impl StackService {
                     DeployOptions {
                         stack_initiated: true,
                         correlation_id: Some(correlation_id.clone()),
+                        ..DeployOptions::default()
                     },
                 )
                 .await

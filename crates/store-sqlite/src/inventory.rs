@@ -22,7 +22,7 @@ const E: Entity = Entity::ManagedResource;
 macro_rules! select_resources {
     ($tail:literal) => {
         concat!(
-            "SELECT key, resource_id, resource_type, api_version, properties, deployment_scope, deployment_name, ",
+            "SELECT key, resource_id, resource_type, api_version, properties, applied, deployment_scope, deployment_name, ",
             "extension, created_at, updated_at, version, format_version FROM managed_resources ",
             $tail
         )
@@ -49,6 +49,7 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
             resource_type: get(row, "resource_type", E)?,
             api_version: get(row, "api_version", E)?,
             properties: json(row, "properties", E)?,
+            applied: optional_json(row, "applied", E)?,
             deployment,
             extension,
             updated_at: timestamp(row, "updated_at", E)?,
@@ -73,8 +74,8 @@ pub(crate) async fn upsert_resource(
     let (version, created_at): (i64, i64) = sqlx::query_as(
         "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
          api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, \
-         extension, created_at, updated_at, version, format_version) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14) \
+         extension, created_at, updated_at, version, format_version, applied) \
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14, ?15) \
          ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
          resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
          resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
@@ -82,7 +83,7 @@ pub(crate) async fn upsert_resource(
          deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
          deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
          updated_at = excluded.updated_at, version = managed_resources.version + 1, \
-         format_version = excluded.format_version \
+         format_version = excluded.format_version, applied = excluded.applied \
          RETURNING version, created_at",
     )
     .bind(resource.key.as_str())
@@ -99,6 +100,7 @@ pub(crate) async fn upsert_resource(
     .bind(optional_json_text(extension.as_ref()))
     .bind(resource.updated_at.unix_millis())
     .bind(current_format(E))
+    .bind(optional_json_text(resource.applied.as_ref()))
     .fetch_one(conn)
     .await
     .map_err(backend)?;

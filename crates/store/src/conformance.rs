@@ -732,6 +732,7 @@ pub async fn deployment_delete_removes_history_only(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({}),
+        applied: None,
         deployment: Some(parent.key.clone()),
         extension: None,
         updated_at: at(1),
@@ -1098,6 +1099,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({"sku": {"name": "Standard_LRS"}}),
+        applied: None,
         deployment: Some(run.key.clone()),
         extension: None,
         updated_at: at(3),
@@ -1197,6 +1199,7 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({"location": "westus", "sku": {"name": "Standard_LRS"}}),
+        applied: Some(json!({"sku": {"name": "Standard_LRS"}})),
         deployment: Some(owner.clone()),
         extension: None,
         updated_at: at(1),
@@ -1207,7 +1210,8 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
         resource_id: None,
         resource_type: "core/ConfigMap".into(),
         api_version: Some("v1".into()),
-        properties: json!({"data": {"k": "v"}}),
+        properties: json!({"data": {"k": "v"}, "metadata": {"uid": "1"}}),
+        applied: Some(json!({"data": {"k": "v"}})),
         deployment: Some(DeploymentKey::new(SCOPE, "other")),
         extension: Some(ExtensionRef {
             alias: Some("k8s".into()),
@@ -1251,6 +1255,8 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
 
     let mut updated = arm.clone();
     updated.properties = json!({"location": "westus", "sku": {"name": "Premium_LRS"}});
+    // A write outside a deployment records no applied properties: the old ones must not survive it.
+    updated.applied = None;
     updated.updated_at = at(5);
     assert_conflict(
         store
@@ -1275,6 +1281,15 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
             record.resource.updated_at
         ),
         (2, at(1), at(5))
+    );
+    assert_eq!(
+        store
+            .get_managed_resource(&arm.key)
+            .await
+            .expect("get")
+            .expect("present")
+            .resource,
+        updated
     );
 
     let mine = store

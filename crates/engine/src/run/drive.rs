@@ -25,6 +25,8 @@ use super::{
     Done, Finished, NestedChild, Run, elapsed_ms, first_unevaluated, host_error,
     is_nested_deployment, now, operation_id, outputs_json,
 };
+use crate::adoption::{self, Candidate, Verdict};
+use crate::applied::applied;
 use crate::events::EventKind;
 use crate::hook::EngineHook;
 use crate::inflight::{InFlight, LocalFuture};
@@ -45,10 +47,13 @@ enum Answer {
         id: String,
         envelope: Json,
         status: u16,
+        /// What the write applied (see `crate::applied`); `None` for an `existing` resource's read.
+        applied: Option<Json>,
     },
     Extension {
         deployed: Box<DeployedResource>,
-        written: bool,
+        /// What the write applied (see `crate::applied`); `None` for an `existing` resource's read.
+        applied: Option<Json>,
     },
     Nested(Box<Done>),
 }
@@ -624,6 +629,7 @@ impl Run {
         let resource_type = identity.resource_type.clone();
         let api_version = identity.api_version.clone();
         let existing = identity.existing;
+        let existing_check = self.tree.existing_resources.clone();
         let call = tokio::spawn(async move {
             let _permit = permit;
             if existing {
@@ -635,7 +641,7 @@ impl Run {
                     config_id: None,
                 };
                 match host.get(&key, &locator, &ctx).await {
-                    Ok(Some(r)) => Ok((r, false)),
+                    Ok(Some(r)) => Ok((r, None)),
                     Ok(None) => Err((
                         404,
                         ErrorDetail::new(
@@ -646,24 +652,43 @@ impl Run {
                     Err(e) => Err(host_error(&e)),
                 }
             } else {
+                let mut known_identifiers = None;
+                if let Some(check) = &existing_check {
+                    let candidate = Candidate {
+                        key: &key,
+                        resource_type: &resource_type,
+                        api_version: api_version.as_deref(),
+                        properties: &properties,
+                        config: config.as_ref(),
+                    };
+                    match adoption::check(&host, check, candidate, &ctx).await {
+                        Verdict::Write { identifiers } => known_identifiers = identifiers,
+                        Verdict::ExistsUnmanaged(error) => return Err((409, error)),
+                        Verdict::Failed(error) => return Err(host_error(&error)),
+                    }
+                }
+                let declared = properties.clone();
                 let request = CreateOrUpdateRequest {
                     resource_type,
                     api_version,
                     properties,
                     config,
                     config_id: None,
-                    known_identifiers: None,
+                    known_identifiers,
                 };
                 host.create_or_update(&key, request, &ctx)
                     .await
-                    .map(|r| (r, true))
+                    .map(|r| {
+                        let applied = applied(&declared, &r.properties, &[]);
+                        (r, Some(applied))
+                    })
                     .map_err(|e| host_error(&e))
             }
         });
         match call.await {
-            Ok(Ok((deployed, written))) => Ok(Answer::Extension {
+            Ok(Ok((deployed, applied))) => Ok(Answer::Extension {
                 deployed: Box::new(deployed),
-                written,
+                applied,
             }),
             Ok(Err((status, error))) => Err(OpError::new(status, error)),
             Err(_) => Err(OpError::new(
@@ -699,22 +724,24 @@ impl Run {
             .map_err(OpError::from)?
             .clone();
         let existing = identity.existing;
+        let resource_type = identity.resource_type.clone();
         let call = tokio::spawn(async move {
             let _permit = permit;
             if existing {
                 match provider.get(&id, &api).await {
-                    Ok(Some(r)) => Ok((r, 200)),
+                    Ok(Some(r)) => Ok((r, 200, None)),
                     Ok(None) => Err(ProviderError::not_found(&id)),
                     Err(e) => Err(e),
                 }
             } else {
-                provider
-                    .put(&id, &api, &body)
-                    .await
-                    .map(|o| (o.resource, if o.created { 201 } else { 200 }))
+                provider.put(&id, &api, &body).await.map(|o| {
+                    let write_only = provider.write_only_properties(&resource_type);
+                    let applied = applied(&body, &o.resource, write_only);
+                    (o.resource, if o.created { 201 } else { 200 }, Some(applied))
+                })
             }
         });
-        let (envelope, status) = match call.await {
+        let (envelope, status, applied) = match call.await {
             Ok(r) => r?,
             Err(_) => Err(ProviderError::internal("finish the call (aborted)"))?,
         };
@@ -722,6 +749,7 @@ impl Run {
             id: id_text,
             envelope,
             status,
+            applied,
         })
     }
 
@@ -741,6 +769,7 @@ impl Run {
                 id,
                 envelope,
                 status,
+                applied,
             } => {
                 self.tree.values.put_arm(&id, envelope.clone());
                 if !identity.existing {
@@ -752,6 +781,7 @@ impl Run {
                             resource_type: identity.resource_type.clone(),
                             api_version: identity.api_version.clone(),
                             properties: envelope,
+                            applied,
                             deployment: Some(self.key.clone()),
                             extension: None,
                             updated_at: now(),
@@ -774,14 +804,14 @@ impl Run {
                     None,
                 ));
             }
-            Answer::Extension { deployed, written } => {
+            Answer::Extension { deployed, applied } => {
                 let deployed = *deployed;
                 let ext = identity
                     .extension
                     .as_ref()
                     .expect("an extension answer comes from an extension resource");
                 let extension_ref = self.extension_deployed(identity, ext, &deployed, hook);
-                if written {
+                if let Some(applied) = applied {
                     self.record_resource(
                         &op_id,
                         ManagedResource {
@@ -795,6 +825,7 @@ impl Run {
                             resource_type: identity.resource_type.clone(),
                             api_version: identity.api_version.clone(),
                             properties: deployed.properties.clone(),
+                            applied: Some(applied),
                             deployment: Some(self.key.clone()),
                             extension: Some(extension_ref.clone()),
                             updated_at: now(),

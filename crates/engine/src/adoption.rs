@@ -6,8 +6,8 @@
 //! Why ask first: the v2 contract's createOrUpdate answers 200 whether it created or updated, so its answer cannot
 //! tell, and after the write it is too late to leave the resource alone. The question costs two calls (preview,
 //! get), and only for resources no stack manages yet (a stack's steady-state updates ask nothing). A resource
-//! whose identifiers the extension cannot predict (preview not supported, or identifiers unknown before the
-//! deployment) cannot be looked up, so it is written as before.
+//! whose identifiers the extension cannot predict (its preview answers a 4xx such as `PreviewNotSupported`, or the
+//! identifiers are unknown before the deployment) cannot be looked up, so it is written as before.
 
 use std::fmt;
 use std::sync::Arc;
@@ -98,8 +98,9 @@ pub(crate) async fn check(
         .await;
     let preview = match preview {
         Ok(result) => result.preview,
-        // Nothing to look the resource up by: written as without the check.
-        Err(error) if error.is_preview_not_supported() => {
+        // The extension cannot (or will not) preview this resource: nothing to look it up by, so it is written as
+        // without the check (a request the extension refuses fails its create with the extension's own error).
+        Err(error) if error.is_preview_not_supported() || (400..500).contains(&error.status()) => {
             return Verdict::Write { identifiers: None };
         }
         Err(error) => return Verdict::Failed(error),

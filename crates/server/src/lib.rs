@@ -23,6 +23,7 @@ pub mod middleware;
 mod resources;
 pub mod response;
 pub mod serve;
+mod stack_drift;
 mod stack_what_if;
 mod stacks;
 mod state;

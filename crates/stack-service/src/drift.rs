@@ -15,7 +15,8 @@
 //! for the request's `retentionInterval` (default `P7D`) — so they survive a restart. One detection per stack at
 //! a time: it holds a lease of its own (not the stack's, so a PUT or DELETE is not blocked; a detection reads what
 //! the stack managed when it started), renewed while it runs; a result left `Running` by a process that died
-//! reads as `Failed` (`DeploymentStackDriftDetectionInterrupted`) once that lease is gone.
+//! reads as `Failed` (`DeploymentStackDriftDetectionInterrupted`) once that lease is gone. Deleting the stack removes
+//! its results.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -263,6 +264,40 @@ impl StackService {
             items,
             continuation: listed.continuation,
         })
+    }
+
+    /// Removes every drift detection result of the stack (once the stack is deleted). Failures are logged: the
+    /// results would expire anyway.
+    pub(crate) async fn forget_drift_results(&self, scope: &str, name: &str) {
+        let Ok(stack_resource_id) = stack_id(scope, name).map(|id| id.to_string()) else {
+            return;
+        };
+        let store = &self.inner.store;
+        let mut page = PageRequest::default();
+        loop {
+            let listed = match store
+                .list_stack_what_ifs(&stack_resource_id, page.clone(), Timestamp::now())
+                .await
+            {
+                Ok(listed) => listed,
+                Err(error) => {
+                    tracing::warn!(stack = name, %error, "listing the drift detection results to remove failed");
+                    return;
+                }
+            };
+            for record in &listed.items {
+                if let Err(error) = store
+                    .delete_stack_what_if(&stack_resource_id, &record.name, Timestamp::now())
+                    .await
+                {
+                    tracing::warn!(stack = name, %error, "removing a drift detection result failed");
+                }
+            }
+            match listed.continuation {
+                Some(token) => page.continuation = Some(token),
+                None => return,
+            }
+        }
     }
 
     /// Whether detection `id` of the stack still runs somewhere: its lease is held, unexpired, by its owner.

@@ -34,6 +34,7 @@ use std::sync::Arc;
 
 use cairn_engine::{Engine, EngineError, EngineSettings, Providers};
 use cairn_host::{ExtensionHost, HostSettings, Registry};
+use cairn_metrics::Metrics;
 use cairn_stack_service::{StackService, StackServiceSettings};
 use cairn_store::{Store, StoreError};
 
@@ -77,6 +78,9 @@ pub struct Settings {
     pub engine: EngineSettings,
     /// The stack service's owner id, lease TTL and heartbeat, delete rounds.
     pub stacks: StackServiceSettings,
+    /// Where the host (extension call latency), the engine and the stack service record their metrics: one set
+    /// for the whole assembly, replacing the engine's and stack service's own.
+    pub metrics: Metrics,
 }
 
 impl Settings {
@@ -89,6 +93,7 @@ impl Settings {
             host_url: host_url.into(),
             engine: EngineSettings::default(),
             stacks: StackServiceSettings::default(),
+            metrics: Metrics::default(),
         }
     }
 }
@@ -108,16 +113,18 @@ impl Assembly {
     /// its own.
     pub async fn open(settings: Settings) -> Result<Self, AssemblyError> {
         let store = settings.store.open().await?;
-        let host = Arc::new(ExtensionHost::new(
-            settings.registry,
-            settings.host,
-            settings.host_url,
-        ));
+        let host = Arc::new(
+            ExtensionHost::new(settings.registry, settings.host, settings.host_url)
+                .with_metrics(settings.metrics.clone()),
+        );
         let engine = match Engine::new(
             store.clone(),
             host.clone(),
             Providers::empty(),
-            settings.engine,
+            EngineSettings {
+                metrics: settings.metrics.clone(),
+                ..settings.engine
+            },
         ) {
             Ok(engine) => engine,
             Err(error) => {
@@ -131,7 +138,10 @@ impl Assembly {
             store.clone(),
             host.clone(),
             Providers::empty(),
-            settings.stacks,
+            StackServiceSettings {
+                metrics: settings.metrics,
+                ..settings.stacks
+            },
         );
         Ok(Assembly {
             store,

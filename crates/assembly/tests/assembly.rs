@@ -54,9 +54,13 @@ async fn a_data_dir_assembles_one_store_under_host_engine_and_stacks() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let registry = Arc::new(Registry::new());
-    let assembly = Assembly::open(settings(&data_dir, registry.clone()))
-        .await
-        .unwrap();
+    let metrics = cairn_metrics::Metrics::new();
+    let assembly = Assembly::open(Settings {
+        metrics: metrics.clone(),
+        ..settings(&data_dir, registry.clone())
+    })
+    .await
+    .unwrap();
     assert!(data_dir.join("cairn.db").exists());
     assert!(Arc::ptr_eq(assembly.host().registry(), &registry));
     assert_eq!(
@@ -102,12 +106,23 @@ async fn a_data_dir_assembles_one_store_under_host_engine_and_stacks() {
         "denySettings": {"mode": "none"}
     }}))
     .unwrap();
-    assembly
+    let mut accepted = assembly
         .stacks()
         .create_or_update(&rg, "app", stack, None)
         .await
         .unwrap();
+    accepted.ended.wait().await;
     let done = wait_for_stack(&assembly, &rg, "app").await;
+    // One set of metrics for the engine and the stack service alike.
+    let text = metrics.render();
+    assert!(
+        text.contains("cairn_deployment_duration_seconds_count{status=\"Succeeded\"} 2"),
+        "the subscription deployment and the stack's: {text}"
+    );
+    assert!(
+        text.contains("cairn_stack_operation_duration_seconds_count{operation=\"createOrUpdate\",status=\"succeeded\"} 1"),
+        "{text}"
+    );
     assert_eq!(
         done.properties
             .provisioning_state

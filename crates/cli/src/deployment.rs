@@ -6,7 +6,6 @@
 //! positions before anything is sent (exit 2); the engine's own validation errors come back as ARM errors (400,
 //! exit 2). A deployment that ends `Failed` or `Canceled` prints ARM's error tree on stderr and exits 1.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cairn_arm::models::deployment::{
@@ -18,7 +17,8 @@ use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
 use crate::backend::TargetArgs;
-use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format};
+use crate::inputs::TemplateSourceArgs;
+use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format, OutputArgs, TableView};
 use crate::progress::Progress;
 
 #[derive(Args)]
@@ -90,32 +90,24 @@ struct ScopeArgs {
 struct TemplateArgs {
     #[command(flatten)]
     scope: ScopeArgs,
-    /// Deployment name [default: the template file's name without extension].
+    /// Deployment name [default: the template's name without extension].
     #[arg(short = 'n', long)]
     name: Option<String>,
-    /// The ARM JSON template (as `bicep build` writes it).
-    #[arg(short = 'f', long = "template-file", value_name = "FILE")]
-    template_file: PathBuf,
-    /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`) or
-    /// `name=value` (JSON if it parses, else a string). Several may follow one -p, and -p repeats; later values
-    /// win.
+    #[command(flatten)]
+    source: TemplateSourceArgs,
+    /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`), a
+    /// `.bicepparam` file, or `name=value` (JSON if it parses, else a string). Several may follow one -p, and -p
+    /// repeats; later values win.
     #[arg(short = 'p', long = "parameters", value_name = "PARAMS", num_args = 1..)]
     parameters: Vec<String>,
     /// Location for the deployment's data (required for `deployment sub`).
     #[arg(short = 'l', long)]
     location: Option<String>,
-    /// Deployment mode (cairn runs Incremental only).
-    #[arg(long, value_enum, default_value_t = Mode::Incremental)]
+    /// Deployment mode, any case (cairn runs Incremental only: Complete is refused, see docs/cli.md).
+    #[arg(long, value_enum, ignore_case = true, default_value_t = Mode::Incremental)]
     mode: Mode,
-    /// Output format [default: json; for what-if, the change summary].
-    #[arg(short = 'o', long, value_enum)]
-    output: Option<Format>,
-}
-
-impl TemplateArgs {
-    fn format(&self) -> Format {
-        self.output.unwrap_or_default()
-    }
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
@@ -128,9 +120,6 @@ struct CreateArgs {
     /// No progress view on stderr.
     #[arg(long)]
     no_progress: bool,
-    /// Print only this part of the result: a dotted path such as `properties.outputs`.
-    #[arg(long, value_name = "PATH")]
-    query: Option<String>,
 }
 
 #[derive(Args)]
@@ -149,24 +138,23 @@ struct NamedArgs {
     /// Deployment name.
     #[arg(short = 'n', long)]
     name: String,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
-    /// Print only this part of the result: a dotted path such as `properties.outputs`.
-    #[arg(long, value_name = "PATH")]
-    query: Option<String>,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
 struct ListArgs {
     #[command(flatten)]
     scope: ScopeArgs,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq, ValueEnum)]
 enum Mode {
+    #[value(name = "Incremental")]
     Incremental,
+    #[value(name = "Complete")]
     Complete,
 }
 
@@ -246,7 +234,11 @@ async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
             let record = backend.get_deployment(&scope, &a.name).await;
             backend.close().await;
             let record = without_secure_outputs(record?);
-            print_record(a.output, &record, a.query.as_deref())?;
+            a.out.print(
+                Format::Json,
+                &record,
+                TableView::Columns(DEPLOYMENT_COLUMNS),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         ScopedCommand::List(a) => {
@@ -255,7 +247,11 @@ async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
             let list = backend.list_deployments(&scope).await;
             backend.close().await;
             let list: Vec<Value> = list?.into_iter().map(without_secure_outputs).collect();
-            output::emit_list(a.output, &list, DEPLOYMENT_COLUMNS)?;
+            a.out.print(
+                Format::Json,
+                &Value::Array(list),
+                TableView::Columns(DEPLOYMENT_COLUMNS),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         ScopedCommand::Delete(a) => {
@@ -281,14 +277,11 @@ async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
             backend.close().await;
             // az prints the template itself.
             let template = exported?.get("template").cloned().unwrap_or(Value::Null);
-            match &a.query {
-                Some(path) => print_record(a.output, &template, Some(path))?,
-                None => output::emit_one(
-                    a.output,
-                    &template,
-                    &[("Content version", "/contentVersion")],
-                )?,
-            }
+            a.out.print(
+                Format::Json,
+                &template,
+                TableView::Columns(&[("Content version", "/contentVersion")]),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         ScopedCommand::Validate(a) => {
@@ -303,7 +296,11 @@ async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
                     serde_json::from_value(error.clone()).unwrap_or_default();
                 return Err(Failure::Arm(cairn_arm::ArmError::from_detail(400, detail)));
             }
-            output::emit_one(a.format(), &result, DEPLOYMENT_COLUMNS)?;
+            a.out.print(
+                Format::Json,
+                &result,
+                TableView::Columns(DEPLOYMENT_COLUMNS),
+            )?;
             Ok(ExitCode::SUCCESS)
         }
         ScopedCommand::WhatIf(a) => what_if(target, kind, a).await,
@@ -355,7 +352,11 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
         output::print_error_json(&error);
         return Ok(ExitCode::from(EXIT_FAILED));
     }
-    print_record(args.template.format(), &record, args.query.as_deref())?;
+    args.template.out.print(
+        Format::Json,
+        &record,
+        TableView::Columns(DEPLOYMENT_COLUMNS),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -375,30 +376,30 @@ async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdR
             serde_json::from_value(error.clone()).unwrap_or_default();
         return Err(Failure::Arm(cairn_arm::ArmError::from_detail(400, detail)));
     }
-    let format = match (args.template.output, args.no_pretty_print) {
-        (None, false) => None,
-        (output, _) => Some(output.unwrap_or_default()),
-    };
-    match format {
-        Some(Format::None) => {}
-        Some(Format::Json) => output::emit_one(Format::Json, &result, &[])?,
-        Some(Format::Table) => output::emit_list(
-            Format::Table,
-            result
-                .pointer("/properties/changes")
-                .and_then(Value::as_array)
-                .map(Vec::as_slice)
-                .unwrap_or(&[]),
+    let out = &args.template.out;
+    if out.output.is_none() && out.query.is_none() && !args.no_pretty_print {
+        crate::render::print_stdout(&what_if_summary(&scope, &result))
+            .map_err(|e| Failure::Other(e.into()))?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    let changes = result
+        .pointer("/properties/changes")
+        .and_then(Value::as_array)
+        .cloned()
+        .unwrap_or_default();
+    out.print(
+        Format::Json,
+        &result,
+        TableView::Rows(
+            changes,
             &[
                 ("Change", "/changeType"),
                 ("Resource", "/resourceId"),
                 ("Symbolic name", "/symbolicName"),
                 ("Type", "/resourceType"),
             ],
-        )?,
-        None => crate::render::print_stdout(&what_if_summary(&scope, &result))
-            .map_err(|e| Failure::Other(e.into()))?,
-    }
+        ),
+    )?;
     Ok(ExitCode::SUCCESS)
 }
 
@@ -408,23 +409,13 @@ async fn operations(target: &TargetArgs, kind: ScopeKind, args: NamedArgs) -> Cm
     let ops = backend.operations(&scope, &args.name).await;
     backend.close().await;
     let ops = ops?;
-    match &args.query {
-        Some(path) => print_record(args.output, &Value::Array(ops), Some(path))?,
-        None if args.output == Format::Table => {
-            let rows: Vec<Value> = ops.iter().map(operation_row).collect();
-            output::emit_list(Format::Table, &rows, OPERATION_COLUMNS)?
-        }
-        None => output::emit_list(args.output, &ops, &[])?,
-    }
+    let rows = ops.iter().map(operation_row).collect();
+    args.out.print(
+        Format::Json,
+        &Value::Array(ops),
+        TableView::Rows(rows, OPERATION_COLUMNS),
+    )?;
     Ok(ExitCode::SUCCESS)
-}
-
-/// Prints a deployment (or its `--query` part).
-fn print_record(format: Format, record: &Value, query: Option<&str>) -> CmdResult<()> {
-    match query {
-        None => output::emit_one(format, record, DEPLOYMENT_COLUMNS),
-        Some(path) => crate::inputs::print_query(format, record, path),
-    }
 }
 
 /// Drops outputs of secure type (the engine leaves them out; a server of another make might not).
@@ -594,31 +585,35 @@ fn short_id(id: &str) -> &str {
     }
 }
 
+/// Why `--mode Complete` is refused: said before anything is read or sent.
+const COMPLETE_MODE_REFUSED: &str = "--mode Complete is not supported: cairn runs deployments in Incremental mode \
+only. A Complete deployment deletes every resource of the resource group that its template does not declare, and \
+cairn's engine has no such pass (it would refuse the request with 400 InvalidDeploymentMode). To delete what a \
+template no longer declares, deploy it as a deployment stack, which deletes only the resources it manages: \
+cairn stack group create -g GROUP -n NAME -f FILE --action-on-unmanage deleteResources";
+
 /// Reads the template and parameters into a deployment request; diagnostics with positions end the command
 /// (exit 2) before anything is sent.
 fn build_request(args: &TemplateArgs, kind: ScopeKind) -> Result<(String, Deployment), Failure> {
     let name = match &args.name {
         Some(name) => name.clone(),
         None => args
-            .template_file
-            .file_stem()
-            .and_then(|s| s.to_str())
-            .map(str::to_string)
-            .ok_or_else(|| {
-                Failure::usage("pass -n/--name: the template file has no usable name")
-            })?,
+            .source
+            .default_name(&args.parameters)
+            .ok_or_else(|| Failure::usage("pass -n/--name: the template has no usable name"))?,
     };
+    if args.mode == Mode::Complete {
+        return Err(Failure::usage(COMPLETE_MODE_REFUSED));
+    }
     if kind == ScopeKind::Subscription && args.location.is_none() {
         return Err(Failure::usage(
             "the following argument is required for `deployment sub`: -l/--location",
         ));
     }
-    let inputs = crate::inputs::read_template_inputs(&args.template_file, &args.parameters)?;
-    let mut properties = DeploymentProperties::new(match args.mode {
-        Mode::Incremental => DeploymentMode::Incremental,
-        Mode::Complete => DeploymentMode::Complete,
-    });
-    properties.template = Some(inputs.template);
+    let inputs = crate::inputs::read_template_inputs(&args.source, &args.parameters)?;
+    let mut properties = DeploymentProperties::new(DeploymentMode::Incremental);
+    properties.template = inputs.template;
+    properties.template_link = inputs.template_link;
     if !inputs.parameters.is_empty() {
         properties.parameters = Some(DeploymentParameters(inputs.parameters));
     }

@@ -12,6 +12,9 @@ use cairn_extension_grpc::{LaunchSpec, LocalProcessTransport};
 use cairn_host::http_transport::{HttpV2Transport, default_http_client};
 use cairn_host::{ExtensionListing, GrpcLaunch, Redacted, Registry, TransportFactories};
 use clap::{Args, Subcommand, ValueEnum};
+
+use crate::output::{Format, OutputArgs, TableView};
+use crate::query::Query;
 use serde_json::Value;
 
 #[derive(Subcommand)]
@@ -29,15 +32,18 @@ pub(crate) struct ListArgs {
     /// Registry file [default: $CAIRN_EXTENSIONS, else $CAIRN_HOME/extensions.json].
     #[arg(long, value_name = "FILE")]
     registry: Option<PathBuf>,
-    /// Output format.
-    #[arg(long, value_enum, default_value_t = OutputFormat::Table)]
-    output: OutputFormat,
-}
-
-#[derive(Clone, Copy, ValueEnum)]
-enum OutputFormat {
-    Table,
-    Json,
+    /// Output format [default: table; json with --query].
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        ignore_case = true,
+        value_name = "FORMAT"
+    )]
+    output: Option<Format>,
+    /// JMESPath query applied to the listing before it is printed, e.g. `[].name`.
+    #[arg(long, value_name = "JMESPATH", value_parser = Query::parse)]
+    query: Option<Query>,
 }
 
 #[derive(Args)]
@@ -52,7 +58,7 @@ pub(crate) struct ConformanceArgs {
     #[arg(long, value_name = "PATH")]
     binary: Option<PathBuf>,
     /// A built-in extension, in process.
-    #[arg(long, value_enum)]
+    #[arg(long, value_enum, ignore_case = true)]
     builtin: Option<Builtin>,
     /// Conformance profile: a JSON file, or `local` for the Local extension's shipped profile.
     #[arg(long, value_name = "FILE|local")]
@@ -84,6 +90,18 @@ pub(crate) struct ConformanceArgs {
     /// Environment variable holding a bearer token for --url.
     #[arg(long, value_name = "VAR")]
     bearer_token_env: Option<String>,
+    /// Output format [default: the kit's table with a summary line; json with --query].
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        ignore_case = true,
+        value_name = "FORMAT"
+    )]
+    output: Option<Format>,
+    /// JMESPath query applied to the results (`[{check, result, detail}]`), e.g. `[?result=='fail'].check`.
+    #[arg(long, value_name = "JMESPATH", value_parser = Query::parse)]
+    query: Option<Query>,
 }
 
 #[derive(Clone, Copy, ValueEnum)]
@@ -239,54 +257,55 @@ fn load_listings(flag: Option<&Path>) -> anyhow::Result<Vec<ExtensionListing>> {
     Ok(listings)
 }
 
-fn render_listings(listings: &[ExtensionListing]) -> String {
-    let header = ["NAME", "VERSION", "TRANSPORT", "TARGET", "TIMEOUT", "AUTH"];
-    let rows: Vec<[String; 6]> = listings
+/// Columns of `extension list -o table`, over [`listing_rows`].
+const LISTING_COLUMNS: &[(&str, &str)] = &[
+    ("Name", "/name"),
+    ("Version", "/version"),
+    ("Transport", "/transport"),
+    ("Target", "/target"),
+    ("Timeout", "/timeout"),
+    ("Auth", "/auth"),
+];
+
+/// Listings flattened for a table: the timeout with its unit, the authentication by kind, `-` for none.
+fn listing_rows(listings: &[ExtensionListing]) -> Vec<Value> {
+    listings
         .iter()
         .map(|l| {
-            [
-                l.name.clone(),
-                l.version.clone(),
-                l.transport.clone(),
-                l.target.clone(),
-                l.timeout_seconds
-                    .map_or_else(|| "-".to_owned(), |s| format!("{s}s")),
-                if l.bearer_token {
-                    "bearer".to_owned()
-                } else {
-                    "-".to_owned()
-                },
-            ]
+            serde_json::json!({
+                "name": l.name,
+                "version": l.version,
+                "transport": l.transport,
+                "target": l.target,
+                "timeout": l.timeout_seconds.map_or_else(|| "-".to_owned(), |s| format!("{s}s")),
+                "auth": if l.bearer_token { "bearer" } else { "-" },
+            })
         })
-        .collect();
-    let mut widths = header.map(str::len);
-    for row in &rows {
-        for (width, cell) in widths.iter_mut().zip(row) {
-            *width = (*width).max(cell.len());
-        }
-    }
-    let line = |cells: &[&str]| {
-        let padded: Vec<String> = cells
-            .iter()
-            .zip(widths)
-            .map(|(cell, width)| format!("{cell:<width$}"))
-            .collect();
-        padded.join("  ").trim_end().to_owned() + "\n"
-    };
-    let mut out = line(&header);
-    for row in &rows {
-        out.push_str(&line(&row.iter().map(String::as_str).collect::<Vec<_>>()));
-    }
-    out
+        .collect()
 }
 
 fn list(args: &ListArgs) -> anyhow::Result<ExitCode> {
     let listings = load_listings(args.registry.as_deref())?;
-    match args.output {
-        OutputFormat::Table => print!("{}", render_listings(&listings)),
-        OutputFormat::Json => println!("{}", serde_json::to_string_pretty(&listings)?),
-    }
-    Ok(ExitCode::SUCCESS)
+    let out = OutputArgs {
+        output: args.output,
+        query: args.query.clone(),
+    };
+    let default = if args.query.is_some() {
+        Format::Json
+    } else {
+        Format::Table
+    };
+    let value = serde_json::to_value(&listings)?;
+    Ok(
+        match out.print(
+            default,
+            &value,
+            TableView::Rows(listing_rows(&listings), LISTING_COLUMNS),
+        ) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => failure.report(),
+        },
+    )
 }
 
 fn parse_json(flag: &str, text: &str) -> anyhow::Result<Value> {
@@ -400,12 +419,35 @@ fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
             Ok(cairn_conformance::run(&transport, &profile, &Options::new(Protocol::Http)).await)
         }
     })?;
-    print!("{}", report.render_table());
+    if args.query.is_none() && matches!(args.output, None | Some(Format::Table)) {
+        print!("{}", report.render_table());
+    } else {
+        let out = OutputArgs {
+            output: args.output,
+            query: args.query.clone(),
+        };
+        if let Err(failure) = out.print(Format::Json, &report_rows(&report), TableView::Auto) {
+            return Ok(failure.report());
+        }
+    }
     Ok(if report.passed() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)
     })
+}
+
+/// The conformance results as `[{check, result: pass|fail|skip, detail}]`.
+fn report_rows(report: &cairn_conformance::Report) -> Value {
+    let rows = report.results.iter().map(|r| {
+        let result = match r.outcome {
+            cairn_conformance::Outcome::Pass => "pass",
+            cairn_conformance::Outcome::Fail => "fail",
+            cairn_conformance::Outcome::Skip => "skip",
+        };
+        serde_json::json!({"check": r.name, "result": result, "detail": r.detail})
+    });
+    Value::Array(rows.collect())
 }
 
 fn serve_local(args: ServeLocalArgs) -> ExitCode {
@@ -615,12 +657,13 @@ mod tests {
         other.target = "https://k8s.example/".into();
         other.timeout_seconds = Some(30);
         other.bearer_token = true;
-        let table = render_listings(&[builtin_listing(&BUILTINS[0]), other]);
+        let rows = listing_rows(&[builtin_listing(&BUILTINS[0]), other]);
         assert_eq!(
-            table,
-            "NAME        VERSION  TRANSPORT  TARGET                TIMEOUT  AUTH\n\
-             Local       1.0.0    builtin    local                 -        -\n\
-             Kubernetes  1.0.0    http       https://k8s.example/  30s      bearer\n"
+            crate::output::table(&rows, LISTING_COLUMNS),
+            "Name        Version    Transport    Target                Timeout    Auth\n\
+             ----------  ---------  -----------  --------------------  ---------  ------\n\
+             Local       1.0.0      builtin      local                 -          -\n\
+             Kubernetes  1.0.0      http         https://k8s.example/  30s        bearer"
         );
     }
 }

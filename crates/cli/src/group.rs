@@ -4,10 +4,10 @@ use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::backend::TargetArgs;
-use crate::output::{self, CmdResult, Failure, Format};
+use crate::output::{CmdResult, Failure, Format, OutputArgs, TableView};
 
 #[derive(Args)]
 pub(crate) struct GroupArgs {
@@ -45,8 +45,8 @@ struct CreateArgs {
     /// Tags: `key=value` pairs (space separated, repeatable).
     #[arg(long, num_args = 0.., value_name = "KEY=VALUE")]
     tags: Vec<String>,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
@@ -59,14 +59,14 @@ struct NameArgs {
         short_alias = 'g'
     )]
     name: String,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
 struct ListArgs {
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
@@ -114,21 +114,27 @@ async fn execute(target: &TargetArgs, command: GroupCommand) -> CmdResult {
             let backend = target.connect().await?;
             let group = backend.put_group(&id, &body).await;
             backend.close().await;
-            output::emit_one(a.output, &group?, GROUP_COLUMNS)?;
+            a.out
+                .print(Format::Json, &group?, TableView::Columns(GROUP_COLUMNS))?;
         }
         GroupCommand::Show(a) => {
             let id = target.group_scope(&a.name)?;
             let backend = target.connect().await?;
             let group = backend.get_group(&id).await;
             backend.close().await;
-            output::emit_one(a.output, &group?, GROUP_COLUMNS)?;
+            a.out
+                .print(Format::Json, &group?, TableView::Columns(GROUP_COLUMNS))?;
         }
         GroupCommand::List(a) => {
             target.subscription_scope()?;
             let backend = target.connect().await?;
             let groups = backend.list_groups(&target.subscription).await;
             backend.close().await;
-            output::emit_list(a.output, &groups?, GROUP_COLUMNS)?;
+            a.out.print(
+                Format::Json,
+                &Value::Array(groups?),
+                TableView::Columns(GROUP_COLUMNS),
+            )?;
         }
         GroupCommand::Delete(a) => {
             let id = target.group_scope(&a.name)?;

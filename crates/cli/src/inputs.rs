@@ -1,62 +1,271 @@
-//! What the resource commands (deployments, stacks, groups) read from their flags: the ARM JSON template (`-f`,
-//! diagnostics with file positions), az's repeated `-p` (parameters files and `name=value`, later values winning),
-//! `--tags key=value ...` and the dotted `--query` path.
+//! What the resource commands (deployments, stacks) read from their flags: the template (`-f` ARM JSON or Bicep,
+//! `--template-uri`, `--template-spec`), az's repeated `-p` (parameters files, a `.bicepparam`, `name=value`, later
+//! values winning) and `--tags key=value ...`.
 //!
 //! Files are parsed with positions so a template or parameters file that is not valid JSON, or that the template
-//! model rejects, is reported as `error[Code]: ... --> file:line:col` before anything is sent (exit 2).
+//! model rejects, is reported as `error[Code]: ... --> file:line:col` before anything is sent (exit 2). Bicep
+//! sources are compiled first ([`crate::bicep`]) and their JSON takes the same way. A template behind a URI or a
+//! template spec is sent as `templateLink`: the engine (in process or the server) fetches it, with the limits it
+//! applies to every linked template.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
-use cairn_arm::models::common::Tags;
+use cairn_arm::models::common::{Tags, TemplateLink};
 use cairn_template::{Diagnostic, ParameterValue, ParametersFile, SourceFile, Template};
+use clap::Args;
 use serde_json::{Map, Value, json};
 
-use crate::output::{self, CmdResult, Failure, Format};
+use crate::bicep::{self, BicepError};
+use crate::output::Failure;
 
-/// A template with the parameters, extension configs and external input definitions of every `-p`, in ARM's
-/// request shapes.
+/// Where the template comes from: az's `-f`, `--template-uri` (with `--query-string`) or `--template-spec`. None
+/// of them is needed when a `.bicepparam` among `-p` names its template.
+#[derive(Args, Clone, Debug, Default)]
+pub(crate) struct TemplateSourceArgs {
+    /// The template: ARM JSON, or Bicep (`.bicep`, compiled with the `bicep` CLI or `az bicep`).
+    #[arg(
+        short = 'f',
+        long = "template-file",
+        value_name = "FILE",
+        conflicts_with_all = ["template_uri", "template_spec"]
+    )]
+    pub(crate) template_file: Option<PathBuf>,
+    /// A template to download (http or https), sent as `templateLink.uri`; nested deployments may link templates
+    /// relative to it.
+    #[arg(
+        short = 'u',
+        long = "template-uri",
+        value_name = "URI",
+        conflicts_with = "template_spec"
+    )]
+    pub(crate) template_uri: Option<String>,
+    /// The resource ID of a template spec version
+    /// (`/subscriptions/.../resourceGroups/RG/providers/Microsoft.Resources/templateSpecs/NAME/versions/V`).
+    #[arg(short = 's', long = "template-spec", value_name = "ID")]
+    pub(crate) template_spec: Option<String>,
+    /// A query string (such as a SAS token) for --template-uri and the templates it links; never printed.
+    #[arg(short = 'q', long = "query-string", value_name = "QUERY")]
+    pub(crate) query_string: Option<String>,
+}
+
+impl TemplateSourceArgs {
+    /// The name az gives a deployment without `-n`: the template file's name without extension (the URI's last
+    /// segment, the template spec's name, or the `.bicepparam` file's).
+    pub(crate) fn default_name(&self, parameters: &[String]) -> Option<String> {
+        let stem = |path: &Path| path.file_stem()?.to_str().map(str::to_string);
+        if let Some(file) = &self.template_file {
+            return stem(file);
+        }
+        if let Some(uri) = &self.template_uri {
+            let path = uri.split(['?', '#']).next().unwrap_or(uri);
+            return stem(Path::new(path.rsplit('/').next()?)).filter(|s| !s.is_empty());
+        }
+        if let Some(spec) = &self.template_spec {
+            let parts: Vec<&str> = spec.trim_matches('/').split('/').collect();
+            let at = parts
+                .iter()
+                .position(|p| p.eq_ignore_ascii_case("templateSpecs"))?;
+            return parts.get(at + 1).map(|s| s.to_string());
+        }
+        let bicepparam = parameter_words(parameters)
+            .map(|w| w.strip_prefix('@').unwrap_or(w))
+            .find(|w| bicep::is_bicepparam(Path::new(w)))?;
+        stem(Path::new(bicepparam))
+    }
+}
+
+/// A template (inline, or a link the engine resolves) with the parameters, extension configs and external input
+/// definitions of every `-p`, in ARM's request shapes.
 #[derive(Debug, Default)]
 pub(crate) struct TemplateInputs {
-    pub(crate) template: Value,
+    pub(crate) template: Option<Value>,
+    pub(crate) template_link: Option<TemplateLink>,
     pub(crate) parameters: Map<String, Value>,
     pub(crate) extension_configs: Map<String, Value>,
     pub(crate) external_input_definitions: Option<Value>,
 }
 
-/// Reads `-f` and every `-p`. Diagnostics (invalid JSON, a template or parameters file the model rejects) are
-/// printed with their positions and end the command ([`Failure::Reported`], exit 2); Bicep sources are refused
-/// with a hint to build them.
+impl From<BicepError> for Failure {
+    fn from(e: BicepError) -> Self {
+        Failure::Usage(e.to_string())
+    }
+}
+
+/// Every `-p` value (`-p a b -p c` gives `a`, `b`, `c`).
+fn parameter_words(parameters: &[String]) -> impl Iterator<Item = &str> {
+    parameters.iter().map(String::as_str)
+}
+
+/// Reads the template and every `-p`. Diagnostics (invalid JSON, a template or parameters file the model
+/// rejects) are printed with their positions and end the command ([`Failure::Reported`], exit 2).
 pub(crate) fn read_template_inputs(
-    template_file: &Path,
+    source: &TemplateSourceArgs,
     parameters: &[String],
 ) -> Result<TemplateInputs, Failure> {
-    let is_bicep = template_file
-        .extension()
-        .is_some_and(|e| e.eq_ignore_ascii_case("bicep") || e.eq_ignore_ascii_case("bicepparam"));
-    if is_bicep {
-        return Err(Failure::usage(format!(
-            "{} is Bicep source: cairn deploys ARM JSON; run `bicep build {}` and pass the .json file",
-            template_file.display(),
-            template_file.display()
-        )));
+    if source.query_string.is_some() && source.template_uri.is_none() {
+        return Err(Failure::usage(
+            "--query-string goes with --template-uri (it is sent with the download)",
+        ));
+    }
+    let bicepparams: Vec<&str> = parameter_words(parameters)
+        .filter(|w| bicep::is_bicepparam(Path::new(w.strip_prefix('@').unwrap_or(w))))
+        .collect();
+    if bicepparams.len() > 1 {
+        return Err(Failure::usage(
+            "give one .bicepparam file: it holds every parameter (add others as name=value)",
+        ));
     }
     let mut sources = Vec::new();
     let mut diagnostics = Vec::new();
-    let template_source = read_source(template_file)?;
-    let template = match cairn_json::parse(&template_source.text) {
+    let mut inputs = ParameterInputs::default();
+    let mut template = None;
+    let mut template_link = None;
+    if let Some(file) = &source.template_file
+        && bicep::is_bicepparam(file)
+    {
+        return Err(Failure::usage(format!(
+            "{} is a Bicep parameters file: pass it with -p (and the template with -f main.bicep, or let its              `using` name it)",
+            file.display()
+        )));
+    }
+    if let Some(bicepparam) = bicepparams.first() {
+        let bicepparam = Path::new(bicepparam.strip_prefix('@').unwrap_or(bicepparam));
+        if source.template_uri.is_some() || source.template_spec.is_some() {
+            return Err(Failure::usage(
+                "a .bicepparam file names its template (`using`): give it alone or with -f main.bicep, not with \
+                 --template-uri or --template-spec",
+            ));
+        }
+        if let Some(file) = source
+            .template_file
+            .as_deref()
+            .filter(|f| !bicep::is_bicep(f))
+        {
+            return Err(Failure::usage(format!(
+                "only a .bicep template goes with a .bicepparam file, not {}",
+                file.display()
+            )));
+        }
+        // As az: the other -p are name=value overrides, compiled into the parameters by the Bicep CLI (and
+        // applied again after, so they win whatever the compiler's version).
+        let mut overrides = ParameterInputs::default();
+        for word in parameter_words(parameters).filter(|w| *w != bicepparams[0]) {
+            if !overrides.add_inline(word)? {
+                return Err(Failure::usage(format!(
+                    "-p '{word}': with a .bicepparam file, other parameters are given as name=value"
+                )));
+            }
+        }
+        let values: Map<String, Value> = overrides
+            .parameters
+            .iter()
+            .map(|(name, entry)| (name.clone(), entry["value"].clone()))
+            .collect();
+        let compiled =
+            bicep::compile_parameters(bicepparam, source.template_file.as_deref(), &values)?;
+        match (
+            &source.template_file,
+            compiled.template,
+            compiled.template_spec_id,
+        ) {
+            (Some(file), _, _) => {
+                template = Some(parse_template(
+                    bicep::compile_template(file)?,
+                    &mut sources,
+                    &mut diagnostics,
+                ));
+            }
+            (None, Some(text), _) => {
+                template = Some(parse_template(text, &mut sources, &mut diagnostics));
+            }
+            (None, None, Some(id)) => {
+                template_link = Some(TemplateLink {
+                    id: Some(id),
+                    ..TemplateLink::default()
+                });
+            }
+            (None, None, None) => {
+                return Err(Failure::usage(format!(
+                    "the compiled {} names no template: pass it with -f main.bicep",
+                    bicepparam.display()
+                )));
+            }
+        }
+        inputs.add_source(compiled.parameters, &mut sources, &mut diagnostics);
+        for (name, entry) in overrides.parameters {
+            inputs.set_parameter(&name, entry);
+        }
+    } else {
+        match (
+            &source.template_file,
+            &source.template_uri,
+            &source.template_spec,
+        ) {
+            (Some(file), _, _) => {
+                let text = if bicep::is_bicep(file) {
+                    bicep::compile_template(file)?
+                } else {
+                    read_source(file)?
+                };
+                template = Some(parse_template(text, &mut sources, &mut diagnostics));
+            }
+            (None, Some(uri), _) => {
+                template_link = Some(TemplateLink {
+                    uri: Some(uri.clone()),
+                    query_string: source.query_string.clone(),
+                    ..TemplateLink::default()
+                });
+            }
+            (None, None, Some(id)) => {
+                template_link = Some(TemplateLink {
+                    id: Some(id.clone()),
+                    ..TemplateLink::default()
+                });
+            }
+            (None, None, None) => {
+                return Err(Failure::usage(
+                    "give a template: -f/--template-file FILE, --template-uri URI, --template-spec ID, or a \
+                     .bicepparam file with -p",
+                ));
+            }
+        }
+        for word in parameter_words(parameters) {
+            inputs.add(word, &mut sources, &mut diagnostics)?;
+        }
+    }
+    if !diagnostics.is_empty() {
+        crate::render::print_diagnostics(&diagnostics, &sources, crate::render::OutputFormat::Text);
+        return Err(Failure::Reported);
+    }
+    Ok(TemplateInputs {
+        template,
+        template_link,
+        parameters: inputs.parameters,
+        extension_configs: inputs.extension_configs,
+        external_input_definitions: inputs.external_input_definitions,
+    })
+}
+
+/// Parses a template source; its diagnostics join `diagnostics` and the source joins `sources` (for snippets).
+fn parse_template(
+    source: SourceFile,
+    sources: &mut Vec<SourceFile>,
+    diagnostics: &mut Vec<Diagnostic>,
+) -> Value {
+    let template = match cairn_json::parse(&source.text) {
         Ok(root) => {
             let (_, diags) = Template::parse(root.clone());
             diagnostics.extend(
                 diags
                     .into_iter()
                     .filter(Diagnostic::is_error)
-                    .map(|d| template_source.locate(d)),
+                    .map(|d| source.locate(d)),
             );
             root.to_json()
         }
         Err(e) => {
             diagnostics.push(
-                template_source.locate(
+                source.locate(
                     Diagnostic::error(
                         "InvalidTemplate",
                         format!("The template is not valid JSON: {e}."),
@@ -68,21 +277,8 @@ pub(crate) fn read_template_inputs(
             Value::Null
         }
     };
-    sources.push(template_source);
-    let mut inputs = ParameterInputs::default();
-    for arg in parameters {
-        inputs.add(arg, &mut sources, &mut diagnostics)?;
-    }
-    if !diagnostics.is_empty() {
-        crate::render::print_diagnostics(&diagnostics, &sources, crate::render::OutputFormat::Text);
-        return Err(Failure::Reported);
-    }
-    Ok(TemplateInputs {
-        template,
-        parameters: inputs.parameters,
-        extension_configs: inputs.extension_configs,
-        external_input_definitions: inputs.external_input_definitions,
-    })
+    sources.push(source);
+    template
 }
 
 fn read_source(path: &Path) -> Result<SourceFile, Failure> {
@@ -107,19 +303,39 @@ impl ParameterInputs {
         sources: &mut Vec<SourceFile>,
         diagnostics: &mut Vec<Diagnostic>,
     ) -> Result<(), Failure> {
-        let as_file = arg.strip_prefix('@').unwrap_or(arg);
-        if let Some((name, value)) = arg.split_once('=')
-            && !arg.starts_with('@')
-            && !Path::new(as_file).exists()
-        {
-            if name.is_empty() {
-                return Err(Failure::usage(format!("-p '{arg}' names no parameter")));
-            }
-            let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
-            self.set_parameter(name, json!({ "value": value }));
+        if self.add_inline(arg)? {
             return Ok(());
         }
+        let as_file = arg.strip_prefix('@').unwrap_or(arg);
         let source = read_source(Path::new(as_file))?;
+        self.add_source(source, sources, diagnostics);
+        Ok(())
+    }
+
+    /// `name=value` (unless it names an existing file, or starts with `@`): `true` when `arg` was one.
+    fn add_inline(&mut self, arg: &str) -> Result<bool, Failure> {
+        let as_file = arg.strip_prefix('@').unwrap_or(arg);
+        let Some((name, value)) = arg.split_once('=') else {
+            return Ok(false);
+        };
+        if arg.starts_with('@') || Path::new(as_file).exists() {
+            return Ok(false);
+        }
+        if name.is_empty() {
+            return Err(Failure::usage(format!("-p '{arg}' names no parameter")));
+        }
+        let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
+        self.set_parameter(name, json!({ "value": value }));
+        Ok(true)
+    }
+
+    /// A parameters file's text (read from disk, or compiled from a `.bicepparam`).
+    fn add_source(
+        &mut self,
+        source: SourceFile,
+        sources: &mut Vec<SourceFile>,
+        diagnostics: &mut Vec<Diagnostic>,
+    ) {
         match cairn_json::parse(&source.text) {
             Ok(root) => {
                 let (file, diags) = ParametersFile::parse(&root);
@@ -143,7 +359,6 @@ impl ParameterInputs {
             ),
         }
         sources.push(source);
-        Ok(())
     }
 
     /// Sets a parameter; an earlier one of the same name (ignoring case) is replaced.
@@ -207,54 +422,9 @@ pub(crate) fn parse_tags(tags: &[String]) -> Result<Tags, Failure> {
     Ok(out)
 }
 
-/// A dotted path (`properties.outputs.greeting.value`; `[n]` indexes arrays), matched ignoring case.
-pub(crate) fn select<'v>(value: &'v Value, path: &str) -> Option<&'v Value> {
-    let mut current = value;
-    for part in path.split('.').filter(|p| !p.is_empty()) {
-        let (key, index) = match part.split_once('[') {
-            Some((key, rest)) => (key, Some(rest.strip_suffix(']')?.parse::<usize>().ok()?)),
-            None => (part, None),
-        };
-        if !key.is_empty() {
-            current = current
-                .as_object()?
-                .iter()
-                .find(|(k, _)| k.eq_ignore_ascii_case(key))
-                .map(|(_, v)| v)?;
-        }
-        if let Some(i) = index {
-            current = current.as_array()?.get(i)?;
-        }
-    }
-    Some(current)
-}
-
-/// Prints the `--query` part of `value`: JSON (a table of rows when it selects an array and `-o table`); a path
-/// that selects nothing is a usage error.
-pub(crate) fn print_query(format: Format, value: &Value, path: &str) -> CmdResult<()> {
-    let part = select(value, path)
-        .ok_or_else(|| Failure::usage(format!("--query '{path}' selects nothing")))?;
-    match (format, part) {
-        (Format::Table, Value::Array(items)) => output::emit_list(format, items, &[]),
-        (Format::Table, _) => output::emit(Format::Json, part, &[], &[]),
-        _ => output::emit(format, part, &[], &[]),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn queries_follow_dotted_paths_ignoring_case() {
-        let v = json!({"properties": {"resources": [{"id": "a"}, {"id": "b"}], "state": "x"}});
-        assert_eq!(select(&v, "Properties.State"), Some(&json!("x")));
-        assert_eq!(select(&v, "properties.resources[1].id"), Some(&json!("b")));
-        assert_eq!(select(&v, "properties.resources[2]"), None);
-        assert_eq!(select(&v, "properties.missing"), None);
-        assert_eq!(select(&v, "properties.resources[x]"), None);
-        assert_eq!(select(&v, ""), Some(&v));
-    }
 
     #[test]
     fn parameters_later_values_win_ignoring_case() {
@@ -290,7 +460,7 @@ mod tests {
         )
         .unwrap();
         let read = read_template_inputs(
-            &template,
+            &file_source(&template),
             &[format!("@{}", file.display()), "A=2".to_string()],
         )
         .unwrap();
@@ -302,24 +472,69 @@ mod tests {
             Value::Object(read.extension_configs),
             json!({"local": {"rootDirectory": {"value": "/tmp/r"}}})
         );
-        assert_eq!(read.template["contentVersion"], "1.0.0.0");
+        assert_eq!(read.template.unwrap()["contentVersion"], "1.0.0.0");
+        assert!(read.template_link.is_none());
+    }
+
+    fn file_source(path: &Path) -> TemplateSourceArgs {
+        TemplateSourceArgs {
+            template_file: Some(path.to_path_buf()),
+            ..TemplateSourceArgs::default()
+        }
     }
 
     #[test]
-    fn invalid_json_and_bicep_are_refused_before_sending() {
+    fn invalid_json_is_refused_before_sending() {
         let dir = tempfile::tempdir().unwrap();
         let broken = dir.path().join("broken.json");
         std::fs::write(&broken, "{ \"resources\": [ }").unwrap();
         assert!(matches!(
-            read_template_inputs(&broken, &[]),
+            read_template_inputs(&file_source(&broken), &[]),
             Err(Failure::Reported)
         ));
-        let bicep = dir.path().join("main.bicep");
-        std::fs::write(&bicep, "resource x 'y' = {}").unwrap();
         assert!(matches!(
-            read_template_inputs(&bicep, &[]),
-            Err(Failure::Usage(message)) if message.contains("bicep build")
+            read_template_inputs(&TemplateSourceArgs::default(), &[]),
+            Err(Failure::Usage(m)) if m.contains("give a template")
         ));
+        let bicepparam = dir.path().join("main.bicepparam");
+        assert!(matches!(
+            read_template_inputs(&file_source(&bicepparam), &[]),
+            Err(Failure::Usage(m)) if m.contains("pass it with -p")
+        ));
+    }
+
+    #[test]
+    fn links_are_sent_for_the_engine_to_fetch() {
+        let uri = TemplateSourceArgs {
+            template_uri: Some("https://example.invalid/t/main.json?sv=1".into()),
+            query_string: Some("sig=secret".into()),
+            ..TemplateSourceArgs::default()
+        };
+        let read = read_template_inputs(&uri, &["n=1".into()]).unwrap();
+        assert!(read.template.is_none());
+        let link = read.template_link.unwrap();
+        assert_eq!(
+            link.uri.as_deref(),
+            Some("https://example.invalid/t/main.json?sv=1")
+        );
+        assert_eq!(link.query_string.as_deref(), Some("sig=secret"));
+        assert_eq!(uri.default_name(&[]).as_deref(), Some("main"));
+        let spec = TemplateSourceArgs {
+            template_spec: Some(
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/templateSpecs/web/versions/1.0"
+                    .into(),
+            ),
+            ..TemplateSourceArgs::default()
+        };
+        let read = read_template_inputs(&spec, &[]).unwrap();
+        assert_eq!(read.template_link.unwrap().id, spec.template_spec);
+        assert_eq!(spec.default_name(&[]).as_deref(), Some("web"));
+        assert_eq!(
+            TemplateSourceArgs::default()
+                .default_name(&["a=1".into(), "@prod.bicepparam".into()])
+                .as_deref(),
+            Some("prod")
+        );
     }
 
     #[test]

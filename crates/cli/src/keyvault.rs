@@ -11,7 +11,7 @@ use clap::{Args, Subcommand};
 use serde_json::{Value, json};
 
 use crate::backend::{Backend, TargetArgs};
-use crate::output::{self, CmdResult, Failure, Format};
+use crate::output::{CmdResult, Failure, Format, OutputArgs, TableView};
 
 #[derive(Args)]
 pub(crate) struct KeyvaultArgs {
@@ -41,8 +41,8 @@ struct CreateArgs {
     /// Location [default: the resource group's].
     #[arg(short = 'l', long)]
     location: Option<String>,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Subcommand)]
@@ -64,8 +64,8 @@ struct VaultArgs {
     /// Resource group, when several vaults in the subscription share the name.
     #[arg(short = 'g', long = "resource-group")]
     resource_group: Option<String>,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
@@ -125,14 +125,14 @@ async fn execute(target: &TargetArgs, command: KeyvaultCommand) -> CmdResult {
             let backend = target.connect().await?;
             let result = create_vault(&backend, &group, &a).await;
             backend.close().await;
-            output::emit_one(
-                a.output,
+            a.out.print(
+                Format::Json,
                 &result?,
-                &[
+                TableView::Columns(&[
                     ("Name", "/name"),
                     ("Location", "/location"),
                     ("Vault URI", "/properties/vaultUri"),
-                ],
+                ]),
             )?;
         }
         KeyvaultCommand::Secret(SecretCommand::Set(a)) => {
@@ -147,7 +147,11 @@ async fn execute(target: &TargetArgs, command: KeyvaultCommand) -> CmdResult {
             }
             .await;
             backend.close().await;
-            output::emit_one(a.vault.output, &result?.json, SECRET_COLUMNS)?;
+            a.vault.out.print(
+                Format::Json,
+                &result?.json,
+                TableView::Columns(SECRET_COLUMNS),
+            )?;
         }
         KeyvaultCommand::Secret(SecretCommand::Show(a)) => {
             let backend = target.connect().await?;
@@ -161,7 +165,9 @@ async fn execute(target: &TargetArgs, command: KeyvaultCommand) -> CmdResult {
             backend.close().await;
             let mut columns = SECRET_COLUMNS.to_vec();
             columns.push(("Value", "/value"));
-            output::emit_one(a.vault.output, &result?.json, &columns)?;
+            a.vault
+                .out
+                .print(Format::Json, &result?.json, TableView::Columns(&columns))?;
         }
         KeyvaultCommand::Secret(SecretCommand::List(a)) => {
             let backend = target.connect().await?;
@@ -172,7 +178,11 @@ async fn execute(target: &TargetArgs, command: KeyvaultCommand) -> CmdResult {
             .await;
             backend.close().await;
             let items: Vec<Value> = result?.into_iter().map(|s| s.json).collect();
-            output::emit_list(a.output, &items, SECRET_COLUMNS)?;
+            a.out.print(
+                Format::Json,
+                &Value::Array(items),
+                TableView::Columns(SECRET_COLUMNS),
+            )?;
         }
     }
     Ok(ExitCode::SUCCESS)

@@ -7,7 +7,10 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use cairn_stacks_lint::{LintInput, Mode, Rules};
 use cairn_template::{Diagnostic, Severity, SourceFile};
-use clap::{Args, ValueEnum};
+use clap::Args;
+
+use crate::output::{Format, OutputArgs, TableView};
+use crate::query::Query;
 
 use crate::render::{self, OutputFormat};
 
@@ -27,15 +30,19 @@ pub(crate) struct LintArgs {
     /// Rules file: rule level, per-file glob overrides, secure and required properties per extension.
     #[arg(long)]
     rules: Option<PathBuf>,
-    /// Output: findings as text on stderr, or also a JSON report on stdout.
-    #[arg(short = 'o', long, value_enum, default_value_t = LintFormat::Text)]
-    output: LintFormat,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum LintFormat {
-    Text,
-    Json,
+    /// Output: the findings always go to stderr as text; a format also prints the report on stdout
+    /// [default: none; json with --query].
+    #[arg(
+        short = 'o',
+        long,
+        value_enum,
+        ignore_case = true,
+        value_name = "FORMAT"
+    )]
+    output: Option<Format>,
+    /// JMESPath query applied to the report before it is printed, e.g. `diagnostics[].code`.
+    #[arg(long, value_name = "JMESPATH", value_parser = Query::parse)]
+    query: Option<Query>,
 }
 
 fn read(path: &Path) -> anyhow::Result<String> {
@@ -87,7 +94,16 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             count(Severity::Info)
         );
     }
-    if args.output == LintFormat::Json {
+    let out = OutputArgs {
+        output: args.output,
+        query: args.query.clone(),
+    };
+    let default = if args.query.is_some() {
+        Format::Json
+    } else {
+        Format::None
+    };
+    if out.format_or(default) != Format::None {
         let status = if errors > 0 {
             "failed"
         } else if diagnostics.is_empty() {
@@ -100,7 +116,9 @@ pub(crate) fn run(args: LintArgs) -> anyhow::Result<ExitCode> {
             "mode": if args.stacks { "stacks" } else { "standard" },
             "diagnostics": diagnostics,
         });
-        render::print_stdout(&serde_json::to_string_pretty(&report)?)?;
+        if let Err(failure) = out.print(default, &report, TableView::Auto) {
+            return Ok(failure.report());
+        }
     }
     Ok(if diagnostics.iter().any(Diagnostic::is_error) {
         ExitCode::from(2)
@@ -144,7 +162,8 @@ mod tests {
             template_file: template,
             parameters: None,
             rules,
-            output: LintFormat::Text,
+            output: None,
+            query: None,
         }
     }
 

@@ -1,16 +1,20 @@
 //! The `cairn` binary: parses the command line and dispatches to the library crates.
 
 mod backend;
+mod bicep;
 mod client;
 mod deployment;
+mod examples;
 mod extension;
 mod group;
 mod inputs;
 mod keyvault;
 mod lint;
 mod local;
+mod manual;
 mod output;
 mod progress;
+mod query;
 mod render;
 mod serve;
 mod stack;
@@ -18,7 +22,7 @@ mod template;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory as _, FromArgMatches as _, Parser, Subcommand};
 
 /// cairn: an open, self-hostable deployment engine for ARM/Bicep templates.
 #[derive(Parser)]
@@ -48,10 +52,22 @@ enum Command {
     Lint(lint::LintArgs),
     /// Deployment stacks at resource group or subscription scope.
     Stack(stack::StackArgs),
+    /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
+    Completion(manual::CompletionArgs),
+    /// Print a command's man page, or write every page to a directory.
+    Man(manual::ManArgs),
+}
+
+/// The command line with each command's examples at the end of its `--help`.
+fn command() -> clap::Command {
+    examples::attach(Cli::command())
 }
 
 fn main() -> ExitCode {
-    let cli = Cli::parse();
+    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
     let result = match cli.command {
         Command::Template(cmd) => template::run(cmd),
         Command::Extension(cmd) => extension::run(cmd),
@@ -61,6 +77,8 @@ fn main() -> ExitCode {
         Command::Keyvault(args) => keyvault::run(args),
         Command::Lint(args) => lint::run(args),
         Command::Stack(args) => stack::run(args),
+        Command::Completion(args) => manual::completion(command(), &args),
+        Command::Man(args) => manual::man(command(), &args),
     };
     match result {
         Ok(code) => code,
@@ -68,5 +86,132 @@ fn main() -> ExitCode {
             eprintln!("error: {err:#}");
             ExitCode::from(2)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The words of the `cairn ...` command in an example line (after `source <(`, before a pipe or redirection),
+    /// quotes removed.
+    fn cairn_words(line: &str) -> Vec<String> {
+        let start = line.find("cairn ").expect("an example runs cairn");
+        let mut words = Vec::new();
+        let (mut word, mut quote) = (String::new(), None);
+        for c in line[start..].chars() {
+            match (quote, c) {
+                (None, '"' | '\'') => quote = Some(c),
+                (Some(q), c) if c == q => quote = None,
+                (None, ' ') => {
+                    if !word.is_empty() {
+                        words.push(std::mem::take(&mut word));
+                    }
+                }
+                (None, '|' | '>' | ')') => break,
+                _ => word.push(c),
+            }
+        }
+        if !word.is_empty() {
+            words.push(word);
+        }
+        words
+    }
+
+    #[test]
+    fn every_command_has_examples_that_parse() {
+        let cmd = command();
+        let leaves = examples::leaf_paths(&cmd);
+        assert!(leaves.len() > 50, "{leaves:?}");
+        for path in &leaves {
+            let examples = examples::of(path);
+            assert!(!examples.is_empty(), "`cairn {path}` has no examples");
+            for (_, line) in examples {
+                let words = cairn_words(line);
+                assert_eq!(
+                    words[1..words.len().min(path.split(' ').count() + 1)].join(" "),
+                    *path,
+                    "{line}"
+                );
+                if let Err(e) = command().try_get_matches_from(&words) {
+                    panic!("the example `{line}` does not parse: {e}");
+                }
+            }
+        }
+        // No examples for commands that do not exist.
+        for (path, _) in examples::EXAMPLES {
+            assert!(
+                leaves.contains(&path.to_string()),
+                "no command `cairn {path}`"
+            );
+        }
+    }
+
+    /// az takes enum values in any case (`--mode incremental`, `-o TABLE`): so does every cairn flag with a fixed
+    /// set of values.
+    #[test]
+    fn every_enum_value_matches_ignoring_case() {
+        fn walk(cmd: &clap::Command, path: &str, checked: &mut usize) {
+            for arg in cmd.get_arguments() {
+                let values = arg.get_possible_values();
+                // Flags (`--yes`) take no values; clap lists `true`/`false` for them.
+                if values.is_empty() || !arg.get_action().takes_values() {
+                    continue;
+                }
+                assert!(
+                    arg.is_ignore_case_set(),
+                    "`cairn {path} --{}` matches its values case-sensitively",
+                    arg.get_id()
+                );
+                *checked += 1;
+            }
+            for child in cmd.get_subcommands() {
+                walk(child, &format!("{path} {}", child.get_name()), checked);
+            }
+        }
+        let mut checked = 0;
+        let mut cmd = command();
+        cmd.build();
+        walk(&cmd, "", &mut checked);
+        assert!(checked > 50, "{checked}");
+    }
+
+    #[test]
+    fn help_ends_with_the_examples() {
+        let mut cmd = command();
+        let create = cmd
+            .find_subcommand_mut("deployment")
+            .and_then(|c| c.find_subcommand_mut("group"))
+            .and_then(|c| c.find_subcommand_mut("create"))
+            .unwrap();
+        let help = create.render_help().to_string();
+        let examples = help.find("Examples:").expect("an Examples section");
+        assert!(help[examples..].contains(
+            "  # Deploy a template from a URL\n  cairn deployment group create -g app -n web --template-uri"
+        ), "{help}");
+    }
+
+    /// docs/cli.md's command list is generated from the command tree; `CAIRN_UPDATE_DOCS=1` rewrites it.
+    #[test]
+    fn docs_cli_md_lists_every_command() {
+        const BEGIN: &str = "<!-- commands: generated from the command tree by `CAIRN_UPDATE_DOCS=1 cargo test -p cairn --bin cairn docs_cli_md` -->\n";
+        const END: &str = "<!-- end of commands -->";
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/cli.md");
+        let text = std::fs::read_to_string(path).unwrap();
+        let (Some(begin), Some(end)) = (text.find(BEGIN), text.find(END)) else {
+            panic!("docs/cli.md has no generated command list between `{BEGIN}` and `{END}`");
+        };
+        let generated = manual::command_list(&command());
+        if text[begin + BEGIN.len()..end] == generated {
+            return;
+        }
+        if std::env::var_os("CAIRN_UPDATE_DOCS").is_some() {
+            let updated = format!("{}{BEGIN}{generated}{}", &text[..begin], &text[end..]);
+            std::fs::write(path, updated).unwrap();
+            return;
+        }
+        panic!(
+            "docs/cli.md's command list is stale: run `CAIRN_UPDATE_DOCS=1 cargo test -p cairn --bin cairn docs_cli_md`"
+        );
     }
 }

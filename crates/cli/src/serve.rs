@@ -1,6 +1,7 @@
-//! `cairn serve`: runs the ARM-compatible API server (see `docs/server.md`).
+//! `cairn serve`: runs the ARM-compatible API server (see `docs/server.md`), and sets up its logs (human lines on
+//! a terminal, JSON lines otherwise; `docs/operations.md`).
 
-use std::io::Write;
+use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -9,8 +10,8 @@ use std::sync::Arc;
 use anyhow::Context;
 use cairn_assembly::StoreLocation;
 use cairn_server::serve::{ServeConfig, run};
-use cairn_server::{ServerOptions, TlsFiles};
-use clap::Args;
+use cairn_server::{MetricsAuth, ServerOptions, TlsFiles};
+use clap::{Args, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
 #[derive(Args)]
@@ -66,6 +67,54 @@ pub(crate) struct ServeArgs {
     /// Nesting depth of an evaluation (expressions, JSON, variables, user functions, lambdas).
     #[arg(long, value_name = "LEVELS", default_value_t = cairn_eval::EvalLimits::DEFAULT_MAX_DEPTH)]
     max_eval_depth: usize,
+    /// Log format on stderr: `auto` writes human lines on a terminal and JSON lines otherwise (a file, a pipe, a
+    /// log collector); `plain` is human lines without colours off a terminal.
+    #[arg(long, value_enum, ignore_case = true, value_name = "FORMAT", default_value_t = LogFormat::Auto)]
+    log_format: LogFormat,
+    /// How long a shutdown (SIGTERM, Ctrl-C) may take: open requests finish, running deployments and stack
+    /// operations stop at a safe point and are handed over (resumed at once by another replica or the next
+    /// start). E.g. `30s`, `500ms`, `2m`; a bare number is seconds.
+    #[arg(long, value_name = "DURATION", default_value = "30s", value_parser = parse_duration)]
+    shutdown_grace: std::time::Duration,
+    /// Who may read /metrics: `api` needs a bearer token of the tokens file without scopes, like the API;
+    /// `none` serves it without a token (for a scraper on a network only operators reach).
+    #[arg(long, value_enum, ignore_case = true, value_name = "WHO", default_value_t = MetricsAccess::Api)]
+    metrics_auth: MetricsAccess,
+}
+
+/// `--log-format`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum LogFormat {
+    Auto,
+    Json,
+    Plain,
+}
+
+/// `--metrics-auth`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum MetricsAccess {
+    Api,
+    None,
+}
+
+/// `30s`, `500ms`, `2m`, `1h`, or a bare number of seconds.
+fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
+    let text = text.trim();
+    let split = text
+        .find(|c: char| !c.is_ascii_digit())
+        .unwrap_or(text.len());
+    let (number, unit) = text.split_at(split);
+    let number: u64 = number
+        .parse()
+        .map_err(|_| format!("'{text}' is not a duration such as 30s, 500ms or 2m"))?;
+    let duration = match unit {
+        "" | "s" => std::time::Duration::from_secs(number),
+        "ms" => std::time::Duration::from_millis(number),
+        "m" => std::time::Duration::from_secs(number.saturating_mul(60)),
+        "h" => std::time::Duration::from_secs(number.saturating_mul(3600)),
+        _ => return Err(format!("'{text}': the unit must be ms, s, m or h")),
+    };
+    Ok(duration)
 }
 
 fn env(name: &str) -> Option<String> {
@@ -90,7 +139,7 @@ fn store_location(flag: Option<PathBuf>) -> anyhow::Result<StoreLocation> {
 
 pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cairn_server::install_crypto_provider();
-    init_logging();
+    init_logging(args.log_format);
     let store = store_location(args.data_dir)?;
     let registry =
         crate::extension::load_registry(args.extensions.as_deref(), store.as_data_dir())?;
@@ -109,8 +158,13 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
             retry_after_seconds: args.retry_after,
             public_base_url: args.public_url,
             max_request_bytes: args.max_request_bytes,
+            metrics_auth: match args.metrics_auth {
+                MetricsAccess::Api => MetricsAuth::Api,
+                MetricsAccess::None => MetricsAuth::None,
+            },
             ..ServerOptions::default()
         },
+        shutdown_grace: args.shutdown_grace,
         engine: {
             let ttl = std::time::Duration::from_secs(args.claim_ttl.max(1));
             cairn_engine::EngineSettings {
@@ -137,27 +191,67 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         let _ = writeln!(out, "cairn serve listening on {}", bound.url());
         let _ = out.flush();
         if !bound.authenticated {
-            eprintln!("warning: no --tokens file: requests are not authenticated");
+            tracing::warn!("no --tokens file: requests are not authenticated");
         }
     }))?;
     Ok(ExitCode::SUCCESS)
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: the server's messages and one line per request at
-/// `info`, everything else at `warn`).
-fn init_logging() {
+/// `info`, everything else at `warn`): JSON lines (one object per event, with the fields of the spans it happened
+/// in: request and correlation ids, the deployment or stack operation) when `format` says so or stderr is not a
+/// terminal, else human lines, coloured only on a terminal without `NO_COLOR`.
+fn init_logging(format: LogFormat) {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| {
-        tracing_subscriber::EnvFilter::new("warn,cairn_server=info,tower_http=info")
+        tracing_subscriber::EnvFilter::new(
+            "warn,cairn_server=info,cairn_engine=info,cairn_stack_service=info,tower_http=info",
+        )
     });
-    let _ = tracing_subscriber::fmt()
+    let terminal = std::io::stderr().is_terminal();
+    let json = match format {
+        LogFormat::Auto => !terminal,
+        LogFormat::Json => true,
+        LogFormat::Plain => false,
+    };
+    let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .try_init();
+        .with_writer(std::io::stderr);
+    let _ = if json {
+        builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(false)
+            .with_span_list(true)
+            .try_init()
+    } else {
+        let colours = terminal && env("NO_COLOR").is_none();
+        builder.with_ansi(colours).try_init()
+    };
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn durations_take_a_unit_or_are_seconds() {
+        use std::time::Duration;
+        assert_eq!(
+            parse_duration("30s"),
+            Ok(cairn_server::serve::DEFAULT_SHUTDOWN_GRACE),
+            "the flag's default is the server's"
+        );
+        assert_eq!(parse_duration("45"), Ok(Duration::from_secs(45)));
+        assert_eq!(parse_duration("500ms"), Ok(Duration::from_millis(500)));
+        assert_eq!(parse_duration("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse_duration("1h"), Ok(Duration::from_secs(3600)));
+        assert!(
+            parse_duration("soon")
+                .unwrap_err()
+                .contains("not a duration")
+        );
+        assert!(parse_duration("3d").unwrap_err().contains("unit"));
+    }
 
     #[test]
     fn a_store_url_is_refused_without_repeating_it() {

@@ -14,7 +14,6 @@ mod drift;
 mod watch;
 
 use std::io::{BufRead as _, IsTerminal as _, Write as _};
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use cairn_arm::models::extension::ExtensionConfigs;
@@ -31,8 +30,8 @@ use serde_json::{Value, json};
 use self::backend::StackBackend;
 use self::watch::{FollowedDelete, StackWatch, follow};
 use crate::backend::TargetArgs;
-use crate::inputs::{parse_tags, print_query, read_template_inputs};
-use crate::output::{self, CmdResult, Failure, Format};
+use crate::inputs::{TemplateSourceArgs, parse_tags, read_template_inputs};
+use crate::output::{self, CmdResult, Failure, Format, OutputArgs, TableView};
 
 #[derive(Args)]
 pub(crate) struct StackArgs {
@@ -173,26 +172,35 @@ struct StackFlags {
     name: String,
     #[command(flatten)]
     scope: ScopeArgs,
-    /// Template file (ARM JSON, as `bicep build` writes it).
-    #[arg(short = 'f', long = "template-file", value_name = "FILE")]
-    template_file: PathBuf,
-    /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`) or
-    /// `name=value` (JSON if it parses, else a string). Several may follow one -p, and -p repeats; later values
-    /// win.
+    #[command(flatten)]
+    source: TemplateSourceArgs,
+    /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`), a
+    /// `.bicepparam` file, or `name=value` (JSON if it parses, else a string). Several may follow one -p, and -p
+    /// repeats; later values win.
     #[arg(short = 'p', long = "parameters", value_name = "PARAMS", num_args = 1..)]
     parameters: Vec<String>,
     /// What happens to resources that leave the stack.
-    #[arg(long = "action-on-unmanage", visible_alias = "aou", value_enum)]
+    #[arg(
+        long = "action-on-unmanage",
+        visible_alias = "aou",
+        value_enum,
+        ignore_case = true
+    )]
     action_on_unmanage: UnmanagePreset,
     /// What happens to resources that leave the stack and whose type cannot be deleted [default: the
     /// service's, fail].
-    #[arg(long = "resources-without-delete-support", value_enum)]
+    #[arg(
+        long = "resources-without-delete-support",
+        value_enum,
+        ignore_case = true
+    )]
     resources_without_delete_support: Option<WithoutDeleteSupport>,
     /// Deny settings mode (recorded; cairn applies no deny assignments).
     #[arg(
         long = "deny-settings-mode",
         visible_alias = "dm",
         value_enum,
+        ignore_case = true,
         default_value = "none"
     )]
     deny_settings_mode: DenyMode,
@@ -247,17 +255,14 @@ struct StackFlags {
     /// Do not ask before resources may be deleted (asked only when stdin is a terminal).
     #[arg(short = 'y', long)]
     yes: bool,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
 struct CreateArgs {
     #[command(flatten)]
     stack: StackFlags,
-    /// Print only this part of the stack: a dotted path such as `properties.resources`.
-    #[arg(long, value_name = "PATH")]
-    query: Option<String>,
 }
 
 #[derive(Args)]
@@ -266,28 +271,22 @@ struct NameArgs {
     name: String,
     #[command(flatten)]
     scope: ScopeArgs,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
 struct ShowArgs {
     #[command(flatten)]
     named: NameArgs,
-    /// Print only this part of the stack: a dotted path such as `properties.resources`.
-    #[arg(long, value_name = "PATH")]
-    query: Option<String>,
 }
 
 #[derive(Args)]
 struct ListArgs {
     #[command(flatten)]
     scope: ScopeArgs,
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
-    /// Print only this part of the list: a dotted path such as `[0].name`.
-    #[arg(long, value_name = "PATH")]
-    query: Option<String>,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 #[derive(Args)]
@@ -297,19 +296,28 @@ struct DeleteArgs {
     #[command(flatten)]
     scope: ScopeArgs,
     /// What happens to the stack's resources.
-    #[arg(long = "action-on-unmanage", visible_alias = "aou", value_enum)]
+    #[arg(
+        long = "action-on-unmanage",
+        visible_alias = "aou",
+        value_enum,
+        ignore_case = true
+    )]
     action_on_unmanage: UnmanagePreset,
     /// What happens to resources whose type cannot be deleted [default: the service's, fail].
-    #[arg(long = "resources-without-delete-support", value_enum)]
+    #[arg(
+        long = "resources-without-delete-support",
+        value_enum,
+        ignore_case = true
+    )]
     resources_without_delete_support: Option<WithoutDeleteSupport>,
     #[arg(long = "bypass-stack-out-of-sync-error", visible_alias = "bse")]
     bypass_out_of_sync: bool,
     /// Do not ask for confirmation (it is only asked on a terminal).
     #[arg(short = 'y', long)]
     yes: bool,
-    /// Format of the stack printed when the delete leaves it behind (some resources could not be deleted).
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
+    /// Printed when the delete leaves the stack behind (some resources could not be deleted).
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 const STACK_COLUMNS: &[(&str, &str)] = &[
@@ -409,7 +417,7 @@ fn stack_request(
             ));
         }
     };
-    let inputs = read_template_inputs(&a.template_file, &a.parameters)?;
+    let inputs = read_template_inputs(&a.source, &a.parameters)?;
     let deny_settings = DenySettings {
         mode: match a.deny_settings_mode {
             DenyMode::None => DenySettingsMode::None,
@@ -424,7 +432,8 @@ fn stack_request(
         unmanage_action(a.action_on_unmanage, a.resources_without_delete_support)?,
         deny_settings,
     );
-    p.template = Some(inputs.template);
+    p.template = inputs.template;
+    p.template_link = inputs.template_link;
     if !inputs.parameters.is_empty() {
         p.parameters = Some(DeploymentParameters(inputs.parameters));
     }
@@ -502,11 +511,8 @@ fn report_stack_error(stack: &Value, name: &str) {
     output::print_error_json(&detail);
 }
 
-fn emit_stack(format: Format, stack: &Value, query: Option<&str>) -> CmdResult<()> {
-    match query {
-        Some(path) => print_query(format, stack, path),
-        None => output::emit_one(format, stack, STACK_COLUMNS),
-    }
+fn emit_stack(out: &OutputArgs, stack: &Value) -> CmdResult<()> {
+    out.print(Format::Json, stack, TableView::Columns(STACK_COLUMNS))
 }
 
 async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) -> CmdResult {
@@ -542,7 +548,11 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
                 if let Some(error) = carried_error(&result, 400) {
                     return Err(error);
                 }
-                output::emit_one(a.output, &result, &[("Name", "/name")])?;
+                a.out.print(
+                    Format::Json,
+                    &result,
+                    TableView::Columns(&[("Name", "/name")]),
+                )?;
                 Ok(ExitCode::SUCCESS)
             })
             .await
@@ -556,7 +566,11 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
                 if let Some(error) = carried_error(&result, 400) {
                     return Err(error);
                 }
-                output::emit_one(a.output, &result, &[("Name", "/name")])?;
+                a.out.print(
+                    Format::Json,
+                    &result,
+                    TableView::Columns(&[("Name", "/name")]),
+                )?;
                 Ok(ExitCode::SUCCESS)
             })
             .await
@@ -564,7 +578,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         StackCommand::Show(a) => {
             with_backend(target, async move |backend| {
                 let stack = backend.get(&scope, &a.named.name).await?;
-                emit_stack(a.named.output, &stack, a.query.as_deref())?;
+                emit_stack(&a.named.out, &stack)?;
                 Ok(ExitCode::SUCCESS)
             })
             .await
@@ -572,10 +586,11 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         StackCommand::List(a) => {
             with_backend(target, async move |backend| {
                 let stacks = backend.list(&scope).await?;
-                match &a.query {
-                    Some(path) => print_query(a.output, &Value::Array(stacks), path)?,
-                    None => output::emit_list(a.output, &stacks, STACK_COLUMNS)?,
-                }
+                a.out.print(
+                    Format::Json,
+                    &Value::Array(stacks),
+                    TableView::Columns(STACK_COLUMNS),
+                )?;
                 Ok(ExitCode::SUCCESS)
             })
             .await
@@ -583,7 +598,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         StackCommand::Export(a) => {
             with_backend(target, async move |backend| {
                 let exported = backend.export_template(&scope, &a.name).await?;
-                output::emit_one(a.output, &exported, &[])?;
+                a.out.print(Format::Json, &exported, TableView::Auto)?;
                 Ok(ExitCode::SUCCESS)
             })
             .await
@@ -655,7 +670,7 @@ async fn create(
     else {
         return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
     };
-    emit_stack(a.stack.output, &stack, a.query.as_deref())?;
+    emit_stack(&a.stack.out, &stack)?;
     if failed(&stack) {
         report_stack_error(&stack, name);
         return Ok(ExitCode::from(output::EXIT_FAILED));
@@ -695,7 +710,7 @@ async fn delete(
         None => Ok(ExitCode::SUCCESS),
         // The stack outlived its delete: some resources could not be deleted (they stay `deleteFailed`).
         Some(stack) => {
-            output::emit_one(a.output, &stack, STACK_COLUMNS)?;
+            emit_stack(&a.out, &stack)?;
             report_stack_error(&stack, name);
             Ok(ExitCode::from(output::EXIT_FAILED))
         }
@@ -845,6 +860,43 @@ mod tests {
         assert_eq!(body["tags"], json!({"env": "dev", "team": "a"}));
         assert_eq!(body["location"], "local");
         assert_eq!(p["description"], "d");
+    }
+
+    #[test]
+    fn enum_values_match_ignoring_case() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = template_file(dir.path());
+        for (preset, without, deny) in [
+            ("DELETERESOURCES", "DETACH", "DENYDELETE"),
+            ("deleteresources", "Detach", "denydelete"),
+            ("deleteResources", "detach", "denyDelete"),
+        ] {
+            let request = request_for(&[
+                "group",
+                "create",
+                "-g",
+                "rg",
+                "-n",
+                "st",
+                "-f",
+                &file,
+                "--action-on-unmanage",
+                preset,
+                "--resources-without-delete-support",
+                without,
+                "--deny-settings-mode",
+                deny,
+            ])
+            .unwrap();
+            let body = serde_json::to_value(&request).unwrap();
+            assert_eq!(
+                body["properties"]["actionOnUnmanage"],
+                json!({"resources": "delete", "resourceGroups": "detach", "managementGroups": "detach",
+                       "resourcesWithoutDeleteSupport": "detach"}),
+                "{preset}"
+            );
+            assert_eq!(body["properties"]["denySettings"]["mode"], "denyDelete");
+        }
     }
 
     #[test]

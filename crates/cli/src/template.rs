@@ -8,8 +8,9 @@ use cairn_template::{
     ContextRuntime, DeploymentContext, DeploymentInput, Diagnostic, ParameterValue, ParametersFile,
     SourceFile, Template,
 };
-use clap::{Args, Subcommand, ValueEnum};
+use clap::{Args, Subcommand};
 
+use crate::output::{Format, OutputArgs, TableView};
 use crate::render::{self, OutputFormat};
 
 #[derive(Subcommand)]
@@ -23,24 +24,18 @@ pub(crate) enum TemplateCommand {
 
 #[derive(Args)]
 pub(crate) struct TemplateArgs {
-    /// The ARM JSON template (as `bicep build` writes it).
-    #[arg(short = 'f', long = "template-file")]
+    /// The template: ARM JSON, or Bicep (`.bicep`, compiled with the `bicep` CLI or `az bicep`).
+    #[arg(short = 'f', long = "template-file", value_name = "FILE")]
     template_file: PathBuf,
-    /// Parameters: a parameters file (`params.json` or `@params.json`) or `name=value`. Repeatable.
-    #[arg(short = 'p', long = "parameters")]
+    /// Parameters: a parameters file (`params.json` or `@params.json`, or a `.bicepparam` compiled like a
+    /// template) or `name=value`. Repeatable.
+    #[arg(short = 'p', long = "parameters", value_name = "PARAMS")]
     parameters: Vec<String>,
     /// Deployment context JSON: tenantId, subscriptionId, resourceGroup, location, deploymentName, utcNow, ...
     #[arg(long)]
     context: Option<PathBuf>,
-    /// Output format.
-    #[arg(short = 'o', long, value_enum, default_value_t = Format::Json)]
-    output: Format,
-}
-
-#[derive(Clone, Copy, ValueEnum, PartialEq, Eq)]
-enum Format {
-    Json,
-    None,
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 pub(crate) fn run(cmd: TemplateCommand) -> anyhow::Result<ExitCode> {
@@ -64,9 +59,14 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
         sources: Vec::new(),
         diagnostics: Vec::new(),
     };
-    let template_text = read(&args.template_file)?;
-    let template_name = args.template_file.display().to_string();
-    let template_source = SourceFile::new(&template_name, template_text);
+    let template_source = if crate::bicep::is_bicep(&args.template_file) {
+        crate::bicep::compile_template(&args.template_file)?
+    } else {
+        SourceFile::new(
+            args.template_file.display().to_string(),
+            read(&args.template_file)?,
+        )
+    };
     let root = match cairn_json::parse(&template_source.text) {
         Ok(root) => root,
         Err(e) => {
@@ -142,14 +142,16 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
     if failed {
         return Ok(ExitCode::from(2));
     }
-    if args.output == Format::Json {
-        let out = match (&plan, print_plan) {
-            (Some(plan), true) => plan.to_json(),
-            _ => serde_json::json!({ "status": "valid", "diagnostics": loaded.diagnostics }),
-        };
-        crate::render::print_stdout(&serde_json::to_string_pretty(&out)?)?;
-    }
-    Ok(ExitCode::SUCCESS)
+    let result = match (&plan, print_plan) {
+        (Some(plan), true) => plan.to_json(),
+        _ => serde_json::json!({ "status": "valid", "diagnostics": loaded.diagnostics }),
+    };
+    Ok(
+        match args.out.print(Format::Json, &result, TableView::Auto) {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(failure) => failure.report(),
+        },
+    )
 }
 
 /// `-p` as az takes it: `@file.json`, `file.json`, or `name=value` (JSON if it parses, else a string).
@@ -178,7 +180,11 @@ fn load_parameter_arg(
         return Ok(());
     }
     let path = PathBuf::from(as_file);
-    let source = SourceFile::new(path.display().to_string(), read(&path)?);
+    let source = if crate::bicep::is_bicepparam(&path) {
+        crate::bicep::compile_parameters(&path, None, &serde_json::Map::new())?.parameters
+    } else {
+        SourceFile::new(path.display().to_string(), read(&path)?)
+    };
     match cairn_json::parse(&source.text) {
         Ok(root) => {
             let (file, diags) = ParametersFile::parse(&root);

@@ -167,7 +167,10 @@ fn group_create_show_list_delete() {
         .collect();
     assert_eq!(names, vec![Value::from("rg1"), Value::from("rg2")]);
     let table = env.expect(&["group", "list", "-o", "table"], 0);
-    assert!(table.starts_with("Name  Location  Status\n"), "{table}");
+    assert!(
+        table.starts_with("Name    Location    Status\n------  ----------  "),
+        "{table}"
+    );
     // Another location for an existing group is ARM's conflict.
     let moved = env.cairn(&["group", "create", "-n", "rg1", "-l", "elsewhere"]);
     assert_eq!(moved.status.code(), Some(1));

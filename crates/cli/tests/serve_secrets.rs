@@ -1,6 +1,6 @@
 //! Secret canary, end to end: a secure parameter and a secret extension config value go through `cairn serve`
-//! (logging at trace level) into a deployment; neither appears in any API response, any log line, or any file
-//! of the data directory.
+//! (logging at trace level, JSON lines since stderr is a file) into a deployment; neither appears in any API
+//! response, any log line, or any file of the data directory.
 
 use std::io::Read;
 use std::process::{Command, Stdio};
@@ -181,6 +181,12 @@ async fn secrets_reach_no_response_log_or_file() {
         }
         let logs = std::fs::read_to_string(&log_path).unwrap();
         assert!(!logs.is_empty(), "trace logging produced output");
+        // stderr is a file, not a terminal: the log is JSON lines, each scanned whole (fields, span fields).
+        for line in logs.lines().filter(|line| !line.trim().is_empty()) {
+            let event: Value = serde_json::from_str(line)
+                .unwrap_or_else(|e| panic!("not a JSON log line ({e}): {line}"));
+            assert!(event.is_object(), "{line}");
+        }
         assert!(!logs.contains(canary), "the log leaks {canary}");
         let mut files = Vec::new();
         files_under(&data_dir, &mut files);

@@ -146,6 +146,18 @@ fn drift_round(f: &Files, scope: &[&str], create_only: &[&str], server: &[&str])
     let result: Value = serde_json::from_str(&json_out).unwrap();
     assert_eq!(result["properties"]["status"], "Succeeded");
     assert_eq!(result["properties"]["summary"]["deleted"], 1);
+    // A query shapes the result like any command's, in any format; the exit code still says drift.
+    let mut queried = drift.clone();
+    queried.extend([
+        "--query",
+        "properties.resources[?driftStatus!='inSync'].driftStatus",
+        "-o",
+        "tsv",
+    ]);
+    let (tsv, _) = expect(&f.home, &queried, 3);
+    let mut statuses: Vec<&str> = tsv.lines().collect();
+    statuses.sort_unstable();
+    assert_eq!(statuses, ["deleted", "modified"], "{tsv}");
 
     expect(&f.home, &create, 0);
     assert_eq!(std::fs::read_to_string(f.root.join("a.txt")).unwrap(), "a");

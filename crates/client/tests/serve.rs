@@ -50,6 +50,7 @@ async fn serve(dir: &Path) -> Served {
             ..ServerOptions::default()
         },
         engine: cairn_engine::EngineSettings::default(),
+        shutdown_grace: cairn_server::serve::DEFAULT_SHUTDOWN_GRACE,
     };
     let shutdown = CancellationToken::new();
     let (bound_tx, bound_rx) = tokio::sync::oneshot::channel();

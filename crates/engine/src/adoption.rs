@@ -1,13 +1,18 @@
-//! Existing extension resources in a stack's deployment: before the first write of an extension resource no stack
-//! manages, the engine asks the extension whether it already exists (preview for its identifiers, then `get`), and
-//! writes it — so the stack takes it over — only when the caller allows adoption; otherwise the operation fails
-//! with [`RESOURCE_EXISTS_UNMANAGED`] and the resource is not touched.
+//! The identity of an extension resource before its create, and existing resources in a stack's deployment.
+//!
+//! Before every create the engine previews the resource once for the identity the create will have (identifiers,
+//! configId): its `Running` step names and inventories that target before the call (`docs/engine.md`). In a
+//! stack's deployment the same identifiers also answer whether the resource already exists: before the first
+//! write of an extension resource no stack manages, the engine asks `get`, and writes an existing resource — so the
+//! stack takes it over — only when the caller allows adoption; otherwise the operation fails with
+//! [`RESOURCE_EXISTS_UNMANAGED`] before its `Running` step, and the resource is neither touched nor inventoried.
 //!
 //! Why ask first: the v2 contract's createOrUpdate answers 200 whether it created or updated, so its answer cannot
-//! tell, and after the write it is too late to leave the resource alone. The question costs two calls (preview,
-//! get), and only for resources no stack manages yet (a stack's steady-state updates ask nothing). A resource
-//! whose identifiers the extension cannot predict (its preview answers a 4xx such as `PreviewNotSupported`, or the
-//! identifiers are unknown before the deployment) cannot be looked up, so it is written as before.
+//! tell, and after the write it is too late to leave the resource alone. The question costs one `get` beyond the
+//! preview every create makes, and only for resources no stack manages yet (a stack's steady-state updates ask
+//! nothing more). A resource whose identifiers the extension cannot predict (its preview answers a 4xx such as
+//! `PreviewNotSupported`, or the identifiers are unknown before the deployment) cannot be looked up, so it is
+//! written as before.
 
 use std::fmt;
 use std::sync::Arc;
@@ -65,23 +70,43 @@ pub(crate) struct Candidate<'a> {
     pub config: Option<&'a ExtensionConfig>,
 }
 
-/// What the check found.
+/// The identity a create's preview predicted: what its `Running` step names and inventories before the call.
+pub(crate) struct PredictedIdentity {
+    pub identifiers: Json,
+    pub config_id: Option<String>,
+}
+
+/// What the one preview before a create (and, in a stack's deployment, the existence check) found.
+pub(crate) struct Identified {
+    /// The target's identity, when the extension could tell it.
+    pub identity: Option<PredictedIdentity>,
+    pub verdict: Verdict,
+}
+
+/// Whether the create goes ahead.
 pub(crate) enum Verdict {
-    /// Write it; the identifiers the preview predicted, when it did (the host uses them after a stepwise LRO).
-    Write { identifiers: Option<Json> },
+    Write,
     /// Do not write it: it exists and no stack manages it (the operation's 409 error).
     ExistsUnmanaged(ErrorDetail),
     /// The extension could not answer whether it exists: the operation fails with its error.
     Failed(HostError),
 }
 
-/// Runs the check for one resource (see the module docs).
-pub(crate) async fn check(
+/// Previews a create once for its target's identity and, when `check` is given (a stack's deployment) and the
+/// identity is one no stack manages, asks `get` whether it exists already (see the module docs). Without `check`
+/// an extension that cannot tell the identity (preview not supported, failing, identifiers empty or unknown) lets
+/// the create go ahead unnamed; with it, only a preview the extension refuses (4xx) does — any other failure fails
+/// the operation, as whether the resource exists cannot be known.
+pub(crate) async fn identify(
     host: &ExtensionHost,
-    check: &ExistingResourceCheck,
     candidate: Candidate<'_>,
+    check: Option<&ExistingResourceCheck>,
     context: &CallContext,
-) -> Verdict {
+) -> Identified {
+    let unnamed = |verdict| Identified {
+        identity: None,
+        verdict,
+    };
     let preview = host
         .preview(
             candidate.key,
@@ -98,12 +123,18 @@ pub(crate) async fn check(
         .await;
     let preview = match preview {
         Ok(result) => result.preview,
-        // The extension cannot (or will not) preview this resource: nothing to look it up by, so it is written as
-        // without the check (a request the extension refuses fails its create with the extension's own error).
-        Err(error) if error.is_preview_not_supported() || (400..500).contains(&error.status()) => {
-            return Verdict::Write { identifiers: None };
+        Err(error)
+            if check.is_some()
+                && !error.is_preview_not_supported()
+                && !(400..500).contains(&error.status()) =>
+        {
+            return unnamed(Verdict::Failed(error));
         }
-        Err(error) => return Verdict::Failed(error),
+        Err(error) => {
+            tracing::debug!(resource_type = candidate.resource_type, error = %error,
+                "the extension could not tell the resource's identity before its create");
+            return unnamed(Verdict::Write);
+        }
     };
     let unknown = preview.metadata.as_ref().is_some_and(|m| {
         m.unknown
@@ -112,35 +143,50 @@ pub(crate) async fn check(
             .chain(m.unevaluated.iter().flatten())
             .any(|pointer| pointer.starts_with("/identifiers"))
     });
-    let identifiers = preview.identifiers;
-    if unknown || identifiers.as_object().is_none_or(|o| o.is_empty()) {
-        return Verdict::Write { identifiers: None };
+    if unknown || preview.identifiers.as_object().is_none_or(|o| o.is_empty()) {
+        return unnamed(Verdict::Write);
     }
+    let identity = PredictedIdentity {
+        identifiers: preview.identifiers,
+        config_id: preview.config_id,
+    };
+    let verdict = match check {
+        Some(check) => exists_check(host, check, &candidate, &identity, context).await,
+        None => Verdict::Write,
+    };
+    Identified {
+        identity: Some(identity),
+        verdict,
+    }
+}
+
+/// The existence check of a create whose identity is known: a resource stacks manage is written without asking.
+async fn exists_check(
+    host: &ExtensionHost,
+    check: &ExistingResourceCheck,
+    candidate: &Candidate<'_>,
+    identity: &PredictedIdentity,
+    context: &CallContext,
+) -> Verdict {
     let resource = ExtensionResource {
         extension: &candidate.key.name,
-        config_id: preview.config_id.as_deref(),
+        config_id: identity.config_id.as_deref(),
         resource_type: candidate.resource_type,
-        identifiers: &identifiers,
+        identifiers: &identity.identifiers,
     };
     if check.managed.manages(&resource) {
-        return Verdict::Write {
-            identifiers: Some(identifiers),
-        };
+        return Verdict::Write;
     }
     let locator = ResourceLocator {
         resource_type: candidate.resource_type.to_owned(),
         api_version: candidate.api_version.map(str::to_owned),
-        identifiers: identifiers.clone(),
+        identifiers: identity.identifiers.clone(),
         config: candidate.config.cloned(),
-        config_id: preview.config_id.clone(),
+        config_id: identity.config_id.clone(),
     };
     match host.get(candidate.key, &locator, context).await {
-        Ok(None) => Verdict::Write {
-            identifiers: Some(identifiers),
-        },
-        Ok(Some(_)) if check.adopt => Verdict::Write {
-            identifiers: Some(identifiers),
-        },
+        Ok(None) => Verdict::Write,
+        Ok(Some(_)) if check.adopt => Verdict::Write,
         Ok(Some(_)) => Verdict::ExistsUnmanaged(exists_unmanaged(&resource)),
         Err(error) => Verdict::Failed(error),
     }

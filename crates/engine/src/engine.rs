@@ -13,6 +13,7 @@ use cairn_arm::models::parameters::DeploymentParameters;
 use cairn_arm::models::what_if::WhatIfOperationResult;
 use cairn_arm::{ArmError, ErrorDetail};
 use cairn_host::ExtensionHost;
+use cairn_metrics::TakeoverKind;
 use cairn_store::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus,
     DeploymentUpdate, NewDeployment, PageRequest, Precondition, SecretOwner, Store, StoreError,
@@ -21,6 +22,7 @@ use cairn_store::{
 use serde_json::Value as Json;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::adoption::ExistingResourceCheck;
 use crate::env::EngineEnv;
@@ -31,8 +33,8 @@ use crate::inflight::LocalFuture;
 use crate::link::{resolve_request, seal_links};
 use crate::provider::Providers;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
-use crate::recovery::{end_running_operations, interrupted_resources, journal_progress};
-use crate::registry::{RunControl, RunRegistry};
+use crate::recovery::{end_running_operations, journal_progress, touched_resources};
+use crate::registry::{Claims, RunControl, RunRegistry};
 use crate::request::scope_key;
 use crate::root::{RootStart, prepare, resource_group_location, run_root};
 use crate::secrets::{seal_request, unseal};
@@ -43,6 +45,8 @@ type Job = Box<dyn FnOnce(Arc<EngineEnv>) -> LocalFuture<'static, ()> + Send>;
 enum Command {
     Job(Job),
     Shutdown,
+    /// Drop every run where it stands, then answer.
+    Stop(oneshot::Sender<()>),
 }
 
 /// Options of a deployment PUT.
@@ -65,6 +69,16 @@ pub struct DeploymentPage {
     pub continuation: Option<String>,
 }
 
+/// What [`Engine::hand_over`] did.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct HandOverReport {
+    /// Root deployments that were running when the hand over began.
+    pub running: usize,
+    /// Of those, the ones still running when the time was up: stopped where they stood (as a crash would), their
+    /// claims released all the same.
+    pub stopped_by_force: usize,
+}
+
 /// What `recover()` did.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct RecoveryReport {
@@ -78,6 +92,8 @@ struct Inner {
     env: Arc<EngineEnv>,
     commands: mpsc::UnboundedSender<Command>,
     registry: Arc<RunRegistry>,
+    /// Fired by [`Engine::hand_over`]: every run stops at its next safe point.
+    closing: CancellationToken,
 }
 
 impl Drop for Inner {
@@ -193,6 +209,7 @@ impl Engine {
                 env,
                 commands: tx,
                 registry: Arc::new(RunRegistry::default()),
+                closing: CancellationToken::new(),
             }),
         })
     }
@@ -451,26 +468,37 @@ impl Engine {
         };
         let cancel = CancellationToken::new();
         let (done_tx, done_rx) = watch::channel(false);
+        let claims = Claims::of(record.id.clone());
         self.inner.registry.insert(
             &record.key,
             RunControl {
                 id: record.id.clone(),
                 cancel: cancel.clone(),
+                claims: claims.clone(),
             },
         );
         let registry = self.inner.registry.clone();
+        // Every log line of the run, its calls and its store writes carries the deployment and the correlation id
+        // of the request that started it (also when recovery resumes it in another process).
+        let span = tracing::info_span!(
+            "deployment",
+            deployment = %record.key,
+            correlation_id = %record.correlation_id
+        );
         let start = RootStart {
             record,
             properties,
             annotation,
             events: events_tx,
             cancel,
+            suspend: self.inner.closing.clone(),
+            claims,
             done: done_tx,
             registry,
             resumed,
             existing_resources,
         };
-        let job: Job = Box::new(move |env| Box::pin(run_root(env, start)));
+        let job: Job = Box::new(move |env| Box::pin(run_root(env, start).instrument(span)));
         self.inner
             .commands
             .send(Command::Job(job))
@@ -787,6 +815,59 @@ impl Engine {
         .await?
     }
 
+    /// Hands this engine's running deployments over to another engine (a replica, or this server after a restart),
+    /// as a server does when it shuts down: every run stops scheduling, lets the calls in flight finish and journals
+    /// them, leaves its record as it is (`Running`) and releases its claim, so recovery elsewhere resumes it at once
+    /// instead of waiting for the claim to expire. Runs still going after `within` (a call slower than that) are
+    /// stopped where they stand, as a crash would stop them — the calls they had in flight are performed again on
+    /// resume — and their claims released all the same. Deployments started afterwards stop at once the same way.
+    /// The engine runs nothing more after a hand over that had to stop runs by force.
+    pub async fn hand_over(&self, within: std::time::Duration) -> HandOverReport {
+        let running_roots = self.running_deployments();
+        self.inner.closing.cancel();
+        if tokio::time::timeout(within, self.inner.registry.wait_until_empty())
+            .await
+            .is_ok()
+        {
+            tracing::info!(deployments = running_roots, "deployments handed over");
+            return HandOverReport {
+                running: running_roots,
+                stopped_by_force: 0,
+            };
+        }
+        let stopped_by_force = self.running_deployments();
+        let (ack_tx, ack_rx) = oneshot::channel();
+        if self.inner.commands.send(Command::Stop(ack_tx)).is_ok() {
+            let _ = ack_rx.await;
+        }
+        let env = &self.inner.env;
+        let held = self.inner.registry.held_claims();
+        for id in &held {
+            if let Err(e) = env
+                .store
+                .release_deployment(id, &env.settings.owner_id)
+                .await
+            {
+                tracing::warn!(deployment = %id, error = %e, "could not hand the deployment claim over");
+            }
+        }
+        tracing::warn!(
+            deployments = running_roots,
+            stopped_by_force,
+            claims = held.len(),
+            "deployments handed over; some were still running when the time was up and were stopped where they stood"
+        );
+        HandOverReport {
+            running: running_roots,
+            stopped_by_force,
+        }
+    }
+
+    /// Root deployments running on this engine now.
+    pub fn running_deployments(&self) -> usize {
+        self.inner.registry.running()
+    }
+
     /// Takes over deployments whose engine died (claims expired): resumes them or ends them `Failed`, per
     /// [`EngineSettings::recovery`]. Call once at startup (and periodically with several replicas).
     pub async fn recover(&self) -> Result<RecoveryReport, EngineError> {
@@ -847,6 +928,9 @@ impl Engine {
                 };
                 let limit = env.settings.max_recovery_takeovers.max(1);
                 if takeovers >= limit {
+                    env.settings
+                        .metrics
+                        .takeover(TakeoverKind::Deployment, "abandoned");
                     tracing::warn!(
                         deployment = %claimed.key,
                         takeovers,
@@ -868,10 +952,16 @@ impl Engine {
                 if let Some((properties, annotation)) = self.resumable(&claimed).await {
                     let key = claimed.key.clone();
                     self.start(claimed, properties, annotation, false, true, None)?;
+                    env.settings
+                        .metrics
+                        .takeover(TakeoverKind::Deployment, "resumed");
                     report.resumed.push(key);
                     continue;
                 }
             }
+            env.settings
+                .metrics
+                .takeover(TakeoverKind::Deployment, "failed");
             self.fail_interrupted(claimed, &mut report).await;
         }
         Ok(report)
@@ -956,8 +1046,7 @@ impl Engine {
                 return;
             }
         };
-        let (resources, extensions) =
-            interrupted_resources(env.store.as_ref(), &claimed.id, 0).await;
+        let (resources, extensions) = touched_resources(env.store.as_ref(), &claimed.id, 0).await;
         end_running_operations(env.store.as_ref(), &claimed.id, &error, 0).await;
         let update = DeploymentUpdate {
             status: Some(DeploymentStatus::Failed),
@@ -1006,18 +1095,23 @@ fn coordinator(
     };
     let _ = ready.send(true);
     let local = tokio::task::LocalSet::new();
-    local.block_on(&runtime, async move {
+    let stopped = local.block_on(&runtime, async move {
         while let Some(command) = commands.recv().await {
             match command {
                 Command::Job(job) => {
                     tokio::task::spawn_local(job(env.clone()));
                 }
                 Command::Shutdown => break,
+                Command::Stop(ack) => return Some(ack),
             }
         }
+        None
     });
     // Dropping the local set drops every running deployment where it stands, like a crash: nothing more is
-    // written, and the claims expire so `recover()` can take the runs over.
+    // written, and the claims expire (or a hand over releases them) so `recover()` can take the runs over.
     drop(local);
     runtime.shutdown_background();
+    if let Some(ack) = stopped {
+        let _ = ack.send(());
+    }
 }

@@ -43,7 +43,9 @@ pub use adoption::{
     ExistingResourceCheck, ExtensionResource, ManagedResources, RESOURCE_EXISTS_UNMANAGED,
 };
 pub use config::LocalResolver;
-pub use engine::{DeployOptions, DeploymentHandle, DeploymentPage, Engine, RecoveryReport};
+pub use engine::{
+    DeployOptions, DeploymentHandle, DeploymentPage, Engine, HandOverReport, RecoveryReport,
+};
 pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};
 pub use fetch::{FetchError, FetchFuture, HttpTemplateFetcher, TemplateFetcher};

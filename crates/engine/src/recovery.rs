@@ -7,6 +7,7 @@ use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::operation::{StatusMessage, TargetResource};
 use cairn_store::{DeploymentId, OperationStep, Store, Timestamp};
 
+use crate::provider::status_of;
 use crate::request::deployment_key_of;
 
 /// Ends every operation an interrupted run (and, recursively, its nested deployments) left running with a
@@ -91,8 +92,23 @@ pub(crate) async fn journal_progress(store: &dyn Store, id: &DeploymentId, depth
     progress
 }
 
-/// What an interrupted run created (or was creating), from its journal and its nested deployments' journals.
-pub(crate) async fn interrupted_resources(
+/// Whether a `Create` step's resource may exist: the create succeeded, is (or was, when its engine died) under
+/// way, or failed without the provider refusing it (a 4xx status says nothing was created).
+fn may_exist(step: &OperationStep) -> bool {
+    match step.provisioning_state.as_str() {
+        "Succeeded" | "Running" => true,
+        "Failed" | "Canceled" => !step
+            .status_code
+            .as_deref()
+            .is_some_and(|code| (400..500).contains(&status_of(code))),
+        _ => false,
+    }
+}
+
+/// What an interrupted run touched — the resources it created, or was creating, or failed to create without
+/// being refused — from its journal and its nested deployments' journals: the `outputResources` of a deployment
+/// that a crash kept from finishing.
+pub(crate) async fn touched_resources(
     store: &dyn Store,
     id: &DeploymentId,
     depth: usize,
@@ -104,10 +120,7 @@ pub(crate) async fn interrupted_resources(
     };
     for op in ops {
         let step = &op.step;
-        if step.provisioning_operation != "Create" {
-            continue;
-        }
-        if !matches!(step.provisioning_state.as_str(), "Succeeded" | "Running") {
+        if step.provisioning_operation != "Create" || !may_exist(step) {
             continue;
         }
         let target: TargetResource = step
@@ -123,7 +136,7 @@ pub(crate) async fn interrupted_resources(
             if let Some(child) = target.id.as_deref().and_then(deployment_key_of)
                 && let Ok(Some(child)) = store.get_deployment(&child).await
             {
-                let (r, e) = Box::pin(interrupted_resources(store, &child.id, depth + 1)).await;
+                let (r, e) = Box::pin(touched_resources(store, &child.id, depth + 1)).await;
                 resources.extend(r);
                 extensions.extend(e);
             }

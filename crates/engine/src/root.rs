@@ -228,6 +228,10 @@ pub(crate) struct RootStart {
     pub annotation: EngineAnnotation,
     pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
     pub cancel: CancellationToken,
+    /// The engine's hand-over signal.
+    pub suspend: CancellationToken,
+    /// The claims the tree holds, shared with the registry.
+    pub claims: crate::registry::Claims,
     pub done: watch::Sender<bool>,
     pub registry: Arc<crate::registry::RunRegistry>,
     /// Recovery resumes this run after a crash.
@@ -243,19 +247,41 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         permits: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         env,
         cancel: start.cancel,
+        suspend: start.suspend,
+        handed_over: std::cell::Cell::new(false),
         events: start.events,
         stack_initiated: record.stack_initiated,
         existing_resources: start.existing_resources,
         correlation_id: record.correlation_id.clone(),
         resumed: start.resumed,
         values: Rc::new(RuntimeValues::default()),
-        active: std::cell::RefCell::new(vec![record.id.clone()]),
+        active: start.claims,
     });
+    let in_flight = tree.env.settings.metrics.deployment_running();
+    if start.resumed {
+        tracing::info!(deployment = %record.key, "resuming the deployment");
+    }
     let heartbeat_stop = CancellationToken::new();
     let heartbeat = tokio::task::spawn_local(tree.clone().heartbeat(heartbeat_stop.clone()));
     run_tree(&tree, &record, &start.properties, &start.annotation).await;
     heartbeat_stop.cancel();
     let _ = heartbeat.await;
+    if tree.handed_over.get() {
+        // Released only now that the heartbeat has stopped, so it cannot renew a claim released under it.
+        for id in tree.active.ids() {
+            if let Err(e) = tree
+                .env
+                .store
+                .release_deployment(&id, &tree.env.settings.owner_id)
+                .await
+            {
+                tracing::warn!(deployment = %id, error = %e, "could not hand the deployment claim over");
+            }
+        }
+        tracing::info!(deployment = %record.key, "deployment handed over: stopped at a safe point, claim released for recovery");
+    }
+    // Out of the gauge before anyone waiting on `done` looks at it.
+    drop(in_flight);
     start.registry.finish(&record.key);
     let _ = start.done.send(true);
 }
@@ -370,6 +396,7 @@ impl Run {
         })
         .await;
         self.release().await;
+        self.count_end(DeploymentStatus::Failed);
         self.tree.emit(DeploymentEvent {
             kind: EventKind::DeploymentFinished,
             deployment: self.key.name.clone(),

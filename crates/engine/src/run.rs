@@ -19,8 +19,8 @@ use cairn_eval::Value;
 use cairn_host::{CallContext, ExtensionConfig, HostError};
 use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord, DeploymentStatus,
-    DeploymentUpdate, ExtensionRef, ManagedResource, NewDeployment, OperationStep, Precondition,
-    SecretOwner, Timestamp,
+    DeploymentUpdate, ExtensionRef, InventoryChange, NewDeployment, OperationStep, Precondition,
+    ResourceKey, SecretOwner, Timestamp,
 };
 use cairn_template::plan::PlannedOutput;
 use cairn_template::{
@@ -29,6 +29,7 @@ use cairn_template::{
 use serde_json::{Map, Value as Json, json};
 use tokio::sync::{OnceCell, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::adoption::ExistingResourceCheck;
 use crate::config::{LocalResolver, deployment_error, public_config};
@@ -38,6 +39,7 @@ use crate::hook::{EngineHook, Miss, RuntimeValues};
 use crate::link::TemplateOrigin;
 use crate::provider::ProviderError;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation};
+use crate::registry::Claims;
 use crate::request::template_error;
 use crate::secrets::{read_key_vault_secret, seal_request};
 
@@ -49,6 +51,11 @@ pub(crate) struct Tree {
     /// Leaf operations in flight across the whole tree.
     pub permits: Arc<Semaphore>,
     pub cancel: CancellationToken,
+    /// Fired when the engine hands its runs over ([`crate::Engine::hand_over`]): stop at a safe point, leave the
+    /// records as they are and release the claims, for recovery to resume the runs.
+    pub suspend: CancellationToken,
+    /// The tree stopped because of `suspend` (not a user's cancel): nothing terminal is written.
+    pub handed_over: Cell<bool>,
     pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
     pub stack_initiated: bool,
     /// A stack's deployment: what to do with extension resources that exist before their first write.
@@ -58,7 +65,7 @@ pub(crate) struct Tree {
     pub resumed: bool,
     pub values: Rc<RuntimeValues>,
     /// Records of this tree that are still active (their claims are renewed by the heartbeat).
-    pub active: RefCell<Vec<DeploymentId>>,
+    pub active: Claims,
 }
 
 impl Tree {
@@ -72,6 +79,21 @@ impl Tree {
         DeploymentOwner {
             owner: self.env.settings.owner_id.clone(),
             expires_at: Timestamp::now().saturating_add(self.env.settings.claim_ttl),
+        }
+    }
+
+    /// Resolves when the tree should stop scheduling: a user's cancel or the engine's hand over.
+    pub(crate) async fn stop_requested(&self) {
+        tokio::select! {
+            () = self.cancel.cancelled() => {}
+            () = self.suspend.cancelled() => {}
+        }
+    }
+
+    /// Called once the scheduler has seen a stop request: a hand over, unless a user's cancel came first.
+    pub(crate) fn note_stop(&self) {
+        if self.suspend.is_cancelled() && !self.cancel.is_cancelled() {
+            self.handed_over.set(true);
         }
     }
 
@@ -90,7 +112,7 @@ impl Tree {
                 _ = stop.cancelled() => return,
                 _ = tokio::time::sleep(interval) => {}
             }
-            let ids: Vec<DeploymentId> = self.active.borrow().clone();
+            let ids: Vec<DeploymentId> = self.active.ids();
             for id in ids {
                 let now = Timestamp::now();
                 let until = now.saturating_add(self.env.settings.claim_ttl);
@@ -371,12 +393,15 @@ impl Run {
     /// but the deployment's end ([`Run::flush_writes`]), so dependents start as soon as a call returns.
     fn write(&self, op_id: &str, work: impl std::future::Future<Output = ()> + Send + 'static) {
         let previous = self.writes.borrow_mut().remove(op_id);
-        let handle = tokio::spawn(async move {
-            if let Some(previous) = previous {
-                let _ = previous.await;
+        let handle = tokio::spawn(
+            async move {
+                if let Some(previous) = previous {
+                    let _ = previous.await;
+                }
+                work.await;
             }
-            work.await;
-        });
+            .in_current_span(),
+        );
         self.writes.borrow_mut().insert(op_id.to_string(), handle);
     }
 
@@ -391,12 +416,28 @@ impl Run {
         });
     }
 
-    fn record_resource(&self, op_id: &str, resource: ManagedResource) {
+    /// Queues a journal step together with its inventory effect, in one store transaction.
+    fn record(&self, step: OperationStep, change: InventoryChange) {
+        let store = self.env().store.clone();
+        let key = self.key.to_string();
+        let op_id = step.operation_id.clone();
+        self.write(&op_id, async move {
+            if let Err(e) = store.record_step(step, change).await {
+                tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation with its resource");
+            }
+        });
+    }
+
+    /// Queues the removal of an inventory row that names no resource.
+    fn forget(&self, op_id: &str, key: ResourceKey) {
         let store = self.env().store.clone();
         self.write(op_id, async move {
-            let key = resource.key.to_string();
-            if let Err(e) = store.put_managed_resource(resource, Precondition::Any).await {
-                tracing::warn!(resource = %key, error = %e, "could not record the managed resource");
+            match store.delete_managed_resource(&key, Precondition::Any).await {
+                Ok(()) => {}
+                Err(e) if e.is_not_found() => {}
+                Err(e) => {
+                    tracing::warn!(resource = %key, error = %e, "could not remove a stale inventory row")
+                }
             }
         });
     }
@@ -632,8 +673,19 @@ impl Run {
     }
 
     /// Drops this run's claim (its record is terminal).
+    /// A root deployment ended: its run time goes to `cairn_deployment_duration_seconds` (nested deployments are
+    /// part of their root's).
+    pub(crate) fn count_end(&self, status: DeploymentStatus) {
+        if self.depth == 0 {
+            self.env()
+                .settings
+                .metrics
+                .deployment_ended(status.as_str(), self.started.elapsed());
+        }
+    }
+
     pub(crate) async fn release(&self) {
-        self.tree.active.borrow_mut().retain(|id| id != &self.id);
+        self.tree.active.remove(&self.id);
         if let Err(e) = self
             .env()
             .store
@@ -805,7 +857,7 @@ impl Run {
             )
             .await
             .map_err(|e| internal(&e))?;
-        self.tree.active.borrow_mut().push(id);
+        self.tree.active.add(id);
         Ok(record)
     }
 }

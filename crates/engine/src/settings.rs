@@ -49,6 +49,9 @@ pub struct EngineSettings {
     /// Budgets of each deployment's template evaluation (nested deployments included): exceeding one fails the
     /// deployment with `EvaluationLimitExceeded` (`docs/limits.md`).
     pub eval_limits: cairn_eval::EvalLimits,
+    /// Where root deployments' durations, the deployments in flight and recovery's takeovers are counted (the
+    /// server's `/metrics`); by default a set of its own that nothing reads.
+    pub metrics: cairn_metrics::Metrics,
 }
 
 impl Default for EngineSettings {
@@ -66,6 +69,7 @@ impl Default for EngineSettings {
             max_linked_template_bytes: crate::fetch::DEFAULT_MAX_LINKED_BYTES,
             linked_template_timeout: crate::fetch::DEFAULT_LINK_TIMEOUT,
             eval_limits: cairn_eval::EvalLimits::default(),
+            metrics: cairn_metrics::Metrics::default(),
         }
     }
 }

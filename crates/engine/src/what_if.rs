@@ -86,13 +86,15 @@ pub(crate) async fn what_if(
         env: env.clone(),
         permits: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         cancel: CancellationToken::new(),
+        suspend: CancellationToken::new(),
+        handed_over: std::cell::Cell::new(false),
         events: None,
         stack_initiated: false,
         existing_resources: None,
         correlation_id: tracking.clone(),
         resumed: false,
         values: Rc::new(RuntimeValues::default()),
-        active: RefCell::new(Vec::new()),
+        active: crate::registry::Claims::default(),
     });
     // A run that is never written: what-if only uses its runtime-value fetching and config resolution.
     let mut run = Run::new(

@@ -422,3 +422,91 @@ async fn seed_declaration_forms_deploy_like_the_shipped_one() {
         Some(json!({ "cluster": "seed002-cluster" }))
     );
 }
+
+/// Every created extension resource is inventoried under its identity; a create the extension refused, of a
+/// resource the extension then says does not exist, leaves no inventory row behind (the row its `Running` step
+/// wrote goes with its `Failed` step).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inventory_holds_what_the_extension_holds_after_a_refused_create() {
+    let env = setup().await;
+    env.fake.fail_on("bad");
+    let template = fake_template(
+        json!({ "good": widget("good", json!({})), "bad": widget("bad", json!({})) }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "refused", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Failed");
+    let rows = env
+        .store
+        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
+        .await
+        .unwrap()
+        .items;
+    let names: Vec<&str> = rows
+        .iter()
+        .filter_map(|r| r.resource.extension.as_ref()?.identifiers.as_ref()?["name"].as_str())
+        .collect();
+    assert_eq!(names, vec!["good"], "{rows:#?}");
+    assert_eq!(env.fake.names(), vec!["good"]);
+}
+
+/// A root deployment counts in `cairn_deployments_in_flight` while it runs and its run time lands in
+/// `cairn_deployment_duration_seconds` under its final state; its nested deployment is not counted separately.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployments_are_counted_in_the_metrics() {
+    let metrics = cairn_metrics::Metrics::new();
+    let settings = EngineSettings {
+        metrics: metrics.clone(),
+        ..common::settings()
+    };
+    let env = setup_with(settings, Duration::from_millis(300), Providers::empty()).await;
+    let nested = json!({
+        "type": "Microsoft.Resources/deployments", "apiVersion": "2022-09-01", "name": "inner",
+        "properties": { "mode": "Incremental", "expressionEvaluationOptions": { "scope": "inner" },
+            "template": { "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                          "contentVersion": "1.0.0.0", "resources": [] } }
+    });
+    let template = fake_template(
+        json!({ "a": widget("a", json!({})), "inner": nested }),
+        json!({}),
+    );
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "counted",
+            request(template, json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .expect("accepted");
+    let in_flight = |text: &str| {
+        text.lines()
+            .find(|line| line.starts_with("cairn_deployments_in_flight "))
+            .map(str::to_owned)
+    };
+    let started = std::time::Instant::now();
+    while in_flight(&metrics.render()).as_deref() != Some("cairn_deployments_in_flight 1") {
+        assert!(
+            started.elapsed() < Duration::from_secs(10),
+            "{}",
+            metrics.render()
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let done = handle.wait().await.expect("ended");
+    assert_eq!(
+        serde_json::to_value(&done).unwrap()["properties"]["provisioningState"],
+        "Succeeded"
+    );
+    let text = metrics.render();
+    assert!(
+        text.contains("cairn_deployment_duration_seconds_count{status=\"Succeeded\"} 1"),
+        "{text}"
+    );
+    assert!(!text.contains("status=\"Failed\""), "{text}");
+    assert_eq!(
+        in_flight(&text).as_deref(),
+        Some("cairn_deployments_in_flight 0")
+    );
+}

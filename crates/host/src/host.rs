@@ -36,6 +36,7 @@ use cairn_extension_contract::{
     JsonPointer, OperationStatus, ReferenceId, ReferenceIdError, ReferenceIdParts, codes, headers,
     validate,
 };
+use cairn_metrics::{CallOutcome, Metrics};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use std::sync::Arc;
@@ -280,6 +281,7 @@ pub struct ExtensionHost {
     registry: Arc<Registry>,
     settings: HostSettings,
     referer: String,
+    metrics: Metrics,
 }
 
 impl ExtensionHost {
@@ -293,7 +295,14 @@ impl ExtensionHost {
             registry,
             settings,
             referer: referer.into(),
+            metrics: Metrics::default(),
         }
+    }
+
+    /// Records the latency of every extension call into `metrics` (`cairn_extension_call_duration_seconds`).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
+        self
     }
 
     /// The registry.
@@ -840,7 +849,7 @@ impl ExtensionHost {
         headers
     }
 
-    /// One logical request: size check, per-request timeout, retries. Returns the final response.
+    /// One logical request, its latency (retries included) recorded by extension, operation and outcome.
     async fn exchange(
         &self,
         resolved: &Resolved,
@@ -848,13 +857,38 @@ impl ExtensionHost {
         body: Vec<u8>,
         call: &CallHeaders,
     ) -> Result<TransportResponse, HostError> {
+        let started = Instant::now();
+        let (answer, outcome) = self
+            .exchange_attempts(resolved, operation, body, call)
+            .await;
+        self.metrics.extension_call(
+            resolved.entry.name(),
+            operation.name(),
+            outcome,
+            started.elapsed(),
+        );
+        answer
+    }
+
+    /// One logical request: size check, per-request timeout, retries. Returns the final response and how the last
+    /// attempt ended.
+    async fn exchange_attempts(
+        &self,
+        resolved: &Resolved,
+        operation: Operation,
+        body: Vec<u8>,
+        call: &CallHeaders,
+    ) -> (Result<TransportResponse, HostError>, CallOutcome) {
         let name = resolved.entry.name();
         if body.len() > self.settings.max_request_bytes {
             tracing::warn!(extension = %name, operation = %operation, size = body.len(), "request body over the limit; not sent");
-            return Err(HostError::request_too_large(
-                body.len(),
-                self.settings.max_request_bytes,
-            ));
+            return (
+                Err(HostError::request_too_large(
+                    body.len(),
+                    self.settings.max_request_bytes,
+                )),
+                CallOutcome::TransportError,
+            );
         }
         let timeout = resolved
             .entry
@@ -877,7 +911,10 @@ impl ExtensionHost {
             let delay = match outcome {
                 Err(_) => {
                     tracing::warn!(extension = %name, operation = %operation, attempt, timeout_ms = timeout.as_millis() as u64, "extension timed out");
-                    return Err(HostError::timeout(operation, timeout));
+                    return (
+                        Err(HostError::timeout(operation, timeout)),
+                        CallOutcome::Timeout,
+                    );
                 }
                 Ok(Err(error)) => {
                     let retryable = error.request_not_sent()
@@ -888,7 +925,10 @@ impl ExtensionHost {
                             ));
                     tracing::warn!(extension = %name, operation = %operation, attempt, error = %error, retryable, "extension call failed");
                     if !(retryable && may_retry) {
-                        return Err(HostError::from_transport(operation, &error));
+                        return (
+                            Err(HostError::from_transport(operation, &error)),
+                            CallOutcome::TransportError,
+                        );
                     }
                     policy.backoff(attempt)
                 }
@@ -898,7 +938,7 @@ impl ExtensionHost {
                     let throttled = status == 429;
                     let server_error = status >= 500 && operation != Operation::CreateOrUpdate;
                     if !((throttled || server_error) && may_retry) {
-                        return Ok(response);
+                        return (Ok(response), CallOutcome::Status(status));
                     }
                     if throttled {
                         retry_after(&response)

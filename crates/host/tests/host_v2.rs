@@ -707,3 +707,38 @@ async fn connection_refused_is_retried_then_unreachable() {
         )
     );
 }
+
+/// Every logical call is timed by extension, operation and outcome: retries fold into one observation, a
+/// timeout is its own outcome.
+#[tokio::test]
+async fn call_latency_is_recorded_by_extension_operation_and_outcome() {
+    let fake = FakeExtension::start().await;
+    fake.script(
+        &route("POST", "resource/get"),
+        vec![
+            Reply::json(503, error_body("Busy")),
+            Reply::json(200, queue(None)),
+        ],
+    );
+    let metrics = cairn_metrics::Metrics::new();
+    let host = v2_host(&fake, fast_settings(), None).with_metrics(metrics.clone());
+    host.get(&key(), &locator(), &CallContext::default())
+        .await
+        .expect("the retry succeeds");
+    fake.script(
+        &route("POST", "resource/get"),
+        vec![Reply::json(200, queue(None)).after(Duration::from_secs(3))],
+    );
+    host.get(&key(), &locator(), &CallContext::default())
+        .await
+        .expect_err("times out");
+    let text = metrics.render();
+    assert!(
+        text.contains("cairn_extension_call_duration_seconds_count{extension=\"Acme\",operation=\"get\",outcome=\"2xx\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cairn_extension_call_duration_seconds_count{extension=\"Acme\",operation=\"get\",outcome=\"timeout\"} 1"),
+        "{text}"
+    );
+}

@@ -227,17 +227,34 @@ fn bearer_token(header: &HeaderValue) -> Option<&[u8]> {
         .then_some(token.as_bytes())
 }
 
-/// Axum middleware: lets the health endpoint through, checks every other request against `tokens`
+/// What the authentication layer needs: the tokens (none: every request passes) and whether `/metrics` is open.
+#[derive(Clone, Debug)]
+pub struct AuthGate {
+    pub tokens: Option<Arc<TokenSet>>,
+    /// `--metrics-auth none`: `/metrics` answers without a token, like `/healthz` and `/readyz`.
+    pub metrics_public: bool,
+}
+
+impl AuthGate {
+    /// Whether `path` answers without a token.
+    fn is_open(&self, path: &str) -> bool {
+        path == HEALTH_PATH
+            || path == crate::observe::READY_PATH
+            || (self.metrics_public && path == crate::observe::METRICS_PATH)
+    }
+}
+
+/// Axum middleware: lets the health, readiness (and, when configured, metrics) endpoints through, checks every other request against `tokens`
 /// (when authentication is on) and puts the [`Caller`] into the request extensions.
 pub async fn require_token(
-    State(tokens): State<Option<Arc<TokenSet>>>,
+    State(gate): State<AuthGate>,
     mut request: Request,
     next: Next,
 ) -> Response {
-    let Some(tokens) = tokens else {
+    let Some(tokens) = &gate.tokens else {
         return next.run(request).await;
     };
-    if request.uri().path() == HEALTH_PATH {
+    if gate.is_open(request.uri().path()) {
         return next.run(request).await;
     }
     let result = tokens.authenticate(

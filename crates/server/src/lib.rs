@@ -20,6 +20,7 @@ mod dispatch;
 mod groups;
 pub mod listen;
 pub mod middleware;
+pub mod observe;
 mod resources;
 pub mod response;
 pub mod serve;
@@ -31,8 +32,7 @@ mod state;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::http::{StatusCode, header};
-use axum::response::Response;
+use axum::http::header;
 use axum::routing::get;
 use cairn_host::api::HostApiOptions;
 use tower_http::catch_panic::CatchPanicLayer;
@@ -42,16 +42,23 @@ use tracing::Level;
 
 pub use auth::{Caller, HEALTH_PATH, TokenFileError, TokenSet};
 pub use listen::{ListenError, Listener, TlsFiles, install_crypto_provider};
-pub use state::{AppState, DEFAULT_MAX_DISCARDED_BYTES, DEFAULT_MAX_REQUEST_BYTES, ServerOptions};
+pub use observe::{METRICS_PATH, READY_PATH};
+pub use state::{
+    AppState, DEFAULT_MAX_DISCARDED_BYTES, DEFAULT_MAX_REQUEST_BYTES, MetricsAuth, ServerOptions,
+};
 
 /// Where the extension host's API is mounted (exact case): e.g.
 /// `GET /providers/Cairn.Extensibility/extensions`.
 pub const EXTENSIBILITY_PREFIX: &str = "/providers/Cairn.Extensibility";
 
-/// The application: health endpoint, extension host API, the ARM catch-all, and the layers.
+/// The application: health, readiness and metrics endpoints, extension host API, the ARM catch-all, and the
+/// layers.
 pub fn app(state: AppState) -> Router {
     let state = Arc::new(state);
-    let mut router = Router::new().route(HEALTH_PATH, get(health));
+    let mut router = Router::new()
+        .route(HEALTH_PATH, get(observe::health))
+        .route(READY_PATH, get(observe::ready))
+        .route(METRICS_PATH, get(observe::metrics));
     if let Some(host) = &state.host {
         let host_api = cairn_host::api::router(
             host.clone(),
@@ -67,7 +74,10 @@ pub fn app(state: AppState) -> Router {
         .fallback(dispatch::handle)
         .with_state(state.clone())
         .layer(axum::middleware::from_fn_with_state(
-            state.tokens.clone(),
+            auth::AuthGate {
+                tokens: state.tokens.clone(),
+                metrics_public: state.options.metrics_auth == MetricsAuth::None,
+            },
             auth::require_token,
         ))
         .layer(axum::middleware::from_fn_with_state(
@@ -87,10 +97,9 @@ pub fn app(state: AppState) -> Router {
         .layer(SetSensitiveRequestHeadersLayer::new([
             header::AUTHORIZATION,
         ]))
+        .layer(axum::middleware::from_fn_with_state(
+            state.metrics.clone(),
+            observe::count_request,
+        ))
         .layer(axum::middleware::from_fn(middleware::request_ids))
-}
-
-/// `GET /healthz`: unauthenticated liveness.
-async fn health() -> Response {
-    response::json_response(StatusCode::OK, &serde_json::json!({ "status": "Healthy" }))
 }

@@ -145,8 +145,9 @@ impl Listener {
         self
     }
 
-    /// Serves `app` until `shutdown` is cancelled, then drains open connections.
-    pub async fn serve(self, app: Router, shutdown: CancellationToken) {
+    /// Serves `app` until `shutdown` is cancelled, then drains open connections (up to the grace period). Returns
+    /// when it stopped accepting connections.
+    pub async fn serve(self, app: Router, shutdown: CancellationToken) -> std::time::Instant {
         let scheme = ConnectionScheme(if self.tls.is_some() { "https" } else { "http" });
         let tracker = TaskTracker::new();
         loop {
@@ -186,6 +187,7 @@ impl Listener {
             });
         }
         drop(self.listener);
+        let stopped_accepting = std::time::Instant::now();
         tracker.close();
         if tokio::time::timeout(self.grace_period, tracker.wait())
             .await
@@ -193,6 +195,7 @@ impl Listener {
         {
             tracing::warn!("connections still open after the grace period were closed");
         }
+        stopped_accepting
     }
 }
 

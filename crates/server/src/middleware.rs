@@ -36,7 +36,8 @@ fn usable_id(value: &HeaderValue) -> Option<String> {
         .then(|| text.to_owned())
 }
 
-/// Assigns the request ids, records them in the tracing span, and puts them on the response.
+/// Assigns the request ids, records them (and the client's `x-ms-client-request-id`) in the tracing span every log
+/// line of the request is in, and puts them on the response.
 pub async fn request_ids(mut request: Request, next: Next) -> Response {
     let request_id = uuid::Uuid::new_v4().to_string();
     let correlation_id = request
@@ -50,11 +51,16 @@ pub async fn request_ids(mut request: Request, next: Next) -> Response {
         correlation_id: correlation_id.clone(),
     };
     request.extensions_mut().insert(ids);
+    // The client's own request id, when it sends one, is on the request's log lines too.
     let span = tracing::info_span!(
         "ids",
         request_id = %request_id,
-        correlation_id = %correlation_id
+        correlation_id = %correlation_id,
+        client_request_id = tracing::field::Empty
     );
+    if let Some(client_request_id) = &client_request_id {
+        span.record("client_request_id", client_request_id.as_str());
+    }
     let mut response = tracing::Instrument::instrument(next.run(request), span).await;
     let headers = response.headers_mut();
     for (name, value) in [

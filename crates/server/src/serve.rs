@@ -1,11 +1,15 @@
 //! The whole server as `cairn serve` runs it: checks the configuration, binds the listener, assembles cairn
 //! (`cairn-assembly`: the store where the configuration says, the extension host over the given registry, the
 //! engine and the stack service), recovers deployments and stack operations an earlier run left unfinished,
-//! reports the bound address, and serves until SIGTERM or Ctrl-C.
+//! reports the bound address, and serves until SIGTERM or Ctrl-C. Then it shuts down gracefully within
+//! [`ServeConfig::shutdown_grace`]: stops accepting connections, lets open requests finish, hands running stack
+//! operations and deployments over (stopped at a safe point, leases and claims released so another replica or
+//! the next start resumes them at once), closes the store.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use cairn_assembly::{Assembly, AssemblyError, Settings, StoreLocation};
 use cairn_engine::{EngineError, EngineSettings};
@@ -32,7 +36,13 @@ pub struct ServeConfig {
     /// Engine settings (parallelism, claim TTL and heartbeat for crash recovery); a stack operation's lease
     /// follows the same TTL and heartbeat.
     pub engine: EngineSettings,
+    /// How long a shutdown may take in all: open requests finishing, then running deployments reaching a safe
+    /// point; what is still running then is stopped where it stands (and resumed by recovery all the same).
+    pub shutdown_grace: Duration,
 }
+
+/// The default of [`ServeConfig::shutdown_grace`].
+pub const DEFAULT_SHUTDOWN_GRACE: Duration = Duration::from_secs(30);
 
 /// Why `cairn serve` could not run.
 #[derive(Debug, thiserror::Error)]
@@ -95,9 +105,11 @@ pub async fn run(
         heartbeat_interval: config.engine.heartbeat_interval,
         ..StackServiceSettings::default()
     };
+    let metrics = cairn_metrics::Metrics::new();
     let mut settings = Settings::new(config.store, config.registry, bound.url());
     settings.engine = config.engine;
     settings.stacks = stacks;
+    settings.metrics = metrics.clone();
     let cairn = Assembly::open(settings).await?;
     let (engine, host, stack_service) = (
         cairn.engine().clone(),
@@ -119,7 +131,7 @@ pub async fn run(
     let periodic = engine.clone();
     let periodic_stacks = stack_service.clone();
     let recovery_stop = shutdown.clone();
-    tokio::spawn(async move {
+    let recovery_loop = tokio::spawn(async move {
         let mut tick = tokio::time::interval(recovery_interval);
         tick.tick().await;
         loop {
@@ -146,7 +158,7 @@ pub async fn run(
     let what_if_sweeper = stack_service.clone();
     let operation_sweeper = cairn.store().clone();
     let sweep_stop = shutdown.clone();
-    tokio::spawn(async move {
+    let sweep_loop = tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(300));
         loop {
             tokio::select! {
@@ -173,10 +185,11 @@ pub async fn run(
             }
         }
     });
-    let mut state = AppState::new(engine)
+    let mut state = AppState::new(engine.clone())
         .with_options(config.options)
         .with_extension_host(host)
-        .with_stack_service(stack_service);
+        .with_stack_service(stack_service.clone())
+        .with_metrics(metrics);
     if let Some(tokens) = tokens {
         state = state.with_tokens(tokens);
     }
@@ -189,10 +202,27 @@ pub async fn run(
         tracing::info!("shutdown signal received");
         signal_shutdown.cancel();
     });
-    listener.serve(app, shutdown).await;
+    let grace = config.shutdown_grace;
+    let stopped_accepting = listener.with_grace_period(grace).serve(app, shutdown).await;
+    // The time open requests took counts against the grace.
+    let deadline = stopped_accepting + grace;
+    // Nothing may start a run or a stack operation once they are handed over: the sweeps end first.
+    let _ = recovery_loop.await;
+    let _ = sweep_loop.await;
+    stack_service.hand_over().await;
+    let handed = engine
+        .hand_over(deadline.saturating_duration_since(Instant::now()))
+        .await;
+    tracing::info!(
+        deployments = handed.running,
+        stopped_by_force = handed.stopped_by_force,
+        "running work handed over"
+    );
+    drop((engine, stack_service));
     if let Err(error) = cairn.close().await {
         tracing::warn!(%error, "closing the store failed");
     }
+    tracing::info!("shut down");
     Ok(())
 }
 

@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 use axum::http::StatusCode;
 use cairn_engine::Engine;
 use cairn_host::ExtensionHost;
+use cairn_metrics::Metrics;
 use cairn_store::Store;
 use serde_json::Value;
 
@@ -31,6 +32,19 @@ pub struct ServerOptions {
     /// `scheme://host[:port]` for absolute URLs in responses; when unset, the request's scheme and
     /// `Host` are used (right for direct clients, wrong behind a proxy that rewrites `Host`).
     pub public_base_url: Option<String>,
+    /// Who may read `/metrics`.
+    pub metrics_auth: MetricsAuth,
+}
+
+/// Who may read `/metrics` (`--metrics-auth`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum MetricsAuth {
+    /// The API's bearer tokens, a token without scopes (metrics cover every subscription; a scoped token gets
+    /// 403). Without a tokens file, no token is needed, as for the API.
+    #[default]
+    Api,
+    /// No token: for a scraper on a network that only operators reach.
+    None,
 }
 
 impl Default for ServerOptions {
@@ -40,6 +54,7 @@ impl Default for ServerOptions {
             max_request_bytes: DEFAULT_MAX_REQUEST_BYTES,
             max_discarded_bytes: DEFAULT_MAX_DISCARDED_BYTES,
             public_base_url: None,
+            metrics_auth: MetricsAuth::Api,
         }
     }
 }
@@ -54,6 +69,8 @@ pub struct AppState {
     pub(crate) operation_results: Arc<OperationResults>,
     /// Deployment stacks; without it the stack routes answer 501.
     pub(crate) stacks: Option<cairn_stack_service::StackService>,
+    /// Where requests are counted, and what `/metrics` shows.
+    pub(crate) metrics: Metrics,
 }
 
 impl AppState {
@@ -68,6 +85,7 @@ impl AppState {
             host: None,
             operation_results: Arc::default(),
             stacks: None,
+            metrics: Metrics::default(),
         }
     }
 
@@ -92,6 +110,13 @@ impl AppState {
     /// Serves deployment stacks through `service`.
     pub fn with_stack_service(mut self, service: cairn_stack_service::StackService) -> Self {
         self.stacks = Some(service);
+        self
+    }
+
+    /// Counts requests into `metrics` and serves it at `/metrics` (the same set the engine, stack service and
+    /// extension host record into, for one process-wide view).
+    pub fn with_metrics(mut self, metrics: Metrics) -> Self {
+        self.metrics = metrics;
         self
     }
 

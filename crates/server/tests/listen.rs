@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 struct Served {
     url: String,
     shutdown: CancellationToken,
-    task: tokio::task::JoinHandle<()>,
+    task: tokio::task::JoinHandle<std::time::Instant>,
 }
 
 async fn start(tls: Option<&TlsFiles>) -> Served {
@@ -164,6 +164,7 @@ async fn serving_without_tokens_beyond_loopback_is_refused() {
     let dir = tempfile::tempdir().unwrap();
     let config = cairn_server::serve::ServeConfig {
         engine: cairn_engine::EngineSettings::default(),
+        shutdown_grace: cairn_server::serve::DEFAULT_SHUTDOWN_GRACE,
         listen: "0.0.0.0:0".parse().unwrap(),
         tls: None,
         tokens: None,
@@ -194,6 +195,7 @@ async fn serve_runs_until_shutdown_and_reports_its_address() {
     std::fs::write(dir.path().join("tokens"), "serve-token\n").unwrap();
     let config = cairn_server::serve::ServeConfig {
         engine: cairn_engine::EngineSettings::default(),
+        shutdown_grace: cairn_server::serve::DEFAULT_SHUTDOWN_GRACE,
         listen: "127.0.0.1:0".parse().unwrap(),
         tls: None,
         tokens: Some(dir.path().join("tokens")),

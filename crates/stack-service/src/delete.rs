@@ -11,6 +11,7 @@ use cairn_stacks::unmanage_all;
 use cairn_store::{Lease, Precondition};
 
 use crate::ending::{Ending, OperationEnded};
+use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration};
 use crate::request::check_actions;
 use crate::service::StackService;
@@ -90,6 +91,7 @@ impl StackService {
                     &stack,
                     &state,
                     Precondition::Version(record.version),
+                    Vec::new(),
                 )
                 .await?;
             Ok::<_, ArmError>(Some((
@@ -143,26 +145,32 @@ impl StackService {
             tokio::sync::watch::Sender<Ending>,
         )>,
     ) {
-        let stop = self.heartbeat(lease.name, owner.clone());
+        let operation = LeasedOperation {
+            kind: "delete",
+            lease: lease.name,
+            owner,
+            scope: fence.scope().to_owned(),
+            name: fence.name().to_owned(),
+            correlation_id: correlation_id.clone(),
+        };
         let service = self.clone();
-        let (scope, name) = (fence.scope().to_owned(), fence.name().to_owned());
-        tokio::spawn(async move {
-            let outcome = service
-                .run_delete(&fence, stack, state, &action, &correlation_id)
-                .await;
-            if let Err(error) = &outcome {
-                tracing::error!(stack = name, error = %error.detail().message(), "stack delete could not be recorded");
-            }
-            let _ = stop.send(());
-            service.release(&scope, &name, &owner).await;
-            if let Some((report, ended)) = report {
-                if let Ok(stack) = outcome {
-                    let _ = report.send(stack);
+        self.spawn_leased(
+            operation,
+            async move {
+                service
+                    .run_delete(&fence, stack, state, &action, &correlation_id)
+                    .await
+            },
+            move |outcome| {
+                if let Some((report, ended)) = report {
+                    if let Some(Ok(stack)) = outcome {
+                        let _ = report.send(stack);
+                    }
+                    // The outcome goes to `report`: a successful delete leaves no record to show.
+                    let _ = ended.send(Ending::Ended(None));
                 }
-                // The outcome goes to `report`: a successful delete leaves no record to show.
-                let _ = ended.send(Ending::Ended(None));
-            }
-        });
+            },
+        );
     }
 
     async fn run_delete(

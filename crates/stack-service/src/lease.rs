@@ -1,7 +1,7 @@
 //! One stack operation at a time: the stack's lease (taken, renewed by a heartbeat while the operation runs,
 //! released when it ends) and the out-of-sync guard that refuses to start over an interrupted operation.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use cairn_arm::ArmError;
 use cairn_arm::models::stack::DeploymentStack;
@@ -10,12 +10,91 @@ use cairn_store::{Lease, Timestamp};
 use crate::service::{StackService, lease_name, store_error};
 use crate::state::StoredState;
 
+use tracing::Instrument as _;
+
 /// When a lease taken or renewed at `now` expires.
 pub(crate) fn add(now: Timestamp, duration: Duration) -> Timestamp {
     now.saturating_add(duration)
 }
 
+/// A stack operation run in the background under the stack's lease ([`StackService::spawn_leased`]).
+pub(crate) struct LeasedOperation {
+    /// `createOrUpdate` or `delete`, as the metrics name it.
+    pub(crate) kind: &'static str,
+    pub(crate) lease: String,
+    pub(crate) owner: String,
+    pub(crate) scope: String,
+    pub(crate) name: String,
+    pub(crate) correlation_id: String,
+}
+
 impl StackService {
+    /// Runs `work` in the background under `operation`'s lease: renews the lease until the work ends, counts its
+    /// duration, releases the lease, then gives `after` the outcome. When the service hands over first
+    /// ([`StackService::hand_over`]) the work stops where it is (its record still names the operation, for recovery
+    /// to finish), the lease is released at once and `after` gets `None`. Log lines of the work carry the stack and
+    /// the operation's correlation id.
+    pub(crate) fn spawn_leased<W, A>(&self, operation: LeasedOperation, work: W, after: A)
+    where
+        W: std::future::Future<Output = Result<DeploymentStack, ArmError>> + Send + 'static,
+        A: FnOnce(Option<Result<DeploymentStack, ArmError>>) + Send + 'static,
+    {
+        let stop = self.heartbeat(operation.lease.clone(), operation.owner.clone());
+        let service = self.clone();
+        let closing = self.inner.closing.clone();
+        let span = tracing::info_span!(
+            "stack_operation",
+            stack = %operation.name,
+            operation = operation.kind,
+            correlation_id = %operation.correlation_id
+        );
+        self.inner.operations.spawn(
+            async move {
+                let started = Instant::now();
+                let outcome = tokio::select! {
+                    biased;
+                    () = closing.cancelled() => None,
+                    outcome = work => Some(outcome),
+                };
+                match &outcome {
+                    Some(Ok(stack)) => service.inner.settings.metrics.stack_operation_ended(
+                        operation.kind,
+                        stack
+                            .properties
+                            .provisioning_state
+                            .as_ref()
+                            .map_or("unknown", |state| state.as_str()),
+                        started.elapsed(),
+                    ),
+                    Some(Err(error)) => tracing::error!(
+                        error = %error.detail().message(),
+                        "the stack operation's outcome could not be recorded"
+                    ),
+                    None => tracing::info!(
+                        "stack operation handed over: stopped where it was, its lease released for recovery"
+                    ),
+                }
+                let _ = stop.send(());
+                service
+                    .release(&operation.scope, &operation.name, &operation.owner)
+                    .await;
+                after(outcome);
+            }
+            .instrument(span),
+        );
+    }
+
+    /// Hands this process's stack operations over to another process: each running operation stops where it is
+    /// (its record still names it) and its lease is released at once, so recovery — on another replica, or in this
+    /// server after a restart — takes it over without waiting for the lease to expire. Returns once every operation
+    /// has stopped; operations started later stop at once. Called by `cairn serve` on shutdown, before the engine
+    /// hands its deployments over.
+    pub async fn hand_over(&self) {
+        self.inner.closing.cancel();
+        self.inner.operations.close();
+        self.inner.operations.wait().await;
+    }
+
     /// Takes the stack's lease, or answers 409 `DeploymentStackInNonTerminalState`.
     pub(crate) async fn take_lease(
         &self,

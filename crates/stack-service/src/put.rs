@@ -19,6 +19,7 @@ use cairn_store::{Precondition, StackRecord};
 
 use crate::adoption::{existing_resource_check, exists_unmanaged_report};
 use crate::ending::{Ending, OperationEnded};
+use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration, update_failed};
 use crate::request::{
     check_location, deployment_of, deployment_scope_of, link_without_credentials,
@@ -69,18 +70,29 @@ impl StackService {
             self.resume_if_interrupted(error, scope, name);
         }
         let (accepted, job, ended_sender) = result?;
-        let stop = self.heartbeat(lease.name, owner.clone());
+        let operation = LeasedOperation {
+            kind: "createOrUpdate",
+            lease: lease.name,
+            owner,
+            scope: scope.to_owned(),
+            name: name.to_owned(),
+            correlation_id: accepted
+                .stack
+                .properties
+                .correlation_id
+                .clone()
+                .unwrap_or_default(),
+        };
         let service = self.clone();
         let (scope, name) = (scope.to_owned(), name.to_owned());
-        tokio::spawn(async move {
-            let outcome = service.run_put(&scope, &name, job).await;
-            if let Err(error) = &outcome {
-                tracing::error!(stack = name, error = %error.detail().message(), "stack update could not be recorded");
-            }
-            let _ = stop.send(());
-            service.release(&scope, &name, &owner).await;
-            let _ = ended_sender.send(Ending::Ended(outcome.ok().map(Arc::new)));
-        });
+        self.spawn_leased(
+            operation,
+            async move { service.run_put(&scope, &name, job).await },
+            move |outcome| {
+                let stack = outcome.and_then(Result::ok).map(Arc::new);
+                let _ = ended_sender.send(Ending::Ended(stack));
+            },
+        );
         Ok(accepted)
     }
 
@@ -173,7 +185,7 @@ impl StackService {
             ..previous.clone()
         };
         let written = self
-            .put_record(scope, name, &stack, &in_flight, precondition)
+            .put_record(scope, name, &stack, &in_flight, precondition, Vec::new())
             .await?;
         let fence = RecordFence::new(scope, name, written.version);
         let (ended_sender, ended) = OperationEnded::channel();

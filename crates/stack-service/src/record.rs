@@ -6,6 +6,10 @@
 //!
 //! The operation's last write goes through here too: the stack in a terminal state (`failed` with its errors, or
 //! as it ended), its duration, and no operation pending.
+//!
+//! The inventory follows the record: what an operation deleted or detached is staged on its fence, and the next
+//! fenced write — the one that records it on the stack — removes those resources' inventory rows, or marks them
+//! detached, in the same store transaction.
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -15,8 +19,8 @@ use cairn_arm::models::stack::{
     DeploymentStack, DeploymentStackProvisioningState, ResourceReference,
 };
 use cairn_arm::{ArmError, ErrorDetail};
-use cairn_stacks::{ManagedResource, ManagedSet, ResourceKey};
-use cairn_store::Precondition;
+use cairn_stacks::{ManagedResource, ManagedSet, ManagedTarget, ResourceKey};
+use cairn_store::{InventoryChange, Precondition};
 use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
@@ -32,6 +36,8 @@ pub(crate) struct RecordFence {
     scope: String,
     name: String,
     version: Arc<tokio::sync::Mutex<u64>>,
+    /// Inventory changes the next write carries (what it is the first to record as deleted or detached).
+    staged: Arc<std::sync::Mutex<Vec<InventoryChange>>>,
 }
 
 impl RecordFence {
@@ -41,7 +47,24 @@ impl RecordFence {
             scope: scope.to_owned(),
             name: name.to_owned(),
             version: Arc::new(tokio::sync::Mutex::new(version)),
+            staged: Arc::default(),
         }
+    }
+
+    /// Stages inventory changes for the next write of the record.
+    pub(crate) fn stage(&self, changes: impl IntoIterator<Item = InventoryChange>) {
+        self.staged_changes().extend(changes);
+    }
+
+    fn take_staged(&self) -> Vec<InventoryChange> {
+        std::mem::take(&mut *self.staged_changes())
+    }
+
+    fn staged_changes(&self) -> std::sync::MutexGuard<'_, Vec<InventoryChange>> {
+        // Only extended and taken whole: a panic elsewhere cannot leave it half-changed.
+        self.staged
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
     pub(crate) fn scope(&self) -> &str {
@@ -51,6 +74,41 @@ impl RecordFence {
     pub(crate) fn name(&self) -> &str {
         &self.name
     }
+}
+
+/// The inventory key of a resource a stack manages (the engine inventories it under the same identity).
+pub(crate) fn inventory_key(resource: &ManagedResource) -> cairn_store::ResourceKey {
+    match resource.target() {
+        ManagedTarget::Arm(id) => cairn_store::ResourceKey::arm(&id.to_string()),
+        ManagedTarget::Extensible {
+            extension,
+            resource_type,
+            identifiers,
+        } => cairn_store::ResourceKey::extension(
+            &extension.name,
+            extension.config_id.as_deref().filter(|id| !id.is_empty()),
+            resource_type,
+            identifiers,
+        ),
+    }
+}
+
+/// The inventory's side of resources deleted (or found gone) by a stack operation: their rows go.
+pub(crate) fn deleted_rows<'r>(
+    resources: impl IntoIterator<Item = &'r ManagedResource>,
+) -> impl Iterator<Item = InventoryChange> {
+    resources
+        .into_iter()
+        .map(|resource| InventoryChange::Delete(inventory_key(resource)))
+}
+
+/// The inventory's side of resources a stack operation detached: their rows stay, marked detached.
+pub(crate) fn detached_rows<'r>(
+    resources: impl IntoIterator<Item = &'r ManagedResource>,
+) -> impl Iterator<Item = InventoryChange> {
+    resources
+        .into_iter()
+        .map(|resource| InventoryChange::Detach(inventory_key(resource)))
 }
 
 fn superseded(name: &str) -> ArmError {
@@ -81,6 +139,7 @@ impl StackService {
                 stack,
                 state,
                 Precondition::Version(*version),
+                fence.take_staged(),
             )
             .await
         {
@@ -102,7 +161,12 @@ impl StackService {
         match self
             .inner
             .store
-            .delete_stack(&fence.scope, &fence.name, Precondition::Version(*version))
+            .delete_stack_with_inventory(
+                &fence.scope,
+                &fence.name,
+                Precondition::Version(*version),
+                fence.take_staged(),
+            )
             .await
         {
             Ok(()) => Ok(()),
@@ -146,6 +210,8 @@ impl StackService {
         interval: Duration,
     ) {
         let mut writing = true;
+        // `progress.deleted[..recorded]` are on the record already, their inventory rows gone with that write.
+        let mut recorded = 0;
         while let Some(first) = receiver.recv().await {
             progress.deleted.push(first);
             let deadline = tokio::time::Instant::now() + interval;
@@ -167,6 +233,8 @@ impl StackService {
             }
             if writing {
                 let (stack, state) = progress.snapshot();
+                fence.stage(deleted_rows(&progress.deleted[recorded..]));
+                recorded = progress.deleted.len();
                 if let Err(error) = self.write_fenced(fence, &stack, &state).await {
                     // Superseded or the store is failing: the final write will say so; stop publishing.
                     tracing::warn!(stack = fence.name, error = %error.detail().message(), "publishing stack delete progress failed");

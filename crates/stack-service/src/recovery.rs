@@ -11,7 +11,7 @@ use cairn_arm::models::stack::{DeploymentStack, DeploymentStackProvisioningState
 use cairn_arm::{ArmError, ErrorDetail};
 use cairn_store::Timestamp;
 
-use crate::lease::add;
+use crate::lease::{LeasedOperation, add};
 use crate::put::PutRun;
 use crate::record::RecordFence;
 use crate::record::iso_duration;
@@ -118,6 +118,18 @@ impl StackService {
             Err(error) => return Err(store_error(error)),
         };
         let outcome = self.take_over(scope, name, lease, &owner).await;
+        let counted = match &outcome {
+            Ok(Recovered::ResumedDelete) => Some("resumed_delete"),
+            Ok(Recovered::ResumedUpdate) => Some("resumed_update"),
+            Ok(Recovered::Failed) => Some("failed"),
+            _ => None,
+        };
+        if let Some(outcome) = counted {
+            self.inner
+                .settings
+                .metrics
+                .takeover(cairn_metrics::TakeoverKind::Stack, outcome);
+        }
         if !matches!(
             outcome,
             Ok(Recovered::ResumedDelete | Recovered::ResumedUpdate)
@@ -233,30 +245,36 @@ impl StackService {
             return Ok(Recovered::Waiting);
         }
         tracing::info!(stack = name, "finishing an interrupted stack update");
-        let stop = self.heartbeat(lease.name, owner.to_owned());
+        let operation = LeasedOperation {
+            kind: "createOrUpdate",
+            lease: lease.name,
+            owner: owner.to_owned(),
+            scope: scope.clone(),
+            name: name.clone(),
+            correlation_id: correlation_id.clone(),
+        };
         let service = self.clone();
-        let owner = owner.to_owned();
-        tokio::spawn(async move {
-            let snapshot = service.snapshot(&deployment_scope, &name, 0).await;
-            let run = PutRun {
-                scope: &scope,
-                name: &name,
-                fence: &fence,
-                correlation_id: &correlation_id,
-                started: Instant::now(),
-            };
-            let mut stack = stack;
-            stack.properties.deployment_id = stack
-                .properties
-                .deployment_id
-                .take()
-                .or_else(|| snapshot.as_ref().ok().and_then(|s| s.deployment.id.clone()));
-            if let Err(error) = service.complete_put(run, stack, state, snapshot).await {
-                tracing::error!(stack = name, error = %error.detail().message(), "a resumed stack update could not be recorded");
-            }
-            let _ = stop.send(());
-            service.release(&scope, &name, &owner).await;
-        });
+        self.spawn_leased(
+            operation,
+            async move {
+                let snapshot = service.snapshot(&deployment_scope, &name, 0).await;
+                let run = PutRun {
+                    scope: &scope,
+                    name: &name,
+                    fence: &fence,
+                    correlation_id: &correlation_id,
+                    started: Instant::now(),
+                };
+                let mut stack = stack;
+                stack.properties.deployment_id = stack
+                    .properties
+                    .deployment_id
+                    .take()
+                    .or_else(|| snapshot.as_ref().ok().and_then(|s| s.deployment.id.clone()));
+                service.complete_put(run, stack, state, snapshot).await
+            },
+            |_| {},
+        );
         Ok(Recovered::ResumedUpdate)
     }
 

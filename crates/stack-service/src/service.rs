@@ -9,7 +9,9 @@ use cairn_arm::models::stack::DeploymentStack;
 use cairn_engine::{Engine, Providers};
 use cairn_host::ExtensionHost;
 use cairn_stacks::{Ownership, StackClaim};
-use cairn_store::{NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp};
+use cairn_store::{
+    InventoryChange, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp,
+};
 use serde::Deserialize as _;
 use serde_json::Value;
 
@@ -36,6 +38,9 @@ pub struct StackServiceSettings {
     pub progress_interval: Duration,
     /// Managed resources a drift detection reads at once.
     pub max_drift_reads_in_flight: usize,
+    /// Where operation durations and recovery's takeovers are counted (the server's `/metrics`); by default a set
+    /// of its own that nothing reads.
+    pub metrics: cairn_metrics::Metrics,
 }
 
 impl Default for StackServiceSettings {
@@ -49,6 +54,7 @@ impl Default for StackServiceSettings {
             retry_backoff: Duration::from_secs(2),
             progress_interval: Duration::from_millis(500),
             max_drift_reads_in_flight: 16,
+            metrics: cairn_metrics::Metrics::default(),
         }
     }
 }
@@ -67,6 +73,10 @@ pub(crate) struct Inner {
     pub(crate) host: Arc<ExtensionHost>,
     pub(crate) providers: Arc<Providers>,
     pub(crate) settings: StackServiceSettings,
+    /// The operations running in the background here, each under its stack's lease.
+    pub(crate) operations: tokio_util::task::TaskTracker,
+    /// Fired by [`StackService::hand_over`]: running operations stop where they are.
+    pub(crate) closing: tokio_util::sync::CancellationToken,
 }
 
 /// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
@@ -131,6 +141,8 @@ impl StackService {
                 host,
                 providers: Arc::new(all),
                 settings,
+                operations: tokio_util::task::TaskTracker::new(),
+                closing: tokio_util::sync::CancellationToken::new(),
             }),
         }
     }
@@ -186,12 +198,13 @@ impl StackService {
         stack: &DeploymentStack,
         state: &StoredState,
         precondition: Precondition,
+        inventory: Vec<InventoryChange>,
     ) -> Result<StackRecord, ArmError> {
         let stack_json = serde_json::to_value(stack)
             .map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
         self.inner
             .store
-            .put_stack(
+            .put_stack_with_inventory(
                 NewStack {
                     scope: scope.trim_end_matches('/').to_owned(),
                     name: name.to_owned(),
@@ -200,6 +213,7 @@ impl StackService {
                 },
                 precondition,
                 Timestamp::now(),
+                inventory,
             )
             .await
             .map_err(store_error)

@@ -14,13 +14,14 @@ use cairn_host::{
 use cairn_stacks::directive::{DirectiveError, resolve_config};
 use cairn_stacks::{
     DeleteOutcome, DeletePlan, DeleteReport, DeleteRun, ExtensionIdentity, ManagedResource,
-    ManagedTarget, RunSettings, StackOperationResult, Step, UnmanageDiff,
+    ManagedTarget, RemovalAction, RemovalReason, RunSettings, StackOperationResult, Step,
+    UnmanageDiff,
 };
 use cairn_store::Store;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
-use crate::record::RecordFence;
+use crate::record::{RecordFence, deleted_rows, detached_rows};
 use crate::request::bad_request;
 use crate::service::StackService;
 use crate::state::StoredState;
@@ -183,6 +184,7 @@ impl StackService {
             correlation_id: correlation_id.to_owned(),
         };
         let plan = diff.delete_plan();
+        let fence = publish.as_ref().map(|(fence, _, _)| (*fence).clone());
         let publisher = match publish {
             Some((fence, stack, state)) if !plan.is_empty() => Some(self.publish_deletes(
                 fence.clone(),
@@ -207,6 +209,20 @@ impl StackService {
         }
         let report =
             report.map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
+        if let Some(fence) = fence {
+            // The operation's next write records these: their inventory rows go (or are marked detached) with it.
+            // A resource another stack still manages stays managed in the inventory.
+            let detached = diff.removed.iter().filter(|removal| {
+                removal.action == RemovalAction::Detach
+                    && matches!(removal.reason, RemovalReason::ActionOnUnmanage(_))
+            });
+            fence.stage(deleted_rows(&report.deleted));
+            fence.stage(detached_rows(
+                detached
+                    .map(|removal| &removal.resource)
+                    .chain(&report.detached),
+            ));
+        }
         Ok(StackOperationResult::assemble(diff, report, correlation_id))
     }
 }

@@ -14,6 +14,7 @@ use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
 use cairn_arm::query::Query;
 use cairn_engine::RESOURCE_EXISTS_UNMANAGED;
 use cairn_stack_service::StackService;
+use cairn_store::{ManagedResourceFilter, Store};
 use serde_json::{Value, json};
 
 const TOKEN: &str = "adoption-token";
@@ -21,6 +22,7 @@ const TOKEN: &str = "adoption-token";
 struct Env {
     _dir: tempfile::TempDir,
     root: tempfile::TempDir,
+    store: Arc<dyn Store>,
     service: StackService,
     gadgets: Arc<Gadgets>,
 }
@@ -32,7 +34,7 @@ async fn setup() -> Env {
     set_secret(&store, "gadget-token", TOKEN).await;
     let gadgets = Gadgets::new(TOKEN);
     let service = stack_service(
-        store,
+        store.clone(),
         vec![(
             "Gadgets",
             "1.0.0",
@@ -43,6 +45,7 @@ async fn setup() -> Env {
     Env {
         _dir: dir,
         root,
+        store,
         service,
         gadgets,
     }
@@ -324,6 +327,97 @@ async fn an_existing_resource_is_reported_and_taken_over_only_when_asked() {
     assert_eq!(settle(&env.service, "app").await, Value::Null);
     assert!(!root.join("existing.txt").exists());
     assert!(env.gadgets.get("found").is_none());
+}
+
+/// The gadgets the inventory holds rows of, by name.
+async fn inventoried_gadgets(store: &Arc<dyn Store>) -> Vec<String> {
+    let mut names: Vec<String> = store
+        .list_managed_resources(ManagedResourceFilter::default())
+        .await
+        .expect("list the inventory")
+        .items
+        .into_iter()
+        .filter(|r| r.resource.resource_type == "gadget")
+        .filter_map(|r| {
+            r.resource
+                .extension
+                .and_then(|e| e.identifiers)
+                .and_then(|i| i["name"].as_str().map(str::to_owned))
+        })
+        .collect();
+    names.sort();
+    names
+}
+
+/// The extension's reads since the last call, sorted (creates run in parallel).
+fn reads_since(gadgets: &Gadgets, from: &mut usize) -> Vec<String> {
+    let reads = gadgets.reads.lock().unwrap();
+    let mut since = reads[*from..].to_vec();
+    *from = reads.len();
+    since.sort();
+    since
+}
+
+/// Each create previews its resource once: that preview names the target of its `Running` step and, for a
+/// resource no stack manages, what the existence check looks up with one `get`; a resource the stack manages is
+/// written without the `get`. A resource refused as existing and unmanaged is not inventoried (it was never the
+/// stack's), and is once the stack adopts it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_create_previews_once_and_a_refused_existing_resource_is_not_inventoried() {
+    let env = setup().await;
+    let root_text = env.root.path().to_string_lossy().into_owned();
+    env.gadgets.plant("found", json!({"size": 7}));
+    let gadgets = [("found", 1), ("fresh", 2)];
+    let mut seen = 0;
+
+    let refused = put(&env.service, "app", stack(&root_text, &[], &gadgets, false)).await;
+    assert_eq!(
+        refused["properties"]["provisioningState"], "failed",
+        "{refused:#}"
+    );
+    assert_eq!(
+        reads_since(&env.gadgets, &mut seen),
+        ["get found", "get fresh", "preview found", "preview fresh"]
+    );
+    assert_eq!(*env.gadgets.writes.lock().unwrap(), ["fresh"]);
+    assert_eq!(inventoried_gadgets(&env.store).await, ["fresh"]);
+
+    let again = put(&env.service, "app", stack(&root_text, &[], &gadgets, false)).await;
+    assert_eq!(
+        again["properties"]["provisioningState"], "failed",
+        "{again:#}"
+    );
+    assert_eq!(
+        reads_since(&env.gadgets, &mut seen),
+        ["get found", "preview found", "preview fresh"],
+        "the managed gadget is not looked up"
+    );
+    assert_eq!(inventoried_gadgets(&env.store).await, ["fresh"]);
+
+    let adopted = put(&env.service, "app", stack(&root_text, &[], &gadgets, true)).await;
+    assert_eq!(
+        adopted["properties"]["provisioningState"], "succeeded",
+        "{adopted:#}"
+    );
+    assert_eq!(
+        reads_since(&env.gadgets, &mut seen),
+        ["get found", "preview found", "preview fresh"]
+    );
+    assert_eq!(inventoried_gadgets(&env.store).await, ["found", "fresh"]);
+    let row = env
+        .store
+        .list_managed_resources(ManagedResourceFilter::default())
+        .await
+        .expect("list the inventory")
+        .items
+        .into_iter()
+        .find(|r| r.resource.properties["name"] == "found")
+        .expect("the adopted gadget's row");
+    assert_eq!(
+        row.resource.applied,
+        Some(json!({"name": "found", "size": 1})),
+        "an adopted resource's row records what the stack applied"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -180,6 +180,7 @@ struct Env {
     _dir: tempfile::TempDir,
     store: Arc<dyn Store>,
     engine: Engine,
+    host: Arc<ExtensionHost>,
     service: StackService,
     widgets: Arc<Widgets>,
     /// Every delete that reached an extension, as `{name}@{version}`.
@@ -246,7 +247,7 @@ async fn setup(settings: StackServiceSettings) -> Env {
     let service = StackService::new(
         engine.clone(),
         store.clone(),
-        host,
+        host.clone(),
         Providers::empty(),
         settings,
     );
@@ -254,6 +255,7 @@ async fn setup(settings: StackServiceSettings) -> Env {
         _dir: dir,
         store,
         engine,
+        host,
         service,
         widgets,
         extension_deletes,
@@ -1430,4 +1432,207 @@ async fn an_operation_whose_stack_was_taken_over_does_not_overwrite_it() {
     let kept = serde_json::to_value(kept).unwrap();
     assert_eq!(kept["properties"]["description"], "taken over", "{kept:#}");
     assert_eq!(kept["properties"]["provisioningState"], "failed");
+}
+
+/// The inventory's widget rows as `name` (managed) or `name (detached)`, sorted.
+async fn inventory_of(store: &Arc<dyn Store>) -> Vec<String> {
+    let mut rows: Vec<String> = store
+        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
+        .await
+        .expect("list the inventory")
+        .items
+        .into_iter()
+        .filter(|r| r.resource.resource_type == "widget")
+        .map(|r| {
+            let name = r
+                .resource
+                .extension
+                .as_ref()
+                .and_then(|e| e.identifiers.as_ref())
+                .and_then(|i| i["name"].as_str())
+                .unwrap_or_default()
+                .to_owned();
+            if r.detached {
+                format!("{name} (detached)")
+            } else {
+                name
+            }
+        })
+        .collect();
+    rows.sort();
+    rows
+}
+
+fn held(env: &Env) -> Vec<String> {
+    let mut names: Vec<String> = env
+        .widgets
+        .resources
+        .lock()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
+    names.sort();
+    names
+}
+
+/// After every stack operation the inventory names exactly what the extension holds: a create inventories, an
+/// update's unmanage delete and a stack delete with delete-all remove the rows of what they deleted, and detaching
+/// (an update's detach, a stack delete with detach-all) keeps the rows, marked detached.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_inventory_matches_what_the_extension_holds_after_every_stack_operation() {
+    let env = setup(fast()).await;
+    let service = &env.service;
+    let run = |name: &'static str, body: DeploymentStack| async move {
+        service
+            .create_or_update(RG, name, body, None)
+            .await
+            .expect("accepted");
+        let stack = settle(service, name).await;
+        assert_eq!(
+            stack["properties"]["provisioningState"], "succeeded",
+            "{stack:#}"
+        );
+    };
+    let delete = |name: &'static str, query: &'static str| async move {
+        service
+            .delete(RG, name, delete_options(query), None)
+            .await
+            .expect("accepted");
+        assert_eq!(
+            settle(service, name).await,
+            Value::Null,
+            "the stack is deleted"
+        );
+    };
+
+    run("inv", stack(&["a", "b", "c"], false, "delete", "c1")).await;
+    assert_eq!(held(&env), ["a", "b", "c"]);
+    assert_eq!(inventory_of(&env.store).await, ["a", "b", "c"], "create");
+
+    run("inv", stack(&["a", "b"], false, "delete", "c1")).await;
+    assert_eq!(held(&env), ["a", "b"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["a", "b"],
+        "update, unmanage delete"
+    );
+
+    run("inv", stack(&["a"], false, "detach", "c1")).await;
+    assert_eq!(held(&env), ["a", "b"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["a", "b (detached)"],
+        "update, detach"
+    );
+
+    delete("inv", "unmanageAction.Resources=delete").await;
+    assert_eq!(held(&env), ["b"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["b (detached)"],
+        "stack delete, delete-all"
+    );
+
+    run("kept", stack(&["b", "d"], false, "delete", "c1")).await;
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["b", "d"],
+        "deployed again: managed"
+    );
+    delete("kept", "unmanageAction.Resources=detach").await;
+    assert_eq!(held(&env), ["b", "d"]);
+    assert_eq!(
+        inventory_of(&env.store).await,
+        ["b (detached)", "d (detached)"],
+        "stack delete, detach-all"
+    );
+}
+
+/// A service that hands over (a server shutting down) stops its running delete where it is and releases the
+/// stack's lease at once: another service (a replica, or the restarted server) takes the delete over on its first
+/// recovery sweep, long before the lease would have expired, and finishes it; its metrics count the takeover and
+/// the operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_handed_over_delete_is_finished_by_another_service_without_waiting_for_the_lease() {
+    let long_lease = StackServiceSettings {
+        lease_ttl: Duration::from_secs(600),
+        ..fast()
+    };
+    let env = setup(long_lease.clone()).await;
+    env.service
+        .create_or_update(
+            RG,
+            "moving",
+            stack(&["a", "b", "c"], false, "delete", "c1"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(
+        settle(&env.service, "moving").await["properties"]["provisioningState"],
+        "succeeded"
+    );
+    env.widgets.latency_ms.store(400, Ordering::SeqCst);
+    let run = env
+        .service
+        .delete_and_report(
+            RG,
+            "moving",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted")
+        .expect("the stack exists");
+    let mut ended = run.ended();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let started = std::time::Instant::now();
+    env.service.hand_over().await;
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "hand over waits for nothing"
+    );
+    assert!(
+        ended.wait().await.is_none(),
+        "a handed-over delete reports no outcome"
+    );
+    assert!(run.finished().await.is_none());
+    let left = env
+        .store
+        .get_stack(RG, "moving")
+        .await
+        .unwrap()
+        .expect("kept");
+    assert_eq!(left.stack["properties"]["provisioningState"], "deleting");
+    assert!(
+        env.widgets.has("c") || env.widgets.has("b"),
+        "stopped before every delete ran"
+    );
+
+    let metrics = cairn_metrics::Metrics::new();
+    let successor = StackService::new(
+        env.engine.clone(),
+        env.store.clone(),
+        env.host.clone(),
+        Providers::empty(),
+        StackServiceSettings {
+            metrics: metrics.clone(),
+            ..long_lease
+        },
+    );
+    env.widgets.latency_ms.store(0, Ordering::SeqCst);
+    let report = successor.recover().await.expect("sweep");
+    assert_eq!(report.resumed_deletes.len(), 1, "{report:?}");
+    assert_eq!(settle(&successor, "moving").await, Value::Null, "deleted");
+    assert!(!env.widgets.has("a") && !env.widgets.has("b") && !env.widgets.has("c"));
+    let text = metrics.render();
+    assert!(
+        text.contains("cairn_takeovers_total{kind=\"stack\",outcome=\"resumed_delete\"} 1"),
+        "{text}"
+    );
+    assert!(
+        text.contains("cairn_stack_operation_duration_seconds_count{operation=\"delete\""),
+        "{text}"
+    );
 }

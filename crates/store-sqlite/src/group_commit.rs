@@ -24,7 +24,7 @@ use cairn_store::{
 use sqlx::{SqliteConnection, SqlitePool};
 use tokio::sync::oneshot;
 
-use crate::inventory::upsert_resource;
+use crate::inventory::{apply_change, upsert_resource};
 use crate::journal::insert_step;
 use crate::rows::{backend, check_precondition};
 
@@ -210,18 +210,7 @@ async fn apply(conn: &mut SqliteConnection, write: GroupedWrite) -> StoreResult<
         }
         GroupedWrite::RecordStep(step, change) => {
             let sequence = insert_step(conn, &step).await?;
-            match &change {
-                InventoryChange::Put(resource) => {
-                    upsert_resource(conn, resource).await?;
-                }
-                InventoryChange::Delete(key) => {
-                    sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
-                        .bind(key.as_str())
-                        .execute(&mut *conn)
-                        .await
-                        .map_err(backend)?;
-                }
-            }
+            apply_change(conn, &change).await?;
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
         }
         GroupedWrite::PutResource(resource, precondition) => {
@@ -242,6 +231,7 @@ async fn apply(conn: &mut SqliteConnection, write: GroupedWrite) -> StoreResult<
                 resource,
                 created_at,
                 version,
+                detached: false,
             })))
         }
     }

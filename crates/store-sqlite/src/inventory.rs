@@ -2,7 +2,7 @@
 
 use cairn_store::Timestamp;
 use cairn_store::{
-    DeploymentKey, Entity, ExtensionRef, ManagedResource, ManagedResourceFilter,
+    DeploymentKey, Entity, ExtensionRef, InventoryChange, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
 };
 use serde_json::Value;
@@ -23,7 +23,7 @@ macro_rules! select_resources {
     ($tail:literal) => {
         concat!(
             "SELECT key, resource_id, resource_type, api_version, properties, applied, deployment_scope, deployment_name, ",
-            "extension, created_at, updated_at, version, format_version FROM managed_resources ",
+            "extension, created_at, updated_at, version, detached, format_version FROM managed_resources ",
             $tail
         )
     };
@@ -56,27 +56,33 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
         },
         created_at: timestamp(row, "created_at", E)?,
         version: unsigned(row, "version", E)?,
+        detached: get::<i64>(row, "detached", E)? != 0,
     })
 }
+
+/// `INSERT` of every column of a resource (bound by [`bind_resource`]), then `$tail`.
+macro_rules! insert_resource {
+    ($tail:literal) => {
+        concat!(
+            "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, ",
+            "api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, ",
+            "extension, created_at, updated_at, version, format_version, applied) ",
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14, ?15) ",
+            $tail
+        )
+    };
+}
+
+type ResourceQuery<'q> =
+    sqlx::query::QueryAs<'q, sqlx::Sqlite, (i64, i64), sqlx::sqlite::SqliteArguments>;
 
 /// Inserts or overwrites a resource and returns its new version and creation time.
 pub(crate) async fn upsert_resource(
     conn: &mut SqliteConnection,
     resource: &ManagedResource,
 ) -> StoreResult<(u64, Timestamp)> {
-    let extension = resource
-        .extension
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
-    let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
-    let (version, created_at): (i64, i64) = sqlx::query_as(
-        "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
-         api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, \
-         extension, created_at, updated_at, version, format_version, applied) \
-         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14, ?15) \
-         ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
+    let query = sqlx::query_as(insert_resource!(
+        "ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
          resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
          resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
          properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
@@ -84,28 +90,95 @@ pub(crate) async fn upsert_resource(
          deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
          updated_at = excluded.updated_at, version = managed_resources.version + 1, \
          format_version = excluded.format_version, applied = excluded.applied \
-         RETURNING version, created_at",
-    )
-    .bind(resource.key.as_str())
-    .bind(resource.resource_id.as_deref())
-    .bind(resource.resource_id.as_deref().map(fold_case))
-    .bind(&resource.resource_type)
-    .bind(resource.resource_type.to_lowercase())
-    .bind(resource.api_version.as_deref())
-    .bind(json_text(&resource.properties))
-    .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
-    .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
-    .bind(deployment_keys.as_ref().map(|(scope, _)| scope.as_str()))
-    .bind(deployment_keys.as_ref().map(|(_, name)| name.as_str()))
-    .bind(optional_json_text(extension.as_ref()))
-    .bind(resource.updated_at.unix_millis())
-    .bind(current_format(E))
-    .bind(optional_json_text(resource.applied.as_ref()))
-    .fetch_one(conn)
-    .await
-    .map_err(backend)?;
+         RETURNING version, created_at"
+    ));
+    let (version, created_at) = bind_resource(query, resource)?
+        .fetch_one(conn)
+        .await
+        .map_err(backend)?;
     let version = u64::try_from(version).map_err(|_| StoreError::corrupt(E, "negative version"))?;
     Ok((version, Timestamp::from_unix_millis(created_at)))
+}
+
+/// Inserts a resource unless its key is inventoried already (then the row is left alone).
+pub(crate) async fn insert_resource_if_absent(
+    conn: &mut SqliteConnection,
+    resource: &ManagedResource,
+) -> StoreResult<()> {
+    let query = sqlx::query_as(insert_resource!(
+        "ON CONFLICT (key) DO NOTHING RETURNING version, created_at"
+    ));
+    bind_resource(query, resource)?
+        .fetch_optional(conn)
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Applies one inventory change inside the caller's transaction.
+pub(crate) async fn apply_change(
+    conn: &mut SqliteConnection,
+    change: &InventoryChange,
+) -> StoreResult<()> {
+    match change {
+        InventoryChange::Put(resource) => {
+            upsert_resource(&mut *conn, resource).await?;
+            // A deployment wrote the resource again: it is managed, no longer detached.
+            sqlx::query(
+                "UPDATE managed_resources SET detached = 0 WHERE key = ?1 AND detached <> 0",
+            )
+            .bind(resource.key.as_str())
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(backend)
+        }
+        InventoryChange::PutIfAbsent(resource) => insert_resource_if_absent(conn, resource).await,
+        InventoryChange::Delete(key) => sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
+            .bind(key.as_str())
+            .execute(conn)
+            .await
+            .map(drop)
+            .map_err(backend),
+        InventoryChange::Detach(key) => {
+            sqlx::query("UPDATE managed_resources SET detached = 1 WHERE key = ?1")
+                .bind(key.as_str())
+                .execute(conn)
+                .await
+                .map(drop)
+                .map_err(backend)
+        }
+    }
+}
+
+/// Binds a resource to the parameters of `insert_resource!`.
+fn bind_resource<'q>(
+    query: ResourceQuery<'q>,
+    resource: &'q ManagedResource,
+) -> StoreResult<ResourceQuery<'q>> {
+    let extension = resource
+        .extension
+        .as_ref()
+        .map(serde_json::to_value)
+        .transpose()
+        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+    let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
+    Ok(query
+        .bind(resource.key.as_str())
+        .bind(resource.resource_id.as_deref())
+        .bind(resource.resource_id.as_deref().map(fold_case))
+        .bind(&resource.resource_type)
+        .bind(resource.resource_type.to_lowercase())
+        .bind(resource.api_version.as_deref())
+        .bind(json_text(&resource.properties))
+        .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
+        .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
+        .bind(deployment_keys.as_ref().map(|(scope, _)| scope.clone()))
+        .bind(deployment_keys.map(|(_, name)| name))
+        .bind(optional_json_text(extension.as_ref()))
+        .bind(resource.updated_at.unix_millis())
+        .bind(current_format(E))
+        .bind(optional_json_text(resource.applied.as_ref())))
 }
 
 /// Schema 6 (a migration data step): extension resources' keys gain their resource type, from

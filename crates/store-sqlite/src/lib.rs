@@ -268,6 +268,26 @@ impl SqliteStore {
             .map_err(rows::backend)
     }
 
+    /// The readiness probe: the database answers a read, the write connection is open, and the applied schema is
+    /// this build's (another process may have migrated the file further, or a restored backup may be older).
+    async fn check_readiness(&self) -> StoreResult<()> {
+        let version = migrate::current_version(&self.reader).await?;
+        if self.writer.is_closed() {
+            return Err(StoreError::Backend("the store is closed".into()));
+        }
+        match version.cmp(&LATEST_SCHEMA_VERSION) {
+            std::cmp::Ordering::Equal => Ok(()),
+            std::cmp::Ordering::Less => Err(StoreError::NotReady(format!(
+                "the database has schema version {version}, older than this build's {LATEST_SCHEMA_VERSION}: \
+                 its migrations have not been applied (restart cairn to apply them)"
+            ))),
+            std::cmp::Ordering::Greater => Err(StoreError::NotReady(format!(
+                "the database has schema version {version}, newer than this build's {LATEST_SCHEMA_VERSION}: \
+                 upgrade cairn"
+            ))),
+        }
+    }
+
     async fn close_pools(&self) -> StoreResult<()> {
         if self.data_dir.is_some() && !self.writer.is_closed() {
             self.checkpoint().await?;

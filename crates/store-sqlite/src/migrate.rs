@@ -83,6 +83,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         data: None,
     },
     Migration {
+        version: 9,
+        name: "inventory_detached",
+        sql: include_str!("../migrations/0009_inventory_detached.sql"),
+        data: None,
+    },
+    Migration {
         version: 10,
         name: "applied_properties",
         sql: include_str!("../migrations/0010_applied_properties.sql"),
@@ -288,7 +294,7 @@ mod tests {
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 10]);
+        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
         Ok(())
     }
 
@@ -354,6 +360,7 @@ mod tests {
             resource: row.clone(),
             created_at: row.updated_at,
             version: 1,
+            detached: false,
         })
     }
 
@@ -377,7 +384,7 @@ mod tests {
             serde_json::json!({"path": "a"}),
         );
         {
-            let store = SqliteStore::open_at_version(dir.path(), &key, 8).await?;
+            let store = SqliteStore::open_at_version(dir.path(), &key, 9).await?;
             insert_as_schema_5(&store.writer, &row).await?;
             store.close_pools().await?;
         }
@@ -584,19 +591,45 @@ mod tests {
         Ok(())
     }
 
-    /// Migration numbers handed to work on another branch that this one does not have yet. Once that branch is
-    /// merged its migration is listed, and this must lose the number (the test below fails until it does).
-    const ASSIGNED_ELSEWHERE: &[u32] = &[9];
+    /// Readiness names a schema that is not this build's, older (migrations not applied) or newer (a newer cairn
+    /// migrated the file underneath this process), and is `Ok` once the schema is current.
+    #[tokio::test]
+    async fn readiness_names_a_schema_that_is_not_this_builds() -> anyhow::Result<()> {
+        use cairn_store::Store;
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let old = SqliteStore::open_at_version(dir.path(), &key, 3).await?;
+        let error = old.readiness().await.expect_err("schema 3 is not current");
+        assert!(matches!(error, StoreError::NotReady(_)), "{error:?}");
+        let message = error.to_string();
+        assert!(
+            message.contains("schema version 3") && message.contains("older"),
+            "{message}"
+        );
+        old.close_pools().await?;
+
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        store.readiness().await?;
+        let newer = LATEST_SCHEMA_VERSION + 1;
+        sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, 'future', 'x', 0)")
+            .bind(i64::from(newer))
+            .execute(&store.writer)
+            .await?;
+        let error = store.readiness().await.expect_err("a newer schema");
+        let message = error.to_string();
+        assert!(
+            message.contains(&format!("schema version {newer}"))
+                && message.contains("upgrade cairn"),
+            "{message}"
+        );
+        assert_eq!(error.arm_code(), "StoreNotReady");
+        Ok(())
+    }
 
     #[test]
     fn migrations_are_numbered_in_order_up_to_latest() {
         let versions: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
-        assert_eq!(
-            versions,
-            (1..=LATEST_SCHEMA_VERSION)
-                .filter(|v| !ASSIGNED_ELSEWHERE.contains(v))
-                .collect::<Vec<_>>()
-        );
+        assert_eq!(versions, (1..=LATEST_SCHEMA_VERSION).collect::<Vec<_>>());
     }
 
     #[test]

@@ -2,13 +2,14 @@
 //! for optimistic concurrency.
 
 use cairn_store::{
-    Entity, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError, StoreResult,
-    Timestamp, fold_case,
+    Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
+    StoreResult, Timestamp, fold_case,
 };
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
 use crate::deployments::paginate;
+use crate::inventory::apply_change;
 use crate::rows::{
     backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
     timestamp, unsigned,
@@ -57,6 +58,7 @@ impl SqliteStore {
         stack: NewStack,
         precondition: Precondition,
         now: Timestamp,
+        changes: &[InventoryChange],
     ) -> StoreResult<StackRecord> {
         let scope_key = fold_case(stack.scope.trim_end_matches('/'));
         let name_key = stack.name.to_lowercase();
@@ -95,6 +97,9 @@ impl SqliteStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(backend)?;
+        for change in changes {
+            apply_change(&mut tx, change).await?;
+        }
         tx.commit().await.map_err(backend)?;
         Ok(StackRecord {
             scope: stack.scope,
@@ -172,6 +177,7 @@ impl SqliteStore {
         scope: &str,
         name: &str,
         precondition: Precondition,
+        changes: &[InventoryChange],
     ) -> StoreResult<()> {
         let scope_key = fold_case(scope.trim_end_matches('/'));
         let name_key = name.to_lowercase();
@@ -195,6 +201,9 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
+        for change in changes {
+            apply_change(&mut tx, change).await?;
+        }
         tx.commit().await.map_err(backend)
     }
 }

@@ -282,7 +282,7 @@ impl StackStore for SqliteStore {
         precondition: Precondition,
         now: Timestamp,
     ) -> StoreFuture<'a, StackRecord> {
-        Box::pin(self.put_stack_impl(stack, precondition, now))
+        Box::pin(self.put_stack_impl(stack, precondition, now, &[]))
     }
 
     fn get_stack<'a>(
@@ -307,7 +307,33 @@ impl StackStore for SqliteStore {
         name: &'a str,
         precondition: Precondition,
     ) -> StoreFuture<'a, ()> {
-        Box::pin(self.delete_stack_impl(scope, name, precondition))
+        Box::pin(self.delete_stack_impl(scope, name, precondition, &[]))
+    }
+
+    fn put_stack_with_inventory<'a>(
+        &'a self,
+        stack: NewStack,
+        precondition: Precondition,
+        now: Timestamp,
+        changes: Vec<InventoryChange>,
+    ) -> StoreFuture<'a, StackRecord> {
+        Box::pin(async move {
+            self.put_stack_impl(stack, precondition, now, &changes)
+                .await
+        })
+    }
+
+    fn delete_stack_with_inventory<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        precondition: Precondition,
+        changes: Vec<InventoryChange>,
+    ) -> StoreFuture<'a, ()> {
+        Box::pin(async move {
+            self.delete_stack_impl(scope, name, precondition, &changes)
+                .await
+        })
     }
 }
 
@@ -447,6 +473,10 @@ impl SecretStore for SqliteStore {
 impl Store for SqliteStore {
     fn backend_name(&self) -> &'static str {
         "sqlite"
+    }
+
+    fn readiness<'a>(&'a self) -> StoreFuture<'a, ()> {
+        Box::pin(self.check_readiness())
     }
 
     fn close<'a>(&'a self) -> StoreFuture<'a, ()> {

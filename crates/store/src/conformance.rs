@@ -31,6 +31,7 @@ pub const CASES: &[&str] = &[
     "deployment_takeovers_count_runs_without_progress",
     "operation_journal_appends_and_reads",
     "record_step_is_atomic_with_inventory",
+    "record_step_put_if_absent_keeps_an_existing_row",
     "inventory_round_trip_and_filters",
     "key_vault_secret_versions",
     "key_vault_vaults",
@@ -41,10 +42,12 @@ pub const CASES: &[&str] = &[
     "concurrent_lease_acquires_conflict",
     "canary_secret_round_trips_through_every_path",
     "stacks_round_trip_versions_and_pages",
+    "stack_writes_carry_their_inventory_changes",
     "stack_what_ifs_put_replace_get_list_delete",
     "stack_what_ifs_expire_and_purge",
     "host_operations_put_replace_get_delete",
     "host_operations_expire_and_purge",
+    "readiness_until_closed",
 ];
 
 /// Generates one multi-threaded `#[tokio::test]` per conformance case. `$make` is a closure returning a future
@@ -65,6 +68,7 @@ macro_rules! store_conformance_tests {
             deployment_takeovers_count_runs_without_progress,
             operation_journal_appends_and_reads,
             record_step_is_atomic_with_inventory,
+            record_step_put_if_absent_keeps_an_existing_row,
             inventory_round_trip_and_filters,
             key_vault_secret_versions,
             key_vault_vaults,
@@ -75,10 +79,12 @@ macro_rules! store_conformance_tests {
             concurrent_lease_acquires_conflict,
             canary_secret_round_trips_through_every_path,
             stacks_round_trip_versions_and_pages,
+            stack_writes_carry_their_inventory_changes,
             stack_what_ifs_put_replace_get_list_delete,
             stack_what_ifs_expire_and_purge,
             host_operations_put_replace_get_delete,
             host_operations_expire_and_purge,
+            readiness_until_closed,
         );
     };
     (@cases $make:expr; $($case:ident),* $(,)?) => {
@@ -1190,6 +1196,105 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
     );
 }
 
+/// A create's `Running` step inventories its target only when nobody did yet: a new resource gets a row in the
+/// step's transaction, an inventoried one keeps its row as it was.
+pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) {
+    let run = store
+        .put_deployment(
+            new_deployment(SCOPE, "pending", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let extension = ExtensionRef {
+        name: Some("Kubernetes".into()),
+        config_id: Some("c1".into()),
+        identifiers: Some(json!({"name": "web"})),
+        ..ExtensionRef::default()
+    };
+    let placeholder = ManagedResource {
+        key: ResourceKey::extension(
+            "Kubernetes",
+            Some("c1"),
+            "apps/Deployment",
+            &json!({"name": "web"}),
+        ),
+        resource_id: None,
+        resource_type: "apps/Deployment".into(),
+        api_version: Some("apps/v1".into()),
+        properties: json!({}),
+        applied: None,
+        deployment: Some(run.key.clone()),
+        extension: Some(extension.clone()),
+        updated_at: at(1),
+    };
+    store
+        .record_step(
+            step(&run.id, "web", "Running", 1),
+            InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+        )
+        .await
+        .expect("running");
+    let stored = store
+        .get_managed_resource(&placeholder.key)
+        .await
+        .expect("get")
+        .expect("inventoried before the call");
+    assert_eq!((stored.resource, stored.version), (placeholder.clone(), 1));
+
+    let created = ManagedResource {
+        properties: json!({"replicas": 2}),
+        updated_at: at(2),
+        ..placeholder.clone()
+    };
+    store
+        .record_step(
+            step(&run.id, "web", "Succeeded", 2),
+            InventoryChange::Put(Box::new(created.clone())),
+        )
+        .await
+        .expect("succeeded");
+    // A later run's create of the same resource leaves what the extension last returned.
+    store
+        .record_step(
+            step(&run.id, "web", "Running", 3),
+            InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+        )
+        .await
+        .expect("running again");
+    let stored = store
+        .get_managed_resource(&placeholder.key)
+        .await
+        .expect("get")
+        .expect("still inventoried");
+    assert_eq!((stored.resource, stored.version), (created, 2));
+
+    let mut orphan = placeholder.clone();
+    orphan.key = ResourceKey::extension(
+        "Kubernetes",
+        Some("c1"),
+        "apps/Deployment",
+        &json!({"name": "x"}),
+    );
+    assert_not_found(
+        store
+            .record_step(
+                step(&DeploymentId::generate(), "x", "Running", 1),
+                InventoryChange::PutIfAbsent(Box::new(orphan.clone())),
+            )
+            .await,
+        "record for an unknown run",
+    );
+    assert!(
+        store
+            .get_managed_resource(&orphan.key)
+            .await
+            .expect("get")
+            .is_none(),
+        "rolled back with the step"
+    );
+}
+
 pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
     let owner = DeploymentKey::new(SCOPE, "main");
     let arm_id = format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/Data");
@@ -2109,6 +2214,126 @@ fn stack(scope: &str, name: &str, marker: u32) -> NewStack {
 
 /// Stacks: create, case-insensitive get, versioned replace and delete, listing by scope and across scopes in
 /// pages.
+/// A stack operation's record write removes the inventory rows of what it records as deleted and marks those it
+/// records as detached, in its own transaction: a refused write changes neither. A deployment's finished create of a
+/// detached resource clears the mark.
+pub async fn stack_writes_carry_their_inventory_changes(store: &dyn Store) {
+    let rg = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg";
+    let row = |name: &str| {
+        let identifiers = json!({"name": name});
+        ManagedResource {
+            key: ResourceKey::extension("Local", Some("root"), "File", &identifiers),
+            resource_id: None,
+            resource_type: "File".into(),
+            api_version: None,
+            properties: json!({"path": name}),
+            applied: Some(json!({"path": name})),
+            deployment: Some(DeploymentKey::new(rg, "stack")),
+            extension: Some(ExtensionRef {
+                name: Some("Local".into()),
+                config_id: Some("root".into()),
+                identifiers: Some(identifiers),
+                ..ExtensionRef::default()
+            }),
+            updated_at: at(1),
+        }
+    };
+    let (a, b, c) = (row("a"), row("b"), row("c"));
+    for resource in [&a, &b, &c] {
+        store
+            .put_managed_resource(resource.clone(), Precondition::Any)
+            .await
+            .expect("inventory");
+    }
+    let detached = |key: &ResourceKey| {
+        let key = key.clone();
+        async move {
+            store
+                .get_managed_resource(&key)
+                .await
+                .expect("get")
+                .map(|r| r.detached)
+        }
+    };
+    assert_eq!(detached(&b.key).await, Some(false));
+
+    let written = store
+        .put_stack_with_inventory(
+            stack(rg, "inv", 1),
+            Precondition::MustNotExist,
+            at(2),
+            vec![
+                InventoryChange::Delete(a.key.clone()),
+                InventoryChange::Detach(b.key.clone()),
+                InventoryChange::Detach(ResourceKey::arm(&format!("{rg}/providers/X.Y/z/never"))),
+            ],
+        )
+        .await
+        .expect("record the deletes and detaches");
+    assert_eq!(written.version, 1);
+    assert_eq!(detached(&a.key).await, None, "deleted with the write");
+    assert_eq!(detached(&b.key).await, Some(true));
+    assert_eq!(detached(&c.key).await, Some(false));
+
+    assert_conflict(
+        store
+            .put_stack_with_inventory(
+                stack(rg, "inv", 2),
+                Precondition::Version(7),
+                at(3),
+                vec![InventoryChange::Delete(c.key.clone())],
+            )
+            .await,
+        "a superseded write",
+    );
+    assert_eq!(
+        detached(&c.key).await,
+        Some(false),
+        "rolled back with the write"
+    );
+
+    let run = store
+        .put_deployment(
+            new_deployment(rg, "again", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("a deployment");
+    store
+        .record_step(
+            step(&run.id, "b", "Succeeded", 1),
+            InventoryChange::Put(Box::new(b.clone())),
+        )
+        .await
+        .expect("deployed again");
+    assert_eq!(detached(&b.key).await, Some(false), "managed again");
+
+    assert_conflict(
+        store
+            .delete_stack_with_inventory(
+                rg,
+                "inv",
+                Precondition::Version(7),
+                vec![InventoryChange::Delete(c.key.clone())],
+            )
+            .await,
+        "a superseded delete",
+    );
+    assert_eq!(detached(&c.key).await, Some(false));
+    store
+        .delete_stack_with_inventory(
+            rg,
+            "INV",
+            Precondition::Version(1),
+            vec![InventoryChange::Delete(c.key.clone())],
+        )
+        .await
+        .expect("the stack goes with the rows of what it deleted");
+    assert!(store.get_stack(rg, "inv").await.expect("get").is_none());
+    assert_eq!(detached(&c.key).await, None);
+    assert_eq!(detached(&b.key).await, Some(false));
+}
+
 pub async fn stacks_round_trip_versions_and_pages(store: &dyn Store) {
     let rg = "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg";
     let sub = "/subscriptions/00000000-0000-0000-0000-000000000001";
@@ -2680,5 +2905,28 @@ pub async fn host_operations_expire_and_purge(store: &dyn Store) {
             .await
             .expect("get")
             .is_some()
+    );
+}
+
+/// An open store is ready (reachable, schema current) and stays so while it serves; once closed it is not, and the
+/// error says the store cannot be reached rather than naming a record.
+pub async fn readiness_until_closed(store: &dyn Store) {
+    store
+        .readiness()
+        .await
+        .expect("a freshly opened store is ready");
+    store
+        .put_resource_group(resource_group("ready"), Precondition::Any, at(1))
+        .await
+        .expect("a write");
+    store.readiness().await.expect("still ready after a write");
+    store.close().await.expect("close");
+    let error = store
+        .readiness()
+        .await
+        .expect_err("a closed store is not ready");
+    assert!(
+        matches!(error, StoreError::Backend(_)),
+        "a closed store is unreachable, not {error:?}"
     );
 }

@@ -65,6 +65,10 @@ pub enum StoreError {
     /// The backend (database, file system) failed; the message is the backend's and may be retried.
     #[error("access the store: {0}")]
     Backend(String),
+    /// The store answers but cannot serve this build: its schema is not the version this build migrates it to
+    /// (an older one whose migrations have not run, or a newer one written by a newer cairn).
+    #[error("serve requests: {0}")]
+    NotReady(String),
 }
 
 impl StoreError {
@@ -98,6 +102,7 @@ impl StoreError {
             StoreError::Corrupt { .. } => "StoreDataCorrupt",
             StoreError::Crypto(_) => "StoreEncryptionFailure",
             StoreError::Backend(_) => "StoreUnavailable",
+            StoreError::NotReady(_) => "StoreNotReady",
         }
     }
 

@@ -339,6 +339,9 @@ pub struct ManagedResourceRecord {
     pub resource: ManagedResource,
     pub created_at: Timestamp,
     pub version: u64,
+    /// A deployment stack stopped managing the resource and left it in place (`InventoryChange::Detach`); the next
+    /// `InventoryChange::Put` (a deployment's finished create) clears it.
+    pub detached: bool,
 }
 
 /// The inventory effect of an operation step, recorded in the same transaction as the step.
@@ -346,8 +349,14 @@ pub struct ManagedResourceRecord {
 pub enum InventoryChange {
     /// Create or overwrite the resource (no precondition).
     Put(Box<ManagedResource>),
+    /// Create the resource unless the key is already inventoried, in which case the row is left as it is. A
+    /// create's `Running` step records its target this way before the call goes out, so a crash during the call
+    /// cannot leave a resource nobody tracks, and an update in flight keeps what its provider last returned.
+    PutIfAbsent(Box<ManagedResource>),
     /// Remove the resource; nothing to do when it is already gone.
     Delete(ResourceKey),
+    /// Mark the resource detached (left in place, no longer managed); nothing to do when it is not inventoried.
+    Detach(ResourceKey),
 }
 
 /// Which managed resources to list.

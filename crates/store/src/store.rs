@@ -338,6 +338,27 @@ pub trait StackStore: Send + Sync {
         name: &'a str,
         precondition: Precondition,
     ) -> StoreFuture<'a, ()>;
+
+    /// [`StackStore::put_stack`] that applies `changes` to the inventory in the same transaction (all or nothing):
+    /// the write of a stack operation's record that first records resources as deleted or detached removes or
+    /// marks their inventory rows with it.
+    fn put_stack_with_inventory<'a>(
+        &'a self,
+        stack: NewStack,
+        precondition: Precondition,
+        now: Timestamp,
+        changes: Vec<InventoryChange>,
+    ) -> StoreFuture<'a, StackRecord>;
+
+    /// [`StackStore::delete_stack`] that applies `changes` to the inventory in the same transaction (the end of a
+    /// stack delete: the record goes with the rows of what it deleted).
+    fn delete_stack_with_inventory<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+        precondition: Precondition,
+        changes: Vec<InventoryChange>,
+    ) -> StoreFuture<'a, ()>;
 }
 
 /// Deployment stack what-if results (`deploymentStacksWhatIfResults`), keyed by folded scope and lower-cased name,
@@ -426,6 +447,12 @@ pub trait Store:
 {
     /// A short name for diagnostics (`sqlite`, `postgres`).
     fn backend_name(&self) -> &'static str;
+
+    /// Whether the store can serve requests now (a readiness probe, cheap enough to call every few seconds): it
+    /// answers, and its schema is the version this build expects. `Ok` when ready; otherwise the error names the
+    /// problem: `Backend` when the store cannot be reached (or was closed), `NotReady` when its schema is older
+    /// (migrations not applied) or newer (written by a newer cairn) than this build's.
+    fn readiness<'a>(&'a self) -> StoreFuture<'a, ()>;
 
     /// Flushes and closes the backend; later calls fail with `Backend`. Dropping without closing is safe (every
     /// write is durable when its future completes), closing just does it tidily.

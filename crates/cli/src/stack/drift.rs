@@ -1,7 +1,7 @@
 //! `cairn stack group|sub|mg drift --name N`: detects the drift of a stack's managed resources (in process, or on a
 //! server with `--server`) and prints a per-resource report: which resources are as the stack last applied them,
 //! which were changed outside the stack (each changed property, applied value → current value), which are gone, and
-//! which could not be read (with the error). `-o json|table|none` print the drift detection result instead.
+//! which could not be read (with the error). `-o`/`--query` print the drift detection result instead.
 //!
 //! While the resources are read, a terminal's stderr shows how many have been read. Exit codes: 0 every resource is
 //! in sync, 3 some are modified, deleted or unreachable (the report says which), 1 the detection failed or the
@@ -23,7 +23,7 @@ use serde_json::Value;
 
 use super::ScopeArgs;
 use super::backend::StackBackend;
-use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format};
+use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format, OutputArgs, TableView};
 use crate::render::print_stdout;
 
 /// Exit code: the detection ran and found resources not in sync.
@@ -42,9 +42,9 @@ pub(crate) struct DriftArgs {
     /// How long the server keeps the result (ISO 8601, e.g. `PT12H`) [default: the service's, P7D].
     #[arg(long = "retention-interval", value_name = "DURATION")]
     retention_interval: Option<String>,
-    /// Print the drift detection result in this format instead of the report.
-    #[arg(short = 'o', long, value_enum)]
-    output: Option<Format>,
+    /// `-o`/`--query` print the drift detection result (its `--query` part) instead of the report.
+    #[command(flatten)]
+    out: OutputArgs,
 }
 
 const DRIFT_COLUMNS: &[(&str, &str)] = &[
@@ -65,15 +65,15 @@ pub(crate) async fn run(backend: &StackBackend, scope: &str, args: DriftArgs) ->
     progress.clear();
     let result = result?;
     let value = serde_json::to_value(&result).map_err(|e| Failure::Other(e.into()))?;
-    match args.output {
-        Some(format) => {
-            let rows: Vec<Value> = value["properties"]["resources"]
-                .as_array()
-                .cloned()
-                .unwrap_or_default();
-            output::emit(format, &value, &rows, DRIFT_COLUMNS)?;
-        }
-        None => print_stdout(&report(&args.name, &result)).map_err(|e| Failure::Other(e.into()))?,
+    if args.out.output.is_some() || args.out.query.is_some() {
+        let rows: Vec<Value> = value["properties"]["resources"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        args.out
+            .print(Format::Json, &value, TableView::Rows(rows, DRIFT_COLUMNS))?;
+    } else {
+        print_stdout(&report(&args.name, &result)).map_err(|e| Failure::Other(e.into()))?;
     }
     if let Some(error) = &result.properties.error {
         output::print_error_json(error);

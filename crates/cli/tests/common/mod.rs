@@ -31,23 +31,30 @@ pub fn start_server(data_dir: &Path, registry: &Path) -> Server {
 
 /// [`start_server`] with more `cairn serve` arguments (e.g. `--tokens FILE`).
 pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> Server {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args([
-            "serve",
-            "--listen",
-            "127.0.0.1:0",
-            "--claim-ttl",
-            "3",
-            "--data-dir",
-        ])
-        .arg(data_dir)
-        .arg("--extensions")
-        .arg(registry)
-        .args(extra)
+    serve_with(|command| {
+        command
+            .args(["--listen", "127.0.0.1:0", "--claim-ttl", "3", "--data-dir"])
+            .arg(data_dir)
+            .arg("--extensions")
+            .arg(registry)
+            .args(extra);
+    })
+}
+
+/// `cairn serve` with the arguments, environment and stderr `configure` gives it (stdout is read for the address;
+/// a piped stderr is drained).
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all of them start servers their own way"
+)]
+pub fn serve_with(configure: impl FnOnce(&mut Command)) -> Server {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command
+        .arg("serve")
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("cairn serve starts");
+        .stderr(Stdio::piped());
+    configure(&mut command);
+    let mut child = command.spawn().expect("cairn serve starts");
     let stdout = child.stdout.take().expect("stdout is piped");
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -57,8 +64,9 @@ pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> 
             }
         }
     });
-    let stderr = child.stderr.take().expect("stderr is piped");
-    std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+    if let Some(stderr) = child.stderr.take() {
+        std::thread::spawn(move || for _ in BufReader::new(stderr).lines() {});
+    }
     let url = rx
         .recv_timeout(Duration::from_secs(30))
         .expect("cairn serve prints its address");

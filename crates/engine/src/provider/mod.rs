@@ -100,6 +100,19 @@ pub fn status_name(status: u16) -> &'static str {
     }
 }
 
+/// The HTTP status a journal's status code names ([`status_name`]'s inverse; a number is read as one), 0 when
+/// unknown.
+pub fn status_of(code: &str) -> u16 {
+    if let Ok(number) = code.parse() {
+        return number;
+    }
+    (200..600)
+        .find(|&status| {
+            status_name(status) != "Unknown" && status_name(status).eq_ignore_ascii_case(code)
+        })
+        .unwrap_or(0)
+}
+
 /// The result of a PUT: the resource as the provider now reports it, and whether it was new.
 #[derive(Clone, Debug, PartialEq)]
 pub struct PutOutcome {

@@ -14,12 +14,14 @@ use cairn_deploy_core::{
 };
 use cairn_host::{CreateOrUpdateRequest, DeployedResource, ExtensionKey, ResourceLocator};
 use cairn_store::{
-    DeploymentKey, DeploymentStatus, DeploymentUpdate, ExtensionRef, ManagedResource, ResourceKey,
+    DeploymentKey, DeploymentStatus, DeploymentUpdate, ExtensionRef, InventoryChange,
+    ManagedResource, ResourceKey,
 };
 use cairn_template::plan::PlannedExtensionRef;
 use cairn_template::{Expansion, ResourceIdentity};
 use serde_json::{Value as Json, json};
 use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tracing::Instrument as _;
 
 use super::{
     Done, Finished, NestedChild, Run, elapsed_ms, first_unevaluated, host_error,
@@ -31,6 +33,7 @@ use crate::events::EventKind;
 use crate::hook::EngineHook;
 use crate::inflight::{InFlight, LocalFuture};
 use crate::provider::{ProviderError, status_name};
+use crate::recovery::touched_resources;
 use crate::request::scope_key;
 
 /// What evaluating a node prepared for its call.
@@ -65,6 +68,8 @@ struct OpError {
     status: u16,
     error: ErrorDetail,
     shown: Option<String>,
+    /// The extension refused a create and then said the resource does not exist: its inventory row can go.
+    confirmed_absent: bool,
 }
 
 impl OpError {
@@ -73,6 +78,7 @@ impl OpError {
             status,
             error,
             shown: None,
+            confirmed_absent: false,
         }
     }
 
@@ -169,21 +175,41 @@ impl Run {
                     Vec::new(),
                 ),
             };
-        let succeeded = status == DeploymentStatus::Succeeded;
         self.flush_writes().await;
+        if self.tree.handed_over.get() && status == DeploymentStatus::Canceled {
+            // Stopped at a safe point for another engine: the record stays as it is (`Running`), its claim is
+            // released with the tree's once the heartbeat has stopped, and recovery resumes the run.
+            return Finished {
+                status: DeploymentStatus::Canceled,
+                error: None,
+                outputs: None,
+                output_resources: Vec::new(),
+                extensions: Vec::new(),
+            };
+        }
+        let listed = match status {
+            DeploymentStatus::Succeeded => Some(output_resources.clone()),
+            // A deployment a crash interrupted lists what it touched even when it fails (as recovery's fail
+            // path does): the resources an earlier run was creating may exist whatever this run managed.
+            DeploymentStatus::Failed if self.tree.resumed && self.depth == 0 => Some(
+                touched_resources(self.env().store.as_ref(), &self.id, 0)
+                    .await
+                    .0,
+            ),
+            _ => None,
+        };
         self.update(DeploymentUpdate {
             status: Some(status),
             finished_at: Some(now()),
             outputs: outputs.as_deref().map(outputs_json),
             error: error.as_ref().and_then(|e| serde_json::to_value(e).ok()),
-            output_resources: succeeded
-                .then(|| serde_json::to_value(&output_resources).ok())
-                .flatten(),
+            output_resources: listed.and_then(|listed| serde_json::to_value(&listed).ok()),
             extensions: serde_json::to_value(&extensions).ok(),
             ..DeploymentUpdate::at(now())
         })
         .await;
         self.release().await;
+        self.count_end(status);
         self.event(
             EventKind::DeploymentFinished,
             "",
@@ -215,10 +241,10 @@ impl Run {
         Vec<DeploymentResourceReference>,
         Vec<DeploymentExtension>,
     ) {
-        let mut core = if self.tree.resumed && self.depth == 0 {
+        let (mut core, journaled) = if self.tree.resumed && self.depth == 0 {
             self.resumed_core(identities, plan).await
         } else {
-            Core::new(plan)
+            (Core::new(plan), HashMap::new())
         };
         let mut slots: Vec<NodeSlot> = identities
             .iter()
@@ -232,6 +258,11 @@ impl Run {
                 done: None,
             })
             .collect();
+        // A resumed run starts from the identities its journal recorded (what a step it never performs again, or
+        // an extension that cannot tell the identity now, still names).
+        for (node, earlier) in journaled {
+            keep_identity(&mut slots[node].target, earlier);
+        }
         let (ready_tx, mut ready_rx) = mpsc::unbounded_channel::<NestedReady>();
         let mut inflight: InFlight<'_, Progress> = InFlight::new();
         let mut cancel_seen = false;
@@ -253,7 +284,7 @@ impl Run {
                     Effect::Started(node) => {
                         let identity = &identities[node];
                         let slot = &slots[node];
-                        self.journal(self.step(
+                        let step = self.step(
                             &operation_id(&self.id, &identity.key),
                             &slot.target,
                             operation_name(identity),
@@ -262,7 +293,15 @@ impl Run {
                             None,
                             None,
                             None,
-                        ));
+                        );
+                        // The target is inventoried with the step that says its create is under way, before the
+                        // call: a crash during the call leaves it tracked, whatever happens after the restart.
+                        match self.pending_resource(identity, &slot.target) {
+                            Some(pending) => {
+                                self.record(step, InventoryChange::PutIfAbsent(Box::new(pending)))
+                            }
+                            None => self.journal(step),
+                        }
                         self.event(
                             EventKind::ResourceStarted,
                             &display(identity),
@@ -274,10 +313,12 @@ impl Run {
                     }
                     Effect::Perform(node, Call::Leaf(body)) => {
                         let permit = slots[node].permit.take();
+                        let locator = slots[node].target.clone();
                         inflight.push(self.perform_leaf(
                             expansion,
                             &identities[node],
                             body,
+                            locator,
                             permit,
                         ));
                     }
@@ -293,7 +334,7 @@ impl Run {
                         let identity = &identities[node];
                         let slot = &mut slots[node];
                         slot.permit = None;
-                        self.journal(self.step(
+                        let step = self.step(
                             &operation_id(&self.id, &identity.key),
                             &slot.target,
                             operation_name(identity),
@@ -302,7 +343,13 @@ impl Run {
                             Some(&failure.error),
                             Some(elapsed_ms(slot.started)),
                             None,
-                        ));
+                        );
+                        match self.pending_resource(identity, &slot.target) {
+                            Some(pending) if failure.confirmed_absent => {
+                                self.record(step, InventoryChange::Delete(pending.key))
+                            }
+                            _ => self.journal(step),
+                        }
                         self.event(
                             EventKind::ResourceFinished,
                             &display(identity),
@@ -331,6 +378,8 @@ impl Run {
                             );
                         }
                     }
+                    // A handed-over run leaves the step `Running`: recovery performs it again.
+                    Effect::Canceled(_) if self.tree.handed_over.get() => {}
                     Effect::Canceled(node) => {
                         let identity = &identities[node];
                         let slot = &slots[node];
@@ -354,8 +403,9 @@ impl Run {
             }
             let event = tokio::select! {
                 biased;
-                _ = self.tree.cancel.cancelled(), if !cancel_seen => {
+                () = self.tree.stop_requested(), if !cancel_seen => {
                     cancel_seen = true;
+                    self.tree.note_stop();
                     Event::Cancel
                 }
                 Some(ready) = ready_rx.recv() => {
@@ -378,7 +428,10 @@ impl Run {
                     }
                     Some(Progress::Admitted(node, None)) => Event::NotAdmitted(node),
                     Some(Progress::Evaluated(node, evaluation, target)) => {
-                        slots[node].target = *target;
+                        let mut target = *target;
+                        // What the extension cannot tell now, the journal may have recorded.
+                        keep_identity(&mut target, std::mem::take(&mut slots[node].target));
+                        slots[node].target = target;
                         let evaluation = match evaluation {
                             Evaluation::Fail(e) => Evaluation::Fail(e.shown_as(&identities[node])),
                             other => other,
@@ -401,8 +454,14 @@ impl Run {
             }
         };
         drop(inflight);
-        // Operations the run that died left running, and this one did not perform again, end in the journal.
-        for &node in &verdict.left_interrupted {
+        // Operations the run that died left running, and this one did not perform again, end in the journal (unless
+        // this run is handed over too: the next one performs them).
+        let left_interrupted = if self.tree.handed_over.get() {
+            &[][..]
+        } else {
+            &verdict.left_interrupted[..]
+        };
+        for &node in left_interrupted {
             let identity = &identities[node];
             let error = ErrorDetail::new(
                 "DeploymentInterrupted",
@@ -453,17 +512,30 @@ impl Run {
     /// The core of a root run resumed after a crash: its journal so far replayed. Every resource is performed
     /// again (PUTs are idempotent and the run needs fresh runtime values); the operations that were in flight
     /// when the previous run died are logged by name.
-    async fn resumed_core(&self, identities: &[ResourceIdentity], plan: Plan) -> Core<OpError> {
+    /// Also returns the targets the journal recorded for its operations, by node.
+    async fn resumed_core(
+        &self,
+        identities: &[ResourceIdentity],
+        plan: Plan,
+    ) -> (Core<OpError>, HashMap<usize, TargetResource>) {
         let operations = match self.env().store.latest_operations(&self.id).await {
             Ok(operations) => operations,
             Err(e) => {
                 tracing::warn!(deployment = %self.key, error = %e, "could not read the journal of a resumed run");
-                return Core::new(plan);
+                return (Core::new(plan), HashMap::new());
             }
         };
         let nodes: HashMap<String, usize> = identities
             .iter()
             .map(|identity| (operation_id(&self.id, &identity.key), identity.index))
+            .collect();
+        let journaled: HashMap<usize, TargetResource> = operations
+            .iter()
+            .filter_map(|op| {
+                let node = *nodes.get(&op.step.operation_id)?;
+                let target = serde_json::from_value(op.step.target_resource.clone()?).ok()?;
+                Some((node, target))
+            })
             .collect();
         let history = operations.iter().filter_map(|op| {
             let node = *nodes.get(&op.step.operation_id)?;
@@ -485,11 +557,11 @@ impl Run {
                         "performing again an operation that was in flight when the previous run died"
                     );
                 }
-                core
+                (core, journaled)
             }
             Err(e) => {
                 tracing::warn!(deployment = %self.key, error = %e, "could not replay the journal of a resumed run");
-                Core::new(plan)
+                (Core::new(plan), journaled)
             }
         }
     }
@@ -555,11 +627,11 @@ impl Run {
     /// Waits for a slot of the tree's parallelism (or the tree's cancel).
     fn admit(&self, node: usize) -> LocalFuture<'_, Progress> {
         let permits = self.tree.permits.clone();
-        let cancel = self.tree.cancel.clone();
+        let tree = self.tree.clone();
         Box::pin(async move {
             let permit = tokio::select! {
                 permit = permits.acquire_owned() => permit.ok(),
-                _ = cancel.cancelled() => None,
+                () = tree.stop_requested() => None,
             };
             Progress::Admitted(node, permit)
         })
@@ -578,8 +650,14 @@ impl Run {
         };
         // The node's slot stays with the driver while it is evaluated and moves into its call.
         Box::pin(async move {
+            let mut target = target;
             let evaluation = match self.evaluate(expansion, hook, identity).await {
-                Ok(Some(body)) => Evaluation::Perform(Call::Leaf(body)),
+                Ok(Some(body)) => {
+                    match self.identify(expansion, identity, &body, &mut target).await {
+                        Ok(()) => Evaluation::Perform(Call::Leaf(body)),
+                        Err(error) => Evaluation::Fail(error),
+                    }
+                }
                 Ok(None) => Evaluation::Skip,
                 Err(error) => Evaluation::Fail(OpError::bad_request(error)),
             };
@@ -587,12 +665,111 @@ impl Run {
         })
     }
 
-    /// Calls the provider or extension of a leaf whose `Running` step is journaled.
+    /// Asks the extension (`preview`) for the identity an extension resource's create will have — its identifiers
+    /// and configId — so that its `Running` step names it before the call. An extension that cannot tell (preview
+    /// not supported, failing, or identifiers unknown) leaves the target as it is: the create goes ahead. In a
+    /// stack's deployment the same preview serves the existence check (`crate::adoption`): a resource that exists
+    /// and no stack manages fails here, before its `Running` step inventories it, unless the stack adopts it.
+    async fn identify(
+        &self,
+        expansion: &Expansion<'_>,
+        identity: &ResourceIdentity,
+        body: &Json,
+        target: &mut TargetResource,
+    ) -> Result<(), OpError> {
+        let Some(ext) = identity.extension.as_ref().filter(|_| !identity.existing) else {
+            return Ok(());
+        };
+        // A config that cannot be resolved fails the call itself, as before.
+        let Ok(resolved) = self.alias_config(expansion, &ext.alias).await else {
+            return Ok(());
+        };
+        let properties = body.get("properties").cloned().unwrap_or_else(|| json!({}));
+        let config = (!resolved.config.is_empty()).then(|| resolved.config.clone());
+        let key = ExtensionKey::new(ext.name.clone(), ext.version.clone());
+        let resource_type = identity.resource_type.clone();
+        let api_version = identity.api_version.clone();
+        let check = self.tree.existing_resources.clone();
+        let host = self.env().host.clone();
+        let ctx = self.tree.call_context();
+        let identified = tokio::spawn(
+            async move {
+                let candidate = Candidate {
+                    key: &key,
+                    resource_type: &resource_type,
+                    api_version: api_version.as_deref(),
+                    properties: &properties,
+                    config: config.as_ref(),
+                };
+                adoption::identify(&host, candidate, check.as_ref(), &ctx).await
+            }
+            .in_current_span(),
+        );
+        let Ok(identified) = identified.await else {
+            return Ok(());
+        };
+        if let Some(predicted) = identified.identity {
+            target.identifiers = Some(predicted.identifiers);
+            if let Some(extension) = &mut target.extension {
+                extension.config_id = predicted.config_id;
+            }
+        }
+        match identified.verdict {
+            Verdict::Write => Ok(()),
+            Verdict::ExistsUnmanaged(error) => Err(OpError::new(409, error)),
+            Verdict::Failed(error) => {
+                let (status, error) = host_error(&error);
+                Err(OpError::new(status, error))
+            }
+        }
+    }
+
+    /// The inventory row a create's `Running` step records for its target: an extension resource whose identity
+    /// is known before the call. (ARM resources of the built-in providers live in this store already; their
+    /// `Running` step names them by ID.)
+    fn pending_resource(
+        &self,
+        identity: &ResourceIdentity,
+        target: &TargetResource,
+    ) -> Option<ManagedResource> {
+        if identity.existing {
+            return None;
+        }
+        let ext = identity.extension.as_ref()?;
+        let identifiers = target.identifiers.clone()?;
+        let config_id = target.extension.as_ref().and_then(|e| e.config_id.clone());
+        Some(ManagedResource {
+            key: ResourceKey::extension(
+                &ext.name,
+                config_id.as_deref(),
+                &identity.resource_type,
+                &identifiers,
+            ),
+            resource_id: None,
+            resource_type: identity.resource_type.clone(),
+            api_version: identity.api_version.clone(),
+            properties: json!({}),
+            applied: None,
+            deployment: Some(self.key.clone()),
+            extension: Some(ExtensionRef {
+                alias: Some(ext.alias.clone()),
+                name: Some(ext.name.clone()),
+                version: Some(ext.version.clone()),
+                config_id,
+                reference_id: None,
+                identifiers: Some(identifiers),
+            }),
+            updated_at: now(),
+        })
+    }
+
+    /// Calls the provider or extension of a leaf whose `Running` step (naming `target`) is journaled.
     fn perform_leaf<'f>(
         &'f self,
         expansion: &'f Expansion<'_>,
         identity: &'f ResourceIdentity,
         body: Json,
+        target: TargetResource,
         permit: Option<OwnedSemaphorePermit>,
     ) -> LocalFuture<'f, Progress> {
         Box::pin(async move {
@@ -600,7 +777,7 @@ impl Run {
                 .await;
             let result = match &identity.extension {
                 Some(ext) => {
-                    self.call_extension(expansion, identity, ext, body, permit)
+                    self.call_extension(expansion, identity, ext, body, target, permit)
                         .await
                 }
                 None => self.call_provider(identity, body, permit).await,
@@ -615,6 +792,7 @@ impl Run {
         identity: &ResourceIdentity,
         ext: &PlannedExtensionRef,
         body: Json,
+        target: TargetResource,
         permit: Option<OwnedSemaphorePermit>,
     ) -> Result<Answer, OpError> {
         let resolved = self
@@ -629,68 +807,81 @@ impl Run {
         let resource_type = identity.resource_type.clone();
         let api_version = identity.api_version.clone();
         let existing = identity.existing;
-        let existing_check = self.tree.existing_resources.clone();
-        let call = tokio::spawn(async move {
-            let _permit = permit;
-            if existing {
-                let locator = ResourceLocator {
-                    resource_type,
-                    api_version,
-                    identifiers: properties,
-                    config,
-                    config_id: None,
-                };
-                match host.get(&key, &locator, &ctx).await {
-                    Ok(Some(r)) => Ok((r, None)),
-                    Ok(None) => Err((
-                        404,
-                        ErrorDetail::new(
-                            "ResourceNotFound",
-                            "The existing resource was not found by its extension.",
-                        ),
-                    )),
-                    Err(e) => Err(host_error(&e)),
-                }
-            } else {
-                let mut known_identifiers = None;
-                if let Some(check) = &existing_check {
-                    let candidate = Candidate {
-                        key: &key,
-                        resource_type: &resource_type,
-                        api_version: api_version.as_deref(),
-                        properties: &properties,
-                        config: config.as_ref(),
+        let call = tokio::spawn(
+            async move {
+                let _permit = permit;
+                if existing {
+                    let locator = ResourceLocator {
+                        resource_type,
+                        api_version,
+                        identifiers: properties,
+                        config,
+                        config_id: None,
                     };
-                    match adoption::check(&host, check, candidate, &ctx).await {
-                        Verdict::Write { identifiers } => known_identifiers = identifiers,
-                        Verdict::ExistsUnmanaged(error) => return Err((409, error)),
-                        Verdict::Failed(error) => return Err(host_error(&error)),
+                    match host.get(&key, &locator, &ctx).await {
+                        Ok(Some(r)) => Ok((r, None)),
+                        Ok(None) => Err((
+                            404,
+                            ErrorDetail::new(
+                                "ResourceNotFound",
+                                "The existing resource was not found by its extension.",
+                            ),
+                            false,
+                        )),
+                        Err(e) => {
+                            let (status, error) = host_error(&e);
+                            Err((status, error, false))
+                        }
+                    }
+                } else {
+                    let known_identifiers = target.identifiers.clone();
+                    let declared = properties.clone();
+                    let request = CreateOrUpdateRequest {
+                        resource_type: resource_type.clone(),
+                        api_version: api_version.clone(),
+                        properties,
+                        config: config.clone(),
+                        config_id: None,
+                        known_identifiers: known_identifiers.clone(),
+                    };
+                    match host.create_or_update(&key, request, &ctx).await {
+                        Ok(r) => {
+                            let applied = applied(&declared, &r.properties, &[]);
+                            Ok((r, Some(applied)))
+                        }
+                        Err(e) => {
+                            let (status, error) = host_error(&e);
+                            // A refused create of a resource whose identity is known: ask whether it exists, so
+                            // the inventory row its `Running` step wrote goes only if nothing is there.
+                            let absent = match known_identifiers {
+                                Some(identifiers) if (400..500).contains(&status) => {
+                                    let locator = ResourceLocator {
+                                        resource_type,
+                                        api_version,
+                                        identifiers,
+                                        config,
+                                        config_id: target.extension.and_then(|e| e.config_id),
+                                    };
+                                    matches!(host.get(&key, &locator, &ctx).await, Ok(None))
+                                }
+                                _ => false,
+                            };
+                            Err((status, error, absent))
+                        }
                     }
                 }
-                let declared = properties.clone();
-                let request = CreateOrUpdateRequest {
-                    resource_type,
-                    api_version,
-                    properties,
-                    config,
-                    config_id: None,
-                    known_identifiers,
-                };
-                host.create_or_update(&key, request, &ctx)
-                    .await
-                    .map(|r| {
-                        let applied = applied(&declared, &r.properties, &[]);
-                        (r, Some(applied))
-                    })
-                    .map_err(|e| host_error(&e))
             }
-        });
+            .in_current_span(),
+        );
         match call.await {
             Ok(Ok((deployed, applied))) => Ok(Answer::Extension {
                 deployed: Box::new(deployed),
                 applied,
             }),
-            Ok(Err((status, error))) => Err(OpError::new(status, error)),
+            Ok(Err((status, error, confirmed_absent))) => Err(OpError {
+                confirmed_absent,
+                ..OpError::new(status, error)
+            }),
             Err(_) => Err(OpError::new(
                 500,
                 ErrorDetail::new("InternalServerError", "The extension call was aborted."),
@@ -725,22 +916,25 @@ impl Run {
             .clone();
         let existing = identity.existing;
         let resource_type = identity.resource_type.clone();
-        let call = tokio::spawn(async move {
-            let _permit = permit;
-            if existing {
-                match provider.get(&id, &api).await {
-                    Ok(Some(r)) => Ok((r, 200, None)),
-                    Ok(None) => Err(ProviderError::not_found(&id)),
-                    Err(e) => Err(e),
+        let call = tokio::spawn(
+            async move {
+                let _permit = permit;
+                if existing {
+                    match provider.get(&id, &api).await {
+                        Ok(Some(r)) => Ok((r, 200, None)),
+                        Ok(None) => Err(ProviderError::not_found(&id)),
+                        Err(e) => Err(e),
+                    }
+                } else {
+                    provider.put(&id, &api, &body).await.map(|o| {
+                        let write_only = provider.write_only_properties(&resource_type);
+                        let applied = applied(&body, &o.resource, write_only);
+                        (o.resource, if o.created { 201 } else { 200 }, Some(applied))
+                    })
                 }
-            } else {
-                provider.put(&id, &api, &body).await.map(|o| {
-                    let write_only = provider.write_only_properties(&resource_type);
-                    let applied = applied(&body, &o.resource, write_only);
-                    (o.resource, if o.created { 201 } else { 200 }, Some(applied))
-                })
             }
-        });
+            .in_current_span(),
+        );
         let (envelope, status, applied) = match call.await {
             Ok(r) => r?,
             Err(_) => Err(ProviderError::internal("finish the call (aborted)"))?,
@@ -772,28 +966,25 @@ impl Run {
                 applied,
             } => {
                 self.tree.values.put_arm(&id, envelope.clone());
-                if !identity.existing {
-                    self.record_resource(
-                        &op_id,
-                        ManagedResource {
-                            key: ResourceKey::arm(&id),
-                            resource_id: Some(id.clone()),
-                            resource_type: identity.resource_type.clone(),
-                            api_version: identity.api_version.clone(),
-                            properties: envelope,
-                            applied,
-                            deployment: Some(self.key.clone()),
-                            extension: None,
-                            updated_at: now(),
-                        },
-                    );
+                let created = (!identity.existing).then(|| ManagedResource {
+                    key: ResourceKey::arm(&id),
+                    resource_id: Some(id.clone()),
+                    resource_type: identity.resource_type.clone(),
+                    api_version: identity.api_version.clone(),
+                    properties: envelope,
+                    applied,
+                    deployment: Some(self.key.clone()),
+                    extension: None,
+                    updated_at: now(),
+                });
+                if created.is_some() {
                     done.output_resources.push(DeploymentResourceReference {
                         id: Some(id.clone()),
                         ..DeploymentResourceReference::default()
                     });
                 }
                 slot.target.id = Some(id);
-                self.journal(self.step(
+                let step = self.step(
                     &op_id,
                     &slot.target,
                     operation,
@@ -802,7 +993,11 @@ impl Run {
                     None,
                     Some(elapsed_ms(slot.started)),
                     None,
-                ));
+                );
+                match created {
+                    Some(resource) => self.record(step, InventoryChange::Put(Box::new(resource))),
+                    None => self.journal(step),
+                }
             }
             Answer::Extension { deployed, applied } => {
                 let deployed = *deployed;
@@ -811,26 +1006,25 @@ impl Run {
                     .as_ref()
                     .expect("an extension answer comes from an extension resource");
                 let extension_ref = self.extension_deployed(identity, ext, &deployed, hook);
-                if let Some(applied) = applied {
-                    self.record_resource(
-                        &op_id,
-                        ManagedResource {
-                            key: ResourceKey::extension(
-                                &ext.name,
-                                deployed.config_id.as_deref(),
-                                &identity.resource_type,
-                                &deployed.identifiers,
-                            ),
-                            resource_id: None,
-                            resource_type: identity.resource_type.clone(),
-                            api_version: identity.api_version.clone(),
-                            properties: deployed.properties.clone(),
-                            applied: Some(applied),
-                            deployment: Some(self.key.clone()),
-                            extension: Some(extension_ref.clone()),
-                            updated_at: now(),
-                        },
-                    );
+                let pending = self.pending_resource(identity, &slot.target);
+                let written = applied.is_some();
+                let created = applied.map(|applied| ManagedResource {
+                    key: ResourceKey::extension(
+                        &ext.name,
+                        deployed.config_id.as_deref(),
+                        &identity.resource_type,
+                        &deployed.identifiers,
+                    ),
+                    resource_id: None,
+                    resource_type: identity.resource_type.clone(),
+                    api_version: identity.api_version.clone(),
+                    properties: deployed.properties.clone(),
+                    applied: Some(applied),
+                    deployment: Some(self.key.clone()),
+                    extension: Some(extension_ref.clone()),
+                    updated_at: now(),
+                });
+                if written {
                     done.output_resources.push(DeploymentResourceReference {
                         extension: Some(DeploymentExtension {
                             alias: None,
@@ -850,7 +1044,7 @@ impl Run {
                 }
                 slot.target = Self::extension_target(identity, deployed.config_id.clone());
                 slot.target.identifiers = Some(deployed.identifiers);
-                self.journal(self.step(
+                let step = self.step(
                     &op_id,
                     &slot.target,
                     operation,
@@ -859,7 +1053,19 @@ impl Run {
                     None,
                     Some(elapsed_ms(slot.started)),
                     Some(extension_ref),
-                ));
+                );
+                match created {
+                    Some(resource) => {
+                        // The identity the extension predicted was not the one it created under: the row the
+                        // `Running` step wrote names nothing.
+                        let stale = pending.map(|p| p.key).filter(|key| key != &resource.key);
+                        self.record(step, InventoryChange::Put(Box::new(resource)));
+                        if let Some(stale) = stale {
+                            self.forget(&op_id, stale);
+                        }
+                    }
+                    None => self.journal(step),
+                }
             }
             Answer::Nested(nested) => {
                 self.journal(self.step(
@@ -1053,4 +1259,18 @@ fn operation_name(identity: &ResourceIdentity) -> &'static str {
 /// How events and errors name a resource: its ID, else its symbolic key.
 fn display(identity: &ResourceIdentity) -> String {
     identity.id.clone().unwrap_or_else(|| identity.key.clone())
+}
+
+/// Completes `target` (what this run knows) with the identity an earlier run's step recorded for the same
+/// operation, where this run could not learn it.
+fn keep_identity(target: &mut TargetResource, earlier: TargetResource) {
+    if target.identifiers.is_none() && earlier.identifiers.is_some() {
+        target.identifiers = earlier.identifiers;
+        if let (Some(now), Some(then)) = (&mut target.extension, earlier.extension) {
+            now.config_id = then.config_id;
+        }
+    }
+    if target.id.is_none() {
+        target.id = earlier.id;
+    }
 }

@@ -48,6 +48,12 @@ pub struct FakeExtension {
     pub state: Arc<FakeState>,
     pub latency: Mutex<Duration>,
     pub fail: Mutex<HashSet<String>>,
+    /// Names whose createOrUpdate creates the resource and then never answers (the engine dies waiting).
+    pub hang: Mutex<HashSet<String>>,
+    /// While set, nothing reaches the extension: every call fails to connect.
+    pub down: std::sync::atomic::AtomicBool,
+    /// While set, preview answers `PreviewNotSupported`.
+    pub no_preview: std::sync::atomic::AtomicBool,
 }
 
 impl FakeExtension {
@@ -56,11 +62,22 @@ impl FakeExtension {
             state: Arc::new(FakeState::default()),
             latency: Mutex::new(latency),
             fail: Mutex::new(HashSet::new()),
+            hang: Mutex::new(HashSet::new()),
+            down: Default::default(),
+            no_preview: Default::default(),
         })
     }
 
     pub fn fail_on(&self, name: &str) {
         self.fail.lock().unwrap().insert(name.to_string());
+    }
+
+    pub fn hang_on(&self, name: &str) {
+        self.hang.lock().unwrap().insert(name.to_string());
+    }
+
+    pub fn set_down(&self, down: bool) {
+        self.down.store(down, Ordering::SeqCst);
     }
 
     pub fn resource(&self, ty: &str, name: &str) -> Option<Value> {
@@ -163,6 +180,9 @@ impl FakeExtension {
                     .unwrap()
                     .insert((ty.clone(), name.clone()), stored.clone());
                 self.state.creates.fetch_add(1, Ordering::SeqCst);
+                if self.hang.lock().unwrap().contains(&name) {
+                    std::future::pending::<()>().await;
+                }
                 self.state.finished.lock().unwrap().push(name.clone());
                 let response = json!({
                     "type": ty, "apiVersion": body.get("apiVersion"),
@@ -189,6 +209,9 @@ impl FakeExtension {
                     ),
                     None => Self::error(404, "ResourceNotFound", "no such widget"),
                 }
+            }
+            Operation::Preview if self.no_preview.load(Ordering::SeqCst) => {
+                Self::error(422, "PreviewNotSupported", "this fake cannot preview")
             }
             Operation::Preview => {
                 let properties = body.get("properties").cloned().unwrap_or(json!({}));
@@ -229,7 +252,14 @@ impl ExtensionTransport for FakeTransport {
         &self,
         request: TransportRequest,
     ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
-        Box::pin(async move { Ok(self.0.handle(request).await) })
+        Box::pin(async move {
+            if self.0.down.load(Ordering::SeqCst) {
+                return Err(TransportError::Connect {
+                    message: "the fake extension is down".into(),
+                });
+            }
+            Ok(self.0.handle(request).await)
+        })
     }
 }
 

@@ -51,6 +51,22 @@ impl TestApp {
     }
 
     async fn build(tokens: Option<TokenSet>) -> Self {
+        Self::build_with(
+            tokens,
+            ServerOptions {
+                retry_after_seconds: 0,
+                ..ServerOptions::default()
+            },
+        )
+        .await
+    }
+
+    /// An app with `options` (and `tokens`, when given).
+    pub async fn with_options(tokens: Option<&str>, options: ServerOptions) -> Self {
+        Self::build_with(tokens.map(|t| TokenSet::parse(t).unwrap()), options).await
+    }
+
+    async fn build_with(tokens: Option<TokenSet>, options: ServerOptions) -> Self {
         let store: Arc<dyn Store> = Arc::new(
             SqliteStore::open_in_memory(&MasterKey::from_bytes([7; 32]))
                 .await
@@ -59,10 +75,7 @@ impl TestApp {
         let host = host();
         let engine = engine(store.clone(), host.clone());
         let mut state = AppState::new(engine.clone())
-            .with_options(ServerOptions {
-                retry_after_seconds: 0,
-                ..ServerOptions::default()
-            })
+            .with_options(options)
             .with_extension_host(host.clone())
             .with_stack_service(cairn_stack_service::StackService::new(
                 engine.clone(),

@@ -27,6 +27,8 @@ pub struct Gadgets {
     pub max_gets_in_flight: AtomicUsize,
     /// Every `createOrUpdate` that reached the extension, by gadget name.
     pub writes: Mutex<Vec<String>>,
+    /// Every `preview` and `get` that reached the extension, as `preview NAME` or `get NAME`.
+    pub reads: Mutex<Vec<String>>,
 }
 
 fn error(status: u16, code: &str, message: &str) -> TransportResponse {
@@ -111,6 +113,11 @@ impl Gadgets {
                 answer(&body, &name, &properties)
             }
             Operation::Get => {
+                let asked = body.pointer("/identifiers/name").and_then(Value::as_str);
+                self.reads
+                    .lock()
+                    .unwrap()
+                    .push(format!("get {}", asked.unwrap_or_default()));
                 let now = self.gets_in_flight.fetch_add(1, Ordering::SeqCst) + 1;
                 self.max_gets_in_flight.fetch_max(now, Ordering::SeqCst);
                 let latency = self.get_latency_ms.load(Ordering::SeqCst);
@@ -135,6 +142,7 @@ impl Gadgets {
             Operation::Preview => {
                 let mut properties = body.get("properties").cloned().unwrap_or(json!({}));
                 let name = properties["name"].as_str().unwrap_or_default().to_owned();
+                self.reads.lock().unwrap().push(format!("preview {name}"));
                 if let Value::Object(map) = &mut properties {
                     map.remove("secret");
                 }

@@ -1,0 +1,84 @@
+//! Shell integration: `cairn completion SHELL`, `cairn man`, and the examples at the end of `--help`.
+
+mod in_process;
+
+use in_process::Cli;
+
+#[test]
+fn completion_scripts_for_every_shell() {
+    let cli = Cli::new();
+    for (shell, marker) in [
+        ("bash", "_cairn()"),
+        ("zsh", "#compdef cairn"),
+        ("fish", "complete -c cairn"),
+        ("powershell", "Register-ArgumentCompleter"),
+        ("elvish", "edit:completion:arg-completer[cairn]"),
+        // Shell names in any case.
+        ("Bash", "_cairn()"),
+    ] {
+        let script = cli.expect(&["completion", shell], 0);
+        assert!(
+            script.contains(marker),
+            "{shell}: {}",
+            &script[..script.len().min(300)]
+        );
+        // Commands and their flags complete too (fish: clap_complete covers two levels of commands).
+        assert!(script.contains("template-file"), "{shell}");
+        if shell != "fish" {
+            assert!(script.contains("template-uri"), "{shell}");
+        }
+    }
+    cli.usage_error(&["completion", "tcsh"]);
+}
+
+#[test]
+fn man_pages_with_examples() {
+    let cli = Cli::new();
+    let page = cli.expect(&["man", "deployment", "group", "create"], 0);
+    assert!(
+        page.starts_with(".ie") || page.contains(".TH CAIRN\\-DEPLOYMENT\\-GROUP\\-CREATE"),
+        "{page}"
+    );
+    assert!(page.contains(".SH EXAMPLES"), "{page}");
+    assert!(page.contains("\\-\\-template\\-uri"), "{page}");
+    let root = cli.expect(&["man"], 0);
+    assert!(root.contains(".SH SUBCOMMANDS"), "{root}");
+    let error = cli.usage_error(&["man", "deployment", "nowhere"]);
+    assert!(
+        error.contains("no command `cairn deployment nowhere`"),
+        "{error}"
+    );
+
+    let dir = cli.work.path().join("man1");
+    cli.expect(&["man", "--dir", dir.to_str().unwrap()], 0);
+    for name in [
+        "cairn.1",
+        "cairn-deployment.1",
+        "cairn-deployment-group-create.1",
+        "cairn-deployment-operation-sub-list.1",
+        "cairn-stack-mg-what-if.1",
+        "cairn-keyvault-secret-show.1",
+        "cairn-completion.1",
+    ] {
+        let text =
+            std::fs::read_to_string(dir.join(name)).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(text.contains(".TH"), "{name}");
+    }
+    let pages = std::fs::read_dir(&dir).unwrap().count();
+    assert!(pages > 60, "{pages} pages");
+}
+
+#[test]
+fn help_ends_with_examples() {
+    let cli = Cli::new();
+    let help = cli.expect(&["stack", "group", "delete", "--help"], 0);
+    let examples = help.find("Examples:").expect("an Examples section");
+    assert!(
+        help[examples..].contains(
+            "cairn stack group delete -n app -g app --action-on-unmanage deleteAll --yes"
+        ),
+        "{help}"
+    );
+    // Not a terminal: no colour codes.
+    assert!(!help.contains('\u{1b}'), "{help}");
+}

@@ -122,6 +122,22 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "Deploy a template spec version",
                 "cairn deployment group create -g app --template-spec /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/specs/providers/Microsoft.Resources/templateSpecs/web/versions/1.0",
             ),
+            (
+                "Show the plan and ask before deploying (on a terminal)",
+                "cairn deployment group create -g app -f main.json -c",
+            ),
+            (
+                "Show the plan, then deploy without asking (in a script)",
+                "cairn deployment group create -g app -f main.json -c --yes",
+            ),
+            (
+                "Ask only when the plan changes something",
+                "cairn deployment group create -g app -f main.json -c --proceed-if-no-change",
+            ),
+            (
+                "Only show the plan, leaving unchanged resources out",
+                "cairn deployment group create -g app -f main.json --what-if --what-if-exclude-change-types NoChange Ignore",
+            ),
         ],
     ),
     (
@@ -169,6 +185,10 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "The changes as a table",
                 "cairn deployment group what-if -g app -f main.bicep -o table",
             ),
+            (
+                "Only what changes, by resource id",
+                "cairn deployment group what-if -g app -f main.json -x NoChange -r ResourceIdOnly",
+            ),
         ],
     ),
     (
@@ -187,10 +207,16 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
     ),
     (
         "deployment sub create",
-        &[(
-            "Deploy at subscription scope (a location is required)",
-            "cairn deployment sub create -l local -f groups.json",
-        )],
+        &[
+            (
+                "Deploy at subscription scope (a location is required)",
+                "cairn deployment sub create -l local -f groups.json",
+            ),
+            (
+                "Show the plan and ask first",
+                "cairn deployment sub create -l local -f groups.json --confirm-with-what-if",
+            ),
+        ],
     ),
     (
         "deployment sub show",
@@ -316,7 +342,7 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "cairn stack group create -n app -g app -f main.json -p @main.parameters.json --action-on-unmanage deleteResources",
             ),
             (
-                "From Bicep, detaching what leaves it, without asking",
+                "From Bicep, detaching what leaves it, without the plan or a question",
                 "cairn stack group create -n app -g app -f main.bicep --aou detachAll --yes",
             ),
             (
@@ -362,10 +388,16 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
     ),
     (
         "stack group what-if",
-        &[(
-            "What updating the stack would create, change, delete or detach",
-            "cairn stack group what-if -n app -g app -f main.json --aou deleteResources",
-        )],
+        &[
+            (
+                "What updating the stack would create, change, delete or detach",
+                "cairn stack group what-if -n app -g app -f main.json --aou deleteResources",
+            ),
+            (
+                "The changes as a table",
+                "cairn stack group what-if -n app -g app -f main.json --aou detachAll -o table",
+            ),
+        ],
     ),
     (
         "stack group drift",

@@ -2,6 +2,7 @@
 
 mod backend;
 mod bicep;
+mod check;
 mod client;
 mod deployment;
 mod examples;
@@ -13,7 +14,9 @@ mod lint;
 mod local;
 mod manual;
 mod output;
+mod plan;
 mod progress;
+mod prompt;
 mod query;
 mod render;
 mod serve;

@@ -369,6 +369,10 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "From Bicep, detaching what leaves it, without the plan or a question",
                 "cairn stack group create -n app -g app -f main.bicep --aou detachAll --yes",
             ),
+            (
+                "Take over extension resources that already exist and no stack manages",
+                "cairn stack group create -n app -g app -f main.json --aou detachAll --adopt",
+            ),
         ],
     ),
     (
@@ -420,6 +424,19 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         ],
     ),
     (
+        "stack group drift",
+        &[
+            (
+                "Which managed resources were changed or deleted outside the stack (exit code 3 if any)",
+                "cairn stack group drift -n app -g app",
+            ),
+            (
+                "The resources not in sync, as a table",
+                "cairn stack group drift -n app -g app --query \"properties.resources[?driftStatus!='inSync']\" -o table",
+            ),
+        ],
+    ),
+    (
         "stack sub create",
         &[(
             "A subscription stack deploying into group app",
@@ -463,6 +480,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         &[(
             "Preview a subscription stack update",
             "cairn stack sub what-if -n platform -l local -f platform.json --aou deleteResources",
+        )],
+    ),
+    (
+        "stack sub drift",
+        &[(
+            "Drift of a subscription stack's resources",
+            "cairn stack sub drift -n platform",
         )],
     ),
     (
@@ -512,6 +536,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         &[(
             "Preview a management group stack update",
             "cairn stack mg what-if -n policies -m corp -l local -f policies.json --aou detachAll",
+        )],
+    ),
+    (
+        "stack mg drift",
+        &[(
+            "Drift of a management group stack's resources, as JSON",
+            "cairn stack mg drift -n policies -m corp -o json",
         )],
     ),
     (

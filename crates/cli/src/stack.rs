@@ -1,4 +1,4 @@
-//! `cairn stack group|sub|mg create|show|list|delete|validate|export|what-if`: deployment stacks with az's flags
+//! `cairn stack group|sub|mg create|show|list|delete|validate|export|what-if|drift`: deployment stacks with az's flags
 //! (`az stack group create` is the model: `--action-on-unmanage detachAll|deleteResources|deleteAll`,
 //! `--resources-without-delete-support detach|fail`, `--deny-settings-mode` and its excluded principals, excluded
 //! actions and child scopes, `--tags`, `--deployment-resource-group`, repeated `-p`, `--yes`), on the in-process
@@ -12,6 +12,7 @@
 //! e.g. a missing stack), 2 usage or an invalid request (400).
 
 mod backend;
+mod drift;
 mod watch;
 
 use std::process::ExitCode;
@@ -82,6 +83,9 @@ enum StackCommand {
     /// Predict what creating or updating the stack would change: a plan of the resources created, modified,
     /// unchanged, and the managed resources deleted or detached (-o json: the 2025-07-01 what-if result).
     WhatIf(StackFlags),
+    /// Detect drift: read every managed resource live and report which were changed or deleted outside the stack
+    /// since it last applied them (exit 3 when any is not in sync).
+    Drift(drift::DriftArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -250,6 +254,10 @@ struct StackFlags {
     /// Proceed even if the stack's resource list may be inaccurate (an earlier operation was interrupted).
     #[arg(long = "bypass-stack-out-of-sync-error", visible_alias = "bse")]
     bypass_out_of_sync: bool,
+    /// Take over extension resources the template declares that already exist and no stack manages (without it
+    /// they are left unchanged and reported).
+    #[arg(long)]
+    adopt: bool,
     /// `create`: neither show the plan nor ask before resources are deleted. Without it the plan is shown first, a
     /// plan that deletes resources is asked about on a terminal, and refused without one.
     #[arg(short = 'y', long)]
@@ -451,6 +459,7 @@ fn stack_request(
     p.deployment_scope = deployment_scope;
     p.description = a.description.clone();
     p.bypass_stack_out_of_sync_error = a.bypass_out_of_sync.then_some(true);
+    p.adopt_existing_resources = a.adopt.then_some(true);
     let stack = DeploymentStack {
         id: None,
         name: None,
@@ -525,6 +534,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         StackCommand::Export(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::List(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::Delete(a) => scope_of(target, kind, &a.scope)?,
+        StackCommand::Drift(a) => scope_of(target, kind, &a.scope)?,
     };
     match command {
         StackCommand::Create(a) => {
@@ -600,6 +610,12 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
                 let exported = backend.export_template(&scope, &a.name).await?;
                 a.out.print(Format::Json, &exported, TableView::Auto)?;
                 Ok(ExitCode::SUCCESS)
+            })
+            .await
+        }
+        StackCommand::Drift(a) => {
+            with_backend(target, async move |backend| {
+                drift::run(backend, &scope, a).await
             })
             .await
         }

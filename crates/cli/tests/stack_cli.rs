@@ -775,8 +775,9 @@ fn server_mode_reports_each_unmanaged_resource_and_honours_without_delete_suppor
     assert_eq!(existing(), BTreeSet::from(["fixed-1".to_string()]));
 
     // A delete that cannot delete everything (the default: a type without delete support fails) leaves the
-    // stack failed, with a line per deleted resource and the failure's error.
-    stack(all, &["--aou", "detachAll"], 0);
+    // stack failed, with a line per deleted resource and the failure's error. (The detached thing still exists and
+    // no stack manages it: taking it back is adopting it.)
+    stack(all, &["--aou", "detachAll", "--adopt"], 0);
     let delete = |extra: &[&str], code: i32| {
         let mut args = vec![
             "stack",

@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::adoption::ExistingResourceCheck;
 use crate::env::EngineEnv;
 use crate::error::EngineError;
 use crate::events::DeploymentEvent;
@@ -55,6 +56,10 @@ pub struct DeployOptions {
     pub stack_initiated: bool,
     /// The caller's `x-ms-correlation-request-id`; generated when absent.
     pub correlation_id: Option<String>,
+    /// A stack's deployment: what to do with an extension resource that exists before its first write and no
+    /// stack manages (see [`crate::ExistingResourceCheck`]). Not kept in the record: a run resumed after a crash
+    /// writes without the check.
+    pub existing_resources: Option<ExistingResourceCheck>,
 }
 
 /// A page of deployments.
@@ -419,7 +424,14 @@ impl Engine {
             }
         };
         let accepted = deployment_extended(&record);
-        let handle = self.start(record, request.properties, prepared.annotation, true, false)?;
+        let handle = self.start(
+            record,
+            request.properties,
+            prepared.annotation,
+            true,
+            false,
+            options.existing_resources,
+        )?;
         let (events, done) = handle;
         Ok(DeploymentHandle {
             engine: self.clone(),
@@ -440,6 +452,7 @@ impl Engine {
         annotation: EngineAnnotation,
         with_events: bool,
         resumed: bool,
+        existing_resources: Option<ExistingResourceCheck>,
     ) -> Result<
         (
             Option<mpsc::UnboundedReceiver<DeploymentEvent>>,
@@ -487,6 +500,7 @@ impl Engine {
             done: done_tx,
             registry,
             resumed,
+            existing_resources,
         };
         let job: Job = Box::new(move |env| Box::pin(run_root(env, start).instrument(span)));
         self.inner
@@ -944,7 +958,7 @@ impl Engine {
                 }
                 if let Some((properties, annotation)) = self.resumable(&claimed).await {
                     let key = claimed.key.clone();
-                    self.start(claimed, properties, annotation, false, true)?;
+                    self.start(claimed, properties, annotation, false, true, None)?;
                     env.settings
                         .metrics
                         .takeover(TakeoverKind::Deployment, "resumed");

@@ -31,6 +31,7 @@ use tokio::sync::{OnceCell, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::adoption::ExistingResourceCheck;
 use crate::config::{LocalResolver, deployment_error, public_config};
 use crate::env::EngineEnv;
 use crate::events::{DeploymentEvent, EventKind};
@@ -57,6 +58,8 @@ pub(crate) struct Tree {
     pub handed_over: Cell<bool>,
     pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
     pub stack_initiated: bool,
+    /// A stack's deployment: what to do with extension resources that exist before their first write.
+    pub existing_resources: Option<ExistingResourceCheck>,
     pub correlation_id: String,
     /// The root run resumes a run that died: its journal is replayed into the core.
     pub resumed: bool,

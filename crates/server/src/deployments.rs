@@ -145,6 +145,7 @@ pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiRe
             DeployOptions {
                 stack_initiated: false,
                 correlation_id: Some(call.ids.correlation_id.clone()),
+                ..DeployOptions::default()
             },
         )
         .await

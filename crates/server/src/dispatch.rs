@@ -18,7 +18,7 @@ use crate::middleware::RequestIds;
 use crate::response::{base_url, empty_response, error_response, with_header};
 use crate::stack_what_if::BulkDeletePath;
 use crate::state::AppState;
-use crate::{deployments, groups, resources, stack_what_if, stacks};
+use crate::{deployments, groups, resources, stack_drift, stack_what_if, stacks};
 
 /// Everything a handler needs to know about a request.
 pub(crate) struct Call {
@@ -172,6 +172,12 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             stack,
             operation_id,
         } => stacks::operation_status(state, call, stack, operation_id).await,
+        Target::DeploymentStackDriftResults { stack } => {
+            stack_drift::list(state, call, stack).await
+        }
+        Target::DeploymentStackDriftResult { stack, result } => {
+            stack_drift::result(state, call, stack, result).await
+        }
         Target::DeploymentStacksWhatIfResults { scope } => {
             stack_what_if::list(state, call, scope).await
         }

@@ -25,6 +25,7 @@ mod operation_results;
 mod resources;
 pub mod response;
 pub mod serve;
+mod stack_drift;
 mod stack_what_if;
 mod stacks;
 mod state;

@@ -2,7 +2,8 @@
 //! key takes its lock first, so a precondition checked by one writer still holds when it writes.
 
 use cairn_store::codec::{
-    self, check_precondition, current_format, extension_text, fetch_limit, json_text, paginate,
+    self, check_precondition, current_format, extension_text, fetch_limit, json_text,
+    optional_json_text, paginate,
 };
 use cairn_store::{
     DeploymentKey, Entity, InventoryChange, ManagedResource, ManagedResourceFilter,
@@ -20,7 +21,7 @@ const E: Entity = Entity::ManagedResource;
 macro_rules! select_resources {
     ($tail:literal) => {
         concat!(
-            "SELECT key, resource_id, resource_type, api_version, properties, deployment_scope, deployment_name, ",
+            "SELECT key, resource_id, resource_type, api_version, properties, applied, deployment_scope, deployment_name, ",
             "extension, created_at, updated_at, version, detached, format_version FROM managed_resources ",
             $tail
         )
@@ -47,8 +48,8 @@ macro_rules! insert_resource {
         concat!(
             "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, ",
             "api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, ",
-            "extension, created_at, updated_at, version, format_version) ",
-            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, 1, $14) ",
+            "extension, created_at, updated_at, version, format_version, applied) ",
+            "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $13, 1, $14, $15) ",
             $tail
         )
     };
@@ -78,7 +79,8 @@ fn bind_resource<'q>(
         .bind(deployment_keys.map(|(_, name)| name))
         .bind(extension)
         .bind(resource.updated_at.unix_millis())
-        .bind(current_format(E)))
+        .bind(current_format(E))
+        .bind(optional_json_text(resource.applied.as_ref())))
 }
 
 /// What an upsert left in the row: its version, creation time and detached mark.
@@ -103,8 +105,8 @@ pub(crate) async fn upsert_resource(
          deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
          deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
          updated_at = excluded.updated_at, version = managed_resources.version + 1, \
-         format_version = excluded.format_version, \
-         detached = managed_resources.detached AND NOT $15 \
+         format_version = excluded.format_version, applied = excluded.applied, \
+         detached = managed_resources.detached AND NOT $16 \
          RETURNING version, created_at, detached"
     ));
     let (version, created_at, detached) = bind_resource(query, resource)?

@@ -63,7 +63,11 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         name: "inventory_detached",
         sql: include_str!("../migrations/0009_inventory_detached.sql"),
     },
-    // 10 is `applied_properties` (managed_resources.applied), on the branch that adds drift detection.
+    Migration {
+        version: 10,
+        name: "applied_properties",
+        sql: include_str!("../migrations/0010_applied_properties.sql"),
+    },
     Migration {
         version: 11,
         name: "replicas",

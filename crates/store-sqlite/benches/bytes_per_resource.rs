@@ -160,6 +160,7 @@ async fn simulate(store: &dyn Store, resources: usize) -> anyhow::Result<()> {
                                "provisioningState": "Succeeded",
                                "primaryEndpoints": {"blob": format!("https://{}.blob.core.windows.net/", resource_name(index))}}
             }),
+            applied: None,
             deployment: Some(run.key.clone()),
             extension: None,
             updated_at: Timestamp::from_unix_millis(millis),

@@ -286,6 +286,7 @@ mod tests {
             resource_type: "Microsoft.Storage/storageAccounts".into(),
             api_version: Some("2023-01-01".into()),
             properties: json!({ "name": name }),
+            applied: None,
             deployment: None,
             extension: None,
             updated_at: Timestamp::now(),

@@ -89,7 +89,12 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0009_inventory_detached.sql"),
         data: None,
     },
-    // 10 is `applied_properties` (managed_resources.applied), on the branch that adds drift detection.
+    Migration {
+        version: 10,
+        name: "applied_properties",
+        sql: include_str!("../migrations/0010_applied_properties.sql"),
+        data: None,
+    },
     Migration {
         version: 11,
         name: "replicas",
@@ -302,6 +307,7 @@ mod tests {
             resource_type: resource_type.into(),
             api_version: Some("v1".into()),
             properties: serde_json::json!({"data": {"k": resource_type}}),
+            applied: None,
             deployment: Some(DeploymentKey::new("/subscriptions/s", "d")),
             extension: extension.map(|(name, config_id)| cairn_store::ExtensionRef {
                 alias: Some("ext".into()),
@@ -313,6 +319,88 @@ mod tests {
             }),
             updated_at: cairn_store::Timestamp::from_unix_millis(7),
         }
+    }
+
+    /// Inserts `row` as a schema 5 build did (this build's upsert also writes columns added since).
+    async fn insert_as_schema_5(
+        pool: &SqlitePool,
+        row: &cairn_store::ManagedResource,
+    ) -> anyhow::Result<cairn_store::ManagedResourceRecord> {
+        let deployment = row.deployment.as_ref().map(DeploymentKey::folded);
+        sqlx::query(
+            "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
+             api_version, properties, deployment_scope, deployment_name, deployment_scope_key, \
+             deployment_name_key, extension, created_at, updated_at, version, format_version) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, 1)",
+        )
+        .bind(row.key.as_str())
+        .bind(row.resource_id.as_deref())
+        .bind(row.resource_id.as_deref().map(cairn_store::fold_case))
+        .bind(&row.resource_type)
+        .bind(row.resource_type.to_lowercase())
+        .bind(row.api_version.as_deref())
+        .bind(row.properties.to_string())
+        .bind(row.deployment.as_ref().map(|d| d.scope.as_str()))
+        .bind(row.deployment.as_ref().map(|d| d.name.as_str()))
+        .bind(deployment.as_ref().map(|(scope, _)| scope.as_str()))
+        .bind(deployment.as_ref().map(|(_, name)| name.as_str()))
+        .bind(
+            row.extension
+                .as_ref()
+                .map(|e| serde_json::to_string(e).expect("an extension reference")),
+        )
+        .bind(row.updated_at.unix_millis())
+        .execute(pool)
+        .await?;
+        Ok(cairn_store::ManagedResourceRecord {
+            resource: row.clone(),
+            created_at: row.updated_at,
+            version: 1,
+            detached: false,
+        })
+    }
+
+    /// A schema 9 inventory row reads back at schema 10 with no applied properties (nothing was recorded), and a
+    /// new write records them.
+    #[tokio::test]
+    async fn upgrading_to_v10_keeps_inventory_rows_without_applied_properties() -> anyhow::Result<()>
+    {
+        use cairn_store::{InventoryStore, Precondition, ResourceKey};
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let row = inventory_row(
+            ResourceKey::extension(
+                "Local",
+                Some("c"),
+                "File",
+                &serde_json::json!({"path": "a"}),
+            ),
+            Some(("Local", "c")),
+            "File",
+            serde_json::json!({"path": "a"}),
+        );
+        {
+            let store = SqliteStore::open_at_version(dir.path(), &key, 9).await?;
+            insert_as_schema_5(&store.writer, &row).await?;
+            store.close_impl().await?;
+        }
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        let found = store.get_managed_resource(&row.key).await?.expect("kept");
+        assert_eq!((found.resource.applied.clone(), found.version), (None, 1));
+        let mut applied = row.clone();
+        applied.applied = Some(serde_json::json!({"data": {"k": "File"}}));
+        let written = store
+            .put_managed_resource(applied.clone(), Precondition::Version(1))
+            .await?;
+        assert_eq!(written.resource, applied);
+        assert_eq!(
+            store
+                .get_managed_resource(&row.key)
+                .await?
+                .map(|r| r.resource),
+            Some(applied)
+        );
+        Ok(())
     }
 
     /// A schema 5 inventory keyed extension resources without their type: at schema 6 each row is re-keyed by
@@ -356,11 +444,7 @@ mod tests {
         {
             let store = SqliteStore::open_at_version(dir.path(), &key, 5).await?;
             for row in [&config_map, &widget, &odd, &vault] {
-                before.push(
-                    store
-                        .put_managed_resource(row.clone(), Precondition::MustNotExist)
-                        .await?,
-                );
+                before.push(insert_as_schema_5(&store.writer, row).await?);
             }
             store.close_impl().await?;
         }

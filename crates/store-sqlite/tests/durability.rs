@@ -142,6 +142,7 @@ async fn two_stores_on_one_directory_share_data_and_conflict() -> anyhow::Result
         resource_type: "A.B/c".into(),
         api_version: None,
         properties: serde_json::json!({}),
+        applied: None,
         deployment: None,
         extension: None,
         updated_at: at(1),

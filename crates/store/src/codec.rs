@@ -249,6 +249,7 @@ pub fn managed_resource<C: Columns + ?Sized>(
             resource_type: row.text("resource_type")?,
             api_version: row.optional_text("api_version")?,
             properties: row.json("properties")?,
+            applied: row.optional_json("applied")?,
             deployment,
             extension: row.extension("extension")?,
             updated_at: row.timestamp("updated_at")?,

@@ -794,6 +794,7 @@ pub async fn deployment_delete_removes_history_only(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({}),
+        applied: None,
         deployment: Some(parent.key.clone()),
         extension: None,
         updated_at: at(1),
@@ -1271,6 +1272,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({"sku": {"name": "Standard_LRS"}}),
+        applied: None,
         deployment: Some(run.key.clone()),
         extension: None,
         updated_at: at(3),
@@ -1392,6 +1394,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         resource_type: "apps/Deployment".into(),
         api_version: Some("apps/v1".into()),
         properties: json!({}),
+        applied: None,
         deployment: Some(run.key.clone()),
         extension: Some(extension.clone()),
         updated_at: at(1),
@@ -1476,6 +1479,7 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({"location": "westus", "sku": {"name": "Standard_LRS"}}),
+        applied: Some(json!({"sku": {"name": "Standard_LRS"}})),
         deployment: Some(owner.clone()),
         extension: None,
         updated_at: at(1),
@@ -1486,7 +1490,8 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
         resource_id: None,
         resource_type: "core/ConfigMap".into(),
         api_version: Some("v1".into()),
-        properties: json!({"data": {"k": "v"}}),
+        properties: json!({"data": {"k": "v"}, "metadata": {"uid": "1"}}),
+        applied: Some(json!({"data": {"k": "v"}})),
         deployment: Some(DeploymentKey::new(SCOPE, "other")),
         extension: Some(ExtensionRef {
             alias: Some("k8s".into()),
@@ -1530,6 +1535,8 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
 
     let mut updated = arm.clone();
     updated.properties = json!({"location": "westus", "sku": {"name": "Premium_LRS"}});
+    // A write outside a deployment records no applied properties: the old ones must not survive it.
+    updated.applied = None;
     updated.updated_at = at(5);
     assert_conflict(
         store
@@ -1554,6 +1561,15 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
             record.resource.updated_at
         ),
         (2, at(1), at(5))
+    );
+    assert_eq!(
+        store
+            .get_managed_resource(&arm.key)
+            .await
+            .expect("get")
+            .expect("present")
+            .resource,
+        updated
     );
 
     let mine = store
@@ -2386,6 +2402,7 @@ pub async fn stack_writes_carry_their_inventory_changes(store: &dyn Store) {
             resource_type: "File".into(),
             api_version: None,
             properties: json!({"path": name}),
+            applied: Some(json!({"path": name})),
             deployment: Some(DeploymentKey::new(rg, "stack")),
             extension: Some(ExtensionRef {
                 name: Some("Local".into()),
@@ -3087,6 +3104,7 @@ pub async fn journal_writes_are_fenced_by_the_claim(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({"written_by": marker}),
+        applied: None,
         deployment: Some(run.key.clone()),
         extension: None,
         updated_at: at(3),

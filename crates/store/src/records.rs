@@ -326,6 +326,12 @@ pub struct ManagedResource {
     pub api_version: Option<String>,
     /// The resource body as last returned by its provider (non-secret).
     pub properties: Value,
+    /// What the last deployment that wrote the resource applied, as its provider answered it: the members of
+    /// `properties` (for an ARM resource, of its whole body) the request declared, with the values the provider
+    /// answered (normalised as it stores them). A value the provider does not answer (write-only, e.g. a password)
+    /// and the provider's write-only properties are left out, so it holds no secret. The baseline drift detection
+    /// compares the live resource with; `None` for rows written by an earlier build or outside a deployment.
+    pub applied: Option<Value>,
     /// The deployment that last wrote it.
     pub deployment: Option<DeploymentKey>,
     pub extension: Option<ExtensionRef>,

@@ -346,6 +346,7 @@ pub const TABLES: &[Table] = &[
             integer("version"),
             integer("format_version"),
             boolean("detached"),
+            text("applied"),
         ],
         key: &["key"],
     },

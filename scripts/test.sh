@@ -30,8 +30,9 @@ cargo test --workspace --all-targets
 
 # --- Azure SDK for Python against `cairn serve` (tests/python; owned by crates/server) -----------------
 # Creates target/pyenv once, installs the official SDK, pytest and cryptography (for the test's self-signed
-# certificate) from PyPI (a no-op when already there), and runs the SDK test against the debug `cairn`
-# binary built above: TLS on 127.0.0.1:0 with a static bearer token.
+# certificate) from PyPI (a no-op when already there), and runs the SDK tests against the debug `cairn`
+# binary built above: TLS on 127.0.0.1:0 with a static bearer token; one server on a data directory, and three
+# replicas on one throwaway PostgreSQL database that the `cairn-testpg` binary (crates/testpg) starts and stops.
 PYENV=target/pyenv
 if [ ! -x "$PYENV/bin/python" ]; then
   python3 -m venv "$PYENV"
@@ -40,4 +41,6 @@ fi
   "azure-mgmt-resource-deployments==2.0.0" "azure-mgmt-resource==26.0.0" \
   "azure-mgmt-resource-deploymentstacks==1.0.0" \
   "pytest==9.2.0" "cryptography==50.0.2"
-CAIRN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn" "$PYENV/bin/python" -m pytest -q tests/python
+CAIRN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn" \
+  CAIRN_TESTPG_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn-testpg" \
+  "$PYENV/bin/python" -m pytest -q tests/python

@@ -152,13 +152,25 @@ impl Shared {
         body["value"].as_array().cloned().unwrap_or_default()
     }
 
+    fn location(&self) -> cairn_assembly::StoreLocation {
+        cairn_assembly::StoreLocation::parse(&self.url)
+            .expect("a store URL")
+            .with_key_file(Some(self.key_file.clone()))
+    }
+
     async fn inventory(&self) -> BTreeMap<String, bool> {
-        inventory_at(
-            cairn_assembly::StoreLocation::parse(&self.url)
-                .expect("a store URL")
-                .with_key_file(Some(self.key_file.clone())),
-        )
-        .await
+        inventory_at(self.location()).await
+    }
+
+    /// Who holds the sweeper lease (the replica that runs takeovers and purges), if anyone.
+    async fn sweeper(&self) -> Option<String> {
+        let store = self.location().open().await.expect("open the store");
+        let lease = store
+            .get_lease(cairn_server::serve::SWEEPER_LEASE)
+            .await
+            .expect("read the lease");
+        let _ = store.close().await;
+        lease.map(|lease| lease.owner)
     }
 }
 
@@ -181,14 +193,21 @@ fn deployment_body(names: &[&str]) -> Value {
     json!({ "properties": { "mode": "Incremental", "template": template(names, true) } })
 }
 
-/// A replica killed with a create in flight: another finishes the deployment after the claim expires.
+/// A replica killed with a create in flight: another finishes the deployment after the claim expires. The killed
+/// one started first and so held the sweeper lease: the other takes that over too (it ran the takeover).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_killed_replicas_deployment_is_finished_by_another() {
     let listener = Listener::start().await;
     let ext = listener.ext.clone();
     let shared = Shared::start(listener.addr).await;
     let mut a = shared.replica();
+    let sweeper_a = shared.sweeper().await.expect("the first replica sweeps");
     let b = shared.replica();
+    assert_eq!(
+        shared.sweeper().await.as_ref(),
+        Some(&sweeper_a),
+        "one replica sweeps at a time"
+    );
     let scope = shared.resource_group(&a, "killed").await;
     let path = format!("{scope}/providers/Microsoft.Resources/deployments/chain");
 
@@ -217,6 +236,11 @@ async fn a_killed_replicas_deployment_is_finished_by_another() {
     }
     assert_eq!(ext.holdings(), names(&["w0", "w1", "w2"]));
     exact(&shared.inventory().await, &ext.holdings());
+    let sweeper_b = shared.sweeper().await.expect("a replica sweeps");
+    assert_ne!(
+        sweeper_b, sweeper_a,
+        "the surviving replica took the sweeps over"
+    );
 }
 
 /// A replica paused with a create in flight: another takes the run over and finishes it; resumed, the paused one's

@@ -11,81 +11,40 @@
 
 mod common;
 mod matrix;
+mod pgshared;
 
 use std::collections::BTreeMap;
 use std::ffi::OsStr;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use cairn_testpg::TestPostgres;
 use common::{Server, start_serve};
 use matrix::{Listener, PATIENCE, Release, exact, inventory_at, names, template};
+use pgshared::SharedStore;
 use serde_json::{Value, json};
-use sqlx::PgPool;
 
 const SUB: &str = "/subscriptions/00000000-0000-0000-0000-000000000000";
 const STACKS: &str = "api-version=2024-03-01";
 const DEPLOYMENTS: &str = "api-version=2025-04-01";
 
-/// One PostgreSQL database, the master key and the extension registry several servers share.
+/// The shared database several servers run on, and the test's HTTP client.
 struct Shared {
-    _cluster: TestPostgres,
-    _dir: tempfile::TempDir,
-    url: String,
-    key_file: PathBuf,
-    registry: PathBuf,
+    store: SharedStore,
     client: reqwest::Client,
 }
 
 impl Shared {
     async fn start(ext_addr: std::net::SocketAddr) -> Shared {
-        let cluster = TestPostgres::start();
-        let admin = PgPool::connect(&cluster.url()).await.expect("connect");
-        sqlx::query("CREATE DATABASE replicas")
-            .execute(&admin)
-            .await
-            .expect("create the database");
-        // A paused replica must not hold the others up with a transaction it left open (operations.md advises it).
-        sqlx::query("ALTER DATABASE replicas SET idle_in_transaction_session_timeout = '2s'")
-            .execute(&admin)
-            .await
-            .expect("set the idle transaction timeout");
-        admin.close().await;
-        let dir = tempfile::tempdir().expect("tempdir");
-        let key_file = dir.path().join("cairn.key");
-        std::fs::write(&key_file, "AAECAwQFBgcICQoLDA0ODxAREhMUFRYXGBkaGxwdHh8=\n").expect("key");
-        set_mode(&key_file, 0o600);
-        let registry = dir.path().join("extensions.json");
-        std::fs::write(
-            &registry,
-            json!({ "extensions": [ { "name": "Matrix", "version": "1.0.0",
-                                      "transport": { "kind": "http", "url": format!("http://{ext_addr}") } } ] })
-            .to_string(),
-        )
-        .expect("registry");
         Shared {
-            url: cluster.url_for_database("replicas"),
-            _cluster: cluster,
-            _dir: dir,
-            key_file,
-            registry,
+            store: SharedStore::start("replicas", ext_addr, json!({})).await,
             client: reqwest::Client::new(),
         }
     }
 
     /// A `cairn serve` on the shared database.
     fn replica(&self) -> Server {
-        start_serve(
-            &[
-                OsStr::new("--store"),
-                OsStr::new(&self.url),
-                OsStr::new("--store-key-file"),
-                self.key_file.as_os_str(),
-                OsStr::new("--extensions"),
-                self.registry.as_os_str(),
-            ],
-            &[],
-        )
+        let args = self.store.replica_args();
+        let args: Vec<&OsStr> = args.iter().map(|arg| arg.as_os_str()).collect();
+        start_serve(&args, &[])
     }
 
     async fn send(
@@ -153,9 +112,7 @@ impl Shared {
     }
 
     fn location(&self) -> cairn_assembly::StoreLocation {
-        cairn_assembly::StoreLocation::parse(&self.url)
-            .expect("a store URL")
-            .with_key_file(Some(self.key_file.clone()))
+        self.store.location()
     }
 
     async fn inventory(&self) -> BTreeMap<String, bool> {
@@ -172,11 +129,6 @@ impl Shared {
         let _ = store.close().await;
         lease.map(|lease| lease.owner)
     }
-}
-
-fn set_mode(path: &Path, mode: u32) {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode)).expect("chmod");
 }
 
 /// Sends `signal` (`KILL`, `STOP`, `CONT`) to a server process.

@@ -236,14 +236,23 @@ impl Listener {
     }
 }
 
-/// The inventory's Matrix resources (name → detached) of the store at `location`, read through a store of its own.
+/// The inventory's Matrix resources (name → detached) of the store at `location`, every page of it, read through a
+/// store of its own.
 pub async fn inventory_at(location: cairn_assembly::StoreLocation) -> BTreeMap<String, bool> {
     let store = location.open().await.expect("open the store");
-    let rows = store
-        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
-        .await
-        .expect("list the inventory")
-        .items;
+    let mut rows = Vec::new();
+    let mut filter = cairn_store::ManagedResourceFilter::default();
+    loop {
+        let page = store
+            .list_managed_resources(filter.clone())
+            .await
+            .expect("list the inventory");
+        rows.extend(page.items);
+        match page.continuation {
+            Some(continuation) => filter.page.continuation = Some(continuation),
+            None => break,
+        }
+    }
     let _ = store.close().await;
     rows.into_iter()
         .filter(|r| {

@@ -146,6 +146,8 @@ struct Client {
     tally: Arc<Mutex<Tally>>,
     /// Requests sent again because a replica refused or dropped the connection.
     retries: AtomicUsize,
+    /// Requests sent again because the operation was not accepted (a 409 from a lease a killed replica held).
+    not_accepted: AtomicUsize,
     /// The end of the settling period: no operation waits past it.
     deadline: Mutex<Instant>,
 }
@@ -176,6 +178,7 @@ impl Client {
         method: reqwest::Method,
         path: &str,
         body: Option<&Value>,
+        correlation: Option<&str>,
     ) -> Option<Reply> {
         loop {
             let mut request = self
@@ -184,6 +187,9 @@ impl Client {
                 .timeout(Duration::from_secs(20));
             if let Some(body) = body {
                 request = request.json(body);
+            }
+            if let Some(correlation) = correlation {
+                request = request.header("x-ms-correlation-request-id", correlation);
             }
             match request.send().await {
                 Ok(response) => {
@@ -223,7 +229,7 @@ impl Client {
     }
 
     async fn get(&self, path: &str) -> Option<Reply> {
-        self.send(reqwest::Method::GET, path, None).await
+        self.send(reqwest::Method::GET, path, None, None).await
     }
 
     fn unexpected(&self, what: String) {
@@ -296,8 +302,10 @@ impl Client {
         }
     }
 
-    /// PUTs (or DELETEs) `path` and waits for the operation to end: the final record (`None` once gone). A 409
-    /// (the resource busy) after a dropped connection is this operation's own earlier attempt, so it is waited for.
+    /// PUTs (or DELETEs) `path` and waits for the operation to end: the final record (`None` once gone). Every
+    /// attempt carries the operation's own correlation id, which the record of an accepted operation names: a 409
+    /// after a dropped connection is this operation's earlier attempt if the record names it, else the lease of an
+    /// attempt a killed replica took but never recorded (held until it expires), and the request is sent again.
     async fn operate(
         &self,
         kind: &'static str,
@@ -307,57 +315,75 @@ impl Client {
         body: Option<&Value>,
     ) -> Option<Option<Value>> {
         let record_path = format!("{path}?{}", query.split('&').next().unwrap_or(query));
-        let Some(reply) = self
-            .send(method.clone(), &format!("{path}?{query}"), body)
-            .await
-        else {
-            self.stuck(format!("{kind} {path}: never accepted"));
-            return None;
-        };
-        let accepted = reply.status;
-        match reply.status {
-            200 | 201 | 202 => {
-                if let Some(url) = reply.async_url
-                    && !self.follow(&url).await
-                {
-                    self.stuck(format!("{kind} {path}: its status never ended"));
+        let correlation = format!("chaos-{:032x}", rand::random::<u128>());
+        loop {
+            let Some(reply) = self
+                .send(
+                    method.clone(),
+                    &format!("{path}?{query}"),
+                    body,
+                    Some(&correlation),
+                )
+                .await
+            else {
+                self.stuck(format!("{kind} {path}: never accepted"));
+                return None;
+            };
+            let answered = reply.status;
+            match answered {
+                200..=202 => {
+                    if let Some(url) = reply.async_url
+                        && !self.follow(&url).await
+                    {
+                        self.stuck(format!("{kind} {path}: its status never ended"));
+                        return None;
+                    }
+                }
+                204 | 409 => {}
+                status => {
+                    self.unexpected(format!("{kind} {path}: {status} {}", reply.body));
+                    self.outcome(kind, format!("refused {status}"));
                     return None;
                 }
             }
-            204 | 409 => {}
-            status => {
-                self.unexpected(format!("{kind} {path}: {status} {}", reply.body));
-                self.outcome(kind, format!("refused {status}"));
-                return None;
-            }
-        }
-        match self.settled(&record_path).await {
-            Ok(record) => {
-                let state = record.as_ref().map_or("gone".to_owned(), |record| {
-                    record["properties"]["provisioningState"]
-                        .as_str()
-                        .unwrap_or_default()
-                        .to_ascii_lowercase()
-                });
-                // A PUT leaves its resource behind; a DELETE of a stack either removes it or fails.
-                let wrong = if method == reqwest::Method::PUT {
-                    record.is_none()
-                } else {
-                    state == "succeeded"
-                };
-                if wrong {
-                    self.unexpected(format!(
-                        "{kind} {path} (answered {accepted}) ended {state}: {:#}",
-                        record.as_ref().map_or(&Value::Null, |r| &r["properties"])
-                    ));
+            let record = match self.settled(&record_path).await {
+                Ok(record) => record,
+                Err(state) => {
+                    self.stuck(format!("{kind} {path}: still {state}"));
+                    return None;
                 }
-                self.outcome(kind, state);
-                Some(record)
+            };
+            let ours = record
+                .as_ref()
+                .map_or(method == reqwest::Method::DELETE, |record| {
+                    record["properties"]["correlationId"] == correlation.as_str()
+                });
+            if !ours {
+                if Instant::now() > self.deadline() {
+                    self.stuck(format!(
+                        "{kind} {path}: never accepted (last answer {answered})"
+                    ));
+                    return None;
+                }
+                self.not_accepted.fetch_add(1, Ordering::Relaxed);
+                tokio::time::sleep(random_millis(300, 800)).await;
+                continue;
             }
-            Err(state) => {
-                self.stuck(format!("{kind} {path}: still {state}"));
-                None
+            let state = record.as_ref().map_or("gone".to_owned(), |record| {
+                record["properties"]["provisioningState"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_ascii_lowercase()
+            });
+            // A DELETE of a stack either removes it or fails.
+            if method == reqwest::Method::DELETE && state == "succeeded" {
+                self.unexpected(format!(
+                    "{kind} {path} (answered {answered}) ended {state}: {:#}",
+                    record.as_ref().map_or(&Value::Null, |r| &r["properties"])
+                ));
             }
+            self.outcome(kind, state);
+            return Some(record);
         }
     }
 }
@@ -637,6 +663,7 @@ async fn replicas_under_chaos_lose_nothing() {
         ports: replicas.ports.clone(),
         tally: tally.clone(),
         retries: AtomicUsize::new(0),
+        not_accepted: AtomicUsize::new(0),
         deadline: Mutex::new(Instant::now() + chaos_for + SETTLE),
     });
     let reply = client
@@ -644,6 +671,7 @@ async fn replicas_under_chaos_lose_nothing() {
             reqwest::Method::PUT,
             &format!("{}?{DEPLOYMENTS}", group()),
             Some(&json!({ "location": "local" })),
+            None,
         )
         .await
         .expect("the resource group");
@@ -688,8 +716,9 @@ async fn replicas_under_chaos_lose_nothing() {
 
     let inventory = inventory_at(store.location()).await;
     let holdings = ext.holdings();
-    let tally = tally.lock().unwrap();
-    let ledger = ext.ledger.lock().unwrap();
+    // Everything has ended: take what the workers and the extension saw.
+    let tally = std::mem::take(&mut *tally.lock().unwrap());
+    let ledger = std::mem::take(&mut *ext.ledger.lock().unwrap());
     let mut recorded = survey.recorded.clone();
     recorded.extend(inventory.keys().cloned());
     let orphans: Vec<&String> = holdings.difference(&recorded).collect();
@@ -706,6 +735,10 @@ async fn replicas_under_chaos_lose_nothing() {
     println!(
         "  requests retried on another replica:         {}",
         client.retries.load(Ordering::Relaxed)
+    );
+    println!(
+        "  requests sent again, not accepted (409):      {}",
+        client.not_accepted.load(Ordering::Relaxed)
     );
     for ((kind, how), count) in &tally.outcomes {
         println!("  {kind:<16} ended {how:<12}            {count}");

@@ -70,9 +70,9 @@ impl StackService {
         let Some((_, current)) = self.load_stack(scope, name).await? else {
             return Ok(None);
         };
-        let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
-        let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
         let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let owner = self.operation_owner(&correlation_id);
+        let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
         let accepted = async {
             let Some((record, mut stack, mut state)) = self.load(scope, name).await? else {
                 return Ok(None);

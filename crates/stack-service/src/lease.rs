@@ -1,5 +1,11 @@
 //! One stack operation at a time: the stack's lease (taken, renewed by a heartbeat while the operation runs,
 //! released when it ends) and the out-of-sync guard that refuses to start over an interrupted operation.
+//!
+//! An operation's lease owner names the operation (its correlation id, hex-encoded so no id can pass for another's
+//! suffix). An operation's last write is the terminal record naming that correlation id, and only then does it
+//! release the lease; a process that dies in between leaves a finished stack whose lease nobody renews. A new
+//! operation that finds the lease held by the very operation the terminal record names takes it over at once
+//! instead of answering 409 until the lease expires (a claim TTL, a minute by default).
 
 use std::time::{Duration, Instant};
 
@@ -11,6 +17,13 @@ use crate::service::{StackService, lease_name, store_error};
 use crate::state::StoredState;
 
 use tracing::Instrument as _;
+
+/// Separates a lease owner's unique part from the hex of its operation's correlation id.
+const OPERATION_MARK: &str = ":op=";
+
+fn hex(text: &str) -> String {
+    text.bytes().map(|byte| format!("{byte:02x}")).collect()
+}
 
 /// When a lease taken or renewed at `now` expires.
 pub(crate) fn add(now: Timestamp, duration: Duration) -> Timestamp {
@@ -95,7 +108,18 @@ impl StackService {
         self.inner.operations.wait().await;
     }
 
-    /// Takes the stack's lease, or answers 409 `DeploymentStackInNonTerminalState`.
+    /// The lease owner of an operation with `correlation_id`, unique to this attempt.
+    pub(crate) fn operation_owner(&self, correlation_id: &str) -> String {
+        format!(
+            "{}:{}{OPERATION_MARK}{}",
+            self.inner.settings.owner_id,
+            uuid::Uuid::new_v4(),
+            hex(correlation_id)
+        )
+    }
+
+    /// Takes the stack's lease, or answers 409 `DeploymentStackInNonTerminalState`. A lease held by the finished
+    /// operation `current` names (see the module documentation) is taken over.
     pub(crate) async fn take_lease(
         &self,
         scope: &str,
@@ -117,6 +141,12 @@ impl StackService {
         {
             Ok(lease) => Ok(lease),
             Err(error) if error.is_conflict() => {
+                if let Some(lease) = self
+                    .take_finished_lease(scope, name, owner, current)
+                    .await?
+                {
+                    return Ok(lease);
+                }
                 let state = current
                     .and_then(|s| s.properties.provisioning_state.as_ref())
                     .map(|s| s.as_str().to_owned())
@@ -125,6 +155,64 @@ impl StackService {
                     name, &state,
                 ))
             }
+            Err(error) => Err(store_error(error)),
+        }
+    }
+
+    /// The lease for `owner` when its holder is the operation whose terminal record `current` is: that operation
+    /// ended and its process died before releasing the lease. `None` when the lease is someone else's (or was
+    /// released and taken again meanwhile: the release names the holder it saw, so it cannot free another's).
+    async fn take_finished_lease(
+        &self,
+        scope: &str,
+        name: &str,
+        owner: &str,
+        current: Option<&DeploymentStack>,
+    ) -> Result<Option<Lease>, ArmError> {
+        let Some(correlation_id) = current
+            .filter(|stack| {
+                stack
+                    .properties
+                    .provisioning_state
+                    .as_ref()
+                    .is_some_and(|state| state.is_terminal())
+            })
+            .and_then(|stack| stack.properties.correlation_id.as_deref())
+        else {
+            return Ok(None);
+        };
+        let lease_name = lease_name(scope, name);
+        let store = &self.inner.store;
+        let Some(held) = store.get_lease(&lease_name).await.map_err(store_error)? else {
+            return Ok(None);
+        };
+        let finished = format!("{OPERATION_MARK}{}", hex(correlation_id));
+        if !held.owner.ends_with(&finished) {
+            return Ok(None);
+        }
+        match store.release_lease(&lease_name, &held.owner).await {
+            Ok(()) => {}
+            Err(error) if error.is_conflict() => return Ok(None),
+            Err(error) => return Err(store_error(error)),
+        }
+        let now = Timestamp::now();
+        match store
+            .acquire_lease(
+                &lease_name,
+                owner,
+                now,
+                add(now, self.inner.settings.lease_ttl),
+            )
+            .await
+        {
+            Ok(lease) => {
+                tracing::info!(
+                    stack = name,
+                    "took over the lease of the stack's finished operation"
+                );
+                Ok(Some(lease))
+            }
+            Err(error) if error.is_conflict() => Ok(None),
             Err(error) => Err(store_error(error)),
         }
     }

@@ -57,7 +57,8 @@ impl StackService {
         self.check_resource_groups(&[scope, &deployment_scope])
             .await?;
         validation::check_stack_template(&self.inner.engine, name, &request.properties).await?;
-        let owner = format!("{}:{}", self.inner.settings.owner_id, uuid::Uuid::new_v4());
+        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
+        let owner = self.operation_owner(&correlation_id);
         let existing = self.load(scope, name).await?;
         let lease = self
             .take_lease(scope, name, &owner, existing.as_ref().map(|(_, s, _)| s))
@@ -131,7 +132,7 @@ impl StackService {
         id: &ResourceId,
         request: DeploymentStack,
         existing: Option<(StackRecord, DeploymentStack, StoredState)>,
-        correlation_id: Option<String>,
+        correlation_id: String,
     ) -> Result<(Accepted, PutJob, tokio::sync::watch::Sender<Ending>), ArmError> {
         let bypass = request
             .properties
@@ -147,7 +148,6 @@ impl StackService {
             }
             None => (Precondition::MustNotExist, StoredState::default(), true),
         };
-        let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let mut stack = DeploymentStack::for_id(id, request.properties.clone());
         stack.location = request.location.clone();
         stack.tags = request.tags.clone();

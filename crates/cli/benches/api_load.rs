@@ -371,10 +371,13 @@ fn main() {
     );
     println!("|---|---|---|---:|---:|---:|---:|---:|");
     for round in 1..=options.rounds {
-        for phase in [Phase::GetDeployment, Phase::PutDeployment, Phase::ListStacks] {
+        for phase in [
+            Phase::GetDeployment,
+            Phase::PutDeployment,
+            Phase::ListStacks,
+        ] {
             for setup in &setups {
-                let measured =
-                    runtime.block_on(measure(setup, phase, &options, seeded, round));
+                let measured = runtime.block_on(measure(setup, phase, &options, seeded, round));
                 println!(
                     "| {round} | {} | {} | {} | {} | {:.0} | {} | {} |",
                     setup.label,

@@ -45,6 +45,8 @@ mod time;
 pub mod transfer;
 
 #[cfg(feature = "testing")]
+pub mod bench;
+#[cfg(feature = "testing")]
 pub mod conformance;
 
 pub use error::{Entity, StoreError, StoreResult};

@@ -54,7 +54,13 @@ impl TestPostgres {
     /// Creates and starts a cluster. Panics with a message naming the fix when PostgreSQL is missing, and
     /// with the server's own output when it cannot be created or started.
     pub fn start() -> TestPostgres {
-        match Self::try_start() {
+        Self::start_with(&[])
+    }
+
+    /// [`TestPostgres::start`] with server settings (`name`, `value`) given on the command line after the
+    /// defaults, so they override them (e.g. `("full_page_writes", "on")` for a benchmark of WAL volume).
+    pub fn start_with(settings: &[(&str, &str)]) -> TestPostgres {
+        match Self::try_start_with(settings) {
             Ok(cluster) => cluster,
             Err(message) => panic!("{message}"),
         }
@@ -62,6 +68,11 @@ impl TestPostgres {
 
     /// Like [`TestPostgres::start`], returning the reason instead of panicking.
     pub fn try_start() -> Result<TestPostgres, String> {
+        Self::try_start_with(&[])
+    }
+
+    /// Like [`TestPostgres::start_with`], returning the reason instead of panicking.
+    pub fn try_start_with(settings: &[(&str, &str)]) -> Result<TestPostgres, String> {
         let bin_dir = locate_binaries(
             std::env::var_os(BIN_DIR_VARIABLE).map(PathBuf::from),
             Path::new("/usr/lib/postgresql"),
@@ -101,7 +112,7 @@ impl TestPostgres {
         };
         cluster.init()?;
         cluster.major_version = cluster.read_major_version();
-        cluster.launch()?;
+        cluster.launch(settings)?;
         Ok(cluster)
     }
 
@@ -216,16 +227,19 @@ impl TestPostgres {
     }
 
     /// Starts the server on a free port; retries when another process takes the port in between.
-    fn launch(&mut self) -> Result<(), String> {
+    fn launch(&mut self, settings: &[(&str, &str)]) -> Result<(), String> {
         let mut last_error = String::new();
         for _ in 0..5 {
             self.port = free_port()?;
-            let options = format!(
+            let mut options = format!(
                 "-c listen_addresses=127.0.0.1 -p {} -k {} -c fsync=off -c synchronous_commit=off \
                  -c full_page_writes=off -c max_connections=300 -c shared_buffers=32MB",
                 self.port,
                 self.dir.path().display()
             );
+            for (name, value) in settings {
+                options.push_str(&format!(" -c {name}={value}"));
+            }
             let output = self
                 .command("pg_ctl")
                 .arg("--pgdata")

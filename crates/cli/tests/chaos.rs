@@ -78,8 +78,10 @@ impl Replicas {
         let mut ports = Vec::new();
         let mut servers = Vec::new();
         for _ in 0..REPLICAS {
-            let server = launch(&args, "127.0.0.1:0");
-            ports.push(port_of(&server.url));
+            let port = listening_port();
+            let server = launch(&args, &format!("127.0.0.1:{port}"));
+            assert_eq!(port_of(&server.url), port);
+            ports.push(port);
             servers.push(Mutex::new(Some(server)));
         }
         Replicas {
@@ -110,13 +112,29 @@ impl Replicas {
     }
 }
 
-/// A replica listening on `listen`; the port of a killed replica may take a moment to be free again.
+/// A replica listening on `listen`.
 fn launch(args: &[OsString], listen: &str) -> Server {
     serve_with(|command| {
         command
             .args(["--listen", listen, "--claim-ttl", CLAIM_TTL])
             .args(args);
     })
+}
+
+/// A free loopback port below the kernel's ephemeral range: a replica restarted on it never finds it taken by an
+/// outgoing connection (which take ephemeral ports), as it could with a port the kernel handed out.
+fn listening_port() -> u16 {
+    let ephemeral_from = std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse::<u16>().ok())
+        .unwrap_or(32768);
+    for _ in 0..1000 {
+        let port = rand::rng().random_range(10_000..ephemeral_from.max(10_001));
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port below {ephemeral_from}");
 }
 
 fn port_of(url: &str) -> u16 {

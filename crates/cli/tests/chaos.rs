@@ -837,3 +837,61 @@ async fn replicas_under_chaos_lose_nothing() {
         tally.outcomes
     );
 }
+
+/// The extension's ledger catches what the suite asserts on: two creates of one resource in flight at once, and a
+/// deleted resource made anew; and a create whose client went away (a killed replica, a timed-out request) stops
+/// counting as in flight, so a later create of the same resource is no duplicate.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_extension_detects_duplicate_creates() {
+    let hanging = FaultRates {
+        max_latency: Duration::ZERO,
+        unavailable: 0.0,
+        throttled: 0.0,
+        hang: 1.0,
+        hang_for: Duration::from_secs(2),
+    };
+    let (ext, addr) = FaultyExtension::start(hanging).await;
+    let http = reqwest::Client::new();
+    let call = |operation: &str, body: Value, timeout: Duration| {
+        http.post(format!("http://{addr}/v1/resource/{operation}"))
+            .json(&body)
+            .timeout(timeout)
+            .send()
+    };
+    let create =
+        |name: &str| json!({ "type": "Thing", "apiVersion": "v1", "properties": { "name": name } });
+    let short = Duration::from_millis(200);
+
+    // A create whose client gives up: dropped with its connection.
+    assert!(call("createOrUpdate", create("a"), short).await.is_err());
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(
+        ext.ledger.lock().unwrap().creating.is_empty(),
+        "the abandoned create is no longer in flight"
+    );
+    assert!(call("createOrUpdate", create("a"), short).await.is_err());
+    assert!(ext.ledger.lock().unwrap().duplicates.is_empty());
+
+    // Two creates of b at once.
+    let (first, second) = tokio::join!(call("createOrUpdate", create("b"), short), async {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        call("createOrUpdate", create("b"), short).await
+    });
+    assert!(first.is_err() && second.is_err());
+    assert_eq!(ext.ledger.lock().unwrap().duplicates.len(), 1);
+
+    // b deleted, then made anew.
+    let identifiers =
+        json!({ "type": "Thing", "apiVersion": "v1", "identifiers": { "name": "b" } });
+    assert!(call("delete", identifiers, short).await.is_err());
+    assert!(!ext.holdings().contains("b"));
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(call("createOrUpdate", create("b"), short).await.is_err());
+    let ledger = ext.ledger.lock().unwrap();
+    assert_eq!(ledger.duplicates.len(), 2, "{:?}", ledger.duplicates);
+    assert!(
+        ledger.duplicates[1].contains("deleted"),
+        "{:?}",
+        ledger.duplicates
+    );
+}

@@ -67,12 +67,14 @@ impl StackService {
         correlation_id: Option<String>,
     ) -> Result<Option<DeleteRun>, ArmError> {
         check_actions(&options.action_on_unmanage)?;
-        let Some((_, current)) = self.load_stack(scope, name).await? else {
+        let Some((record, current)) = self.load_stack(scope, name).await? else {
             return Ok(None);
         };
         let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let owner = self.operation_owner(&correlation_id);
-        let lease = self.take_lease(scope, name, &owner, Some(&current)).await?;
+        let lease = self
+            .take_lease(scope, name, &owner, Some((&record, &current)))
+            .await?;
         let accepted = async {
             let Some((record, mut stack, mut state)) = self.load(scope, name).await? else {
                 return Ok(None);

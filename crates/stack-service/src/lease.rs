@@ -4,14 +4,14 @@
 //! An operation's lease owner names the operation (its correlation id, hex-encoded so no id can pass for another's
 //! suffix). An operation's last write is the terminal record naming that correlation id, and only then does it
 //! release the lease; a process that dies in between leaves a finished stack whose lease nobody renews. A new
-//! operation that finds the lease held by the very operation the terminal record names takes it over at once
-//! instead of answering 409 until the lease expires (a claim TTL, a minute by default).
+//! operation that finds the lease held by the very operation the terminal record names (taken before the record was
+//! written) takes it over at once instead of answering 409 until the lease expires (a claim TTL, a minute by default).
 
 use std::time::{Duration, Instant};
 
 use cairn_arm::ArmError;
 use cairn_arm::models::stack::DeploymentStack;
-use cairn_store::{Lease, Timestamp};
+use cairn_store::{Lease, StackRecord, Timestamp};
 
 use crate::service::{StackService, lease_name, store_error};
 use crate::state::StoredState;
@@ -119,13 +119,13 @@ impl StackService {
     }
 
     /// Takes the stack's lease, or answers 409 `DeploymentStackInNonTerminalState`. A lease held by the finished
-    /// operation `current` names (see the module documentation) is taken over.
+    /// operation the `current` record names (see the module documentation) is taken over.
     pub(crate) async fn take_lease(
         &self,
         scope: &str,
         name: &str,
         owner: &str,
-        current: Option<&DeploymentStack>,
+        current: Option<(&StackRecord, &DeploymentStack)>,
     ) -> Result<Lease, ArmError> {
         let now = Timestamp::now();
         match self
@@ -148,7 +148,7 @@ impl StackService {
                     return Ok(lease);
                 }
                 let state = current
-                    .and_then(|s| s.properties.provisioning_state.as_ref())
+                    .and_then(|(_, s)| s.properties.provisioning_state.as_ref())
                     .map(|s| s.as_str().to_owned())
                     .unwrap_or_else(|| "deploying".into());
                 Err(ArmError::deployment_stack_in_non_terminal_state(
@@ -160,24 +160,28 @@ impl StackService {
     }
 
     /// The lease for `owner` when its holder is the operation whose terminal record `current` is: that operation
-    /// ended and its process died before releasing the lease. `None` when the lease is someone else's (or was
-    /// released and taken again meanwhile: the release names the holder it saw, so it cannot free another's).
+    /// ended and its process died before releasing the lease. The holder must name the record's correlation id and
+    /// have taken the lease before the record was written (a later operation reusing the correlation id is not the
+    /// one that finished). `None` when the lease is someone else's (or was released and taken again meanwhile: the
+    /// release names the holder it saw, so it cannot free another's).
     async fn take_finished_lease(
         &self,
         scope: &str,
         name: &str,
         owner: &str,
-        current: Option<&DeploymentStack>,
+        current: Option<(&StackRecord, &DeploymentStack)>,
     ) -> Result<Option<Lease>, ArmError> {
-        let Some(correlation_id) = current
-            .filter(|stack| {
+        let Some((record, correlation_id)) = current
+            .filter(|(_, stack)| {
                 stack
                     .properties
                     .provisioning_state
                     .as_ref()
                     .is_some_and(|state| state.is_terminal())
             })
-            .and_then(|stack| stack.properties.correlation_id.as_deref())
+            .and_then(|(record, stack)| {
+                Some((record, stack.properties.correlation_id.as_deref()?))
+            })
         else {
             return Ok(None);
         };
@@ -187,7 +191,7 @@ impl StackService {
             return Ok(None);
         };
         let finished = format!("{OPERATION_MARK}{}", hex(correlation_id));
-        if !held.owner.ends_with(&finished) {
+        if !held.owner.ends_with(&finished) || held.acquired_at > record.updated_at {
             return Ok(None);
         }
         match store.release_lease(&lease_name, &held.owner).await {

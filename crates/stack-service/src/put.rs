@@ -61,7 +61,12 @@ impl StackService {
         let owner = self.operation_owner(&correlation_id);
         let existing = self.load(scope, name).await?;
         let lease = self
-            .take_lease(scope, name, &owner, existing.as_ref().map(|(_, s, _)| s))
+            .take_lease(
+                scope,
+                name,
+                &owner,
+                existing.as_ref().map(|(record, stack, _)| (record, stack)),
+            )
             .await?;
         let result = self
             .accept_put(scope, name, &id, request, existing, correlation_id)

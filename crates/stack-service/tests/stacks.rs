@@ -831,10 +831,12 @@ async fn a_crashed_operation_frees_the_stack_after_the_ttl() {
 /// A process that wrote its operation's terminal record and died before releasing the lease (seen under the chaos
 /// suite: a replica SIGKILLed right after a stack update finished): the next operation takes the lease over at once
 /// instead of answering 409 "non-terminal state 'succeeded'" until it expires. A lease held by any other operation
-/// still refuses.
+/// still refuses: one naming another correlation id, or one naming the record's but taken after the record was
+/// written (a later operation reusing the id).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_finished_operations_lease_is_taken_over_at_once() {
     let env = setup(fast()).await;
+    let before = Timestamp::now();
     env.service
         .create_or_update(
             RG,
@@ -850,56 +852,56 @@ async fn a_finished_operations_lease_is_taken_over_at_once() {
     let lease =
         "stack:/subscriptions/00000000-0000-0000-0000-000000000001/resourcegroups/rg1/finished";
     let hex = |text: &str| -> String { text.bytes().map(|b| format!("{b:02x}")).collect() };
-    let hold = |owner: String| {
+    let hold = |owner: String, acquired: Timestamp| {
         let store = env.store.clone();
         async move {
-            let now = Timestamp::now();
             store
                 .acquire_lease(
                     lease,
                     &owner,
-                    now,
-                    now.saturating_add(Duration::from_secs(60)),
+                    acquired,
+                    Timestamp::now().saturating_add(Duration::from_secs(60)),
                 )
                 .await
                 .expect("lease");
+            owner
         }
+    };
+    let update = || {
+        env.service.create_or_update(
+            RG,
+            "finished",
+            stack(&["a", "b"], false, "delete", "c1"),
+            None,
+        )
     };
 
     // Held by another operation (one that never wrote this record): refused.
-    hold(format!("dead-replica:1:op={}", hex("op-other"))).await;
-    let refused = env
-        .service
-        .create_or_update(
-            RG,
-            "finished",
-            stack(&["a", "b"], false, "delete", "c1"),
-            None,
-        )
-        .await
-        .expect_err("held by a live operation as far as anyone knows");
-    assert_eq!(refused.status(), 409);
+    let other = hold(format!("dead-replica:1:op={}", hex("op-other")), before).await;
+    assert_eq!(update().await.expect_err("held").status(), 409);
     env.store
-        .release_lease(lease, &format!("dead-replica:1:op={}", hex("op-other")))
+        .release_lease(lease, &other)
+        .await
+        .expect("release");
+    // Named like the record's operation, but taken after the record was written: refused.
+    let later = hold(format!("replica:2:op={}", hex("op-done")), Timestamp::now()).await;
+    assert_eq!(update().await.expect_err("held").status(), 409);
+    env.store
+        .release_lease(lease, &later)
         .await
         .expect("release");
 
-    // Held by the operation the terminal record names: taken over.
-    hold(format!("dead-replica:2:op={}", hex("op-done"))).await;
-    env.service
-        .create_or_update(
-            RG,
-            "finished",
-            stack(&["a", "b"], false, "delete", "c1"),
-            None,
-        )
+    // Held by the operation the terminal record names, taken before it wrote the record: taken over.
+    hold(format!("dead-replica:3:op={}", hex("op-done")), before).await;
+    update()
         .await
         .expect("the finished operation's lease is taken over");
     assert_eq!(
         settle(&env.service, "finished").await["properties"]["provisioningState"],
         "succeeded"
     );
-    hold(format!("dead-replica:3:op={}", hex("op-delete"))).await;
+    // A DELETE asks the same: held by an operation that did not write the record, refused.
+    hold(format!("dead-replica:4:op={}", hex("op-delete")), before).await;
     let refused = env
         .service
         .delete(

@@ -1,9 +1,9 @@
 //! The chaos suite: three `cairn serve` replicas (the built binary) on one throwaway PostgreSQL database, in front of
 //! a fault-injecting extension (`fault`: latency, 503, 429 + `Retry-After`, hangs past the host's timeout). Fifty
-//! deployment workers and twenty stack workers (each stack created, updated, deleted, again and again) send their
-//! requests through random replicas, follow `Azure-AsyncOperation`/`Location` through random replicas, and retry
-//! another replica when one refuses the connection; meanwhile a random replica is killed with SIGKILL and started
-//! again on the same port every few seconds.
+//! deployment workers (three resources each time, chained by `dependsOn` for half of them) and twenty stack workers
+//! (each stack created, updated, deleted, again and again) send their requests through random replicas, follow
+//! `Azure-AsyncOperation`/`Location` through random replicas, and retry another replica when one refuses the
+//! connection; meanwhile a random replica is killed with SIGKILL and started again on the same port every few seconds.
 //!
 //! When the chaos ends (faults off, every replica up), every operation must reach a terminal state within a bound,
 //! and the test reports and asserts: **0** operations stuck non-terminal (the workers' own, every deployment and
@@ -423,8 +423,9 @@ async fn deployment_worker(client: Arc<Client>, worker: usize, chaos: Arc<Atomic
     while chaos.load(Ordering::SeqCst) {
         let names: Vec<String> = (0..3).map(|k| format!("d{worker}-{round}-{k}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
-        let body =
-            json!({ "properties": { "mode": "Incremental", "template": template(&names, false) } });
+        // Half the workers chain their resources (`dependsOn`), so kills also land between dependent creates.
+        let chained = worker % 2 == 0;
+        let body = json!({ "properties": { "mode": "Incremental", "template": template(&names, chained) } });
         let path = format!(
             "{}/providers/Microsoft.Resources/deployments/dep-{worker}-{round}",
             group()

@@ -1,5 +1,5 @@
 // The console's shell: sign-in state, the scope form, routing by URL fragment (an ARM id), and the refresh
-// loop that keeps a page live — every second while an operation runs, every ten seconds otherwise — redrawing
+// loop that keeps a page live — every second while an operation runs, every five seconds otherwise — redrawing
 // only when the data changed and keeping focus and open disclosures across redraws.
 
 import * as api from "./api.js";
@@ -8,7 +8,7 @@ import { parseRoute, routeHref } from "./model.js";
 import { pages } from "./views.js";
 
 const BUSY_REFRESH_MS = 1000;
-const IDLE_REFRESH_MS = 10000;
+const IDLE_REFRESH_MS = 5000;
 const SCOPE_KEY = "cairn.console.scope";
 
 const main = document.getElementById("main");

@@ -542,3 +542,117 @@ async fn sign_in_open_a_stack_watch_an_update_and_read_a_what_if_diff() {
         started.elapsed()
     );
 }
+
+/// Runs in the console page: the console's own modules on shapes the API documents, including a drift detection
+/// result (served by stacks with drift detection; this test needs no server support for it), and data that
+/// looks like markup. Returns what the modules made of them.
+const MODULE_CHECKS: &str = r#"
+const done = arguments[arguments.length - 1];
+(async () => {
+  const model = await import('/ui/assets/model.js');
+  const graph = await import('/ui/assets/graph.js');
+  const diff = await import('/ui/assets/diff.js');
+  const { pages } = await import('/ui/assets/views.js');
+  const out = {};
+  out.timestamp = model.parseTimestamp('2026-01-02T03:04:05.1234567Z') === Date.UTC(2026, 0, 2, 3, 4, 5, 123);
+  out.durations = [model.parseDuration('PT1M2.5S'), model.parseDuration('P1DT2H'), Number.isNaN(model.parseDuration('PT'))];
+
+  // A plan where c depends on a and b, b on a: a's edge to c skips b's column and passes a waypoint there.
+  const deployment = { properties: { provisioningState: 'Running', dependencies: [
+    { resourceType: 'Widget', resourceName: 'b', dependsOn: [{ resourceType: 'Widget', resourceName: 'a' }] },
+    { resourceType: 'Widget', resourceName: 'c', dependsOn: [{ resourceType: 'Widget', resourceName: 'a' }, { resourceType: 'Widget', resourceName: 'b' }] } ] } };
+  const operations = [
+    { operationId: '1', properties: { provisioningState: 'Succeeded', timestamp: '2026-01-02T03:04:06Z', duration: 'PT1S', targetResource: { resourceType: 'Widget', symbolicName: 'a' } } },
+    { operationId: '2', properties: { provisioningState: 'Running', timestamp: '2026-01-02T03:04:06Z', targetResource: { resourceType: 'Widget', symbolicName: 'b' } } } ];
+  const planned = model.buildGraph(deployment, operations);
+  out.nodes = planned.nodes.map((node) => node.label + ':' + node.state).sort();
+  const placed = graph.layout(planned.nodes, planned.edges);
+  out.columns = planned.nodes.map((node) => node.label + placed.positions.get(node.key).layer).sort();
+  out.waypoints = [...placed.waypoints.values()].map((points) => points.length).sort();
+  const span = model.timelineRows(operations, Date.UTC(2026, 0, 2, 3, 4, 10));
+  out.timeline = span.rows.map((row) => row.label + ':' + (row.shownEnd - row.start));
+  out.lineDiff = diff.lineDiff(['x', 'y', 'z'], ['x', 'Y', 'z']).map(([sign, line]) => sign + line);
+
+  // A stack page whose latest drift result says the file was modified, the vault is in sync (its id in other
+  // case) and a third resource was deleted; names that look like markup stay text.
+  const stackId = '/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deploymentStacks/app';
+  const file = { extension: { name: 'Local', version: '1.0.0', configId: 'c1' }, type: 'File', identifiers: { path: 'etc/app.conf' } };
+  const vault = { id: '/subscriptions/s/resourceGroups/rg/providers/Microsoft.KeyVault/vaults/appkv', apiVersion: '2023-07-01' };
+  const sneaky = { extension: { name: 'Local', version: '1.0.0' }, type: 'File', identifiers: { path: '<img src=x id=injected>' } };
+  const stack = { id: stackId, name: 'app', properties: { provisioningState: 'succeeded',
+    resources: [{ ...file, status: 'managed' }, { ...vault, status: 'managed' }, { ...sneaky, status: 'managed' }] } };
+  const drift = { name: 'drift-0001', properties: { deploymentStackResourceId: stackId, status: 'Succeeded',
+    startTime: '2026-01-02T03:04:05Z', endTime: '2026-01-02T03:04:06Z',
+    summary: { total: 3, checked: 3, inSync: 1, modified: 1, deleted: 1, unreachable: 0 },
+    resources: [
+      { ...file, extension: { name: 'Local', version: '1.1.0', configId: 'c1' }, symbolicName: 'conf', driftStatus: 'modified',
+        propertyChanges: [{ path: 'properties.content', changeType: 'modify', before: 'port=80\nhost=a\n', after: 'port=8080\nhost=a\n' }] },
+      { ...vault, id: vault.id.toUpperCase(), driftStatus: 'inSync' },
+      { ...sneaky, driftStatus: 'deleted' } ] } };
+  const data = { route: { kind: 'stack', name: 'app', scope: '/subscriptions/s/resourceGroups/rg', id: stackId },
+    stack, deploymentId: stackId.replace('deploymentStacks', 'deployments'), deployment: null, operations: [],
+    deploymentError: null, whatIfs: { value: [] }, drift: { value: drift, count: 1 } };
+  const page = document.createElement('div');
+  page.append(...pages.stack.render(data, {}, () => {}, Date.now()).flat().filter(Boolean));
+  out.driftColumn = [...page.querySelectorAll('#resources tbody tr')].map((row) => row.cells[6].textContent);
+  out.driftArticles = [...page.querySelectorAll('#drift article')].map((article) => article.dataset.driftStatus + ':' +
+    [...article.querySelectorAll('del, ins')].map((line) => line.textContent.trim()).join(','));
+  out.injected = page.querySelector('#injected') !== null || page.querySelector('img') !== null;
+  out.markupShownAsText = page.textContent.includes('<img src=x id=injected>');
+  done(out);
+})().catch((error) => done({ error: String((error && error.stack) || error) }));
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_tokens_no_sign_in_and_the_modules_draw_documented_shapes() {
+    let (chromium, chromedriver) = webdriver::find_browser();
+    let dir = tempfile::tempdir().unwrap();
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(&registry, json!({ "extensions": [] }).to_string()).unwrap();
+    let server = common::start_server(&dir.path().join("data"), &registry);
+    let driver = webdriver::Driver::start(&chromedriver).await;
+    let session = driver
+        .session(&chromium, &dir.path().join("profile"), 1366, 900)
+        .await;
+
+    session.goto(&format!("{}/ui/", server.url)).await;
+    let note = session
+        .wait_until(
+            "the subscription page without signing in",
+            PAGE_PATIENCE,
+            "return location.hash.startsWith('#/subscriptions/') && document.querySelector('#stacks') !== null && document.getElementById('session').textContent;",
+        )
+        .await;
+    assert!(note.as_str().unwrap().contains("No sign-in"), "{note}");
+    assert_accessible(&session, "subscription page in dev mode").await;
+
+    let checks = session.execute_async(MODULE_CHECKS, vec![]).await;
+    assert_eq!(checks["error"], Value::Null, "{checks}");
+    assert_eq!(
+        checks,
+        json!({
+            "timestamp": true,
+            "durations": [62500, 93_600_000, true],
+            "nodes": ["a:Succeeded", "b:Running", "c:Pending"],
+            "columns": ["a0", "b1", "c2"],
+            "waypoints": [0, 0, 1],
+            "timeline": ["a:1000", "b:4000"],
+            "lineDiff": [" x", "-y", "+Y", " z"],
+            "driftColumn": ["modified", "inSync", "deleted"],
+            "driftArticles": ["modified:- port=80,+ port=8080", "deleted:"],
+            "injected": false,
+            "markupShownAsText": true
+        })
+    );
+    assert_clean_log(&session).await;
+
+    session.goto(&format!("{}/ui/login", server.url)).await;
+    session
+        .wait_until(
+            "the login page saying no token is needed",
+            PAGE_PATIENCE,
+            "return document.getElementById('login-open').hidden === false;",
+        )
+        .await;
+    session.end().await;
+}

@@ -204,6 +204,17 @@ impl Session {
         .await
     }
 
+    /// Runs `script` asynchronously: it ends by calling `arguments[arguments.length - 1]` with its result (so it
+    /// may await promises, such as a module's dynamic import).
+    pub async fn execute_async(&self, script: &str, args: Vec<Value>) -> Value {
+        self.command(
+            reqwest::Method::POST,
+            "/execute/async",
+            Some(json!({ "script": script, "args": args })),
+        )
+        .await
+    }
+
     /// The elements matching `css` (possibly none).
     pub async fn find_all(&self, css: &str) -> Vec<Element> {
         self.command(

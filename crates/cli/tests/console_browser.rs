@@ -2,7 +2,8 @@
 //! serve` with a tokens file. The test signs in (a wrong token refused, the right one accepted), finds a stack on
 //! the subscription page and opens it with the keyboard, sees its managed resources and its dependency graph,
 //! watches a stack update change the graph's states while an extension holds its first create (running, pending,
-//! then all succeeded without reloading the page), opens a what-if diff, finds "no drift result", and signs out.
+//! then all succeeded without reloading the page), opens a what-if diff, finds "no drift result", signs out, and is
+//! sent back to the login page, told why, when its token is no longer accepted.
 //! Each page is checked for labels, landmarks and text contrast, and the browser's log for script errors and
 //! Content-Security-Policy violations. Screenshots go to `<target dir>/ui-screenshots/`.
 //!
@@ -533,6 +534,25 @@ async fn sign_in_open_a_stack_watch_an_update_and_read_a_what_if_diff() {
             "return location.pathname === '/ui/login' && sessionStorage.getItem('cairn.console.token') === null;",
         )
         .await;
+    // A token the server no longer accepts: the console's first call gets 401 and the login page says why.
+    session
+        .execute(
+            "sessionStorage.setItem('cairn.console.token', 'a-token-from-before');",
+            vec![],
+        )
+        .await;
+    session.goto(&format!("{}/ui/#{stack}", server.url)).await;
+    let reason = session
+        .wait_until(
+            "the login page with the reason",
+            PAGE_PATIENCE,
+            "const reason = document.getElementById('login-reason'); return location.pathname === '/ui/login' && !reason.hidden && reason.textContent;",
+        )
+        .await;
+    assert!(
+        reason.as_str().unwrap().contains("no longer accepts"),
+        "{reason}"
+    );
     session.end().await;
     drop(driver);
     drop(server);

@@ -59,9 +59,9 @@ pub fn app(state: AppState) -> Router {
         .route(HEALTH_PATH, get(observe::health))
         .route(READY_PATH, get(observe::ready))
         .route(METRICS_PATH, get(observe::metrics))
-        .route(ui::UI_PATH, get(ui::redirect))
-        .route("/ui/", any(ui::asset))
-        .route("/ui/{*path}", any(ui::asset));
+        .route(ui::UI_PATH, any(ui::serve))
+        .route("/ui/", any(ui::serve))
+        .route("/ui/{*path}", any(ui::serve));
     if let Some(host) = &state.host {
         let host_api = cairn_host::api::router(
             host.clone(),

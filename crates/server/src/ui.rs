@@ -116,24 +116,22 @@ fn secure(mut response: Response) -> Response {
     response
 }
 
-/// `GET /ui`: to `/ui/`, so the page's relative URLs have one base.
-pub(crate) async fn redirect() -> Response {
-    let mut response = Response::new(Body::empty());
-    *response.status_mut() = StatusCode::PERMANENT_REDIRECT;
-    response
-        .headers_mut()
-        .insert(header::LOCATION, HeaderValue::from_static("/ui/"));
-    secure(response)
-}
-
-/// `GET|HEAD /ui/...`: an embedded asset (304 when the browser's copy is current), 404 otherwise, 405 for other
-/// methods.
-pub(crate) async fn asset(request: Request) -> Response {
+/// `GET|HEAD /ui/...`: an embedded asset (304 when the browser's copy is current), `/ui` redirected to `/ui/` (so
+/// the pages have one base), 404 for any other path, 405 for other methods.
+pub(crate) async fn serve(request: Request) -> Response {
     if request.method() != Method::GET && request.method() != Method::HEAD {
         let mut response = error_response(&ArmError::method_not_allowed(request.method().as_str()));
         response
             .headers_mut()
             .insert(header::ALLOW, HeaderValue::from_static("GET, HEAD"));
+        return secure(response);
+    }
+    if request.uri().path() == UI_PATH {
+        let mut response = Response::new(Body::empty());
+        *response.status_mut() = StatusCode::PERMANENT_REDIRECT;
+        response
+            .headers_mut()
+            .insert(header::LOCATION, HeaderValue::from_static("/ui/"));
         return secure(response);
     }
     let Some((index, asset)) = find(request.uri().path()) else {

@@ -151,17 +151,12 @@ async fn assets_revalidate_by_etag_and_refuse_other_methods() {
     let other = call(&app.router, "GET", "/ui/assets/api.js", None, None).await;
     assert_ne!(other.headers["etag"], first.headers["etag"]);
 
-    let post = call(
-        &app.router,
-        "POST",
-        "/ui/login",
-        Some("{}".to_owned()),
-        None,
-    )
-    .await;
-    assert_eq!(post.status.as_u16(), 405, "{}", post.text);
-    assert_eq!(post.headers["allow"], "GET, HEAD");
-    assert_secured(&post, "POST /ui/login");
+    for path in ["/ui/login", "/ui"] {
+        let post = call(&app.router, "POST", path, Some("{}".to_owned()), None).await;
+        assert_eq!(post.status.as_u16(), 405, "{path}: {}", post.text);
+        assert_eq!(post.headers["allow"], "GET, HEAD", "{path}");
+        assert_secured(&post, path);
+    }
 }
 
 #[tokio::test]

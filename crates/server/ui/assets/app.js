@@ -29,11 +29,11 @@ function announce(text) {
   }
 }
 
+/** Forgets the token and goes to the login page; `reason` is one of the login page's reason codes, or none. */
 function signOut(reason) {
   api.clearToken();
   api.rememberReturn(window.location.hash);
-  const query = reason ? `?reason=${encodeURIComponent(reason)}` : "";
-  window.location.replace(`/ui/login${query}`);
+  window.location.replace(reason ? `/ui/login?reason=${reason}` : "/ui/login");
 }
 
 function renderSession(open) {
@@ -42,7 +42,7 @@ function renderSession(open) {
     : [
         h("span", { class: "muted" }, "Signed in with a token"),
         " ",
-        h("button", { type: "button", id: "sign-out", on: { click: () => signOut("") } }, "Sign out"),
+        h("button", { type: "button", id: "sign-out", on: { click: () => signOut(null) } }, "Sign out"),
       ];
   session.replaceChildren(...parts);
 }
@@ -204,7 +204,7 @@ function wireShell() {
 
 async function boot() {
   wireShell();
-  api.onUnauthorized(() => signOut("The server did not accept the token: sign in again."));
+  api.onUnauthorized(() => signOut("rejected"));
   let open = false;
   if (!api.token()) {
     const probe = await api.probe(null);

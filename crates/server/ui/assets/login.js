@@ -10,8 +10,14 @@ const reason = document.getElementById("login-reason");
 const open = document.getElementById("login-open");
 const button = document.getElementById("sign-in");
 
+/** Why the console sent the browser here, by code: the page shows only its own words, never text from the URL. */
+const REASONS = {
+  rejected: "The server no longer accepts the token this tab had: sign in again.",
+};
+
 function showReason() {
-  const text = new URLSearchParams(window.location.search).get("reason");
+  const code = new URLSearchParams(window.location.search).get("reason");
+  const text = code && Object.hasOwn(REASONS, code) ? REASONS[code] : null;
   if (text) {
     reason.textContent = text;
     reason.hidden = false;

@@ -5,7 +5,9 @@
 //! then all succeeded without reloading the page), opens a what-if diff, finds "no drift result", signs out, and is
 //! sent back to the login page, told why, when its token is no longer accepted.
 //! Each page is checked for labels, landmarks and text contrast, and the browser's log for script errors and
-//! Content-Security-Policy violations. Screenshots go to `<target dir>/ui-screenshots/`.
+//! Content-Security-Policy violations. A second test opens the console of a server without tokens (no sign-in), uses
+//! the Scope box, and runs the console's modules in the page on documented API shapes (a drift detection result
+//! among them). Screenshots go to `<target dir>/ui-screenshots/`.
 //!
 //! Chromium and chromedriver are the Debian packages `chromium` and `chromium-driver` (scripts/test.sh installs
 //! them); without them this test fails, naming the packages.
@@ -645,6 +647,38 @@ async fn without_tokens_no_sign_in_and_the_modules_draw_documented_shapes() {
         .await;
     assert!(note.as_str().unwrap().contains("No sign-in"), "{note}");
     assert_accessible(&session, "subscription page in dev mode").await;
+
+    // The Scope box: text that names no scope is refused in words; a subscription id alone opens it.
+    let scope = session.wait_for("#scope-input", PAGE_PATIENCE).await;
+    session.clear(&scope).await;
+    session
+        .type_into(&scope, &format!("not/a scope{ENTER}"))
+        .await;
+    let refusal = session
+        .wait_until(
+            "the scope refusal",
+            PAGE_PATIENCE,
+            "return document.getElementById('scope-input').getAttribute('aria-invalid') === 'true' && document.getElementById('scope-error').textContent;",
+        )
+        .await;
+    assert!(
+        refusal.as_str().unwrap().contains("Not a scope"),
+        "{refusal}"
+    );
+    session.clear(&scope).await;
+    session
+        .type_into(
+            &scope,
+            &format!("11111111-2222-3333-4444-555555555555{ENTER}"),
+        )
+        .await;
+    session
+        .wait_until(
+            "the other subscription",
+            PAGE_PATIENCE,
+            "return location.hash === '#/subscriptions/11111111-2222-3333-4444-555555555555' && (document.querySelector('h1') || { textContent: '' }).textContent.includes('11111111') && document.getElementById('scope-error').textContent === '';",
+        )
+        .await;
 
     let checks = session.execute_async(MODULE_CHECKS, vec![]).await;
     assert_eq!(checks["error"], Value::Null, "{checks}");

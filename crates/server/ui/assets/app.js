@@ -176,6 +176,7 @@ function navigate() {
   generation += 1;
   sessionStorage.setItem(SCOPE_KEY, route.scope);
   scopeInput.value = route.scope;
+  scopeInput.removeAttribute("aria-invalid");
   scopeError.textContent = "";
   breadcrumbs.replaceChildren(crumbsFor(route));
   current = { generation, route, page: pages[route.kind], ui: {}, data: null, text: null, timer: null };
@@ -192,13 +193,15 @@ function wireShell() {
     event.preventDefault();
     const value = scopeInput.value.trim();
     const route = parseRoute(`#${value.startsWith("/") ? value : `/subscriptions/${value}`}`);
-    if (!route || !["subscription", "resourceGroup", "managementGroup"].includes(route.kind)) {
+    if (!route) {
       scopeError.textContent =
-        "Not a scope: give a subscription id, /subscriptions/{id}/resourceGroups/{name} or /providers/Microsoft.Management/managementGroups/{id}.";
+        "Not a scope: give a subscription id, /subscriptions/{id}/resourceGroups/{name}, /providers/Microsoft.Management/managementGroups/{id}, or the id of a stack or deployment.";
+      scopeInput.setAttribute("aria-invalid", "true");
       scopeInput.focus();
       return;
     }
-    window.location.hash = routeHref(route.scope);
+    scopeInput.removeAttribute("aria-invalid");
+    window.location.hash = routeHref(route.id);
   });
 }
 

@@ -2,6 +2,7 @@
 //! navigation, elements by CSS selector, clicks, typing, key presses, scripts, screenshots and the browser's log.
 
 use std::net::TcpListener;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
@@ -49,7 +50,7 @@ pub fn find_browser() -> (PathBuf, PathBuf) {
     }
 }
 
-/// A running `chromedriver`, killed when dropped.
+/// A running `chromedriver` in a process group of its own, killed with its browsers when dropped.
 pub struct Driver {
     child: Child,
     base: String,
@@ -57,7 +58,14 @@ pub struct Driver {
 }
 
 impl Drop for Driver {
+    /// Ends chromedriver and every browser it started: they share its process group (a browser outlives a killed
+    /// driver otherwise, and a test that failed mid-way never ended its session).
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.child.id())])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status();
         let _ = self.child.kill();
         let _ = self.child.wait();
     }
@@ -76,6 +84,7 @@ impl Driver {
         let port = free_port();
         let child = Command::new(driver)
             .arg(format!("--port={port}"))
+            .process_group(0)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()

@@ -9,7 +9,8 @@ if [ ! -d ../shared/conformance ]; then
   exit 2
 fi
 
-# --- PostgreSQL for the tests that need a real server (crates/testpg, owned by crates/ext-postgresql) -----
+# --- PostgreSQL for the tests that need a real server (crates/testpg: the PostgreSql extension, the PostgreSQL
+# store and the CLI's store_* tests) -------------------------------------------------------------------------
 # The tests start throwaway clusters themselves (initdb, pg_ctl and postgres from the `postgresql` package); they
 # only need the binaries and, as root, an unprivileged account to run them as (PostgreSQL refuses root).
 if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb >/dev/null 2>&1; then
@@ -41,8 +42,9 @@ cargo test --workspace --all-targets
 
 # --- Azure SDK for Python against `cairn serve` (tests/python; owned by crates/server) -----------------
 # Creates target/pyenv once, installs the official SDK, pytest and cryptography (for the test's self-signed
-# certificate) from PyPI (a no-op when already there), and runs the SDK test against the debug `cairn`
-# binary built above: TLS on 127.0.0.1:0 with a static bearer token.
+# certificate) from PyPI (a no-op when already there), and runs the SDK tests against the debug `cairn`
+# binary built above: TLS on 127.0.0.1:0 with a static bearer token; one server on a data directory, and three
+# replicas on one throwaway PostgreSQL database that the `cairn-testpg` binary (crates/testpg) starts and stops.
 PYENV=target/pyenv
 if [ ! -x "$PYENV/bin/python" ]; then
   python3 -m venv "$PYENV"
@@ -51,4 +53,6 @@ fi
   "azure-mgmt-resource-deployments==2.0.0" "azure-mgmt-resource==26.0.0" \
   "azure-mgmt-resource-deploymentstacks==1.0.0" \
   "pytest==9.2.0" "cryptography==50.0.2"
-CAIRN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn" "$PYENV/bin/python" -m pytest -q tests/python
+CAIRN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn" \
+  CAIRN_TESTPG_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn-testpg" \
+  "$PYENV/bin/python" -m pytest -q tests/python

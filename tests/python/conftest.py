@@ -1,10 +1,12 @@
-"""Fixtures for the Azure SDK test: a self-signed TLS certificate, a static bearer token, and a
-`cairn serve` process on 127.0.0.1:0 that is stopped (SIGTERM) when the session ends.
+"""Fixtures for the Azure SDK tests: a self-signed TLS certificate, a static bearer token, and `cairn serve`
+processes on 127.0.0.1:0 stopped (SIGTERM) when the session ends: one on a data directory (`server`), and three
+replicas on one throwaway PostgreSQL database (`replicas`).
 
 The server binary is $CAIRN_BIN, else target/debug/cairn under the repository root (build it first:
-`cargo build -p cairn`).
+`cargo build -p cairn -p cairn-testpg`).
 """
 
+import base64
 import datetime
 import ipaddress
 import os
@@ -68,53 +70,101 @@ class Server:
         self.workdir = workdir
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    workdir = tmp_path_factory.mktemp("cairn")
+def cairn_binary() -> str:
+    binary = os.environ.get("CAIRN_BIN") or str(REPO / "target" / "debug" / "cairn")
+    if not pathlib.Path(binary).exists():
+        pytest.fail(f"cairn binary not found at {binary}: run `cargo build -p cairn` or set CAIRN_BIN")
+    return binary
+
+
+class Process:
+    """A `cairn serve` started with `args`: its URL once it listens, its stderr collected, stopped with SIGTERM."""
+
+    def __init__(self, args: list[str]):
+        self.process = subprocess.Popen(
+            [cairn_binary(), "serve", *args],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        self.stderr_lines: list[str] = []
+        threading.Thread(target=lambda: self.stderr_lines.extend(self.process.stderr), daemon=True).start()
+        self.url = None
+        for line in self.process.stdout:
+            match = LISTENING.search(line)
+            if match:
+                self.url = match.group(1)
+                break
+        if self.url is None:
+            self.process.wait(timeout=10)
+            pytest.fail("cairn serve did not start:\n" + "".join(self.stderr_lines))
+        threading.Thread(target=lambda: self.process.stdout.read(), daemon=True).start()
+
+    def stop(self, token: str):
+        """SIGTERM; the server must exit 0 without having logged the token."""
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            raise
+        log = "".join(self.stderr_lines)
+        assert code == 0, "cairn serve exited with %s:\n%s" % (code, log)
+        assert token not in log
+
+
+def tls_and_token(workdir: pathlib.Path) -> tuple[pathlib.Path, list[str], str]:
+    """A certificate, a tokens file and the `cairn serve` arguments that use them."""
     cert, key = write_self_signed(workdir)
     token = secrets.token_urlsafe(32)
     tokens = workdir / "tokens.txt"
     tokens.write_text(f"# the SDK test's static token\n{token}\n")
-    binary = os.environ.get("CAIRN_BIN") or str(REPO / "target" / "debug" / "cairn")
-    if not pathlib.Path(binary).exists():
-        pytest.fail(f"cairn binary not found at {binary}: run `cargo build -p cairn` or set CAIRN_BIN")
-    process = subprocess.Popen(
-        [
-            binary, "serve",
-            "--listen", "127.0.0.1:0",
-            "--tls-cert", str(cert),
-            "--tls-key", str(key),
-            "--tokens", str(tokens),
-            "--data-dir", str(workdir / "data"),
-            "--retry-after", "1",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    stderr_lines: list[str] = []
-    threading.Thread(
-        target=lambda: stderr_lines.extend(process.stderr), daemon=True
-    ).start()
-    url = None
-    for line in process.stdout:
-        match = LISTENING.search(line)
-        if match:
-            url = match.group(1)
-            break
-    if url is None:
-        process.wait(timeout=10)
-        pytest.fail("cairn serve did not start:\n" + "".join(stderr_lines))
-    threading.Thread(target=lambda: process.stdout.read(), daemon=True).start()
+    args = ["--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key), "--tokens", str(tokens),
+            "--retry-after", "1"]
+    return cert, args, token
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    workdir = tmp_path_factory.mktemp("cairn")
+    cert, args, token = tls_and_token(workdir)
+    process = Process([*args, "--data-dir", str(workdir / "data")])
     try:
-        yield Server(url, token, cert, workdir)
+        yield Server(process.url, token, cert, workdir)
     finally:
-        process.send_signal(signal.SIGTERM)
+        process.stop(token)
+
+
+@pytest.fixture(scope="session")
+def replicas(tmp_path_factory):
+    """Three `cairn serve` replicas on one throwaway PostgreSQL database, with 3 s claims.
+
+    The database comes from `cairn-testpg` ($CAIRN_TESTPG_BIN, else beside the cairn binary): it starts a cluster
+    with initdb and pg_ctl as the Rust tests do, prints its URL and stops it when its stdin closes.
+    """
+    workdir = tmp_path_factory.mktemp("replicas")
+    cert, args, token = tls_and_token(workdir)
+    helper = os.environ.get("CAIRN_TESTPG_BIN") or str(pathlib.Path(cairn_binary()).parent / "cairn-testpg")
+    if not pathlib.Path(helper).exists():
+        pytest.fail(f"cairn-testpg not found at {helper}: run `cargo build -p cairn-testpg` or set CAIRN_TESTPG_BIN")
+    database = subprocess.Popen([helper], stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                text=True)
+    url = database.stdout.readline().strip()
+    if not url.startswith("postgres://"):
+        database.wait(timeout=30)
+        pytest.fail("cairn-testpg did not start PostgreSQL:\n" + database.stderr.read())
+    key_file = workdir / "cairn.key"
+    key_file.write_text(base64.b64encode(secrets.token_bytes(32)).decode() + "\n")
+    key_file.chmod(0o600)
+    servers: list[Process] = []
+    try:
+        for _ in range(3):
+            servers.append(Process([*args, "--store", url, "--store-key-file", str(key_file), "--claim-ttl", "3"]))
+        yield [Server(process.url, token, cert, workdir) for process in servers]
+    finally:
         try:
-            code = process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            raise
-        assert code == 0, "cairn serve exited with %s:\n%s" % (code, "".join(stderr_lines))
-        # The token must never reach the server's log.
-        assert token not in "".join(stderr_lines)
+            for process in servers:
+                process.stop(token)
+        finally:
+            database.stdin.close()
+            database.wait(timeout=60)

@@ -6,8 +6,10 @@
 //! [`classify`] instead of encoding ARM routes in its router. Path segments are percent-decoded here.
 //!
 //! Routes of cairn's own choosing (ARM does not document them): `.../deploymentStacks/{name}/operationStatuses/{id}`
-//! and `.../deploymentStacksWhatIfResults/{name}/operationStatuses/{id}` for stack LRO polling, and
-//! `/subscriptions/{sub}/operationresults/{id}` for `Location` polling of resource group deletes.
+//! and `.../deploymentStacksWhatIfResults/{name}/operationStatuses/{id}` for stack LRO polling,
+//! `/subscriptions/{sub}/operationresults/{id}` for `Location` polling of resource group deletes, and stack drift
+//! detection: `POST .../deploymentStacks/{name}/detectDrift` and its results
+//! `.../deploymentStacks/{name}/driftDetectionResults[/{id}]`.
 
 use percent_encoding::percent_decode_str;
 
@@ -75,6 +77,8 @@ pub enum DeploymentAction {
 pub enum StackAction {
     Validate,
     ExportTemplate,
+    /// cairn's drift detection (a long-running operation).
+    DetectDrift,
 }
 
 /// What a request addresses. Deployment and stack IDs include their scope (`id.scope_id()`).
@@ -120,13 +124,17 @@ pub enum Target {
     DeploymentStacks { scope: ResourceId },
     /// `.../deploymentStacks/{name}` (GET, PUT, DELETE).
     DeploymentStack { id: ResourceId },
-    /// `.../deploymentStacks/{name}/{validate|exportTemplate}` (POST).
+    /// `.../deploymentStacks/{name}/{validate|exportTemplate|detectDrift}` (POST).
     DeploymentStackAction { id: ResourceId, action: StackAction },
     /// `.../deploymentStacks/{name}/operationStatuses/{id}` (GET; cairn's stack LRO status).
     DeploymentStackOperationStatus {
         stack: ResourceId,
         operation_id: String,
     },
+    /// `.../deploymentStacks/{name}/driftDetectionResults` (GET list; cairn's drift detection).
+    DeploymentStackDriftResults { stack: ResourceId },
+    /// `.../deploymentStacks/{name}/driftDetectionResults/{id}` (GET; the `Location` of a drift detection).
+    DeploymentStackDriftResult { stack: ResourceId, result: String },
     /// `{rg|sub|mg}/providers/Microsoft.Resources/deploymentStacksWhatIfResults` (GET list).
     DeploymentStacksWhatIfResults { scope: ResourceId },
     /// `.../deploymentStacksWhatIfResults/{name}` (GET, PUT, DELETE).
@@ -165,6 +173,8 @@ impl Target {
             | Target::DeploymentOperationStatus { .. }
             | Target::DeploymentStacks { .. }
             | Target::DeploymentStackOperationStatus { .. }
+            | Target::DeploymentStackDriftResults { .. }
+            | Target::DeploymentStackDriftResult { .. }
             | Target::DeploymentStacksWhatIfResults { .. }
             | Target::DeploymentStacksWhatIfResultOperationStatus { .. }
             | Target::Resources { .. } => &[Get],
@@ -201,7 +211,9 @@ impl Target {
             Target::DeploymentStacks { .. }
             | Target::DeploymentStack { .. }
             | Target::DeploymentStackAction { .. }
-            | Target::DeploymentStackOperationStatus { .. } => Some(ApiKind::DeploymentStacks),
+            | Target::DeploymentStackOperationStatus { .. }
+            | Target::DeploymentStackDriftResults { .. }
+            | Target::DeploymentStackDriftResult { .. } => Some(ApiKind::DeploymentStacks),
             Target::DeploymentStacksWhatIfResults { .. }
             | Target::DeploymentStacksWhatIfResult { .. }
             | Target::DeploymentStacksWhatIfResultAction { .. }
@@ -452,10 +464,17 @@ fn stacks_target(scope: ResourceId, tail: &[String]) -> Option<Target> {
             id: child_id(&scope, "deploymentStacks", name)?,
         },
         [name, action] => {
+            if kw(action, "driftDetectionResults") {
+                return Some(Target::DeploymentStackDriftResults {
+                    stack: child_id(&scope, "deploymentStacks", name)?,
+                });
+            }
             let action = if kw(action, "validate") {
                 StackAction::Validate
             } else if kw(action, "exportTemplate") {
                 StackAction::ExportTemplate
+            } else if kw(action, "detectDrift") {
+                StackAction::DetectDrift
             } else {
                 return None;
             };
@@ -468,6 +487,12 @@ fn stacks_target(scope: ResourceId, tail: &[String]) -> Option<Target> {
             Target::DeploymentStackOperationStatus {
                 stack: child_id(&scope, "deploymentStacks", name)?,
                 operation_id: operation_id.clone(),
+            }
+        }
+        [name, results, result] if kw(results, "driftDetectionResults") => {
+            Target::DeploymentStackDriftResult {
+                stack: child_id(&scope, "deploymentStacks", name)?,
+                result: result.clone(),
             }
         }
         _ => return None,
@@ -724,8 +749,28 @@ mod tests {
         assert_eq!(
             target(&format!("{base}/st/operationStatuses/o")),
             Target::DeploymentStackOperationStatus {
-                stack,
+                stack: stack.clone(),
                 operation_id: "o".into()
+            }
+        );
+        assert_eq!(
+            target(&format!("{base}/st/DETECTDRIFT")),
+            Target::DeploymentStackAction {
+                id: stack.clone(),
+                action: StackAction::DetectDrift
+            }
+        );
+        assert_eq!(
+            target(&format!("{base}/st/driftDetectionResults")),
+            Target::DeploymentStackDriftResults {
+                stack: stack.clone()
+            }
+        );
+        assert_eq!(
+            target(&format!("{base}/st/driftDetectionResults/d1")),
+            Target::DeploymentStackDriftResult {
+                stack,
+                result: "d1".into()
             }
         );
         let mg = "/providers/Microsoft.Management/managementGroups/mg/providers/Microsoft.Resources/deploymentStacks/st";

@@ -20,9 +20,10 @@
 //! # Ok(()) }
 //! ```
 //!
-//! **Invariant:** the store is chosen in one place, [`StoreLocation::open`]; no other code outside the store
-//! crates and their tests names a store backend. A store reached by URL is one more [`StoreLocation`] variant
-//! there; until then [`StoreLocation::parse`] refuses URLs with [`AssemblyError::UnsupportedStore`].
+//! **Invariant:** the store is chosen in one place, [`StoreLocation`] (opened by [`StoreLocation::open`], migrated by
+//! [`StoreLocation::migrate`], copied by [`copy_store`]); no other code outside the store crates and their tests
+//! names a store backend. A data directory is the embedded SQLite store; a `postgres://` URL the PostgreSQL store
+//! ([`PostgresLocation`], its master key from a key file or the environment, never from the database).
 //!
 //! What differs between the callers stays in their [`Settings`] (the engine's recovery policy and claim timing,
 //! the stack service's lease, the host's URL) and in what they do once assembled (recovery, background sweeps,
@@ -38,16 +39,17 @@ use cairn_metrics::Metrics;
 use cairn_stack_service::{StackService, StackServiceSettings};
 use cairn_store::{Store, StoreError};
 
-pub use store::StoreLocation;
+pub use cairn_store::schema::Migrated;
+pub use cairn_store::transfer::CopyReport;
+pub use store::{PostgresLocation, StoreLocation, copy_store};
 
 /// Why cairn could not be assembled.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum AssemblyError {
-    /// A store URL was given; only a data directory is supported today. The URL itself is not repeated (it may
-    /// carry credentials).
+    /// A store URL of a kind cairn has no backend for. The URL itself is not repeated (it may carry credentials).
     #[error(
-        "store URLs are not supported yet (got a {scheme}:// URL): give a data directory for the embedded store"
+        "{scheme}:// stores are not supported: give a data directory for the embedded store or a postgres:// URL"
     )]
     UnsupportedStore { scheme: String },
     /// The store could not be opened (created, migrated, its key read).
@@ -57,6 +59,23 @@ pub enum AssemblyError {
         #[source]
         source: StoreError,
     },
+    /// The store's schema could not be brought up to date.
+    #[error("cannot migrate the cairn {location}")]
+    MigrateStore {
+        location: StoreLocation,
+        #[source]
+        source: StoreError,
+    },
+    /// A copy into `to` failed (and changed nothing there).
+    #[error("cannot copy into the cairn {to}")]
+    CopyStore {
+        to: StoreLocation,
+        #[source]
+        source: StoreError,
+    },
+    /// A copy goes from a data directory into a PostgreSQL database; other directions are not supported.
+    #[error("a copy goes from a data directory (the embedded store) into a postgres:// database")]
+    UnsupportedCopy,
     /// The engine refused its settings.
     #[error("cannot start the deployment engine: {0}")]
     Engine(#[from] EngineError),

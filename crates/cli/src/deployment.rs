@@ -2,24 +2,30 @@
 //! `cairn deployment operation group|sub list`, with az's flags: `-g`, `-n`, `-f`, `-p` (repeatable: `@file.json`,
 //! `file.json`, `name=value`, parameter files with `extensionConfigs`), `-l`, `--mode`, `--no-wait`, `-o`.
 //!
-//! A template or parameters file that is not valid JSON, or a template the model rejects, is reported with file
-//! positions before anything is sent (exit 2); the engine's own validation errors come back as ARM errors (400,
-//! exit 2). A deployment that ends `Failed` or `Canceled` prints ARM's error tree on stderr and exits 1.
+//! Template problems are found before anything is sent (the static checks) or come back from the engine as ARM
+//! 400s; both are shown with file positions as `template validate` shows them ([`crate::check`], exit 2). A
+//! deployment that ends `Failed` or `Canceled` prints its error tree on stderr and exits 1. `what-if` prints the
+//! plan ([`crate::plan`]); `create --what-if` shows it and stops, `create -c` shows it and asks first.
 
+use std::io::IsTerminal as _;
 use std::process::ExitCode;
 
 use cairn_arm::models::deployment::{
     Deployment, DeploymentMode, DeploymentProperties, DeploymentWhatIf, DeploymentWhatIfProperties,
+    DeploymentWhatIfSettings, WhatIfResultFormat,
 };
 use cairn_arm::models::extension::ExtensionConfigs;
 use cairn_arm::models::parameters::DeploymentParameters;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::backend::TargetArgs;
+use crate::backend::{Backend, TargetArgs};
+use crate::check::{self, InputFiles};
 use crate::inputs::TemplateSourceArgs;
 use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format, OutputArgs, TableView};
+use crate::plan;
 use crate::progress::Progress;
+use crate::prompt::{self, Answer};
 
 #[derive(Args)]
 pub(crate) struct DeploymentArgs {
@@ -54,7 +60,7 @@ enum ScopedCommand {
     Delete(NamedArgs),
     /// Check a template and parameters without deploying.
     Validate(TemplateArgs),
-    /// Predict what a deployment would change.
+    /// Predict what a deployment would change: a plan of each resource's change (-o json: the what-if result).
     WhatIf(WhatIfArgs),
     /// Cancel a running deployment.
     Cancel(NamedArgs),
@@ -120,6 +126,48 @@ struct CreateArgs {
     /// No progress view on stderr.
     #[arg(long)]
     no_progress: bool,
+    /// Show the what-if plan (on stderr) and ask before deploying: "Are you sure you want to execute the
+    /// deployment? (y/n)". Needs a terminal, or --yes.
+    #[arg(short = 'c', long = "confirm-with-what-if")]
+    confirm_with_what_if: bool,
+    /// Show the what-if plan and stop: nothing is deployed.
+    #[arg(long = "what-if")]
+    what_if: bool,
+    /// With -c: deploy without asking when the plan changes nothing (only NoChange and Ignore).
+    #[arg(long = "proceed-if-no-change", requires = "confirm_with_what_if")]
+    proceed_if_no_change: bool,
+    /// With -c: deploy after showing the plan, without asking (what a script without a terminal passes).
+    #[arg(short = 'y', long, requires = "confirm_with_what_if")]
+    yes: bool,
+    #[command(flatten)]
+    plan: PlanArgs,
+}
+
+/// How a what-if plan is asked for and shown: az's `--result-format` and `--exclude-change-types` (named
+/// `--what-if-...` on `create`).
+#[derive(Args)]
+struct PlanArgs {
+    /// Full before/after payloads with property changes (the default), or resource IDs only.
+    #[arg(
+        short = 'r',
+        long = "what-if-result-format",
+        alias = "wrf",
+        value_enum,
+        ignore_case = true,
+        value_name = "FORMAT"
+    )]
+    result_format: Option<ResultFormat>,
+    /// Leave these kinds of change out of the plan (space separated).
+    #[arg(
+        short = 'x',
+        long = "what-if-exclude-change-types",
+        alias = "wx",
+        value_enum,
+        ignore_case = true,
+        num_args = 1..,
+        value_name = "CHANGE"
+    )]
+    exclude_change_types: Vec<ChangeType>,
 }
 
 #[derive(Args)]
@@ -129,6 +177,82 @@ struct WhatIfArgs {
     /// Print the what-if result as JSON instead of the change summary (same as `-o json`).
     #[arg(long)]
     no_pretty_print: bool,
+    /// Full before/after payloads with property changes (the default), or resource IDs only.
+    #[arg(
+        short = 'r',
+        long = "result-format",
+        value_enum,
+        ignore_case = true,
+        value_name = "FORMAT"
+    )]
+    result_format: Option<ResultFormat>,
+    /// Leave these kinds of change out of the plan (space separated).
+    #[arg(
+        short = 'x',
+        long = "exclude-change-types",
+        value_enum,
+        ignore_case = true,
+        num_args = 1..,
+        value_name = "CHANGE"
+    )]
+    exclude_change_types: Vec<ChangeType>,
+}
+
+/// az's what-if result formats.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ResultFormat {
+    #[value(name = "FullResourcePayloads")]
+    FullResourcePayloads,
+    #[value(name = "ResourceIdOnly")]
+    ResourceIdOnly,
+}
+
+/// az's what-if change types (for `--exclude-change-types`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, ValueEnum)]
+enum ChangeType {
+    #[value(name = "Create")]
+    Create,
+    #[value(name = "Delete")]
+    Delete,
+    #[value(name = "Deploy")]
+    Deploy,
+    #[value(name = "Ignore")]
+    Ignore,
+    #[value(name = "Modify")]
+    Modify,
+    #[value(name = "NoChange")]
+    NoChange,
+    #[value(name = "Unsupported")]
+    Unsupported,
+}
+
+impl ChangeType {
+    fn mark(self) -> &'static plan::Mark {
+        match self {
+            ChangeType::Create => &plan::CREATE,
+            ChangeType::Delete => &plan::DELETE,
+            ChangeType::Deploy => &plan::DEPLOY,
+            ChangeType::Ignore => &plan::IGNORE,
+            ChangeType::Modify => &plan::MODIFY,
+            ChangeType::NoChange => &plan::NO_CHANGE,
+            ChangeType::Unsupported => &plan::UNSUPPORTED,
+        }
+    }
+}
+
+/// The marks of `--exclude-change-types`.
+fn excluded(types: &[ChangeType]) -> Vec<&'static plan::Mark> {
+    types.iter().map(|t| t.mark()).collect()
+}
+
+/// What-if settings for `--result-format`.
+fn what_if_settings(format: Option<ResultFormat>) -> Option<DeploymentWhatIfSettings> {
+    format.map(|f| DeploymentWhatIfSettings {
+        result_format: Some(match f {
+            ResultFormat::FullResourcePayloads => WhatIfResultFormat::FullResourcePayloads,
+            ResultFormat::ResourceIdOnly => WhatIfResultFormat::ResourceIdOnly,
+        }),
+    })
 }
 
 #[derive(Args)]
@@ -189,7 +313,7 @@ fn operation_row(op: &Value) -> Value {
     let target = &p["targetResource"];
     let resource = target["id"]
         .as_str()
-        .map(|id| short_id(id).to_string())
+        .map(|id| plan::short_id(id).to_string())
         .or_else(|| target["symbolicName"].as_str().map(str::to_string));
     json!({
         "resource": resource,
@@ -286,15 +410,13 @@ async fn execute(target: &TargetArgs, command: DeploymentCommand) -> CmdResult {
         }
         ScopedCommand::Validate(a) => {
             let scope = scope_of(target, kind, &a.scope)?;
-            let (name, request) = build_request(&a, kind)?;
+            let (name, request, files) = build_request(&a, kind)?;
             let backend = target.connect().await?;
             let result = backend.validate(&scope, &name, request).await;
             backend.close().await;
-            let result = result?;
-            if let Some(error) = result.get("error").filter(|e| !e.is_null()) {
-                let detail: cairn_arm::ErrorDetail =
-                    serde_json::from_value(error.clone()).unwrap_or_default();
-                return Err(Failure::Arm(cairn_arm::ArmError::from_detail(400, detail)));
+            let result = result.map_err(|f| check::explain(f, &files))?;
+            if let Some(error) = carried_error(&result) {
+                return Err(check::explain(error, &files));
             }
             a.out.print(
                 Format::Json,
@@ -322,8 +444,20 @@ fn scope_of(target: &TargetArgs, kind: ScopeKind, scope: &ScopeArgs) -> Result<S
 
 async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdResult {
     let scope = scope_of(target, kind, &args.template.scope)?;
-    let (name, request) = build_request(&args.template, kind)?;
+    let (name, request, files) = build_request(&args.template, kind)?;
+    let confirm = args.confirm_with_what_if && !args.what_if;
+    // As az: -c needs someone to answer, said before anything runs (unless an unchanged plan may not ask).
+    if confirm && !args.yes && !args.proceed_if_no_change && !std::io::stdin().is_terminal() {
+        return Err(Failure::usage(NO_TERMINAL_TO_CONFIRM));
+    }
     let backend = target.connect().await?;
+    if args.what_if || confirm {
+        let review = review(&backend, &scope, &name, &request, &args, &files).await;
+        if !matches!(review, Ok(Review::Deploy)) {
+            backend.close().await;
+            return review.map(|_| ExitCode::SUCCESS);
+        }
+    }
     let mut progress = if args.no_progress {
         Progress::off()
     } else {
@@ -333,7 +467,7 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
         .deploy(&scope, &name, request, !args.no_wait, &mut progress)
         .await;
     backend.close().await;
-    let record = without_secure_outputs(result?);
+    let record = without_secure_outputs(result.map_err(|f| check::explain(f, &files))?);
     let state = record
         .pointer("/properties/provisioningState")
         .and_then(Value::as_str)
@@ -349,7 +483,7 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
                     format!("The deployment '{name}' was canceled."),
                 )
             });
-        output::print_error_json(&error);
+        check::print_error(&error, &files);
         return Ok(ExitCode::from(EXIT_FAILED));
     }
     args.template.out.print(
@@ -360,45 +494,112 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
     Ok(ExitCode::SUCCESS)
 }
 
+/// What `--what-if` or `-c` decided once the plan was shown.
+enum Review {
+    Deploy,
+    /// `--what-if`: the plan was all that was asked for.
+    Stop,
+}
+
+/// `create --what-if` and `-c`: shows the plan and, for `-c`, asks (unless `--yes`, or `--proceed-if-no-change`
+/// and nothing changes). A no, or no terminal to ask on, is a usage failure.
+async fn review(
+    backend: &Backend,
+    scope: &str,
+    name: &str,
+    request: &Deployment,
+    args: &CreateArgs,
+    files: &InputFiles,
+) -> CmdResult<Review> {
+    let plan = show_plan(backend, scope, name, request, &args.plan, files).await?;
+    if args.what_if {
+        return Ok(Review::Stop);
+    }
+    if args.yes || (args.proceed_if_no_change && !plan.changes_anything()) {
+        return Ok(Review::Deploy);
+    }
+    match prompt::ask("Are you sure you want to execute the deployment?")? {
+        Answer::Yes => Ok(Review::Deploy),
+        Answer::No => Err(Failure::usage(
+            "not deployed: the deployment was not confirmed",
+        )),
+        Answer::NoTerminal => Err(Failure::usage(NO_TERMINAL_TO_CONFIRM)),
+    }
+}
+
+/// Why `-c` cannot ask.
+const NO_TERMINAL_TO_CONFIRM: &str = "-c/--confirm-with-what-if asks before deploying, but stdin is not a terminal: \
+pass --yes to deploy after showing the plan, or --what-if to only show it";
+
+/// The what-if result of a deployment request (secret values redacted); an invalid request is its ARM error, with
+/// its template problems located in `files`.
+async fn predict(
+    backend: &Backend,
+    scope: &str,
+    name: &str,
+    request: &Deployment,
+    format: Option<ResultFormat>,
+    files: &InputFiles,
+) -> CmdResult<Value> {
+    let request = DeploymentWhatIf {
+        location: request.location.clone(),
+        properties: DeploymentWhatIfProperties::from_parts(
+            request.properties.clone(),
+            what_if_settings(format),
+        ),
+    };
+    let result = backend.what_if(scope, name, request).await;
+    let result = redact_what_if(result.map_err(|f| check::explain(f, files))?);
+    match carried_error(&result) {
+        Some(error) => Err(check::explain(error, files)),
+        None => Ok(result),
+    }
+}
+
+/// `create --what-if` and `-c`: the plan of the deployment about to run, on stderr (stdout stays for the
+/// deployment's JSON).
+async fn show_plan(
+    backend: &Backend,
+    scope: &str,
+    name: &str,
+    request: &Deployment,
+    args: &PlanArgs,
+    files: &InputFiles,
+) -> CmdResult<plan::Plan> {
+    let result = predict(backend, scope, name, request, args.result_format, files).await?;
+    let plan =
+        plan::deployment_plan(scope, &result).excluding(&excluded(&args.exclude_change_types));
+    eprintln!("{}\n", plan.render(output::color_stderr()));
+    Ok(plan)
+}
+
 async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdResult {
     let scope = scope_of(target, kind, &args.template.scope)?;
-    let (name, request) = build_request(&args.template, kind)?;
-    let request = DeploymentWhatIf {
-        location: request.location,
-        properties: DeploymentWhatIfProperties::from_parts(request.properties, None),
-    };
+    let (name, request, files) = build_request(&args.template, kind)?;
     let backend = target.connect().await?;
-    let result = backend.what_if(&scope, &name, request).await;
+    let result = predict(
+        &backend,
+        &scope,
+        &name,
+        &request,
+        args.result_format,
+        &files,
+    )
+    .await;
     backend.close().await;
-    let result = redact_what_if(result?);
-    if let Some(error) = result.get("error").filter(|e| !e.is_null()) {
-        let detail: cairn_arm::ErrorDetail =
-            serde_json::from_value(error.clone()).unwrap_or_default();
-        return Err(Failure::Arm(cairn_arm::ArmError::from_detail(400, detail)));
-    }
+    let result = result?;
     let out = &args.template.out;
     if out.output.is_none() && out.query.is_none() && !args.no_pretty_print {
-        crate::render::print_stdout(&what_if_summary(&scope, &result))
+        let plan =
+            plan::deployment_plan(&scope, &result).excluding(&excluded(&args.exclude_change_types));
+        crate::render::print_stdout(&plan.render(output::color_stdout()))
             .map_err(|e| Failure::Other(e.into()))?;
         return Ok(ExitCode::SUCCESS);
     }
-    let changes = result
-        .pointer("/properties/changes")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
     out.print(
         Format::Json,
         &result,
-        TableView::Rows(
-            changes,
-            &[
-                ("Change", "/changeType"),
-                ("Resource", "/resourceId"),
-                ("Symbolic name", "/symbolicName"),
-                ("Type", "/resourceType"),
-            ],
-        ),
+        TableView::Rows(plan::deployment_rows(&result), plan::ROW_COLUMNS),
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -478,113 +679,6 @@ fn redact_what_if(mut result: Value) -> Value {
     result
 }
 
-/// az's what-if text: one line per resource with the change symbol, property changes below, and a count.
-fn what_if_summary(scope: &str, result: &Value) -> String {
-    let changes = result
-        .pointer("/properties/changes")
-        .and_then(Value::as_array)
-        .cloned()
-        .unwrap_or_default();
-    let symbol = |kind: &str| match kind {
-        "Create" => "+",
-        "Delete" => "-",
-        "Modify" => "~",
-        "Deploy" => "!",
-        "NoChange" => "=",
-        "Ignore" => "*",
-        _ => "x",
-    };
-    let mut out = vec![
-        "Resource and property changes are indicated with these symbols:".to_string(),
-        "  + Create  ~ Modify  = Nochange  ! Deploy  * Ignore  x Unsupported".to_string(),
-        String::new(),
-        "The deployment will update the following scope:".to_string(),
-        String::new(),
-        format!("Scope: {scope}"),
-        String::new(),
-    ];
-    let mut counts: Vec<(String, usize)> = Vec::new();
-    for change in &changes {
-        let kind = change["changeType"].as_str().unwrap_or("Unsupported");
-        out.push(format!("  {} {}", symbol(kind), change_label(change)));
-        if let Some(reason) = change["unsupportedReason"].as_str() {
-            out.push(format!("      {reason}"));
-        }
-        for d in change["delta"].as_array().into_iter().flatten() {
-            let path = d["path"].as_str().unwrap_or("");
-            let before = d.get("before").map(Value::to_string).unwrap_or_default();
-            let after = d.get("after").map(Value::to_string).unwrap_or_default();
-            let line = match d["propertyChangeType"].as_str() {
-                Some("Create") => format!("      + {path}: {after}"),
-                Some("Delete") => format!("      - {path}: {before}"),
-                _ => format!("      ~ {path}: {before} => {after}"),
-            };
-            out.push(line);
-        }
-        match counts.iter_mut().find(|(k, _)| k == kind) {
-            Some((_, n)) => *n += 1,
-            None => counts.push((kind.to_string(), 1)),
-        }
-    }
-    let summary: Vec<String> = counts
-        .iter()
-        .map(|(kind, n)| {
-            let what = match kind.as_str() {
-                "Create" => "to create",
-                "Modify" => "to modify",
-                "Delete" => "to delete",
-                "NoChange" => "no change",
-                "Deploy" => "to deploy",
-                "Ignore" => "to ignore",
-                _ => "unsupported",
-            };
-            format!("{n} {what}")
-        })
-        .collect();
-    out.push(String::new());
-    out.push(if summary.is_empty() {
-        "Resource changes: none.".to_string()
-    } else {
-        format!("Resource changes: {}.", summary.join(", "))
-    });
-    out.join("\n")
-}
-
-/// How a what-if line names its resource: an Azure resource by its id (after `/providers/`); an extension
-/// resource by extension, type and identifiers (with the template's symbolic name when it has one), as the
-/// extension knows it.
-fn change_label(change: &Value) -> String {
-    if let Some(id) = change["resourceId"].as_str() {
-        return short_id(id).to_string();
-    }
-    let mut parts: Vec<String> = [
-        change.pointer("/extension/name").and_then(Value::as_str),
-        change["resourceType"].as_str(),
-    ]
-    .into_iter()
-    .flatten()
-    .map(str::to_string)
-    .collect();
-    if let Some(identifiers) = change.get("identifiers").filter(|i| !i.is_null()) {
-        parts.push(identifiers.to_string());
-    }
-    let label = parts.join(" ");
-    match change["symbolicName"].as_str() {
-        Some(symbolic) if label.is_empty() => symbolic.to_string(),
-        Some(symbolic) => format!("{label} ({symbolic})"),
-        None => label,
-    }
-}
-
-/// The part of an ARM id after its last `/providers/`.
-fn short_id(id: &str) -> &str {
-    let lower = id.to_ascii_lowercase();
-    match lower.rfind("/providers/") {
-        Some(i) => &id[i + "/providers/".len()..],
-        None => id,
-    }
-}
-
 /// Why `--mode Complete` is refused: said before anything is read or sent.
 const COMPLETE_MODE_REFUSED: &str = "--mode Complete is not supported: cairn runs deployments in Incremental mode \
 only. A Complete deployment deletes every resource of the resource group that its template does not declare, and \
@@ -592,9 +686,19 @@ cairn's engine has no such pass (it would refuse the request with 400 InvalidDep
 template no longer declares, deploy it as a deployment stack, which deletes only the resources it manages: \
 cairn stack group create -g GROUP -n NAME -f FILE --action-on-unmanage deleteResources";
 
-/// Reads the template and parameters into a deployment request; diagnostics with positions end the command
-/// (exit 2) before anything is sent.
-fn build_request(args: &TemplateArgs, kind: ScopeKind) -> Result<(String, Deployment), Failure> {
+/// The ARM error a validate or what-if result carries (`error`), as the 400 it stands for.
+fn carried_error(result: &Value) -> Option<Failure> {
+    let error = result.get("error").filter(|e| !e.is_null())?;
+    let detail: cairn_arm::ErrorDetail = serde_json::from_value(error.clone()).unwrap_or_default();
+    Some(Failure::Arm(cairn_arm::ArmError::from_detail(400, detail)))
+}
+
+/// Reads the template and parameters into a deployment request, with the files read (to locate the engine's
+/// findings in); diagnostics with positions end the command (exit 2) before anything is sent.
+fn build_request(
+    args: &TemplateArgs,
+    kind: ScopeKind,
+) -> Result<(String, Deployment, InputFiles), Failure> {
     let name = match &args.name {
         Some(name) => name.clone(),
         None => args
@@ -634,6 +738,7 @@ fn build_request(args: &TemplateArgs, kind: ScopeKind) -> Result<(String, Deploy
             tags: None,
             identity: None,
         },
+        inputs.files,
     ))
 }
 
@@ -649,29 +754,6 @@ mod tests {
             without_secure_outputs(record)["properties"]["outputs"],
             json!({"a": {"type": "String", "value": "x"}})
         );
-    }
-
-    #[test]
-    fn what_if_names_extension_resources_by_extension_type_and_identifiers() {
-        let result = json!({"properties": {"changes": [
-            {"changeType": "Ignore", "resourceType": "File",
-             "extension": {"name": "Local", "version": "1.0.0"}, "identifiers": {"path": "old.txt"}},
-            {"changeType": "Unsupported", "symbolicName": "note", "resourceType": "File",
-             "extension": {"name": "Local", "version": "1.0.0"}, "identifiers": {"path": "note.txt"},
-             "unsupportedReason": "no config"},
-            {"changeType": "Create",
-             "resourceId": "/subscriptions/s/resourceGroups/g/providers/Microsoft.KeyVault/vaults/v"}
-        ]}});
-        let text = what_if_summary("/subscriptions/s/resourceGroups/g", &result);
-        assert!(
-            text.contains(r#"  * Local File {"path":"old.txt"}"#),
-            "{text}"
-        );
-        assert!(
-            text.contains(r#"  x Local File {"path":"note.txt"} (note)"#),
-            "{text}"
-        );
-        assert!(text.contains("  + Microsoft.KeyVault/vaults/v"), "{text}");
     }
 
     #[test]

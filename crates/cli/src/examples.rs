@@ -70,7 +70,31 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "Serve HTTPS with bearer tokens",
                 "cairn serve --listen 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem --tokens tokens.txt",
             ),
+            (
+                "Serve from a PostgreSQL database shared with other servers",
+                "cairn serve --store postgres://cairn@db:5432/cairn --store-key-file /etc/cairn/store.key",
+            ),
         ],
+    ),
+    (
+        "store migrate",
+        &[
+            (
+                "Bring a PostgreSQL store's schema up to date before upgrading the servers",
+                "cairn store migrate --store postgres://cairn@db:5432/cairn",
+            ),
+            (
+                "Bring the data directory in $CAIRN_HOME up to date",
+                "cairn store migrate",
+            ),
+        ],
+    ),
+    (
+        "store copy",
+        &[(
+            "Copy a data directory into an empty PostgreSQL database, keeping its master key",
+            "cairn store copy --from ~/.cairn --to postgres://cairn@db:5432/cairn --to-key-file ~/.cairn/cairn.key",
+        )],
     ),
     (
         "group create",
@@ -122,6 +146,22 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "Deploy a template spec version",
                 "cairn deployment group create -g app --template-spec /subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/specs/providers/Microsoft.Resources/templateSpecs/web/versions/1.0",
             ),
+            (
+                "Show the plan and ask before deploying (on a terminal)",
+                "cairn deployment group create -g app -f main.json -c",
+            ),
+            (
+                "Show the plan, then deploy without asking (in a script)",
+                "cairn deployment group create -g app -f main.json -c --yes",
+            ),
+            (
+                "Ask only when the plan changes something",
+                "cairn deployment group create -g app -f main.json -c --proceed-if-no-change",
+            ),
+            (
+                "Only show the plan, leaving unchanged resources out",
+                "cairn deployment group create -g app -f main.json --what-if --what-if-exclude-change-types NoChange Ignore",
+            ),
         ],
     ),
     (
@@ -169,6 +209,10 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "The changes as a table",
                 "cairn deployment group what-if -g app -f main.bicep -o table",
             ),
+            (
+                "Only what changes, by resource id",
+                "cairn deployment group what-if -g app -f main.json -x NoChange -r ResourceIdOnly",
+            ),
         ],
     ),
     (
@@ -187,10 +231,16 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
     ),
     (
         "deployment sub create",
-        &[(
-            "Deploy at subscription scope (a location is required)",
-            "cairn deployment sub create -l local -f groups.json",
-        )],
+        &[
+            (
+                "Deploy at subscription scope (a location is required)",
+                "cairn deployment sub create -l local -f groups.json",
+            ),
+            (
+                "Show the plan and ask first",
+                "cairn deployment sub create -l local -f groups.json --confirm-with-what-if",
+            ),
+        ],
     ),
     (
         "deployment sub show",
@@ -316,8 +366,12 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "cairn stack group create -n app -g app -f main.json -p @main.parameters.json --action-on-unmanage deleteResources",
             ),
             (
-                "From Bicep, detaching what leaves it, without asking",
+                "From Bicep, detaching what leaves it, without the plan or a question",
                 "cairn stack group create -n app -g app -f main.bicep --aou detachAll --yes",
+            ),
+            (
+                "Take over extension resources that already exist and no stack manages",
+                "cairn stack group create -n app -g app -f main.json --aou detachAll --adopt",
             ),
         ],
     ),
@@ -358,10 +412,29 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
     ),
     (
         "stack group what-if",
-        &[(
-            "What updating the stack would create, change, delete or detach",
-            "cairn stack group what-if -n app -g app -f main.json --aou deleteResources",
-        )],
+        &[
+            (
+                "What updating the stack would create, change, delete or detach",
+                "cairn stack group what-if -n app -g app -f main.json --aou deleteResources",
+            ),
+            (
+                "The changes as a table",
+                "cairn stack group what-if -n app -g app -f main.json --aou detachAll -o table",
+            ),
+        ],
+    ),
+    (
+        "stack group drift",
+        &[
+            (
+                "Which managed resources were changed or deleted outside the stack (exit code 3 if any)",
+                "cairn stack group drift -n app -g app",
+            ),
+            (
+                "The resources not in sync, as a table",
+                "cairn stack group drift -n app -g app --query \"properties.resources[?driftStatus!='inSync']\" -o table",
+            ),
+        ],
     ),
     (
         "stack sub create",
@@ -407,6 +480,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         &[(
             "Preview a subscription stack update",
             "cairn stack sub what-if -n platform -l local -f platform.json --aou deleteResources",
+        )],
+    ),
+    (
+        "stack sub drift",
+        &[(
+            "Drift of a subscription stack's resources",
+            "cairn stack sub drift -n platform",
         )],
     ),
     (
@@ -456,6 +536,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         &[(
             "Preview a management group stack update",
             "cairn stack mg what-if -n policies -m corp -l local -f policies.json --aou detachAll",
+        )],
+    ),
+    (
+        "stack mg drift",
+        &[(
+            "Drift of a management group stack's resources, as JSON",
+            "cairn stack mg drift -n policies -m corp -o json",
         )],
     ),
     (

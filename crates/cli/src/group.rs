@@ -1,6 +1,5 @@
 //! `cairn group create|show|list|delete`: resource groups, with az's flags (`-n`, `-l`, `--tags`, `-y`, `-o`).
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use clap::{Args, Subcommand};
@@ -138,7 +137,12 @@ async fn execute(target: &TargetArgs, command: GroupCommand) -> CmdResult {
         }
         GroupCommand::Delete(a) => {
             let id = target.group_scope(&a.name)?;
-            if !a.yes && !confirm(&a.name)? {
+            if !a.yes
+                && !crate::prompt::confirm_unless_scripted(&format!(
+                    "Delete resource group '{}' with its deployment history and vaults?",
+                    a.name
+                ))?
+            {
                 return Err(Failure::usage(
                     "not deleted: the deletion was not confirmed",
                 ));
@@ -150,19 +154,4 @@ async fn execute(target: &TargetArgs, command: GroupCommand) -> CmdResult {
         }
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Asks on a terminal; scripts (stdin not a terminal) are not asked, as `--yes` is implied.
-fn confirm(name: &str) -> Result<bool, Failure> {
-    if !std::io::stdin().is_terminal() {
-        return Ok(true);
-    }
-    eprint!("Delete resource group '{name}' with its deployment history and vaults? (y/n): ");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Failure::Other(e.into()))?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }

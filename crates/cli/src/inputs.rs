@@ -79,6 +79,8 @@ impl TemplateSourceArgs {
 #[derive(Debug, Default)]
 pub(crate) struct TemplateInputs {
     pub(crate) template: Option<Value>,
+    /// The files read, to locate the engine's findings in.
+    pub(crate) files: crate::check::InputFiles,
     pub(crate) template_link: Option<TemplateLink>,
     pub(crate) parameters: Map<String, Value>,
     pub(crate) extension_configs: Map<String, Value>,
@@ -169,14 +171,14 @@ pub(crate) fn read_template_inputs(
             compiled.template_spec_id,
         ) {
             (Some(file), _, _) => {
-                template = Some(parse_template(
+                template = parse_template(
                     bicep::compile_template(file)?,
                     &mut sources,
                     &mut diagnostics,
-                ));
+                );
             }
             (None, Some(text), _) => {
-                template = Some(parse_template(text, &mut sources, &mut diagnostics));
+                template = parse_template(text, &mut sources, &mut diagnostics);
             }
             (None, None, Some(id)) => {
                 template_link = Some(TemplateLink {
@@ -195,6 +197,7 @@ pub(crate) fn read_template_inputs(
         for (name, entry) in overrides.parameters {
             inputs.set_parameter(&name, entry);
         }
+        inputs.inline.extend(overrides.inline);
     } else {
         match (
             &source.template_file,
@@ -207,7 +210,7 @@ pub(crate) fn read_template_inputs(
                 } else {
                     read_source(file)?
                 };
-                template = Some(parse_template(text, &mut sources, &mut diagnostics));
+                template = parse_template(text, &mut sources, &mut diagnostics);
             }
             (None, Some(uri), _) => {
                 template_link = Some(TemplateLink {
@@ -233,12 +236,19 @@ pub(crate) fn read_template_inputs(
             inputs.add(word, &mut sources, &mut diagnostics)?;
         }
     }
-    if !diagnostics.is_empty() {
+    if diagnostics.iter().any(Diagnostic::is_error) {
         crate::render::print_diagnostics(&diagnostics, &sources, crate::render::OutputFormat::Text);
         return Err(Failure::Reported);
     }
+    if let Some((_, model)) = &template {
+        check_inline_names(model, &inputs.inline)?;
+    }
     Ok(TemplateInputs {
-        template,
+        files: crate::check::InputFiles {
+            sources,
+            has_template: template.is_some(),
+        },
+        template: template.map(|(json, _)| json),
         template_link,
         parameters: inputs.parameters,
         extension_configs: inputs.extension_configs,
@@ -246,22 +256,45 @@ pub(crate) fn read_template_inputs(
     })
 }
 
-/// Parses a template source; its diagnostics join `diagnostics` and the source joins `sources` (for snippets).
+/// `-p name=value` for a parameter the template does not declare: refused before anything is sent, with the
+/// declared name it most likely meant.
+fn check_inline_names(template: &Template, inline: &[String]) -> Result<(), Failure> {
+    for name in inline {
+        if template.parameter(name).is_some() {
+            continue;
+        }
+        let declared: Vec<&str> = template
+            .parameters
+            .iter()
+            .map(|p| p.name.as_str())
+            .collect();
+        let hint = cairn_eval::suggest::did_you_mean(name, declared.iter().copied());
+        let list = if declared.is_empty() {
+            "it declares none".to_string()
+        } else {
+            format!("it declares {}", declared.join(", "))
+        };
+        return Err(Failure::usage(format!(
+            "-p {name}=...: the template has no parameter '{name}'.{hint} ({list})"
+        )));
+    }
+    Ok(())
+}
+
+/// Parses a template source and runs the static checks `cairn template validate` runs; its findings join
+/// `diagnostics` and the source joins `sources` (for snippets). The JSON to send, and the model when the
+/// template parses.
 fn parse_template(
     source: SourceFile,
     sources: &mut Vec<SourceFile>,
     diagnostics: &mut Vec<Diagnostic>,
-) -> Value {
+) -> Option<(Value, Template)> {
     let template = match cairn_json::parse(&source.text) {
         Ok(root) => {
-            let (_, diags) = Template::parse(root.clone());
-            diagnostics.extend(
-                diags
-                    .into_iter()
-                    .filter(Diagnostic::is_error)
-                    .map(|d| source.locate(d)),
-            );
-            root.to_json()
+            let json = root.to_json();
+            let (model, findings) = crate::check::static_findings(&source, root);
+            diagnostics.extend(findings);
+            Some((json, model))
         }
         Err(e) => {
             diagnostics.push(
@@ -274,7 +307,7 @@ fn parse_template(
                     .with_span(e.span),
                 ),
             );
-            Value::Null
+            None
         }
     };
     sources.push(source);
@@ -291,6 +324,8 @@ fn read_source(path: &Path) -> Result<SourceFile, Failure> {
 #[derive(Debug, Default)]
 struct ParameterInputs {
     parameters: Map<String, Value>,
+    /// The names given as `name=value`.
+    inline: Vec<String>,
     extension_configs: Map<String, Value>,
     external_input_definitions: Option<Value>,
 }
@@ -306,8 +341,8 @@ impl ParameterInputs {
         if self.add_inline(arg)? {
             return Ok(());
         }
-        let as_file = arg.strip_prefix('@').unwrap_or(arg);
-        let source = read_source(Path::new(as_file))?;
+        let path = parameters_file(arg).map_err(Failure::Usage)?;
+        let source = read_source(&path)?;
         self.add_source(source, sources, diagnostics);
         Ok(())
     }
@@ -326,6 +361,7 @@ impl ParameterInputs {
         }
         let value = serde_json::from_str(value).unwrap_or_else(|_| json!(value));
         self.set_parameter(name, json!({ "value": value }));
+        self.inline.push(name.to_string());
         Ok(true)
     }
 
@@ -339,12 +375,7 @@ impl ParameterInputs {
         match cairn_json::parse(&source.text) {
             Ok(root) => {
                 let (file, diags) = ParametersFile::parse(&root);
-                diagnostics.extend(
-                    diags
-                        .into_iter()
-                        .filter(Diagnostic::is_error)
-                        .map(|d| source.locate(d)),
-                );
+                diagnostics.extend(diags.into_iter().map(|d| source.locate(d)));
                 self.merge(file);
             }
             Err(e) => diagnostics.push(
@@ -409,6 +440,26 @@ impl ParameterInputs {
     }
 }
 
+/// The parameters file a `-p` that is not `name=value` names (`params.json` or `@params.json`): it must exist, and
+/// a word that is neither a file nor `name=value` is said to be so.
+pub(crate) fn parameters_file(arg: &str) -> Result<PathBuf, String> {
+    let path = Path::new(arg.strip_prefix('@').unwrap_or(arg));
+    if path.exists() {
+        return Ok(path.to_path_buf());
+    }
+    if arg.starts_with('@') || arg.contains('=') {
+        return Err(format!(
+            "-p '{arg}': there is no parameters file {}",
+            path.display()
+        ));
+    }
+    Err(format!(
+        "-p '{arg}' is neither a file (there is no {}) nor name=value: give a parameters file (params.json or \
+         @params.json), a .bicepparam file, or name=value",
+        path.display()
+    ))
+}
+
 /// `--tags key=value ...` (a bare `key` has an empty value, as in az); a later value of a key wins.
 pub(crate) fn parse_tags(tags: &[String]) -> Result<Tags, Failure> {
     let mut out = Tags::new();
@@ -455,7 +506,8 @@ mod tests {
         std::fs::write(
             &template,
             json!({"$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
-                   "contentVersion": "1.0.0.0", "resources": []})
+                   "contentVersion": "1.0.0.0", "resources": [],
+                   "parameters": {"a": {"type": "int"}, "b": {"type": "string"}}})
             .to_string(),
         )
         .unwrap();

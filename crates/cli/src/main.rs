@@ -2,6 +2,7 @@
 
 mod backend;
 mod bicep;
+mod check;
 mod client;
 mod deployment;
 mod examples;
@@ -13,11 +14,14 @@ mod lint;
 mod local;
 mod manual;
 mod output;
+mod plan;
 mod progress;
+mod prompt;
 mod query;
 mod render;
 mod serve;
 mod stack;
+mod store;
 mod template;
 
 use std::process::ExitCode;
@@ -52,6 +56,9 @@ enum Command {
     Lint(lint::LintArgs),
     /// Deployment stacks at resource group or subscription scope.
     Stack(stack::StackArgs),
+    /// The store: migrate its schema, copy a data directory into PostgreSQL.
+    #[command(subcommand)]
+    Store(store::StoreCommand),
     /// Print a shell completion script (bash, zsh, fish, powershell, elvish).
     Completion(manual::CompletionArgs),
     /// Print a command's man page, or write every page to a directory.
@@ -77,6 +84,7 @@ fn main() -> ExitCode {
         Command::Keyvault(args) => keyvault::run(args),
         Command::Lint(args) => lint::run(args),
         Command::Stack(args) => stack::run(args),
+        Command::Store(cmd) => store::run(cmd),
         Command::Completion(args) => manual::completion(command(), &args),
         Command::Man(args) => manual::man(command(), &args),
     };

@@ -6,7 +6,8 @@
 //! `--query` is given, else az's automatic table (the scalar fields of an object, or of each object of a list;
 //! `id`, `type` and `etag` left out; headers capitalised; every cell left-aligned, a column at least two wider than
 //! its header); `tsv` prints one line per item (or the one result), values tab-separated without headers, nested
-//! lists as their length and nested objects as nothing.
+//! lists as their length and nested objects as nothing. Commands whose table lists rows derived from the result
+//! (what-if changes, deployment operations) print those rows' cells as their `tsv` too.
 
 use std::io::IsTerminal as _;
 use std::process::ExitCode;
@@ -60,7 +61,7 @@ pub(crate) enum TableView<'a> {
     Auto,
     /// These columns (header, JSON pointer) over the result: one row, or one per item of a list.
     Columns(&'a [(&'a str, &'a str)]),
-    /// These columns over rows derived from the result.
+    /// These columns over rows derived from the result; `-o tsv` lists the same rows (a missing cell is `None`).
     Rows(Vec<Value>, &'a [(&'a str, &'a str)]),
 }
 
@@ -95,6 +96,14 @@ impl OutputArgs {
 pub(crate) fn color_stdout() -> bool {
     color_enabled(
         std::io::stdout().is_terminal(),
+        std::env::var_os("NO_COLOR").as_deref(),
+    )
+}
+
+/// Colour on stderr (plans and progress shown there): a terminal, and `NO_COLOR` unset or empty.
+pub(crate) fn color_stderr() -> bool {
+    color_enabled(
+        std::io::stderr().is_terminal(),
         std::env::var_os("NO_COLOR").as_deref(),
     )
 }
@@ -146,7 +155,26 @@ pub(crate) fn render(
             },
             TableView::Rows(rows, columns) => table(&rows, columns),
         },
-        Format::Tsv => tsv(value, sort_keys),
+        // Rows a command derives from its result (what-if changes, operations) are what its tsv lists too.
+        Format::Tsv => match view {
+            TableView::Rows(rows, columns) => {
+                let projected: Vec<Value> = rows
+                    .iter()
+                    .map(|row| {
+                        Value::Array(
+                            columns
+                                .iter()
+                                .map(|(_, pointer)| {
+                                    row.pointer(pointer).cloned().unwrap_or(Value::Null)
+                                })
+                                .collect(),
+                        )
+                    })
+                    .collect();
+                tsv(&Value::Array(projected), false)
+            }
+            _ => tsv(value, sort_keys),
+        },
     };
     Ok(Some(text))
 }
@@ -191,7 +219,12 @@ impl Failure {
     pub(crate) fn report(self) -> ExitCode {
         let code = self.exit_code();
         match self {
-            Failure::Arm(e) => print_error_json(e.detail()),
+            Failure::Arm(e) => {
+                print_error_json(e.detail());
+                if let Some(hint) = hint(e.detail()) {
+                    eprintln!("{hint}");
+                }
+            }
             Failure::Usage(message) => eprintln!("error: {message}"),
             Failure::Reported => {}
             Failure::Other(e) => eprintln!("error: {e:#}"),
@@ -239,6 +272,22 @@ impl From<cairn_store::StoreError> for Failure {
 }
 
 pub(crate) type CmdResult<T = ExitCode> = Result<T, Failure>;
+
+/// What to do about an error, when the CLI knows: a missing resource group is created with `cairn group create`.
+fn hint(error: &ErrorDetail) -> Option<String> {
+    if error.code() != "ResourceGroupNotFound" {
+        return None;
+    }
+    // "Resource group 'NAME' could not be found."
+    let name = error
+        .message()
+        .split('\'')
+        .nth(1)
+        .filter(|n| !n.is_empty())?;
+    Some(format!(
+        "hint: create the resource group first: cairn group create -n {name} -l local"
+    ))
+}
 
 /// ARM's error body, `{"error": {code, message, target?, details?}}`, pretty-printed on stderr.
 pub(crate) fn print_error_json(detail: &ErrorDetail) {
@@ -661,6 +710,16 @@ mod tests {
         }
         let bad = <Cli as clap::Parser>::try_parse_from(["x", "--query", "a.["]);
         assert!(bad.is_err());
+    }
+
+    #[test]
+    fn a_missing_resource_group_suggests_creating_it() {
+        let missing = ArmError::resource_group_not_found("app");
+        assert_eq!(
+            hint(missing.detail()).as_deref(),
+            Some("hint: create the resource group first: cairn group create -n app -l local")
+        );
+        assert_eq!(hint(ArmError::deployment_not_found("d").detail()), None);
     }
 
     #[test]

@@ -56,7 +56,7 @@ impl Progress {
             title: String::new(),
             rows: Vec::new(),
             drawn: 0,
-            color: terminal && std::env::var_os("NO_COLOR").is_none(),
+            color: terminal && crate::output::color_stderr(),
         }
     }
 

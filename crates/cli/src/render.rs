@@ -47,11 +47,27 @@ pub(crate) fn render(d: &Diagnostic, sources: &[SourceFile]) -> String {
             if let Some(source) = sources.iter().find(|s| s.name == file) {
                 let text = source.line_text(line);
                 let gutter = line.to_string().len();
+                let before = column as usize - 1;
+                // Carets under the whole offending token as written, up to the end of its line.
+                let width = d
+                    .span
+                    .and_then(|span| source.text.get(span.range()))
+                    .map_or(1, |token| {
+                        let rest = text.chars().count().saturating_sub(before);
+                        token
+                            .lines()
+                            .next()
+                            .unwrap_or("")
+                            .chars()
+                            .count()
+                            .clamp(1, rest.max(1))
+                    });
                 out.push_str(&format!(
-                    "\n{:gutter$} |\n{line} | {text}\n{:gutter$} | {}^",
+                    "\n{:gutter$} |\n{line} | {text}\n{:gutter$} | {}{}",
                     "",
                     "",
-                    " ".repeat(column as usize - 1)
+                    " ".repeat(before),
+                    "^".repeat(width)
                 ));
             }
         }
@@ -69,12 +85,23 @@ mod tests {
     fn snippet() {
         let source = SourceFile::new("main.json", "{\n  \"a\": \"[foo()]\"\n}");
         let d = Diagnostic::error("InvalidTemplate", "bad", "a")
-            .with_span(cairn_json::Span::new(9, 16));
+            .with_span(cairn_json::Span::new(9, 18));
         let d = source.locate(d);
-        let text = render(&d, &[source]);
+        let text = render(&d, std::slice::from_ref(&source));
         assert_eq!(
             text,
-            "error[InvalidTemplate]: bad\n  --> main.json:2:8 (a)\n  |\n2 |   \"a\": \"[foo()]\"\n  |        ^"
+            "error[InvalidTemplate]: bad\n  --> main.json:2:8 (a)\n  |\n2 |   \"a\": \"[foo()]\"\n  |        ^^^^^^^^^"
+        );
+        let token = source.locate(
+            Diagnostic::error("InvalidTemplate", "bad", "a")
+                .with_span(cairn_json::Span::new(9, 18))
+                .with_token(cairn_json::Span::new(1, 4)),
+        );
+        assert_eq!(token.column, Some(10));
+        let text = render(&token, &[source]);
+        assert!(
+            text.ends_with(&format!("\n  | {}^^^", " ".repeat(9))),
+            "{text}"
         );
     }
 }

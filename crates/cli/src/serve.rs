@@ -3,12 +3,11 @@
 
 use std::io::{IsTerminal, Write};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
-use cairn_assembly::StoreLocation;
 use cairn_server::serve::{ServeConfig, run};
 use cairn_server::{MetricsAuth, ServerOptions, TlsFiles};
 use clap::{Args, ValueEnum};
@@ -31,9 +30,18 @@ pub(crate) struct ServeArgs {
     /// Serve without authentication on a non-loopback address.
     #[arg(long)]
     insecure_no_auth: bool,
-    /// Data directory [default: $CAIRN_HOME, else ~/.cairn]. Store URLs (`postgres://...`) are not supported yet.
+    /// Where cairn keeps its state: a data directory (the embedded SQLite store) or a PostgreSQL database
+    /// (postgres://user:password@host:port/database) shared by several servers [default: $CAIRN_STORE, else
+    /// $CAIRN_HOME, else ~/.cairn].
+    #[arg(long, value_name = "DIR|URL", conflicts_with = "data_dir")]
+    store: Option<PathBuf>,
+    /// Data directory (the same as --store DIR).
     #[arg(long, value_name = "DIR")]
     data_dir: Option<PathBuf>,
+    /// A PostgreSQL store's master key file (base64 of 32 bytes, mode 0600) [default: $CAIRN_STORE_KEY, else
+    /// $CAIRN_STORE_KEY_FILE]. The key is never kept in the database; without one the server refuses to start.
+    #[arg(long, value_name = "FILE")]
+    store_key_file: Option<PathBuf>,
     /// Extension registry file [default: $CAIRN_EXTENSIONS, else <data dir>/extensions.json when present].
     #[arg(long, value_name = "FILE")]
     extensions: Option<PathBuf>,
@@ -117,30 +125,10 @@ fn parse_duration(text: &str) -> Result<std::time::Duration, String> {
     Ok(duration)
 }
 
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
-}
-
-/// `--data-dir`, else `$CAIRN_HOME`, else `~/.cairn`. The flag is read here rather than by clap, whose error
-/// would repeat the value (a store URL may hold a password).
-fn store_location(flag: Option<PathBuf>) -> anyhow::Result<StoreLocation> {
-    if let Some(dir) = flag {
-        return Ok(match dir.to_str() {
-            Some(text) => StoreLocation::parse(text)?,
-            None => StoreLocation::data_dir(dir),
-        });
-    }
-    if let Some(home) = env("CAIRN_HOME") {
-        return Ok(StoreLocation::data_dir(home));
-    }
-    let home = env("HOME").context("set --data-dir, CAIRN_HOME or HOME")?;
-    Ok(StoreLocation::data_dir(Path::new(&home).join(".cairn")))
-}
-
 pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cairn_server::install_crypto_provider();
     init_logging(args.log_format);
-    let store = store_location(args.data_dir)?;
+    let store = crate::store::resolve_location(args.store.or(args.data_dir), args.store_key_file)?;
     let registry =
         crate::extension::load_registry(args.extensions.as_deref(), store.as_data_dir())?;
     let tls = match (args.tls_cert, args.tls_key) {
@@ -224,14 +212,16 @@ fn init_logging(format: LogFormat) {
             .with_span_list(true)
             .try_init()
     } else {
-        let colours = terminal && env("NO_COLOR").is_none();
+        let colours = terminal && crate::store::env("NO_COLOR").is_none();
         builder.with_ansi(colours).try_init()
     };
 }
 
 #[cfg(test)]
 mod tests {
-    use super::*;
+    use super::parse_duration;
+    use crate::store::resolve_location;
+    use cairn_assembly::StoreLocation;
 
     #[test]
     fn durations_take_a_unit_or_are_seconds() {
@@ -254,14 +244,24 @@ mod tests {
     }
 
     #[test]
-    fn a_store_url_is_refused_without_repeating_it() {
-        let error = store_location(Some("postgres://u:hunter2@db/cairn".into()))
-            .expect_err("store URLs are not supported yet");
+    fn a_store_flag_selects_the_backend_without_repeating_credentials() {
+        let location = resolve_location(
+            Some("postgres://u:hunter2@db/cairn".into()),
+            Some("/etc/cairn/key".into()),
+        )
+        .expect("a PostgreSQL store");
+        assert!(
+            matches!(&location, StoreLocation::Postgres(pg) if pg.key_file() == Some(std::path::Path::new("/etc/cairn/key"))),
+            "{location:?}"
+        );
+        assert!(!location.to_string().contains("hunter2"), "{location}");
+        let error = resolve_location(Some("mysql://u:hunter2@db/cairn".into()), None)
+            .expect_err("no MySQL store");
         let message = format!("{error:#}");
-        assert!(message.contains("not supported yet"), "{message}");
+        assert!(message.contains("not supported"), "{message}");
         assert!(!message.contains("hunter2"), "{message}");
         assert_eq!(
-            store_location(Some("/srv/cairn".into())).unwrap(),
+            resolve_location(Some("/srv/cairn".into()), None).unwrap(),
             StoreLocation::data_dir("/srv/cairn")
         );
     }

@@ -1,18 +1,20 @@
-//! `cairn stack group|sub|mg create|show|list|delete|validate|export|what-if`: deployment stacks with az's flags
+//! `cairn stack group|sub|mg create|show|list|delete|validate|export|what-if|drift`: deployment stacks with az's flags
 //! (`az stack group create` is the model: `--action-on-unmanage detachAll|deleteResources|deleteAll`,
 //! `--resources-without-delete-support detach|fail`, `--deny-settings-mode` and its excluded principals, excluded
 //! actions and child scopes, `--tags`, `--deployment-resource-group`, repeated `-p`, `--yes`), on the in-process
 //! stack service (`$CAIRN_HOME`) or a cairn server (`--server`, `--token`, `--ca-cert`), alike.
 //!
-//! `create` and `delete` follow the operation to its end ([`watch`]): state changes and each resource deleted,
-//! detached or failed go to stderr as they happen, then the tally; stdout carries only the final JSON or table.
+//! `what-if` prints the plan ([`crate::plan`]); `create` shows it first and asks before deleting anything (on a
+//! terminal; refused without one unless `--yes`). `create` and `delete` follow the operation to its end
+//! ([`watch`]): state changes and each resource deleted, detached or failed go to stderr as they happen, then the
+//! tally; stdout carries only the final JSON or table.
 //! Exit codes are the other resource commands': 0 done, 1 the operation failed (or an ARM error other than 400,
 //! e.g. a missing stack), 2 usage or an invalid request (400).
 
 mod backend;
+mod drift;
 mod watch;
 
-use std::io::{BufRead as _, IsTerminal as _, Write as _};
 use std::process::ExitCode;
 
 use cairn_arm::models::extension::ExtensionConfigs;
@@ -28,9 +30,13 @@ use serde_json::{Value, json};
 
 use self::backend::StackBackend;
 use self::watch::{FollowedDelete, StackWatch, follow};
+
 use crate::backend::TargetArgs;
+use crate::check::{self, InputFiles};
 use crate::inputs::{TemplateSourceArgs, parse_tags, read_template_inputs};
 use crate::output::{self, CmdResult, Failure, Format, OutputArgs, TableView};
+use crate::plan;
+use crate::prompt::{self, Answer};
 
 #[derive(Args)]
 pub(crate) struct StackArgs {
@@ -61,7 +67,8 @@ enum StackScope {
 
 #[derive(Subcommand)]
 enum StackCommand {
-    /// Create or update a stack and follow it to its end (progress on stderr, the stack on stdout).
+    /// Create or update a stack and follow it to its end (progress on stderr, the stack on stdout); without --yes
+    /// its plan is shown first, and an update that deletes resources asked about.
     Create(CreateArgs),
     /// Validate a stack without deploying.
     Validate(StackFlags),
@@ -73,9 +80,12 @@ enum StackCommand {
     Delete(DeleteArgs),
     /// Print the template of the stack's deployment.
     Export(NameArgs),
-    /// Predict what creating or updating the stack would change: resources created, modified, unchanged, and
-    /// the managed resources that would be deleted or detached (2025-07-01 what-if result).
+    /// Predict what creating or updating the stack would change: a plan of the resources created, modified,
+    /// unchanged, and the managed resources deleted or detached (-o json: the 2025-07-01 what-if result).
     WhatIf(StackFlags),
+    /// Detect drift: read every managed resource live and report which were changed or deleted outside the stack
+    /// since it last applied them (exit 3 when any is not in sync).
+    Drift(drift::DriftArgs),
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -244,7 +254,12 @@ struct StackFlags {
     /// Proceed even if the stack's resource list may be inaccurate (an earlier operation was interrupted).
     #[arg(long = "bypass-stack-out-of-sync-error", visible_alias = "bse")]
     bypass_out_of_sync: bool,
-    /// Do not ask before resources may be deleted (asked only when stdin is a terminal).
+    /// Take over extension resources the template declares that already exist and no stack manages (without it
+    /// they are left unchanged and reported).
+    #[arg(long)]
+    adopt: bool,
+    /// `create`: neither show the plan nor ask before resources are deleted. Without it the plan is shown first, a
+    /// plan that deletes resources is asked about on a terminal, and refused without one.
     #[arg(short = 'y', long)]
     yes: bool,
     #[command(flatten)]
@@ -367,12 +382,13 @@ fn scope_of(target: &TargetArgs, kind: ScopeKind, scope: &ScopeArgs) -> Result<S
     }
 }
 
-/// The stack body the flags describe (template and `-p` read and checked before anything is sent).
+/// The stack body the flags describe (template and `-p` read and checked before anything is sent), with the files
+/// read (to locate the service's findings in).
 fn stack_request(
     target: &TargetArgs,
     kind: ScopeKind,
     a: &StackFlags,
-) -> Result<DeploymentStack, Failure> {
+) -> Result<(DeploymentStack, InputFiles), Failure> {
     match kind {
         ScopeKind::Subscription if a.location.is_none() => {
             return Err(Failure::usage(
@@ -443,7 +459,8 @@ fn stack_request(
     p.deployment_scope = deployment_scope;
     p.description = a.description.clone();
     p.bypass_stack_out_of_sync_error = a.bypass_out_of_sync.then_some(true);
-    Ok(DeploymentStack {
+    p.adopt_existing_resources = a.adopt.then_some(true);
+    let stack = DeploymentStack {
         id: None,
         name: None,
         resource_type: None,
@@ -451,7 +468,8 @@ fn stack_request(
         location: a.location.clone(),
         tags: a.tags.as_deref().map(parse_tags).transpose()?,
         properties: p,
-    })
+    };
+    Ok((stack, inputs.files))
 }
 
 fn non_empty(values: &[String]) -> Option<Vec<String>> {
@@ -487,8 +505,9 @@ fn failed(stack: &Value) -> bool {
         .is_some_and(|s| s.eq_ignore_ascii_case("failed") || s.eq_ignore_ascii_case("canceled"))
 }
 
-/// Prints a stack's `properties.error` as ARM's error JSON on stderr (a failed or canceled operation).
-fn report_stack_error(stack: &Value, name: &str) {
+/// Prints a stack's `properties.error` on stderr (a failed or canceled operation): its template problems as
+/// findings in `files`, anything else as ARM's error JSON.
+fn report_stack_error(stack: &Value, name: &str, files: &InputFiles) {
     let detail = stack
         .pointer("/properties/error")
         .cloned()
@@ -499,7 +518,7 @@ fn report_stack_error(stack: &Value, name: &str) {
                 format!("The deployment stack '{name}' did not succeed."),
             )
         });
-    output::print_error_json(&detail);
+    check::print_error(&detail, files);
 }
 
 fn emit_stack(out: &OutputArgs, stack: &Value) -> CmdResult<()> {
@@ -515,28 +534,28 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         StackCommand::Export(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::List(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::Delete(a) => scope_of(target, kind, &a.scope)?,
+        StackCommand::Drift(a) => scope_of(target, kind, &a.scope)?,
     };
     match command {
         StackCommand::Create(a) => {
-            let request = stack_request(target, kind, &a.stack)?;
-            let deletes = !matches!(a.stack.action_on_unmanage, UnmanagePreset::DetachAll);
-            if deletes
-                && !a.stack.yes
-                && !confirm("Resources that leave the stack will be deleted. Continue? (y/n): ")?
-            {
-                return Err(Failure::usage("not changed: the update was not confirmed"));
-            }
+            let (request, files) = stack_request(target, kind, &a.stack)?;
             with_backend(target, async move |backend| {
-                create(backend, scope, a, request).await
+                if !a.stack.yes {
+                    confirm_plan(backend, &scope, &a.stack, &request, &files).await?;
+                }
+                create(backend, scope, a, request, &files).await
             })
             .await
         }
         StackCommand::Validate(a) => {
-            let request = stack_request(target, kind, &a)?;
+            let (request, files) = stack_request(target, kind, &a)?;
             with_backend(target, async move |backend| {
-                let result = backend.validate(&scope, &a.name, &request).await?;
+                let result = backend
+                    .validate(&scope, &a.name, &request)
+                    .await
+                    .map_err(|f| check::explain(f, &files))?;
                 if let Some(error) = carried_error(&result, 400) {
-                    return Err(error);
+                    return Err(check::explain(error, &files));
                 }
                 a.out.print(
                     Format::Json,
@@ -548,18 +567,19 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             .await
         }
         StackCommand::WhatIf(a) => {
-            let request = what_if_request(&scope, &a.name, stack_request(target, kind, &a)?)?;
+            let (request, files) = stack_request(target, kind, &a)?;
             with_backend(target, async move |backend| {
-                let result = backend
-                    .what_if(&scope, &format!("{}-whatif", a.name), &request)
-                    .await?;
-                if let Some(error) = carried_error(&result, 400) {
-                    return Err(error);
+                let result = predict(backend, &scope, &a.name, &request, &files).await?;
+                if a.out.output.is_none() && a.out.query.is_none() {
+                    let plan = plan::stack_plan(&a.name, &scope, &result);
+                    crate::render::print_stdout(&plan.render(output::color_stdout()))
+                        .map_err(|e| Failure::Other(e.into()))?;
+                    return Ok(ExitCode::SUCCESS);
                 }
                 a.out.print(
                     Format::Json,
                     &result,
-                    TableView::Columns(&[("Name", "/name")]),
+                    TableView::Rows(plan::stack_rows(&result), plan::ROW_COLUMNS),
                 )?;
                 Ok(ExitCode::SUCCESS)
             })
@@ -593,11 +613,17 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             })
             .await
         }
+        StackCommand::Drift(a) => {
+            with_backend(target, async move |backend| {
+                drift::run(backend, &scope, a).await
+            })
+            .await
+        }
         StackCommand::Delete(a) => {
             let action = unmanage_action(a.action_on_unmanage, a.resources_without_delete_support)?;
             if !a.yes
-                && !confirm(&format!(
-                    "Delete stack '{}' ({} its resources)? (y/n): ",
+                && !prompt::confirm_unless_scripted(&format!(
+                    "Delete stack '{}' ({} its resources)?",
                     a.name, action.resources
                 ))?
             {
@@ -628,14 +654,73 @@ where
     result
 }
 
+/// The what-if result of creating or updating the stack `name` as `request` describes it; an invalid request is its
+/// ARM error, with its template problems located in `files`.
+async fn predict(
+    backend: &StackBackend,
+    scope: &str,
+    name: &str,
+    request: &DeploymentStack,
+    files: &InputFiles,
+) -> CmdResult<Value> {
+    let request = what_if_request(scope, name, request.clone())?;
+    let result = backend
+        .what_if(scope, &format!("{name}-whatif"), &request)
+        .await
+        .map_err(|f| check::explain(f, files))?;
+    match carried_error(&result, 400) {
+        Some(error) => Err(check::explain(error, files)),
+        None => Ok(result),
+    }
+}
+
+/// Before a create or update without `--yes`: shows the plan on stderr and, when it deletes resources, asks on a
+/// terminal; without one such an update is refused (a script says `--yes`). az asks before overwriting any
+/// existing stack; cairn asks only when something would be deleted, and shows what.
+async fn confirm_plan(
+    backend: &StackBackend,
+    scope: &str,
+    flags: &StackFlags,
+    request: &DeploymentStack,
+    files: &InputFiles,
+) -> CmdResult<()> {
+    let result = predict(backend, scope, &flags.name, request, files).await?;
+    let plan = plan::stack_plan(&flags.name, scope, &result);
+    eprintln!("{}\n", plan.render(output::color_stderr()));
+    let deletes = plan.deletes();
+    if deletes == 0 {
+        return Ok(());
+    }
+    let question = format!(
+        "The update deletes {deletes} resource{} (marked - above). Are you sure you want to update the stack?",
+        if deletes == 1 { "" } else { "s" }
+    );
+    match prompt::ask(&question)? {
+        Answer::Yes => Ok(()),
+        Answer::No => Err(Failure::usage(
+            "not changed: the update of the stack was not confirmed",
+        )),
+        Answer::NoTerminal => Err(Failure::usage(format!(
+            "not changed: the update of stack '{}' deletes {deletes} resource{} (see the plan above) and stdin is \
+             not a terminal to ask: pass --yes to update it anyway",
+            flags.name,
+            if deletes == 1 { "" } else { "s" }
+        ))),
+    }
+}
+
 async fn create(
     backend: &StackBackend,
     scope: String,
     a: CreateArgs,
     request: DeploymentStack,
+    files: &InputFiles,
 ) -> CmdResult {
     let name = &a.stack.name;
-    let started = backend.create_or_update(&scope, name, &request).await?;
+    let started = backend
+        .create_or_update(&scope, name, &request)
+        .await
+        .map_err(|f| check::explain(f, files))?;
     // The accepted record holds no lists of an earlier operation (a PUT clears them): start from it.
     let mut watch = StackWatch::new(name, Some(&started.stack));
     for line in watch.observe(&started.stack, std::time::Duration::ZERO) {
@@ -656,7 +741,7 @@ async fn create(
     };
     emit_stack(&a.stack.out, &stack)?;
     if failed(&stack) {
-        report_stack_error(&stack, name);
+        report_stack_error(&stack, name, files);
         return Ok(ExitCode::from(output::EXIT_FAILED));
     }
     Ok(ExitCode::SUCCESS)
@@ -695,25 +780,10 @@ async fn delete(
         // The stack outlived its delete: some resources could not be deleted (they stay `deleteFailed`).
         Some(stack) => {
             emit_stack(&a.out, &stack)?;
-            report_stack_error(&stack, name);
+            report_stack_error(&stack, name, &InputFiles::default());
             Ok(ExitCode::from(output::EXIT_FAILED))
         }
     }
-}
-
-/// Asks on a terminal; scripts (stdin not a terminal) are not asked, as `--yes` is implied.
-fn confirm(question: &str) -> Result<bool, Failure> {
-    if !std::io::stdin().is_terminal() {
-        return Ok(true);
-    }
-    eprint!("{question}");
-    let _ = std::io::stderr().flush();
-    let mut answer = String::new();
-    std::io::stdin()
-        .lock()
-        .read_line(&mut answer)
-        .map_err(|e| Failure::Other(e.into()))?;
-    Ok(matches!(answer.trim(), "y" | "Y" | "yes" | "Yes"))
 }
 
 #[cfg(test)]
@@ -760,7 +830,7 @@ mod tests {
         let StackCommand::Create(a) = command else {
             panic!("not a create")
         };
-        stack_request(&parsed.target, kind, &a.stack)
+        stack_request(&parsed.target, kind, &a.stack).map(|(stack, _)| stack)
     }
 
     #[test]

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use anyhow::Context as _;
 use cairn_template::{
     ContextRuntime, DeploymentContext, DeploymentInput, Diagnostic, ParameterValue, ParametersFile,
-    SourceFile, Template,
+    SourceFile,
 };
 use clap::{Args, Subcommand};
 
@@ -81,18 +81,8 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
             return Ok(ExitCode::from(2));
         }
     };
-    if let Some(d) = cairn_template::checks::check_size(template_source.text.len()) {
-        loaded.diagnostics.push(template_source.locate(d));
-    }
-    loaded.diagnostics.extend(
-        cairn_template::checks::check_template(&root)
-            .into_iter()
-            .map(|d| template_source.locate(d)),
-    );
-    let (template, diags) = Template::parse(root);
-    loaded
-        .diagnostics
-        .extend(diags.into_iter().map(|d| template_source.locate(d)));
+    let (template, findings) = crate::check::static_findings(&template_source, root);
+    loaded.diagnostics.extend(findings);
     loaded.sources.push(template_source);
 
     let mut params = ParametersFile::default();
@@ -115,28 +105,31 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
             &runtime,
         );
         let template_source = &loaded.sources[0];
-        // Expansion meets the static findings again: keep one finding per JSON path.
-        let reported: std::collections::HashSet<String> = loaded
+        // Expansion meets the static findings again, at their path or one above it (an output's error is about
+        // `outputs.o`, the static check's about `outputs.o.value`): keep the static, more precise one.
+        let reported: Vec<String> = loaded
             .diagnostics
             .iter()
             .filter(|d| d.is_error())
             .map(|d| d.target.clone())
             .collect();
+        let covered = |target: &str| {
+            reported.iter().any(|r| {
+                r.strip_prefix(target)
+                    .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+            })
+        };
         loaded.diagnostics.extend(
             diags
                 .into_iter()
-                .filter(|d| !reported.contains(&d.target))
+                .filter(|d| !covered(&d.target))
                 .map(|d| template_source.locate(d)),
         );
         plan
     } else {
         None
     };
-    // The static checks and the model both report section-shape problems: show each finding once.
-    let mut seen = std::collections::HashSet::new();
-    loaded
-        .diagnostics
-        .retain(|d| seen.insert((d.code.clone(), d.target.clone(), d.message.clone())));
+    loaded.diagnostics = crate::check::unique(loaded.diagnostics);
     let failed = loaded.diagnostics.iter().any(Diagnostic::is_error);
     render::print_diagnostics(&loaded.diagnostics, &loaded.sources, OutputFormat::Text);
     if failed {
@@ -179,7 +172,7 @@ fn load_parameter_arg(
             });
         return Ok(());
     }
-    let path = PathBuf::from(as_file);
+    let path = crate::inputs::parameters_file(arg).map_err(anyhow::Error::msg)?;
     let source = if crate::bicep::is_bicepparam(&path) {
         crate::bicep::compile_parameters(&path, None, &serde_json::Map::new())?.parameters
     } else {

@@ -4,244 +4,26 @@
 //! terminal state by itself, no deployment operation is left `Running`, and the inventory names what the extension
 //! holds — every resource it holds (nothing untracked), and nothing else once the extension could answer.
 //!
-//! Kill points are chosen by durable state, never by sleeps: the test's extension (HTTP v2, in this process, its
-//! holdings a map the test reads) creates a resource and then holds the answer, or holds a delete before doing it,
-//! until told to go; the test kills the server once the extension reports the call. "Down" closes its listener
-//! (connections are refused) and "up" listens again on the same port.
+//! Kill points are chosen by durable state, never by sleeps: the test's extension (`matrix`: HTTP v2, in this
+//! process, its holdings a map the test reads) creates a resource and then holds the answer, or holds a delete before
+//! doing it, until told to go; the test kills the server once the extension reports the call. "Down" closes its
+//! listener (connections are refused) and "up" listens again on the same port.
 
 mod common;
+mod matrix;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use axum::Json;
-use axum::extract::State;
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
 use common::{Server, start_server};
+use matrix::{Listener, PATIENCE, Release, exact, inventory_at, names, template, tracked};
 use serde_json::{Value, json};
-use tokio::sync::watch;
 
 const SUB: &str = "/subscriptions/00000000-0000-0000-0000-000000000000";
 const STACKS: &str = "api-version=2024-03-01";
 const DEPLOYMENTS: &str = "api-version=2025-04-01";
-/// How long any one wait may take before the test fails (the server's claims expire after 3 s).
-const PATIENCE: Duration = Duration::from_secs(45);
-
-/// What the extension holds and which call it is told to hold.
-#[derive(Default)]
-struct Holdings {
-    /// Resource name → properties.
-    resources: BTreeMap<String, Value>,
-    /// A create of this name creates the resource, then waits for `release` before answering.
-    hold_create: Option<String>,
-    /// A delete of this name waits for `release` before deleting.
-    hold_delete: Option<String>,
-    /// Names of held calls that reached the extension.
-    held: BTreeSet<String>,
-}
-
-#[derive(Clone)]
-struct Extension {
-    state: Arc<Mutex<Holdings>>,
-    /// What held calls do next.
-    release: watch::Sender<Release>,
-}
-
-#[derive(Clone, Copy, PartialEq, Eq, Debug)]
-enum Release {
-    Hold,
-    /// Finish the call.
-    Go,
-    /// Drop the call unfinished (a held delete deletes nothing), as if the extension never got to it.
-    Abandon,
-}
-
-impl Extension {
-    fn holdings(&self) -> BTreeSet<String> {
-        self.state
-            .lock()
-            .unwrap()
-            .resources
-            .keys()
-            .cloned()
-            .collect()
-    }
-
-    fn hold_create(&self, name: &str) {
-        self.release.send_replace(Release::Hold);
-        let mut state = self.state.lock().unwrap();
-        state.hold_create = Some(name.to_owned());
-        state.held.clear();
-    }
-
-    fn hold_delete(&self, name: &str) {
-        self.release.send_replace(Release::Hold);
-        let mut state = self.state.lock().unwrap();
-        state.hold_delete = Some(name.to_owned());
-        state.held.clear();
-    }
-
-    /// Lets held calls go (or drops them unfinished) and holds nothing from now on.
-    fn release_all(&self, how: Release) {
-        let mut state = self.state.lock().unwrap();
-        state.hold_create = None;
-        state.hold_delete = None;
-        self.release.send_replace(how);
-    }
-
-    async fn wait_held(&self, name: &str) {
-        let started = Instant::now();
-        while !self.state.lock().unwrap().held.contains(name) {
-            assert!(
-                started.elapsed() < PATIENCE,
-                "the call for {name} never reached the extension"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-
-    async fn released(&self) -> Release {
-        let mut release = self.release.subscribe();
-        release
-            .wait_for(|how| *how != Release::Hold)
-            .await
-            .map(|how| *how)
-            .unwrap_or(Release::Abandon)
-    }
-}
-
-fn name_at(body: &Value, pointer: &str) -> String {
-    body.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn resource(body: &Value, name: &str, properties: Value) -> Value {
-    json!({ "type": body["type"], "apiVersion": body["apiVersion"], "identifiers": { "name": name },
-            "properties": properties, "configId": "matrix" })
-}
-
-async fn create(State(ext): State<Extension>, Json(body): Json<Value>) -> Json<Value> {
-    let name = name_at(&body, "/properties/name");
-    let held = {
-        let mut state = ext.state.lock().unwrap();
-        state
-            .resources
-            .insert(name.clone(), body["properties"].clone());
-        let held = state.hold_create.as_deref() == Some(name.as_str());
-        if held {
-            state.held.insert(name.clone());
-        }
-        held
-    };
-    if held {
-        ext.released().await;
-    }
-    Json(resource(&body, &name, body["properties"].clone()))
-}
-
-async fn preview(Json(body): Json<Value>) -> Json<Value> {
-    let name = name_at(&body, "/properties/name");
-    Json(resource(&body, &name, body["properties"].clone()))
-}
-
-async fn get(State(ext): State<Extension>, Json(body): Json<Value>) -> Response {
-    let name = name_at(&body, "/identifiers/name");
-    let found = ext.state.lock().unwrap().resources.get(&name).cloned();
-    match found {
-        Some(properties) => Json(resource(&body, &name, properties)).into_response(),
-        None => (
-            StatusCode::NOT_FOUND,
-            Json(json!({ "error": { "code": "ResourceNotFound", "message": "not found" } })),
-        )
-            .into_response(),
-    }
-}
-
-async fn delete(State(ext): State<Extension>, Json(body): Json<Value>) -> StatusCode {
-    let name = name_at(&body, "/identifiers/name");
-    let held = {
-        let mut state = ext.state.lock().unwrap();
-        let held = state.hold_delete.as_deref() == Some(name.as_str());
-        if held {
-            state.held.insert(name.clone());
-        }
-        held
-    };
-    if held && ext.released().await == Release::Abandon {
-        return StatusCode::SERVICE_UNAVAILABLE;
-    }
-    ext.state.lock().unwrap().resources.remove(&name);
-    StatusCode::NO_CONTENT
-}
-
-/// The extension's listener: up (serving on `addr`) or down (nothing listens there).
-struct Listener {
-    ext: Extension,
-    addr: SocketAddr,
-    task: Option<tokio::task::JoinHandle<()>>,
-}
-
-impl Listener {
-    async fn start() -> Self {
-        let (release, _) = watch::channel(Release::Hold);
-        let ext = Extension {
-            state: Arc::default(),
-            release,
-        };
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = listener.local_addr().unwrap();
-        let mut this = Listener {
-            ext,
-            addr,
-            task: None,
-        };
-        this.serve(listener);
-        this
-    }
-
-    fn serve(&mut self, listener: tokio::net::TcpListener) {
-        let app = axum::Router::new()
-            .route("/{version}/resource/createOrUpdate", post(create))
-            .route("/{version}/resource/get", post(get))
-            .route("/{version}/resource/preview", post(preview))
-            .route("/{version}/resource/delete", post(delete))
-            .with_state(self.ext.clone());
-        self.task = Some(tokio::spawn(async move {
-            let _ = axum::serve(listener, app).await;
-        }));
-    }
-
-    fn down(&mut self) {
-        if let Some(task) = self.task.take() {
-            task.abort();
-        }
-    }
-
-    async fn up(&mut self) {
-        let started = Instant::now();
-        let listener = loop {
-            match tokio::net::TcpListener::bind(self.addr).await {
-                Ok(listener) => break listener,
-                Err(e) => {
-                    assert!(
-                        started.elapsed() < PATIENCE,
-                        "cannot listen again on {}: {e}",
-                        self.addr
-                    );
-                    tokio::time::sleep(Duration::from_millis(50)).await;
-                }
-            }
-        };
-        self.serve(listener);
-    }
-}
 
 /// One cairn data directory, its registry (the matrix extension as `Matrix` 1.0.0) and the server on it.
 struct Cairn {
@@ -358,80 +140,8 @@ impl Cairn {
 
     /// The inventory's Matrix resources: name → detached. Read through a second store on the same directory.
     async fn inventory(&self) -> BTreeMap<String, bool> {
-        inventory_at(&self.data_dir).await
+        inventory_at(cairn_assembly::StoreLocation::data_dir(&self.data_dir)).await
     }
-}
-
-async fn inventory_at(data_dir: &Path) -> BTreeMap<String, bool> {
-    let store = cairn_assembly::StoreLocation::data_dir(data_dir)
-        .open()
-        .await
-        .expect("open the store");
-    let rows = store
-        .list_managed_resources(cairn_store::ManagedResourceFilter::default())
-        .await
-        .expect("list the inventory")
-        .items;
-    let _ = store.close().await;
-    rows.into_iter()
-        .filter(|r| {
-            r.resource
-                .extension
-                .as_ref()
-                .and_then(|e| e.name.as_deref())
-                == Some("Matrix")
-        })
-        .map(|r| {
-            let name = r
-                .resource
-                .extension
-                .as_ref()
-                .and_then(|e| e.identifiers.as_ref())
-                .and_then(|i| i["name"].as_str())
-                .unwrap_or_default()
-                .to_owned();
-            (name, r.detached)
-        })
-        .collect()
-}
-
-/// Every resource the extension holds is inventoried (and managed), whatever else the inventory names.
-fn tracked(inventory: &BTreeMap<String, bool>, holdings: &BTreeSet<String>) {
-    for name in holdings {
-        assert_eq!(
-            inventory.get(name),
-            Some(&false),
-            "{name} exists untracked: {inventory:?} vs {holdings:?}"
-        );
-    }
-}
-
-/// The inventory names exactly what the extension holds.
-fn exact(inventory: &BTreeMap<String, bool>, holdings: &BTreeSet<String>) {
-    let names: BTreeSet<String> = inventory.keys().cloned().collect();
-    assert_eq!(&names, holdings, "inventory {inventory:?}");
-}
-
-fn template(names: &[&str], chained: bool) -> Value {
-    let mut resources = serde_json::Map::new();
-    for (i, name) in names.iter().enumerate() {
-        let mut r = json!({ "extension": "matrix", "type": "Thing", "apiVersion": "v1", "properties": { "name": name } });
-        if chained && i > 0 {
-            r["dependsOn"] = json!([names[i - 1]]);
-        }
-        resources.insert((*name).to_owned(), r);
-    }
-    json!({
-        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
-        "languageVersion": "2.2-experimental",
-        "contentVersion": "1.0.0.0",
-        "extensions": { "matrix": { "name": "Matrix", "version": "1.0.0" } },
-        "resources": resources
-    })
-}
-
-fn names(list: &[&str]) -> BTreeSet<String> {
-    list.iter().map(|s| (*s).to_owned()).collect()
 }
 
 /// (a) A deployment killed with a create in flight: restarted with the extension down, the resumed run fails and

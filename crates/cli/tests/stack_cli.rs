@@ -120,6 +120,8 @@ fn stack_what_if_create_and_delete() {
                 "--action-on-unmanage",
                 "deleteAll",
                 "--yes",
+                "-o",
+                "json",
             ],
         )
     };
@@ -210,7 +212,12 @@ fn stderr_error(out: &Output) -> Value {
     let start = text
         .find("{\n  \"error\"")
         .unwrap_or_else(|| panic!("no ARM error on stderr: {text}"));
-    serde_json::from_str(&text[start..]).unwrap_or_else(|e| panic!("{e}: {text}"))
+    // The JSON object, without what follows it (a hint such as `cairn group create ...`).
+    serde_json::Deserializer::from_str(&text[start..])
+        .into_iter::<Value>()
+        .next()
+        .and_then(Result::ok)
+        .unwrap_or_else(|| panic!("no JSON error: {text}"))
 }
 
 /// `args` plus `--server url`.
@@ -403,7 +410,12 @@ fn server_mode_create_update_show_list_export_delete() {
         "--aou",
         "deleteAll",
     ];
-    let what_if = [&["stack", "group", "what-if"][..], &base[..]].concat();
+    let what_if = [
+        &["stack", "group", "what-if"][..],
+        &base[..],
+        &["-o", "json"],
+    ]
+    .concat();
     let predicted = stdout_json(&expect(&home, &on(url, &what_if), 0));
     let kinds = change_types(&predicted);
     assert_eq!(kinds.len(), 2, "{predicted:#}");
@@ -440,15 +452,32 @@ fn server_mode_create_update_show_list_export_delete() {
         "--aou",
         "deleteAll",
     ];
-    let remote = expect(&home, &on(url, &invalid), 2);
-    let error = stderr_error(&remote);
-    assert_eq!(
-        error["error"]["code"], "InvalidTemplateDeployment",
-        "{error:#}"
+    // A name the static checks see is refused before anything is sent, in the file, with the caret on the name.
+    let local = stderr(&expect(&home, &on(url, &invalid), 2));
+    assert!(
+        local.starts_with("error[InvalidTemplate]: The template parameter 'missing' is not found."),
+        "{local}"
     );
-    assert_eq!(
-        error["error"]["details"][0]["target"], "resources.a.properties.content",
-        "{error:#}"
+    assert!(
+        local.contains("broken.json:1:") && local.contains("(resources.a.properties.content)"),
+        "{local}"
+    );
+    // One computed at evaluation comes back from the server as an ARM error; its path leads to the same place.
+    template["resources"]["a"]["properties"]["content"] =
+        json!("[parameters(concat('suffi', 'xx'))]");
+    std::fs::write(broken, serde_json::to_string_pretty(&template).unwrap()).unwrap();
+    let remote = stderr(&expect(&home, &on(url, &invalid), 2));
+    assert!(
+        remote.starts_with(
+            "error[InvalidTemplate]: The template parameter 'suffixx' is not found. Did you mean 'suffix'?"
+        ),
+        "{remote}"
+    );
+    assert!(
+        remote.contains(
+            "(resources.a.properties.content)\n   |\n18 |         \"content\": \"[parameters(concat('suffi', 'xx'))]\"\n"
+        ),
+        "{remote}"
     );
 
     // Update with b dropped: b is deleted and reported by name.
@@ -746,8 +775,9 @@ fn server_mode_reports_each_unmanaged_resource_and_honours_without_delete_suppor
     assert_eq!(existing(), BTreeSet::from(["fixed-1".to_string()]));
 
     // A delete that cannot delete everything (the default: a type without delete support fails) leaves the
-    // stack failed, with a line per deleted resource and the failure's error.
-    stack(all, &["--aou", "detachAll"], 0);
+    // stack failed, with a line per deleted resource and the failure's error. (The detached thing still exists and
+    // no stack manages it: taking it back is adopting it.)
+    stack(all, &["--aou", "detachAll", "--adopt"], 0);
     let delete = |extra: &[&str], code: i32| {
         let mut args = vec![
             "stack",

@@ -1,11 +1,12 @@
 //! Deployment stacks (`deploymentStacks`, `deploymentStacksWhatIfResults`, api-version 2025-07-01: extension
-//! configs, `resourcesWithoutDeleteSupport`, what-if results). A PUT or DELETE returns once accepted, with the
+//! configs, `resourcesWithoutDeleteSupport`, what-if results; cairn's drift detection). A PUT or DELETE returns once accepted, with the
 //! polling interval the server asked for: the stack record itself (GET) carries the per-resource progress, so a
 //! caller follows the record rather than the operation status.
 
 use std::time::Duration;
 
 use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
+use cairn_arm::models::stack_drift::DeploymentStackDriftRequest;
 use cairn_arm::models::stack_what_if::DeploymentStacksWhatIfResult;
 use reqwest::{Method, StatusCode};
 use serde_json::Value;
@@ -19,6 +20,25 @@ use crate::error::ClientError;
 #[derive(Clone, Debug)]
 pub struct Accepted {
     pub body: Value,
+    pub poll: Duration,
+}
+
+/// A stack drift detection the server started (`POST .../detectDrift`, 202): the result as it started, where its
+/// result is read (`Location`: 202 while it runs, then 200), and how long to wait between reads.
+#[derive(Clone, Debug)]
+pub struct DriftStarted {
+    pub body: Value,
+    pub location: String,
+    pub poll: Duration,
+}
+
+/// One read of a drift detection's result.
+#[derive(Clone, Debug)]
+pub struct DriftRead {
+    /// The result: the resources read so far while it runs, all of them when it has ended.
+    pub body: Value,
+    /// Whether the detection has ended (`Succeeded` or `Failed`).
+    pub ended: bool,
     pub poll: Duration,
 }
 
@@ -127,6 +147,39 @@ impl Client {
     ) -> Result<Value, ClientError> {
         let url = self.stack_url(scope, name, "/exportTemplate");
         Ok(self.send(Method::POST, &url, None).await?.body)
+    }
+
+    /// Starts a drift detection of a stack (cairn's `POST .../detectDrift`); a missing stack is 404
+    /// `DeploymentStackNotFound`, a detection already running 409.
+    pub async fn detect_stack_drift(
+        &self,
+        scope: &str,
+        name: &str,
+        request: &DeploymentStackDriftRequest,
+    ) -> Result<DriftStarted, ClientError> {
+        let body = serde_json::to_value(request)?;
+        let url = self.stack_url(scope, name, "/detectDrift");
+        let answer = self.send(Method::POST, &url, Some(&body)).await?;
+        // Without a `Location` the result is found by its id.
+        let location = answer.location.clone().unwrap_or_else(|| {
+            let id = answer.body["name"].as_str().unwrap_or_default();
+            self.stack_url(scope, name, &format!("/driftDetectionResults/{id}"))
+        });
+        Ok(DriftStarted {
+            poll: self.poll_delay(answer.retry_after),
+            body: answer.body,
+            location,
+        })
+    }
+
+    /// Reads a drift detection's result at its `Location`.
+    pub async fn read_stack_drift(&self, location: &str) -> Result<DriftRead, ClientError> {
+        let answer = self.send(Method::GET, location, None).await?;
+        Ok(DriftRead {
+            ended: answer.status != StatusCode::ACCEPTED,
+            poll: self.poll_delay(answer.retry_after),
+            body: answer.body,
+        })
     }
 
     /// Computes a stack what-if result (`PUT .../deploymentStacksWhatIfResults/{name}`) and follows it until it

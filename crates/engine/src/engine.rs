@@ -24,6 +24,7 @@ use tokio::sync::{mpsc, oneshot, watch};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::adoption::ExistingResourceCheck;
 use crate::env::EngineEnv;
 use crate::error::EngineError;
 use crate::events::DeploymentEvent;
@@ -55,6 +56,10 @@ pub struct DeployOptions {
     pub stack_initiated: bool,
     /// The caller's `x-ms-correlation-request-id`; generated when absent.
     pub correlation_id: Option<String>,
+    /// A stack's deployment: what to do with an extension resource that exists before its first write and no
+    /// stack manages (see [`crate::ExistingResourceCheck`]). Not kept in the record: a run resumed after a crash
+    /// writes without the check.
+    pub existing_resources: Option<ExistingResourceCheck>,
 }
 
 /// A page of deployments.
@@ -419,7 +424,14 @@ impl Engine {
             }
         };
         let accepted = deployment_extended(&record);
-        let handle = self.start(record, request.properties, prepared.annotation, true, false)?;
+        let handle = self.start(
+            record,
+            request.properties,
+            prepared.annotation,
+            true,
+            false,
+            options.existing_resources,
+        )?;
         let (events, done) = handle;
         Ok(DeploymentHandle {
             engine: self.clone(),
@@ -440,6 +452,7 @@ impl Engine {
         annotation: EngineAnnotation,
         with_events: bool,
         resumed: bool,
+        existing_resources: Option<ExistingResourceCheck>,
     ) -> Result<
         (
             Option<mpsc::UnboundedReceiver<DeploymentEvent>>,
@@ -454,6 +467,10 @@ impl Engine {
             (None, None)
         };
         let cancel = CancellationToken::new();
+        if record.cancel_requested {
+            // Canceled through a replica that died before it could act on it: the resumed run ends `Canceled`.
+            cancel.cancel();
+        }
         let (done_tx, done_rx) = watch::channel(false);
         let claims = Claims::of(record.id.clone());
         self.inner.registry.insert(
@@ -483,6 +500,7 @@ impl Engine {
             done: done_tx,
             registry,
             resumed,
+            existing_resources,
         };
         let job: Job = Box::new(move |env| Box::pin(run_root(env, start).instrument(span)));
         self.inner
@@ -592,7 +610,8 @@ impl Engine {
     }
 
     /// Cancels a running deployment: nothing new is scheduled, operations in flight finish, and it ends
-    /// `Canceled` (resources stay as far as they got). 409 when it is not running.
+    /// `Canceled` (resources stay as far as they got). 409 when it is not running. A run of another live replica is
+    /// canceled there: the request is recorded on the run, which that replica sees at its next heartbeat.
     pub async fn cancel(&self, scope: &str, name: &str) -> Result<(), EngineError> {
         let key = Self::key(scope, name);
         let record = self.record(&key).await?;
@@ -638,13 +657,15 @@ impl Engine {
                     .await;
                 Ok(())
             }
-            Err(StoreError::Conflict { .. }) => Err(EngineError::arm(
-                409,
-                "DeploymentRunningElsewhere",
-                format!(
-                    "The deployment '{name}' is running on another engine replica; cancel it there."
-                ),
-            )),
+            // Running on another live replica: the cancel is recorded on the run, and that replica cancels when it
+            // next renews its claim (within a heartbeat).
+            Err(StoreError::Conflict { .. }) => {
+                env.store
+                    .request_deployment_cancel(&record.id)
+                    .await
+                    .map_err(store_error)?;
+                Ok(())
+            }
             Err(e) => Err(store_error(e)),
         }
     }
@@ -937,7 +958,7 @@ impl Engine {
                 }
                 if let Some((properties, annotation)) = self.resumable(&claimed).await {
                     let key = claimed.key.clone();
-                    self.start(claimed, properties, annotation, false, true)?;
+                    self.start(claimed, properties, annotation, false, true, None)?;
                     env.settings
                         .metrics
                         .takeover(TakeoverKind::Deployment, "resumed");

@@ -17,6 +17,8 @@
 //! - Secrets (secure parameters, extension configs, Key Vault values) live only in memory and in the store's
 //!   encrypted secret API; records, operations, errors and events never hold them.
 
+mod adoption;
+mod applied;
 pub mod config;
 mod engine;
 mod env;
@@ -37,6 +39,9 @@ pub mod secrets;
 pub mod settings;
 mod what_if;
 
+pub use adoption::{
+    ExistingResourceCheck, ExtensionResource, ManagedResources, RESOURCE_EXISTS_UNMANAGED,
+};
 pub use config::LocalResolver;
 pub use engine::{
     DeployOptions, DeploymentHandle, DeploymentPage, Engine, HandOverReport, RecoveryReport,
@@ -46,5 +51,6 @@ pub use events::{DeploymentEvent, EventKind};
 pub use fetch::{FetchError, FetchFuture, HttpTemplateFetcher, TemplateFetcher};
 pub use provider::{ProviderError, Providers, PutOutcome, ResourceProvider};
 pub use settings::{EngineSettings, RecoveryPolicy};
+pub use what_if::property_diff;
 
 pub use cairn_store::{DeploymentStatus, PageRequest};

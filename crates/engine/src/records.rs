@@ -201,6 +201,7 @@ mod tests {
             output_resources: Some(json!([{"id": "/x"}])),
             extensions: Some(json!([])),
             owner: None,
+            cancel_requested: false,
             version: 3,
         }
     }

@@ -54,7 +54,8 @@ pub(crate) async fn end_running_operations(
             duration_ms: None,
             ..step
         };
-        if let Err(e) = store.append_operation(ended).await {
+        // Unfenced: recovery holds the root's claim, and a nested run's holder is the dead engine it replaces.
+        if let Err(e) = store.append_operation(ended, None).await {
             tracing::warn!(error = %e, "could not end an interrupted operation");
         }
     }

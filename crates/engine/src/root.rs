@@ -17,6 +17,7 @@ use serde_json::{Value as Json, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
+use crate::adoption::ExistingResourceCheck;
 use crate::env::EngineEnv;
 use crate::events::{DeploymentEvent, EventKind};
 use crate::hook::{EngineHook, RuntimeValues};
@@ -235,6 +236,8 @@ pub(crate) struct RootStart {
     pub registry: Arc<crate::registry::RunRegistry>,
     /// Recovery resumes this run after a crash.
     pub resumed: bool,
+    /// A stack's deployment: what to do with extension resources that exist before their first write.
+    pub existing_resources: Option<ExistingResourceCheck>,
 }
 
 /// Runs a root deployment tree to its end.
@@ -248,6 +251,7 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         handed_over: std::cell::Cell::new(false),
         events: start.events,
         stack_initiated: record.stack_initiated,
+        existing_resources: start.existing_resources,
         correlation_id: record.correlation_id.clone(),
         resumed: start.resumed,
         values: Rc::new(RuntimeValues::default()),

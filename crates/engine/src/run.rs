@@ -31,6 +31,7 @@ use tokio::sync::{OnceCell, Semaphore, mpsc};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
+use crate::adoption::ExistingResourceCheck;
 use crate::config::{LocalResolver, deployment_error, public_config};
 use crate::env::EngineEnv;
 use crate::events::{DeploymentEvent, EventKind};
@@ -57,6 +58,8 @@ pub(crate) struct Tree {
     pub handed_over: Cell<bool>,
     pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
     pub stack_initiated: bool,
+    /// A stack's deployment: what to do with extension resources that exist before their first write.
+    pub existing_resources: Option<ExistingResourceCheck>,
     pub correlation_id: String,
     /// The root run resumes a run that died: its journal is replayed into the core.
     pub resumed: bool,
@@ -119,6 +122,11 @@ impl Tree {
                     .claim_deployment(&id, &self.env.settings.owner_id, until, now)
                     .await
                 {
+                    // A cancel asked of another replica: it is recorded on the run for this one to act on.
+                    Ok(record) if record.cancel_requested && !self.cancel.is_cancelled() => {
+                        tracing::info!(deployment = %id, "a cancel was requested through another replica");
+                        self.cancel.cancel();
+                    }
                     Ok(_) => {}
                     Err(cairn_store::StoreError::Conflict { .. }) => {
                         // Another replica took the run over (this one was presumed dead): stop scheduling.
@@ -131,6 +139,19 @@ impl Tree {
                 }
             }
         }
+    }
+}
+
+/// A journal write refused because the run's claim is no longer this engine's (another replica took the run over
+/// while this one was presumed dead): nothing it does from here on may land, so the run stops scheduling.
+fn lost_claim_stops_the_run(
+    error: &cairn_store::StoreError,
+    cancel: &CancellationToken,
+    key: &str,
+) {
+    if matches!(error, cairn_store::StoreError::Conflict { .. }) && !cancel.is_cancelled() {
+        tracing::warn!(deployment = %key, "lost the deployment claim; canceling this run");
+        cancel.cancel();
     }
 }
 
@@ -406,8 +427,11 @@ impl Run {
         let store = self.env().store.clone();
         let key = self.key.to_string();
         let op_id = step.operation_id.clone();
+        let writer = self.env().settings.owner_id.clone();
+        let cancel = self.tree.cancel.clone();
         self.write(&op_id, async move {
-            if let Err(e) = store.append_operation(step).await {
+            if let Err(e) = store.append_operation(step, Some(&writer)).await {
+                lost_claim_stops_the_run(&e, &cancel, &key);
                 tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation");
             }
         });
@@ -418,8 +442,11 @@ impl Run {
         let store = self.env().store.clone();
         let key = self.key.to_string();
         let op_id = step.operation_id.clone();
+        let writer = self.env().settings.owner_id.clone();
+        let cancel = self.tree.cancel.clone();
         self.write(&op_id, async move {
-            if let Err(e) = store.record_step(step, change).await {
+            if let Err(e) = store.record_step(step, change, Some(&writer)).await {
+                lost_claim_stops_the_run(&e, &cancel, &key);
                 tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation with its resource");
             }
         });

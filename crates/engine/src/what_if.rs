@@ -90,6 +90,7 @@ pub(crate) async fn what_if(
         handed_over: std::cell::Cell::new(false),
         events: None,
         stack_initiated: false,
+        existing_resources: None,
         correlation_id: tracking.clone(),
         resumed: false,
         values: Rc::new(RuntimeValues::default()),
@@ -606,6 +607,13 @@ fn join(path: &str, key: &str) -> String {
     } else {
         format!("{path}.{key}")
     }
+}
+
+/// Property changes from `before` to `after` over the members `after` declares (a provider's or extension's
+/// extra, server-side properties are not changes), skipping paths under the `ignored` JSON pointers: what-if's
+/// comparison, which stack drift detection makes too (the recorded applied properties against the live resource).
+pub fn property_diff(before: &Json, after: &Json, ignored: &[String]) -> Vec<WhatIfPropertyChange> {
+    diff("", before, after, ignored)
 }
 
 /// Property changes from `before` to `after`. Only what `after` declares is compared (a provider's or extension's

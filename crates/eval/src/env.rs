@@ -111,13 +111,19 @@ pub struct SimpleEnvironment {
 impl Environment for SimpleEnvironment {
     fn parameter(&self, name: &str) -> Result<Value, EvalError> {
         self.parameters.get(name).cloned().ok_or_else(|| {
-            EvalError::expression(format!("The template parameter '{name}' is not found."))
+            EvalError::expression(format!(
+                "The template parameter '{name}' is not found.{}",
+                crate::suggest::did_you_mean(name, self.parameters.keys().map(String::as_str))
+            ))
         })
     }
 
     fn variable(&self, name: &str) -> Result<Value, EvalError> {
         self.variables.get(name).cloned().ok_or_else(|| {
-            EvalError::expression(format!("The template variable '{name}' is not found."))
+            EvalError::expression(format!(
+                "The template variable '{name}' is not found.{}",
+                crate::suggest::did_you_mean(name, self.variables.keys().map(String::as_str))
+            ))
         })
     }
 

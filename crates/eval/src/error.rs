@@ -36,10 +36,11 @@ pub fn render_path(segments: &[PathSegment]) -> String {
 pub enum EvalErrorKind {
     #[error("the language expression is not valid: {0}")]
     Syntax(ExprError),
+    /// `hint` is a "did you mean" sentence (with its leading space) or empty.
     #[error(
-        "the template function '{name}' is not valid. Please see https://aka.ms/arm-functions for usage details"
+        "the template function '{name}' is not valid.{hint} Please see https://aka.ms/arm-functions for usage details"
     )]
-    UnknownFunction { name: String },
+    UnknownFunction { name: String, hint: String },
     #[error("unable to evaluate template language function '{name}': {message}")]
     Function { name: String, message: String },
     #[error("{message}")]
@@ -128,8 +129,12 @@ impl EvalError {
         }
     }
 
+    /// Sets the position inside the expression text, unless one is set: the innermost wins. Once the JSON string
+    /// is known (`node_span`), spans of enclosing expressions (which index other strings) are not taken.
     pub fn with_span(mut self, span: Span) -> EvalError {
-        self.span.get_or_insert(span);
+        if self.node_span.is_none() {
+            self.span.get_or_insert(span);
+        }
         self
     }
 

@@ -115,7 +115,10 @@ impl<'e> Evaluator<'e> {
                 .find(|(n, _)| n.eq_ignore_ascii_case(name))
                 .map(|(_, v)| v.clone())
                 .ok_or_else(|| {
-                    FnError::msg(format!("The function parameter '{name}' is not found."))
+                    FnError::msg(format!(
+                        "The function parameter '{name}' is not found.{}",
+                        crate::suggest::did_you_mean(name, params.iter().map(|(n, _)| n.as_str()))
+                    ))
                 }),
         )
     }
@@ -350,7 +353,9 @@ impl<'e> Evaluator<'e> {
                 let Some(udf) = self.env.user_function(&ns.name, &name.name) else {
                     return Err(EvalError::new(EvalErrorKind::UnknownFunction {
                         name: format!("{}.{}", ns.name, name.name),
-                    }));
+                        hint: String::new(),
+                    })
+                    .with_span(ns.span.to(name.span)));
                 };
                 let full_name = format!("{}.{}", ns.name, name.name);
                 let values = self.eval_args(args, source, &full_name)?;
@@ -363,17 +368,18 @@ impl<'e> Evaluator<'e> {
                 namespace: None,
                 name,
                 args,
-            } => self.call(&name.name, args, source, expr.span),
+            } => self.call(name, args, source, expr.span),
         }
     }
 
     fn call(
         &mut self,
-        name: &str,
+        ident: &cairn_expr::Ident,
         args: &[Expr],
         source: &Rc<str>,
         span: Span,
     ) -> Result<Value, EvalError> {
+        let name = ident.name.as_str();
         let wrap = |e: FnError| match e {
             FnError::Message(message) => EvalError::new(EvalErrorKind::Function {
                 name: name.to_string(),
@@ -385,7 +391,9 @@ impl<'e> Evaluator<'e> {
         let Some(def) = functions::lookup(name) else {
             return Err(EvalError::new(EvalErrorKind::UnknownFunction {
                 name: name.to_string(),
-            }));
+                hint: crate::suggest::did_you_mean(name, functions::names()),
+            })
+            .with_span(ident.span));
         };
         if args.len() < def.min_args || def.max_args.is_some_and(|max| args.len() > max) {
             return Err(wrap(FnError::Message(arity_message(
@@ -592,8 +600,9 @@ pub fn property(target: &Value, name: &str) -> Result<Value, EvalError> {
         Value::Object(o) => o.get(name).cloned().ok_or_else(|| {
             let available: Vec<&str> = o.keys().map(String::as_str).collect();
             EvalError::expression(format!(
-                "The language expression property '{name}' doesn't exist, available properties are '{}'.",
-                available.join(", ")
+                "The language expression property '{name}' doesn't exist, available properties are '{}'.{}",
+                available.join(", "),
+                crate::suggest::did_you_mean(name, available.iter().copied())
             ))
         }),
         Value::Unevaluated(u) => Err(EvalError::unavailable(u.expression.clone())),

@@ -11,6 +11,7 @@ mod error;
 mod eval;
 pub mod functions;
 pub mod ids;
+pub mod suggest;
 mod value;
 
 pub use budget::{Budget, EvalLimits, LIMIT_EXCEEDED, Limit, SizeTally, json_size};

@@ -451,6 +451,13 @@ impl ResourceHandler<PgConfig> for DefaultPrivilegesHandler {
             return Ok(None);
         };
         let held = held(&mut connection, &scope, grantee, &oids).await?;
+        // Default privileges that are as their delete leaves them (none within a schema, PostgreSQL's built-in
+        // defaults database-wide) read as absent: before the first apply and after the delete, nothing is set —
+        // so a deployment stack does not take them for existing ones to adopt, and drift detection sees them
+        // reset by hand as gone.
+        if held == restored_on_delete(&mut connection, &scope, grantee, &oids).await? {
+            return Ok(None);
+        }
         let properties = properties_of(&request.identifiers, scope.kind, &held);
         Ok(Some(ResourceState::new(
             request.identifiers.clone(),

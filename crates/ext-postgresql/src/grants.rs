@@ -417,7 +417,8 @@ async fn apply(
     Ok(properties_of(&identifiers, scope.kind, &applied))
 }
 
-/// Reads the grant; `None` when its database, role or schema (or every named object) is gone.
+/// Reads the grant; `None` when its database, role or schema (or every named object) is gone, or the role holds no
+/// privilege there.
 async fn read(
     config: &PgConfig,
     identifiers: &GrantIdentifiers,
@@ -451,7 +452,14 @@ async fn read(
     if gone {
         return Ok(None);
     }
-    Ok(Some(properties_of(identifiers, scope.kind, &targets)))
+    let properties = properties_of(identifiers, scope.kind, &targets);
+    // A grant of nothing is no grant: before its first apply and after its delete the role holds nothing there,
+    // and reads as absent — so a deployment stack does not take an empty grant for an existing one to adopt, and
+    // drift detection sees privileges revoked by hand as the grant gone.
+    if properties.privileges.is_empty() {
+        return Ok(None);
+    }
+    Ok(Some(properties))
 }
 
 async fn delete(config: &PgConfig, identifiers: &GrantIdentifiers) -> Result<(), ExtensionError> {

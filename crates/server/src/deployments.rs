@@ -26,7 +26,7 @@ use crate::dispatch::{ApiResult, Call, accepted_with_location, parse_body, store
 use crate::response::{
     empty_response, encode_id_path, encode_query_value, json_response, with_header,
 };
-use crate::state::{AppState, OperationOutcome};
+use crate::state::AppState;
 
 /// The engine's error as the client's: ARM errors as they are, store failures logged and hidden.
 fn engine_error(error: EngineError) -> ArmError {
@@ -75,7 +75,7 @@ pub(crate) fn operation_result_version(api_version: &str) -> &str {
 
 /// Finishes a long-running POST or DELETE: at subscription-based scopes 202 + `Location` whose poll
 /// answers `status` (+ `body`); elsewhere (tenant, management group) the answer itself.
-fn finish_lro(
+async fn finish_lro(
     state: &AppState,
     call: &Call,
     id: &ResourceId,
@@ -89,11 +89,15 @@ fn finish_lro(
         });
     };
     let operation_id = uuid::Uuid::new_v4().to_string();
-    state.operation_results.record(
+    crate::operation_results::record_done(
+        state.store.as_ref(),
         subscription,
         &operation_id,
-        OperationOutcome { status, body },
-    );
+        status,
+        body,
+    )
+    .await
+    .map_err(store_error)?;
     let location = format!(
         "{}/subscriptions/{}/operationresults/{}?api-version={}",
         call.base_url,
@@ -141,6 +145,7 @@ pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiRe
             DeployOptions {
                 stack_initiated: false,
                 correlation_id: Some(call.ids.correlation_id.clone()),
+                ..DeployOptions::default()
             },
         )
         .await
@@ -170,7 +175,7 @@ pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiRe
 pub(crate) async fn delete(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
     match state.engine.delete(&scope, &name).await {
-        Ok(()) => finish_lro(state, call, id, StatusCode::NO_CONTENT, None),
+        Ok(()) => finish_lro(state, call, id, StatusCode::NO_CONTENT, None).await,
         Err(EngineError::Arm(e)) if e.status() == 404 => Ok(empty_response(StatusCode::NO_CONTENT)),
         Err(e) => Err(engine_error(e)),
     }
@@ -222,7 +227,7 @@ pub(crate) async fn action(
                 .what_if(&scope, &name, request)
                 .await
                 .map_err(engine_error)?;
-            finish_lro(state, call, id, StatusCode::OK, Some(to_value(&result)?))
+            finish_lro(state, call, id, StatusCode::OK, Some(to_value(&result)?)).await
         }
     }
 }

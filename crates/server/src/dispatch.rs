@@ -18,7 +18,7 @@ use crate::middleware::RequestIds;
 use crate::response::{base_url, empty_response, error_response, with_header};
 use crate::stack_what_if::BulkDeletePath;
 use crate::state::AppState;
-use crate::{deployments, groups, resources, stack_what_if, stacks};
+use crate::{deployments, groups, resources, stack_drift, stack_what_if, stacks};
 
 /// Everything a handler needs to know about a request.
 pub(crate) struct Call {
@@ -84,7 +84,7 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
                 if api_version.is_empty() {
                     return Err(ArmError::missing_api_version());
                 }
-                stack_what_if::bulk_delete_status(state, subscription, operation_id)
+                stack_what_if::bulk_delete_status(state, subscription, operation_id).await
             }
         };
     }
@@ -136,7 +136,7 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
         Target::OperationResult {
             subscription,
             operation_id,
-        } => groups::operation_result(state, subscription, operation_id),
+        } => groups::operation_result(state, subscription, operation_id).await,
         Target::CalculateTemplateHash => deployments::calculate_template_hash(call),
         Target::Deployments { scope } => deployments::list(state, call, scope).await,
         Target::Deployment { id } => match method {
@@ -172,6 +172,12 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             stack,
             operation_id,
         } => stacks::operation_status(state, call, stack, operation_id).await,
+        Target::DeploymentStackDriftResults { stack } => {
+            stack_drift::list(state, call, stack).await
+        }
+        Target::DeploymentStackDriftResult { stack, result } => {
+            stack_drift::result(state, call, stack, result).await
+        }
         Target::DeploymentStacksWhatIfResults { scope } => {
             stack_what_if::list(state, call, scope).await
         }

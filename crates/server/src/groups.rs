@@ -16,6 +16,7 @@ use cairn_store::{
 use serde_json::json;
 
 use crate::dispatch::{ApiResult, Call, parse_body, store_error};
+use crate::operation_results::Outcome;
 use crate::response::{empty_response, encode_query_value, json_response, with_header};
 use crate::state::AppState;
 
@@ -342,26 +343,29 @@ pub(crate) async fn list(state: &AppState, call: &Call, subscription: &str) -> A
 }
 
 /// `GET /subscriptions/{s}/operationresults/{id}`: `Location` polling: 202 while running, then the final answer.
-pub(crate) fn operation_result(
+pub(crate) async fn operation_result(
     state: &AppState,
     subscription: &str,
     operation_id: &str,
 ) -> ApiResult {
-    match state.operation_results.get(subscription, operation_id) {
+    let outcome = crate::operation_results::read(state.store.as_ref(), subscription, operation_id)
+        .await
+        .map_err(store_error)?;
+    match outcome {
         None => Err(ArmError::new(
             404,
             "OperationNotFound",
             format!("The operation '{operation_id}' could not be found."),
         )),
         // Still running (a large bulk delete): poll again.
-        Some(outcome) if outcome.status == StatusCode::ACCEPTED => Ok(with_header(
+        Some(Outcome::Running) => Ok(with_header(
             empty_response(StatusCode::ACCEPTED),
             "retry-after",
             &state.options.retry_after_seconds.to_string(),
         )),
-        Some(outcome) => Ok(match outcome.body {
-            Some(body) => json_response(outcome.status, &body),
-            None => empty_response(outcome.status),
+        Some(Outcome::Done { status, body }) => Ok(match body {
+            Some(body) => json_response(status, &body),
+            None => empty_response(status),
         }),
     }
 }

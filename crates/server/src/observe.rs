@@ -212,10 +212,21 @@ fn target_template(target: &Target) -> String {
             match action {
                 StackAction::Validate => "validate",
                 StackAction::ExportTemplate => "exportTemplate",
+                StackAction::DetectDrift => "detectDrift",
             }
         ),
         Target::DeploymentStackOperationStatus { stack, .. } => format!(
             "{}{STACKS}/{{stackName}}/operationStatuses/{{operationId}}",
+            scope_of(stack)
+        ),
+        Target::DeploymentStackDriftResults { stack } => {
+            format!(
+                "{}{STACKS}/{{stackName}}/driftDetectionResults",
+                scope_of(stack)
+            )
+        }
+        Target::DeploymentStackDriftResult { stack, .. } => format!(
+            "{}{STACKS}/{{stackName}}/driftDetectionResults/{{driftResultName}}",
             scope_of(stack)
         ),
         Target::DeploymentStacksWhatIfResults { scope } => {
@@ -279,6 +290,16 @@ mod tests {
                 "DELETE",
                 "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deploymentStacks/st",
                 "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Resources/deploymentStacks/{stackName}",
+            ),
+            (
+                "POST",
+                "/subscriptions/s/resourceGroups/rg/providers/Microsoft.Resources/deploymentStacks/st/detectDrift",
+                "/subscriptions/{subscriptionId}/resourceGroups/{resourceGroupName}/providers/Microsoft.Resources/deploymentStacks/{stackName}/detectDrift",
+            ),
+            (
+                "GET",
+                "/subscriptions/s/providers/Microsoft.Resources/deploymentStacks/st/driftDetectionResults/r-1",
+                "/subscriptions/{subscriptionId}/providers/Microsoft.Resources/deploymentStacks/{stackName}/driftDetectionResults/{driftResultName}",
             ),
             (
                 "POST",

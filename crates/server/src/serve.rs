@@ -29,7 +29,7 @@ pub struct ServeConfig {
     pub tokens: Option<PathBuf>,
     /// Allows serving without tokens on a non-loopback address.
     pub insecure_no_auth: bool,
-    /// Where the store lives (a data directory).
+    /// Where the store lives (a data directory or a PostgreSQL database).
     pub store: StoreLocation,
     pub registry: Arc<Registry>,
     pub options: ServerOptions,
@@ -116,21 +116,32 @@ pub async fn run(
         cairn.host().clone(),
         cairn.stacks().clone(),
     );
+    // Periodic sweeps run on one server at a time: the one holding the sweeper lease, renewed at every recovery tick
+    // and taken over by another server once its holder stops renewing it.
+    let engine_owner = engine.settings().owner_id.clone();
+    let sweeps = SweepTurn {
+        store: cairn.store().clone(),
+        owner: engine.settings().owner_id.clone(),
+        ttl: engine.settings().claim_ttl.max(recovery_interval * 2),
+    };
     // Deployments whose server died mid-run are resumed (or failed) before new requests arrive.
-    let recovered = engine.recover().await?;
-    if !recovered.resumed.is_empty() || !recovered.failed.is_empty() {
-        tracing::info!(
-            resumed = recovered.resumed.len(),
-            failed = recovered.failed.len(),
-            "recovered interrupted deployments"
-        );
+    if sweeps.mine().await {
+        let recovered = engine.recover().await?;
+        if !recovered.resumed.is_empty() || !recovered.failed.is_empty() {
+            tracing::info!(
+                resumed = recovered.resumed.len(),
+                failed = recovered.failed.len(),
+                "recovered interrupted deployments"
+            );
+        }
+        log_stack_recovery(stack_service.recover().await);
     }
-    log_stack_recovery(stack_service.recover().await);
     // A deployment whose engine died keeps its claim until the claim's TTL runs out (another replica, or this
     // process restarted after a crash, cannot know sooner): look for such orphans periodically, not only at start.
     let periodic = engine.clone();
     let periodic_stacks = stack_service.clone();
     let recovery_stop = shutdown.clone();
+    let recovery_turn = sweeps.clone();
     let recovery_loop = tokio::spawn(async move {
         let mut tick = tokio::time::interval(recovery_interval);
         tick.tick().await;
@@ -138,6 +149,9 @@ pub async fn run(
             tokio::select! {
                 _ = recovery_stop.cancelled() => break,
                 _ = tick.tick() => {}
+            }
+            if !recovery_turn.mine().await {
+                continue;
             }
             match periodic.recover().await {
                 Ok(r) if !r.resumed.is_empty() || !r.failed.is_empty() => tracing::info!(
@@ -152,9 +166,9 @@ pub async fn run(
             log_stack_recovery(periodic_stacks.recover().await);
         }
     });
-    // Stack what-if results past their retentionInterval, and extension host operations past the host's deadline,
-    // are already invisible to the API; this sweep (at start, then every five minutes) removes them and their
-    // sealed contents from the store.
+    // Stack what-if results past their retentionInterval, extension host operations past the host's deadline and
+    // operation results past their hour are already invisible to the API; this sweep (at start, then every five
+    // minutes, by the sweeper lease's holder) removes them and their sealed contents from the store.
     let what_if_sweeper = stack_service.clone();
     let operation_sweeper = cairn.store().clone();
     let sweep_stop = shutdown.clone();
@@ -164,6 +178,9 @@ pub async fn run(
             tokio::select! {
                 _ = sweep_stop.cancelled() => break,
                 _ = tick.tick() => {}
+            }
+            if !sweeps.mine().await {
+                continue;
             }
             match what_if_sweeper.purge_expired_what_ifs().await {
                 Ok(0) => {}
@@ -182,6 +199,14 @@ pub async fn run(
                 Err(error) => {
                     tracing::warn!(%error, "purging expired extension host operations failed")
                 }
+            }
+            match operation_sweeper
+                .purge_expired_operation_results(cairn_store::Timestamp::now())
+                .await
+            {
+                Ok(0) => {}
+                Ok(purged) => tracing::info!(purged, "purged expired operation results"),
+                Err(error) => tracing::warn!(%error, "purging expired operation results failed"),
             }
         }
     });
@@ -219,11 +244,52 @@ pub async fn run(
         "running work handed over"
     );
     drop((engine, stack_service));
+    // Hand the sweeps over at once rather than when the lease expires.
+    let _ = cairn
+        .store()
+        .release_lease(SWEEPER_LEASE, &engine_owner)
+        .await;
     if let Err(error) = cairn.close().await {
         tracing::warn!(%error, "closing the store failed");
     }
     tracing::info!("shut down");
     Ok(())
+}
+
+/// The name of the lease whose holder runs the periodic sweeps.
+pub const SWEEPER_LEASE: &str = "cairn-server/sweeps";
+
+/// This server's turn at the periodic sweeps: the sweeper lease, taken when free or expired and renewed by taking it
+/// again, so of several servers on one store one sweeps at a time and another takes over once it stops.
+#[derive(Clone)]
+struct SweepTurn {
+    store: Arc<dyn cairn_store::Store>,
+    owner: String,
+    ttl: std::time::Duration,
+}
+
+impl SweepTurn {
+    /// Whether this server holds the sweeper lease now (taking or renewing it).
+    async fn mine(&self) -> bool {
+        let now = cairn_store::Timestamp::now();
+        match self
+            .store
+            .acquire_lease(
+                SWEEPER_LEASE,
+                &self.owner,
+                now,
+                now.saturating_add(self.ttl),
+            )
+            .await
+        {
+            Ok(_) => true,
+            Err(cairn_store::StoreError::Conflict { .. }) => false,
+            Err(error) => {
+                tracing::warn!(%error, "could not take the sweeper lease");
+                false
+            }
+        }
+    }
 }
 
 fn log_stack_recovery(

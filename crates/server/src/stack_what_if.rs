@@ -28,10 +28,11 @@ use cairn_stack_service::{
 use cairn_store::PageRequest;
 
 use crate::dispatch::{ApiResult, Call, parse_body};
+use crate::operation_results::Outcome;
 use crate::response::{
     empty_response, encode_id_path, encode_query_value, json_response, with_header,
 };
-use crate::state::{AppState, OperationOutcome};
+use crate::state::AppState;
 
 fn service(state: &AppState) -> Result<&StackService, ArmError> {
     state.stacks.as_ref().ok_or_else(|| {
@@ -279,37 +280,35 @@ pub(crate) async fn bulk_delete(
         return Ok(json_response(StatusCode::OK, &BulkDeleteResponse { value }));
     }
     let operation_id = format!("{BULK_DELETE_OPERATION_PREFIX}{}", uuid::Uuid::new_v4());
-    let results = state.operation_results.clone();
-    results.record(
-        subscription,
-        &operation_id,
-        OperationOutcome {
-            status: StatusCode::ACCEPTED,
-            body: None,
-        },
-    );
-    let (owner, id, correlation_id) = (
-        subscription.to_owned(),
-        operation_id.clone(),
-        call.correlation_id.to_owned(),
-    );
-    tokio::spawn(async move {
-        let outcome = match service
+    let correlation_id = call.correlation_id.to_owned();
+    let work = async move {
+        match service
             .bulk_delete(request.resources, Some(correlation_id))
             .await
         {
-            Ok(value) => OperationOutcome {
-                status: StatusCode::OK,
-                body: serde_json::to_value(BulkDeleteResponse { value }).ok(),
-            },
-            Err(error) => OperationOutcome {
-                status: StatusCode::from_u16(error.status())
-                    .unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
-                body: serde_json::to_value(error.to_response()).ok(),
-            },
-        };
-        results.record(&owner, &id, outcome);
-    });
+            Ok(value) => (
+                StatusCode::OK,
+                serde_json::to_value(BulkDeleteResponse { value }).ok(),
+            ),
+            Err(error) => (
+                StatusCode::from_u16(error.status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR),
+                serde_json::to_value(error.to_response()).ok(),
+            ),
+        }
+    };
+    // Stored running under this server's claim, so any server answers its polls and reads it failed if this one
+    // stops before the deletes settle.
+    let settings = state.engine.settings();
+    crate::operation_results::run_claimed(
+        state.store.clone(),
+        subscription,
+        &operation_id,
+        &settings.owner_id,
+        settings.claim_ttl,
+        work,
+    )
+    .await
+    .map_err(crate::dispatch::store_error)?;
     let subscription_path = format!("/subscriptions/{}", encode_query_value(subscription));
     let status = format!(
         "{}{subscription_path}/providers/Microsoft.Resources/bulkDelete/operationStatuses/{}?api-version={}",
@@ -340,7 +339,7 @@ pub(crate) async fn bulk_delete(
 
 /// `GET .../bulkDelete/operationStatuses/{id}`: `Running` until the deletes have settled, then `Succeeded` (the
 /// per-entry outcomes are in the `Location` result) or `Failed` with the error that stopped the request.
-pub(crate) fn bulk_delete_status(
+pub(crate) async fn bulk_delete_status(
     state: &AppState,
     subscription: &str,
     operation_id: &str,
@@ -355,16 +354,14 @@ pub(crate) fn bulk_delete_status(
     if !operation_id.starts_with(BULK_DELETE_OPERATION_PREFIX) {
         return Err(not_found());
     }
-    let outcome = state
-        .operation_results
-        .get(subscription, operation_id)
+    let outcome = crate::operation_results::read(state.store.as_ref(), subscription, operation_id)
+        .await
+        .map_err(crate::dispatch::store_error)?
         .ok_or_else(not_found)?;
-    let status = if outcome.status == StatusCode::ACCEPTED {
-        OperationStatus::Running
-    } else if outcome.status.is_success() {
-        OperationStatus::Succeeded
-    } else {
-        OperationStatus::Failed
+    let (status, body) = match outcome {
+        Outcome::Running => (OperationStatus::Running, None),
+        Outcome::Done { status, body } if status.is_success() => (OperationStatus::Succeeded, body),
+        Outcome::Done { body, .. } => (OperationStatus::Failed, body),
     };
     let mut result = OperationStatusResult::new(status.clone());
     result.id = Some(format!(
@@ -372,8 +369,7 @@ pub(crate) fn bulk_delete_status(
     ));
     result.name = Some(operation_id.to_owned());
     if status == OperationStatus::Failed {
-        result.error = outcome
-            .body
+        result.error = body
             .and_then(|body| serde_json::from_value::<cairn_arm::ErrorResponse>(body).ok())
             .map(|response| response.error);
     }

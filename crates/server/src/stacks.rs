@@ -2,7 +2,7 @@
 //! PUT as a long-running operation (201/200 + `Azure-AsyncOperation` + `Retry-After`), GET, LIST, DELETE
 //! (202 + `Location` with the `unmanageAction.*` query parameters; 204 when absent), POST validate and
 //! exportTemplate, and the operation status the PUT and DELETE hand out (read from the stack itself, so it
-//! survives a restart).
+//! survives a restart). Drift detection (`detectDrift`, its results and status) is `stack_drift`'s.
 
 use axum::http::StatusCode;
 use cairn_arm::models::common::ListResult;
@@ -12,7 +12,7 @@ use cairn_arm::models::stack::{
 };
 use cairn_arm::route::StackAction;
 use cairn_arm::{ArmError, ResourceId, ResourceIdKind};
-use cairn_stack_service::StackService;
+use cairn_stack_service::{DRIFT_OPERATION_PREFIX, StackService};
 use cairn_store::PageRequest;
 
 use crate::dispatch::{ApiResult, Call, parse_body};
@@ -25,7 +25,7 @@ use crate::state::AppState;
 /// is gone.
 const DELETE_PREFIX: &str = "delete-";
 
-fn service(state: &AppState) -> Result<&StackService, ArmError> {
+pub(crate) fn service(state: &AppState) -> Result<&StackService, ArmError> {
     state.stacks.as_ref().ok_or_else(|| {
         ArmError::new(
             501,
@@ -36,7 +36,7 @@ fn service(state: &AppState) -> Result<&StackService, ArmError> {
 }
 
 /// `(scope, name)` of a stack id. Stacks live at resource-group, subscription and management-group scope.
-fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
+pub(crate) fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
     let scope = id
         .scope_id()
         .ok_or_else(|| ArmError::invalid_resource_id(&id.to_string(), "a stack needs a scope"))?;
@@ -61,7 +61,7 @@ fn scope_and_name(id: &ResourceId) -> Result<(String, String), ArmError> {
     ))
 }
 
-fn url(call: &Call, path: &str) -> String {
+pub(crate) fn url(call: &Call, path: &str) -> String {
     format!(
         "{}{}?api-version={}",
         call.base_url,
@@ -70,7 +70,7 @@ fn url(call: &Call, path: &str) -> String {
     )
 }
 
-fn status_path(id: &ResourceId, operation_id: &str) -> String {
+pub(crate) fn status_path(id: &ResourceId, operation_id: &str) -> String {
     format!(
         "{}/operationStatuses/{}",
         id.to_string().trim_end_matches('/'),
@@ -213,6 +213,7 @@ pub(crate) async fn action(
             let exported = service.export_template(&scope, &name).await?;
             Ok(json_response(StatusCode::OK, &exported))
         }
+        StackAction::DetectDrift => crate::stack_drift::detect(state, call, id).await,
     }
 }
 
@@ -223,6 +224,9 @@ pub(crate) async fn operation_status(
     stack_id: &ResourceId,
     operation_id: &str,
 ) -> ApiResult {
+    if operation_id.starts_with(DRIFT_OPERATION_PREFIX) {
+        return crate::stack_drift::operation_status(state, stack_id, operation_id).await;
+    }
     let (scope, name) = scope_and_name(stack_id)?;
     let service = service(state)?;
     let is_delete = operation_id.starts_with(DELETE_PREFIX);

@@ -1,16 +1,13 @@
-//! What every request handler shares: the store, the options, the tokens, the extension host and the
-//! in-memory results of operations polled through `Location`.
+//! What every request handler shares: the engine and its store, the options, the tokens, the extension host and the
+//! stack service. Nothing a request leaves behind lives here: results of operations polled through `Location` are in
+//! the store (`operation_results`), so any server sharing it answers the poll.
 
-use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::sync::Arc;
 
-use axum::http::StatusCode;
 use cairn_engine::Engine;
 use cairn_host::ExtensionHost;
 use cairn_metrics::Metrics;
 use cairn_store::Store;
-use serde_json::Value;
 
 use crate::auth::TokenSet;
 
@@ -66,7 +63,6 @@ pub struct AppState {
     pub(crate) options: ServerOptions,
     pub(crate) tokens: Option<Arc<TokenSet>>,
     pub(crate) host: Option<Arc<ExtensionHost>>,
-    pub(crate) operation_results: Arc<OperationResults>,
     /// Deployment stacks; without it the stack routes answer 501.
     pub(crate) stacks: Option<cairn_stack_service::StackService>,
     /// Where requests are counted, and what `/metrics` shows.
@@ -83,7 +79,6 @@ impl AppState {
             options: ServerOptions::default(),
             tokens: None,
             host: None,
-            operation_results: Arc::default(),
             stacks: None,
             metrics: Metrics::default(),
         }
@@ -123,57 +118,5 @@ impl AppState {
     /// The options.
     pub fn options(&self) -> &ServerOptions {
         &self.options
-    }
-}
-
-/// The answer of an operation polled through `Location` (`/subscriptions/{s}/operationresults/{id}`). cairn's
-/// deletes and what-ifs finish before the first answer, so they are recorded done; a large bulk delete is recorded
-/// `202 Accepted` (running) first and its final answer when it ends.
-#[derive(Clone, Debug)]
-pub(crate) struct OperationOutcome {
-    pub status: StatusCode,
-    pub body: Option<Value>,
-}
-
-struct TrackedResult {
-    subscription: String,
-    outcome: OperationOutcome,
-    expires: Instant,
-}
-
-/// Operation results kept in memory for an hour after their last update; they do not survive a restart (a GET then
-/// answers 404).
-#[derive(Default)]
-pub(crate) struct OperationResults {
-    entries: Mutex<HashMap<String, TrackedResult>>,
-}
-
-const RESULT_LIFETIME: Duration = Duration::from_secs(3600);
-
-impl OperationResults {
-    /// Records (or updates) an operation's outcome under a subscription.
-    pub(crate) fn record(&self, subscription: &str, id: &str, outcome: OperationOutcome) {
-        let now = Instant::now();
-        let mut entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries.retain(|_, e| e.expires > now);
-        entries.insert(
-            id.to_owned(),
-            TrackedResult {
-                subscription: subscription.to_ascii_lowercase(),
-                outcome,
-                expires: now + RESULT_LIFETIME,
-            },
-        );
-    }
-
-    /// The outcome, when the id is known under this subscription.
-    pub(crate) fn get(&self, subscription: &str, id: &str) -> Option<OperationOutcome> {
-        let entries = self.entries.lock().unwrap_or_else(|p| p.into_inner());
-        entries
-            .get(id)
-            .filter(|e| {
-                e.subscription == subscription.to_ascii_lowercase() && e.expires > Instant::now()
-            })
-            .map(|e| e.outcome.clone())
     }
 }

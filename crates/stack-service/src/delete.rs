@@ -211,6 +211,8 @@ impl StackService {
             // The record goes; the stack as it ended is only the caller's to report.
             p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);
             self.delete_fenced(fence).await?;
+            // Its drift detection results go with it: a new stack of the same name starts without them.
+            self.forget_drift_results(fence.scope(), fence.name()).await;
         } else {
             p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
             self.finish(fence, &stack, &state).await?;

@@ -24,11 +24,15 @@
 //! record keeps beside the stack), `ending` (the end-of-operation signal), `service` (the handle and the record
 //! reads and writes every operation shares), `lease` (one operation at a time), `record` (fenced writes while an
 //! operation runs), `snapshot` (the stack's deployment tree), `unmanage` (performing the deletes),
-//! `validation`, `put` (create/update), `delete`, `recovery` (finishing interrupted operations), `what_if` (over
-//! the pure `what_if_retention` and `what_if_changes`) and `bulk_delete`.
+//! `validation`, `adoption` (what a stack's deployment does with extension resources that exist unmanaged),
+//! `put` (create/update), `delete`, `recovery` (finishing interrupted operations), `what_if` (over
+//! the pure `what_if_retention` and `what_if_changes`), `drift` (drift detection, whose results are kept like
+//! what-if results) and `bulk_delete`.
 
+mod adoption;
 mod bulk_delete;
 mod delete;
+mod drift;
 mod ending;
 mod lease;
 mod put;
@@ -50,6 +54,7 @@ pub use crate::bulk_delete::{
     check_bulk_delete,
 };
 pub use crate::delete::DeleteRun;
+pub use crate::drift::{DRIFT_DETECTION_INTERRUPTED, DRIFT_OPERATION_PREFIX};
 pub use crate::ending::OperationEnded;
 pub use crate::put::Accepted;
 pub use crate::recovery::StackRecoveryReport;

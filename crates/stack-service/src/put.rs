@@ -17,6 +17,7 @@ use cairn_stacks::{
 };
 use cairn_store::{Precondition, StackRecord};
 
+use crate::adoption::{existing_resource_check, exists_unmanaged_report};
 use crate::ending::{Ending, OperationEnded};
 use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration, update_failed};
@@ -167,6 +168,8 @@ impl StackService {
         p.provisioning_state = Some(DeploymentStackProvisioningState::Deploying);
         p.correlation_id = Some(correlation_id.clone());
         p.bypass_stack_out_of_sync_error = None;
+        // Like the bypass, adoption is asked per operation: the record never says to adopt.
+        p.adopt_existing_resources = None;
         p.error = None;
         p.deleted_resources = None;
         p.detached_resources = None;
@@ -225,6 +228,11 @@ impl StackService {
             .unwrap_or_else(|| scope.to_owned());
         let deployment_name = name.to_owned();
         let deployed = async {
+            let existing_resources = existing_resource_check(
+                request.properties.adopt_existing_resources.unwrap_or(false),
+                &previous.managed_set,
+                &self.ownership(scope, name).await?,
+            );
             let mut handle = self
                 .inner
                 .engine
@@ -235,6 +243,7 @@ impl StackService {
                     DeployOptions {
                         stack_initiated: true,
                         correlation_id: Some(correlation_id.clone()),
+                        existing_resources: Some(existing_resources),
                     },
                 )
                 .await
@@ -291,6 +300,7 @@ impl StackService {
         let collected = collect_managed_set(&snapshot);
         let mut errors: Vec<ErrorDetail> = Vec::new();
         if let Some(error) = deployment_error {
+            errors.extend(exists_unmanaged_report(&snapshot));
             errors.push(
                 ErrorDetail::new(
                     "DeploymentStackDeploymentFailed",

@@ -33,8 +33,11 @@ pub struct StackServiceSettings {
     pub max_deletes_in_flight: usize,
     /// Pause between delete rounds.
     pub retry_backoff: Duration,
-    /// How often a running delete publishes its progress (`deletedResources` so far) on the stack record.
+    /// How often a running delete publishes its progress (`deletedResources` so far) on the stack record, and a
+    /// drift detection the resources it has read so far on its result.
     pub progress_interval: Duration,
+    /// Managed resources a drift detection reads at once.
+    pub max_drift_reads_in_flight: usize,
     /// Where operation durations and recovery's takeovers are counted (the server's `/metrics`); by default a set
     /// of its own that nothing reads.
     pub metrics: cairn_metrics::Metrics,
@@ -50,6 +53,7 @@ impl Default for StackServiceSettings {
             max_deletes_in_flight: 16,
             retry_backoff: Duration::from_secs(2),
             progress_interval: Duration::from_millis(500),
+            max_drift_reads_in_flight: 16,
             metrics: cairn_metrics::Metrics::default(),
         }
     }
@@ -98,6 +102,14 @@ pub(crate) fn store_error(error: StoreError) -> ArmError {
         500
     };
     ArmError::new(status, error.arm_code(), error.to_string())
+}
+
+/// When a stack record was last written, as ARM prints a time (`deploymentStackLastModified`).
+pub(crate) fn last_modified(record: &StackRecord) -> String {
+    cairn_arm::time::format_timestamp(
+        std::time::UNIX_EPOCH
+            + Duration::from_millis(u64::try_from(record.updated_at.unix_millis()).unwrap_or(0)),
+    )
 }
 
 /// The name of the stack's lease; also how two stack records are told to be the same stack (scope and name

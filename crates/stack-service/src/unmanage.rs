@@ -35,7 +35,7 @@ pub(crate) struct Deleter {
     pub(crate) correlation_id: String,
 }
 
-fn host_error_detail(error: &cairn_host::HostError) -> ErrorDetail {
+pub(crate) fn host_error_detail(error: &cairn_host::HostError) -> ErrorDetail {
     serde_json::to_value(error.error())
         .ok()
         .and_then(|value| serde_json::from_value(value).ok())

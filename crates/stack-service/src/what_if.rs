@@ -37,7 +37,7 @@ use crate::request::{
     deployment_of, link_without_credentials, parameters_link_without_credentials,
     public_parameters, stack_id, validate_body,
 };
-use crate::service::{StackService, store_error};
+use crate::service::{StackService, last_modified, store_error};
 use crate::what_if_changes::{compare, internal, lower_camel};
 use crate::what_if_retention::retention_interval;
 
@@ -284,12 +284,7 @@ impl StackService {
             Some((record, current, state)) => (
                 state.managed_set.clone(),
                 Some(current.properties.clone()),
-                Some(cairn_arm::time::format_timestamp(
-                    std::time::UNIX_EPOCH
-                        + std::time::Duration::from_millis(
-                            u64::try_from(record.updated_at.unix_millis()).unwrap_or(0),
-                        ),
-                )),
+                Some(last_modified(record)),
             ),
             None => (ManagedSet::new(), None, None),
         };

@@ -1,6 +1,8 @@
 //! The pure part of a stack what-if: the deployment what-if's predicted changes compared with the stack's managed
 //! set, per resource (`create` / `modify` / `noChange` / `unsupported`, and `delete` / `detach` for what would leave
-//! the stack per `actionOnUnmanage`), plus the deny settings and deployment scope changes.
+//! the stack per `actionOnUnmanage`), plus the deny settings and deployment scope changes. An extension resource that
+//! exists and no stack manages is "exists, unmanaged": a `DeploymentStackResourceExistsUnmanaged` diagnostic, and
+//! it stays unmanaged unless the request adopts existing resources.
 
 use cairn_arm::models::stack::{DenySettingsMode, DenyStatusMode, DeploymentStackProperties};
 use cairn_arm::models::stack_what_if::{
@@ -11,6 +13,7 @@ use cairn_arm::models::stack_what_if::{
 };
 use cairn_arm::models::what_if::{ChangeType, WhatIfChange, WhatIfPropertyChange};
 use cairn_arm::{ArmError, ResourceId};
+use cairn_engine::RESOURCE_EXISTS_UNMANAGED;
 use cairn_stacks::{
     ExtensionIdentity, ManagedResource, ManagedSet, ManagedTarget, RemovalAction, ResourceKey,
     UnmanagePolicy,
@@ -74,7 +77,9 @@ pub(crate) fn lower_camel(text: &str) -> String {
     }
 }
 
-fn property_change(change: &WhatIfPropertyChange) -> DeploymentStacksWhatIfPropertyChange {
+pub(crate) fn property_change(
+    change: &WhatIfPropertyChange,
+) -> DeploymentStacksWhatIfPropertyChange {
     DeploymentStacksWhatIfPropertyChange {
         path: change.path.clone(),
         change_type: StackPropertyChangeType::parse(&lower_camel(
@@ -172,6 +177,39 @@ pub(crate) fn compare(
             continue;
         };
         let before = find_managed(managed, &resource);
+        // An extension resource the deployment finds existing (it would modify it, or change nothing) that no stack
+        // manages: the stack's deployment takes it over only with `adoptExistingResources`, else leaves it alone.
+        let exists_unmanaged = before.is_none()
+            && matches!(resource.target(), ManagedTarget::Extensible { .. })
+            && matches!(
+                change.change_type,
+                ChangeType::Modify | ChangeType::NoChange
+            )
+            && claimed_elsewhere(resource.key()).is_none();
+        let adopt = next.adopt_existing_resources.unwrap_or(false);
+        if exists_unmanaged {
+            diagnostics.push(DeploymentStacksDiagnostic {
+                level: if adopt {
+                    StackDiagnosticLevel::Info
+                } else {
+                    StackDiagnosticLevel::Warning
+                },
+                code: RESOURCE_EXISTS_UNMANAGED.into(),
+                message: if adopt {
+                    format!(
+                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack will take                          it over ('adoptExistingResources').",
+                        resource.key()
+                    )
+                } else {
+                    format!(
+                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack's                          deployment will leave it unchanged and fail it, unless 'adoptExistingResources' is true.",
+                        resource.key()
+                    )
+                },
+                target: Some(resource.key().to_string()),
+                additional_info: None,
+            });
+        }
         if let Some(before) = before {
             still_managed.push(before.key().clone());
         } else if let Some((stack_id, false)) = claimed_elsewhere(resource.key()) {
@@ -202,7 +240,11 @@ pub(crate) fn compare(
             } else {
                 ManagementStatus::Unmanaged
             }),
-            after: Some(ManagementStatus::Managed),
+            after: Some(if exists_unmanaged && !adopt {
+                ManagementStatus::Unmanaged
+            } else {
+                ManagementStatus::Managed
+            }),
         });
         item.deny_status_change = Some(DeploymentStacksChangeBase {
             before: before.and_then(|b| b.deny_status.clone()),
@@ -386,6 +428,94 @@ mod tests {
                 .map(|c| c.change_type.as_str())
                 .collect();
             assert_eq!(kinds, ["modify"], "configId {config_id:?}");
+        }
+    }
+
+    /// An extension resource the deployment would modify (so it exists) that no stack manages is "exists,
+    /// unmanaged": a warning, and it stays unmanaged unless the request adopts; one another stack manages is not.
+    #[test]
+    fn an_existing_unmanaged_extension_resource_is_reported_and_adopted_only_when_asked() {
+        let predicted = |name: &str, change_type: ChangeType| {
+            let mut change = WhatIfChange::new(change_type);
+            change.resource_type = Some("widget".into());
+            change.identifiers = Some(serde_json::json!({ "name": name }));
+            change.extension = Some(
+                serde_json::from_value(
+                    serde_json::json!({"name": "Widgets", "version": "1.0.0", "configId": "c1"}),
+                )
+                .expect("extension"),
+            );
+            change
+        };
+        let changes = [
+            predicted("found", ChangeType::Modify),
+            predicted("same", ChangeType::NoChange),
+            predicted("new", ChangeType::Create),
+            predicted("shared", ChangeType::Modify),
+        ];
+        let claimed = |key: &ResourceKey| {
+            key.to_string()
+                .contains("shared")
+                .then(|| ("other".to_owned(), true))
+        };
+        for adopt in [None, Some(true)] {
+            let mut next: DeploymentStackProperties = serde_json::from_value(serde_json::json!({
+                "actionOnUnmanage": {"resources": "delete"}, "denySettings": {"mode": "none"}
+            }))
+            .expect("properties");
+            next.adopt_existing_resources = adopt;
+            let computed =
+                compare(&changes, &ManagedSet::new(), None, &next, &claimed).expect("compare");
+            let after: Vec<(String, &str)> = computed
+                .changes
+                .resource_changes
+                .iter()
+                .map(|c| {
+                    (
+                        c.identifiers.as_ref().unwrap()["name"]
+                            .as_str()
+                            .unwrap()
+                            .to_owned(),
+                        c.management_status_change
+                            .as_ref()
+                            .and_then(|m| m.after.as_ref())
+                            .map(|a| a.as_str())
+                            .unwrap_or_default(),
+                    )
+                })
+                .collect();
+            let taken = if adopt.is_some() {
+                "managed"
+            } else {
+                "unmanaged"
+            };
+            assert_eq!(
+                after,
+                [
+                    ("found".to_owned(), taken),
+                    ("same".to_owned(), taken),
+                    ("new".to_owned(), "managed"),
+                    ("shared".to_owned(), "managed"),
+                ]
+            );
+            let reported: Vec<(&str, &str)> = computed
+                .diagnostics
+                .iter()
+                .map(|d| (d.code.as_str(), d.level.as_str()))
+                .collect();
+            let level = if adopt.is_some() { "info" } else { "warning" };
+            assert_eq!(
+                reported,
+                [
+                    (RESOURCE_EXISTS_UNMANAGED, level),
+                    (RESOURCE_EXISTS_UNMANAGED, level)
+                ]
+            );
+            assert!(
+                computed.diagnostics[0]
+                    .message
+                    .contains("exists, unmanaged")
+            );
         }
     }
 }

@@ -1,6 +1,6 @@
-//! How long a stack what-if result is kept: its `retentionInterval`, an ISO 8601 duration of weeks, days, hours,
-//! minutes and seconds (`P7D`, `PT12H`, `P1W`, ...), parsed to the millisecond; anything else is 400
-//! `InvalidRetentionInterval` at the field.
+//! How long a stack what-if (or drift detection) result is kept: its `retentionInterval`, an ISO 8601 duration of
+//! weeks, days, hours, minutes and seconds (`P7D`, `PT12H`, `P1W`, ...), parsed to the millisecond; anything else is
+//! 400 `InvalidRetentionInterval` at the field.
 
 use std::time::Duration;
 
@@ -148,10 +148,17 @@ fn components_of<'a>(
 pub(crate) fn retention_interval(
     request: &DeploymentStacksWhatIfResult,
 ) -> Result<Duration, ArmError> {
-    let text = &request.properties.retention_interval;
+    retention_interval_at(
+        &request.properties.retention_interval,
+        "properties.retentionInterval",
+    )
+}
+
+/// The retention interval `text` given at `target` (a what-if result's, or a drift detection's); 400
+/// `InvalidRetentionInterval` when it is empty or malformed.
+pub(crate) fn retention_interval_at(text: &str, target: &str) -> Result<Duration, ArmError> {
     let invalid = |message: String| {
-        ArmError::new(400, "InvalidRetentionInterval", message)
-            .with_target("properties.retentionInterval")
+        ArmError::new(400, "InvalidRetentionInterval", message).with_target(target)
     };
     if text.trim().is_empty() {
         return Err(invalid(

@@ -34,11 +34,14 @@ const SCHEMA: &str =
 /// The secure parameter's value and the literal secrets cases use: never in an error.
 const CANARY: &str = "canary-secret-material";
 
-/// An extension that records the config of every create (the engine sends the same one to its preview) and
-/// answers with success.
+/// An extension that records the config of every call and answers with success; it holds no resource before a
+/// stack creates it (a `get` is 404), as a stack's deployment asks before its first write.
 #[derive(Default)]
 struct Recorder {
+    /// The config of every createOrUpdate.
     configs: Mutex<Vec<Value>>,
+    /// The config of every other call (the preview before a create, the get before a first write).
+    other_configs: Mutex<Vec<Value>>,
     /// Calls of any kind, so a refused config is seen to reach nothing.
     calls: std::sync::atomic::AtomicUsize,
 }
@@ -54,11 +57,19 @@ impl ExtensionTransport for Recorder {
             if request.operation == Operation::Delete {
                 return Ok(TransportResponse::json(204, Vec::new()));
             }
-            if request.operation == Operation::CreateOrUpdate {
-                self.configs
-                    .lock()
-                    .unwrap()
-                    .push(body.get("config").cloned().unwrap_or(Value::Null));
+            let config = body.get("config").cloned().unwrap_or(Value::Null);
+            if request.operation != Operation::CreateOrUpdate {
+                self.other_configs.lock().unwrap().push(config);
+                if request.operation == Operation::Get {
+                    return Ok(TransportResponse::json(
+                        404,
+                        json!({"error": {"code": "ResourceNotFound", "message": "none yet"}})
+                            .to_string()
+                            .into_bytes(),
+                    ));
+                }
+            } else {
+                self.configs.lock().unwrap().push(config);
             }
             let properties = body.get("properties").cloned().unwrap_or(json!({}));
             Ok(TransportResponse::json(
@@ -241,6 +252,7 @@ async fn run_case(env: &Env, name: &str, case: &Value) -> Result<(), String> {
         ));
     }
     let calls_before = env.recorder.configs.lock().unwrap().len();
+    let other_calls_before = env.recorder.other_configs.lock().unwrap().len();
     let any_calls_before = env.recorder.calls.load(std::sync::atomic::Ordering::SeqCst);
     let put = env
         .service
@@ -259,6 +271,13 @@ async fn run_case(env: &Env, name: &str, case: &Value) -> Result<(), String> {
         if configs != [case["received"].clone()] {
             return Err(format!(
                 "the extension received {configs:?}, expected [{}]",
+                case["received"]
+            ));
+        }
+        let others = env.recorder.other_configs.lock().unwrap()[other_calls_before..].to_vec();
+        if others.iter().any(|config| *config != case["received"]) {
+            return Err(format!(
+                "the extension's other calls received {others:?}, expected [{}]",
                 case["received"]
             ));
         }

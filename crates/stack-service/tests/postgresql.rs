@@ -512,9 +512,12 @@ async fn a_stack_manages_a_real_server_through_rotation_update_detach_and_delete
         .await
     );
 
-    // Re-create it over what is there (idempotent create), then delete it for good: the server is back
-    // to its start state.
-    let recreated = env.put(stack(&env.cluster, false, "delete")).await;
+    // Re-create it over what is there (idempotent create; what the detach left behind exists and no stack
+    // manages it, so taking it back is adopting it), then delete it for good: the server is back to its start
+    // state.
+    let mut again = stack(&env.cluster, false, "delete");
+    again.properties.adopt_existing_resources = Some(true);
+    let recreated = env.put(again).await;
     assert_eq!(managed(&recreated), 4, "{recreated:#}");
     assert_eq!(env.delete("delete").await, Value::Null, "the stack is gone");
     assert_eq!(env.roles(&password).await, start_roles);

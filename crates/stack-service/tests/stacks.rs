@@ -1219,6 +1219,7 @@ async fn an_interrupted_update_is_finished_from_its_deployment() {
             DeployOptions {
                 stack_initiated: true,
                 correlation_id: Some("crashed-update".into()),
+                ..DeployOptions::default()
             },
         )
         .await

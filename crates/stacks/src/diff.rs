@@ -58,6 +58,11 @@ impl Ownership {
     pub fn claims(&self, key: &ResourceKey) -> &[StackClaim] {
         self.claims.get(key).map(Vec::as_slice).unwrap_or(&[])
     }
+
+    /// Every resource another stack manages.
+    pub fn claimed(&self) -> impl Iterator<Item = &ResourceKey> {
+        self.claims.keys()
+    }
 }
 
 /// What happens to a removed resource.

@@ -145,7 +145,7 @@ async fn simulate(store: &dyn Store, resources: usize) -> anyhow::Result<()> {
         for state in ["Accepted", "Running"] {
             millis += 1;
             store
-                .append_operation(journal_step(&run.id, index, state, millis))
+                .append_operation(journal_step(&run.id, index, state, millis), None)
                 .await?;
         }
         millis += 1;
@@ -160,6 +160,7 @@ async fn simulate(store: &dyn Store, resources: usize) -> anyhow::Result<()> {
                                "provisioningState": "Succeeded",
                                "primaryEndpoints": {"blob": format!("https://{}.blob.core.windows.net/", resource_name(index))}}
             }),
+            applied: None,
             deployment: Some(run.key.clone()),
             extension: None,
             updated_at: Timestamp::from_unix_millis(millis),
@@ -169,6 +170,7 @@ async fn simulate(store: &dyn Store, resources: usize) -> anyhow::Result<()> {
             .record_step(
                 journal_step(&run.id, index, "Succeeded", millis),
                 InventoryChange::Put(Box::new(resource)),
+                None,
             )
             .await?;
     }

@@ -1,20 +1,20 @@
 //! Deployment runs: create or replace, partial updates under optimistic concurrency, listing, deletion of
 //! history, and the owner claim used for crash recovery.
 
+use cairn_store::codec::{
+    self, check_precondition, current_format, fetch_limit, json_text, optional_json_text, paginate,
+    signed, tags_text,
+};
 use cairn_store::{
-    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentRecord,
-    DeploymentStatus, DeploymentUpdate, Entity, NewDeployment, Page, Precondition, StoreError,
-    StoreResult, Timestamp, fold_case,
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus,
+    DeploymentUpdate, Entity, NewDeployment, Page, Precondition, StoreError, StoreResult,
+    Timestamp, fold_case,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 
 use crate::SqliteStore;
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
-    optional_json, optional_json_text, optional_timestamp, signed, tags, tags_text, timestamp,
-    unsigned, write_error,
-};
+use crate::rows::{backend, decode, write_error};
 
 const E: Entity = Entity::Deployment;
 
@@ -23,7 +23,8 @@ macro_rules! select_deployments {
         concat!(
             "SELECT d.id, d.scope, d.name, d.parent_id, d.location, d.tags, d.status, d.correlation_id, ",
             "d.stack_initiated, d.created_at, d.updated_at, d.started_at, d.finished_at, d.outputs, d.error, ",
-            "d.output_resources, d.extensions, d.owner, d.owner_expires_at, d.version, d.format_version, ",
+            "d.output_resources, d.extensions, d.owner, d.owner_expires_at, d.cancel_requested, d.version, ",
+            "d.format_version, ",
             "r.request, r.format_version AS request_format_version ",
             "FROM deployments d JOIN deployment_requests r ON r.deployment_id = d.id ",
             $tail
@@ -32,44 +33,7 @@ macro_rules! select_deployments {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<DeploymentRecord> {
-    check_format(row, "format_version", E)?;
-    check_format(row, "request_format_version", E)?;
-    let status_text: String = get(row, "status", E)?;
-    let status = status_text
-        .parse::<DeploymentStatus>()
-        .map_err(|e| StoreError::corrupt(E, e.to_string()))?;
-    let owner = match (
-        get::<Option<String>>(row, "owner", E)?,
-        optional_timestamp(row, "owner_expires_at", E)?,
-    ) {
-        (Some(owner), Some(expires_at)) => Some(DeploymentOwner { owner, expires_at }),
-        (None, _) => None,
-        (Some(_), None) => return Err(StoreError::corrupt(E, "an owner without an expiry")),
-    };
-    Ok(DeploymentRecord {
-        id: DeploymentId::from_string(get::<String>(row, "id", E)?),
-        key: DeploymentKey::new(
-            get::<String>(row, "scope", E)?,
-            get::<String>(row, "name", E)?,
-        ),
-        parent: get::<Option<String>>(row, "parent_id", E)?.map(DeploymentId::from_string),
-        location: get(row, "location", E)?,
-        tags: tags(row, "tags", E)?,
-        request: json(row, "request", E)?,
-        status,
-        correlation_id: get(row, "correlation_id", E)?,
-        stack_initiated: get(row, "stack_initiated", E)?,
-        created_at: timestamp(row, "created_at", E)?,
-        updated_at: timestamp(row, "updated_at", E)?,
-        started_at: optional_timestamp(row, "started_at", E)?,
-        finished_at: optional_timestamp(row, "finished_at", E)?,
-        outputs: optional_json(row, "outputs", E)?,
-        error: optional_json(row, "error", E)?,
-        output_resources: optional_json(row, "output_resources", E)?,
-        extensions: optional_json(row, "extensions", E)?,
-        owner,
-        version: unsigned(row, "version", E)?,
-    })
+    decode(row, E, codec::deployment)
 }
 
 async fn fetch_by_id(
@@ -185,6 +149,7 @@ impl SqliteStore {
             output_resources: None,
             extensions: None,
             owner: new.owner,
+            cancel_requested: false,
             version: 1,
         })
     }
@@ -328,8 +293,10 @@ impl SqliteStore {
     ) -> StoreResult<DeploymentRecord> {
         let mut tx = self.begin_write().await?;
         let result = sqlx::query(
-            "UPDATE deployments SET owner = ?2, owner_expires_at = ?3 \
-             WHERE id = ?1 AND (owner IS NULL OR owner = ?2 OR owner_expires_at <= ?4)",
+            "UPDATE deployments SET owner = ?2, owner_expires_at = ?3, \
+             version = version + CASE WHEN owner IS NOT NULL AND owner <> ?2 THEN 1 ELSE 0 END \
+             WHERE id = ?1 AND status IN ('Accepted', 'Running') \
+             AND (owner IS NULL OR owner = ?2 OR owner_expires_at <= ?4)",
         )
         .bind(id.as_str())
         .bind(owner)
@@ -347,11 +314,10 @@ impl SqliteStore {
                     .map_err(backend)?;
             return Err(match holder {
                 None => StoreError::not_found(E, id.as_str()),
-                Some(holder) => StoreError::conflict(
-                    E,
-                    id.as_str(),
-                    format!("claimed by '{}'", holder.unwrap_or_default()),
-                ),
+                Some(Some(holder)) => {
+                    StoreError::conflict(E, id.as_str(), format!("claimed by '{holder}'"))
+                }
+                Some(None) => StoreError::conflict(E, id.as_str(), "it has finished"),
             });
         }
         let record = fetch_by_id(&mut tx, id)
@@ -416,6 +382,26 @@ impl SqliteStore {
         tx.commit().await.map_err(backend)
     }
 
+    pub(crate) async fn request_deployment_cancel_impl(
+        &self,
+        id: &DeploymentId,
+    ) -> StoreResult<DeploymentRecord> {
+        let mut tx = self.begin_write().await?;
+        sqlx::query(
+            "UPDATE deployments SET cancel_requested = 1 \
+             WHERE id = ?1 AND status IN ('Accepted', 'Running')",
+        )
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        let record = fetch_by_id(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(record)
+    }
+
     pub(crate) async fn list_orphaned_deployments_impl(
         &self,
         now: Timestamp,
@@ -431,21 +417,5 @@ impl SqliteStore {
         .await
         .map_err(backend)?;
         rows.iter().map(record_from_row).collect()
-    }
-}
-
-/// Trims the extra row fetched by [`fetch_limit`] and returns the continuation token (the last item's folded key)
-/// when there was one.
-pub(crate) fn paginate<T>(
-    items: &mut Vec<T>,
-    page_size: u32,
-    key: impl Fn(&T) -> String,
-) -> Option<String> {
-    let page_size = usize::try_from(page_size).unwrap_or(usize::MAX);
-    if items.len() > page_size {
-        items.truncate(page_size);
-        items.last().map(key)
-    } else {
-        None
     }
 }

@@ -25,15 +25,16 @@ use sqlx::{SqliteConnection, SqlitePool};
 use tokio::sync::oneshot;
 
 use crate::inventory::{apply_change, upsert_resource};
-use crate::journal::insert_step;
-use crate::rows::{backend, check_precondition};
+use crate::journal::{check_writer, insert_step};
+use crate::rows::backend;
+use cairn_store::codec::check_precondition;
 
 /// A write that may be committed together with others.
 pub(crate) enum GroupedWrite {
-    /// `OperationJournal::append_operation`.
-    AppendStep(OperationStep),
-    /// `OperationJournal::record_step`.
-    RecordStep(OperationStep, InventoryChange),
+    /// `OperationJournal::append_operation`, with its writer.
+    AppendStep(OperationStep, Option<String>),
+    /// `OperationJournal::record_step`, with its writer.
+    RecordStep(OperationStep, InventoryChange, Option<String>),
     /// `InventoryStore::put_managed_resource`.
     PutResource(ManagedResource, Precondition),
 }
@@ -154,7 +155,7 @@ async fn apply_all(
     for write in writes {
         let statements = match write {
             GroupedWrite::RecordStep(..) => Statements::Several,
-            GroupedWrite::AppendStep(_) | GroupedWrite::PutResource(..) => Statements::One,
+            GroupedWrite::AppendStep(..) | GroupedWrite::PutResource(..) => Statements::One,
         };
         if statements == Statements::Several {
             statement(&mut tx, "SAVEPOINT grouped_write").await?;
@@ -204,11 +205,13 @@ async fn statement(conn: &mut SqliteConnection, sql: &'static str) -> StoreResul
 
 async fn apply(conn: &mut SqliteConnection, write: GroupedWrite) -> StoreResult<Grouped> {
     match write {
-        GroupedWrite::AppendStep(step) => {
+        GroupedWrite::AppendStep(step, writer) => {
+            check_writer(conn, &step.deployment_id, writer.as_deref()).await?;
             let sequence = insert_step(conn, &step).await?;
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
         }
-        GroupedWrite::RecordStep(step, change) => {
+        GroupedWrite::RecordStep(step, change, writer) => {
+            check_writer(conn, &step.deployment_id, writer.as_deref()).await?;
             let sequence = insert_step(conn, &step).await?;
             apply_change(conn, &change).await?;
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
@@ -283,6 +286,7 @@ mod tests {
             resource_type: "Microsoft.Storage/storageAccounts".into(),
             api_version: Some("2023-01-01".into()),
             properties: json!({ "name": name }),
+            applied: None,
             deployment: None,
             extension: None,
             updated_at: Timestamp::now(),
@@ -310,7 +314,7 @@ mod tests {
             let run = runs[i % 2].clone();
             steps.spawn(async move {
                 let appended = writer
-                    .append_operation(step(&run, &format!("op{i}"), "Running", 1))
+                    .append_operation(step(&run, &format!("op{i}"), "Running", 1), None)
                     .await;
                 appended.map(|r| (run, r.sequence))
             });
@@ -376,7 +380,7 @@ mod tests {
             let (store, run) = (store.clone(), run.clone());
             tokio::spawn(async move {
                 store
-                    .append_operation(step(&run, "op1", "Running", 1))
+                    .append_operation(step(&run, "op1", "Running", 1), None)
                     .await
             })
         };
@@ -394,7 +398,7 @@ mod tests {
             let store = store.clone();
             tokio::spawn(async move {
                 store
-                    .append_operation(step(&DeploymentId::generate(), "op1", "Running", 1))
+                    .append_operation(step(&DeploymentId::generate(), "op1", "Running", 1), None)
                     .await
             })
         };
@@ -406,6 +410,7 @@ mod tests {
                     .record_step(
                         step(&run, "op2", "Succeeded", 2),
                         InventoryChange::Put(Box::new(resource("fresh"))),
+                        None,
                     )
                     .await
             })
@@ -450,7 +455,7 @@ mod tests {
             let (store, run) = (store.clone(), run.clone());
             tokio::spawn(async move {
                 store
-                    .append_operation(step(&run, "op1", "Running", 1))
+                    .append_operation(step(&run, "op1", "Running", 1), None)
                     .await
             })
         };
@@ -459,7 +464,7 @@ mod tests {
             let (store, run) = (store.clone(), run.clone());
             tokio::spawn(async move {
                 store
-                    .append_operation(step(&run, "op2", "Running", 2))
+                    .append_operation(step(&run, "op2", "Running", 2), None)
                     .await
             })
         };

@@ -1,5 +1,8 @@
 //! Resource groups, keyed by folded subscription ID and name.
 
+use cairn_store::codec::{
+    self, check_precondition, current_format, fetch_limit, paginate, tags_text,
+};
 use cairn_store::{
     Entity, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord, StoreError,
     StoreResult, Timestamp, fold_case,
@@ -7,11 +10,7 @@ use cairn_store::{
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::deployments::paginate;
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, tags, tags_text,
-    timestamp, unsigned,
-};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::ResourceGroup;
 
@@ -26,20 +25,7 @@ macro_rules! select_groups {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<ResourceGroupRecord> {
-    check_format(row, "format_version", E)?;
-    Ok(ResourceGroupRecord {
-        group: ResourceGroup {
-            subscription_id: get(row, "subscription_id", E)?,
-            name: get(row, "name", E)?,
-            location: get(row, "location", E)?,
-            tags: tags(row, "tags", E)?,
-            managed_by: get(row, "managed_by", E)?,
-            provisioning_state: get(row, "provisioning_state", E)?,
-        },
-        created_at: timestamp(row, "created_at", E)?,
-        updated_at: timestamp(row, "updated_at", E)?,
-        version: unsigned(row, "version", E)?,
-    })
+    decode(row, E, codec::resource_group)
 }
 
 impl SqliteStore {

@@ -2,35 +2,19 @@
 //! id), each row alive until its `expires_at`. Reads filter expired rows out in SQL; a put over an expired row
 //! starts afresh, and the purge removes them all.
 
-use cairn_store::crypto::Aad;
+use cairn_store::codec::{self, current_format};
+use cairn_store::sealed::HOST_OPERATION_STATE;
 use cairn_store::{Entity, HostOperationRecord, NewHostOperation, StoreResult, Timestamp};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::rows::{backend, check_format, current_format, get, timestamp};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::HostOperation;
-const TABLE: &str = "host_operations";
-
-fn state_aad(id: &str) -> Aad<'_> {
-    Aad::new(TABLE, id, "state")
-}
 
 impl SqliteStore {
     fn host_operation_from_row(&self, row: &SqliteRow) -> StoreResult<HostOperationRecord> {
-        check_format(row, "format_version", E)?;
-        let id: String = get(row, "id", E)?;
-        let sealed: Vec<u8> = get(row, "state", E)?;
-        let state = self.data_key.open_secret(state_aad(&id), &sealed)?;
-        Ok(HostOperationRecord {
-            extension_name: get(row, "extension_name", E)?,
-            extension_version: get(row, "extension_version", E)?,
-            state,
-            created_at: timestamp(row, "created_at", E)?,
-            updated_at: timestamp(row, "updated_at", E)?,
-            expires_at: timestamp(row, "expires_at", E)?,
-            id,
-        })
+        decode(row, E, |row| codec::host_operation(row, &self.data_key))
     }
 
     pub(crate) async fn put_host_operation_impl(
@@ -38,9 +22,8 @@ impl SqliteStore {
         operation: NewHostOperation,
         now: Timestamp,
     ) -> StoreResult<()> {
-        let sealed = self
-            .data_key
-            .seal_secret(state_aad(&operation.id), &operation.state)?;
+        let sealed =
+            HOST_OPERATION_STATE.seal(&self.data_key, &[&operation.id], &operation.state)?;
         let mut tx = self.begin_write().await?;
         // An expired operation is gone: the new one starts afresh rather than replacing it.
         sqlx::query("DELETE FROM host_operations WHERE id = ?1 AND expires_at <= ?2")

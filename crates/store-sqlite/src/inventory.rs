@@ -1,6 +1,10 @@
 //! The managed-resource inventory: keyed upserts under preconditions, filtered listing, deletion.
 
 use cairn_store::Timestamp;
+use cairn_store::codec::{
+    self, check_precondition, current_format, extension_text, fetch_limit, json_text,
+    optional_json_text, paginate,
+};
 use cairn_store::{
     DeploymentKey, Entity, ExtensionRef, InventoryChange, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
@@ -10,19 +14,15 @@ use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::deployments::paginate;
 use crate::group_commit::{Grouped, GroupedWrite};
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
-    optional_json, optional_json_text, timestamp, unsigned,
-};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::ManagedResource;
 
 macro_rules! select_resources {
     ($tail:literal) => {
         concat!(
-            "SELECT key, resource_id, resource_type, api_version, properties, deployment_scope, deployment_name, ",
+            "SELECT key, resource_id, resource_type, api_version, properties, applied, deployment_scope, deployment_name, ",
             "extension, created_at, updated_at, version, detached, format_version FROM managed_resources ",
             $tail
         )
@@ -30,33 +30,7 @@ macro_rules! select_resources {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
-    check_format(row, "format_version", E)?;
-    let deployment = match (
-        get::<Option<String>>(row, "deployment_scope", E)?,
-        get::<Option<String>>(row, "deployment_name", E)?,
-    ) {
-        (Some(scope), Some(name)) => Some(DeploymentKey::new(scope, name)),
-        _ => None,
-    };
-    let extension = optional_json(row, "extension", E)?
-        .map(serde_json::from_value::<ExtensionRef>)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("column extension: {e}")))?;
-    Ok(ManagedResourceRecord {
-        resource: ManagedResource {
-            key: ResourceKey::from_stored(get::<String>(row, "key", E)?),
-            resource_id: get(row, "resource_id", E)?,
-            resource_type: get(row, "resource_type", E)?,
-            api_version: get(row, "api_version", E)?,
-            properties: json(row, "properties", E)?,
-            deployment,
-            extension,
-            updated_at: timestamp(row, "updated_at", E)?,
-        },
-        created_at: timestamp(row, "created_at", E)?,
-        version: unsigned(row, "version", E)?,
-        detached: get::<i64>(row, "detached", E)? != 0,
-    })
+    decode(row, E, codec::managed_resource)
 }
 
 /// `INSERT` of every column of a resource (bound by [`bind_resource`]), then `$tail`.
@@ -65,8 +39,8 @@ macro_rules! insert_resource {
         concat!(
             "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, ",
             "api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, ",
-            "extension, created_at, updated_at, version, format_version) ",
-            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14) ",
+            "extension, created_at, updated_at, version, format_version, applied) ",
+            "VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, ?14, ?15) ",
             $tail
         )
     };
@@ -88,7 +62,7 @@ pub(crate) async fn upsert_resource(
          deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
          deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
          updated_at = excluded.updated_at, version = managed_resources.version + 1, \
-         format_version = excluded.format_version \
+         format_version = excluded.format_version, applied = excluded.applied \
          RETURNING version, created_at"
     ));
     let (version, created_at) = bind_resource(query, resource)?
@@ -155,12 +129,7 @@ fn bind_resource<'q>(
     query: ResourceQuery<'q>,
     resource: &'q ManagedResource,
 ) -> StoreResult<ResourceQuery<'q>> {
-    let extension = resource
-        .extension
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+    let extension = extension_text(E, resource.extension.as_ref())?;
     let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
     Ok(query
         .bind(resource.key.as_str())
@@ -174,9 +143,10 @@ fn bind_resource<'q>(
         .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
         .bind(deployment_keys.as_ref().map(|(scope, _)| scope.clone()))
         .bind(deployment_keys.map(|(_, name)| name))
-        .bind(optional_json_text(extension.as_ref()))
+        .bind(extension)
         .bind(resource.updated_at.unix_millis())
-        .bind(current_format(E)))
+        .bind(current_format(E))
+        .bind(optional_json_text(resource.applied.as_ref())))
 }
 
 /// Schema 6 (a migration data step): extension resources' keys gain their resource type, from

@@ -2,18 +2,14 @@
 //! of each operation or as raw rows.
 
 use cairn_store::InventoryChange;
-use cairn_store::{
-    DeploymentId, Entity, ExtensionRef, OperationRecord, OperationStep, StoreError, StoreResult,
-};
+use cairn_store::codec::{self, current_format, extension_text, optional_json_text, signed};
+use cairn_store::{DeploymentId, Entity, OperationRecord, OperationStep, StoreError, StoreResult};
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
 use crate::group_commit::{Grouped, GroupedWrite};
-use crate::rows::{
-    backend, check_format, current_format, get, optional_json, optional_json_text, signed,
-    timestamp, unsigned, write_error,
-};
+use crate::rows::{backend, decode, write_error};
 
 const E: Entity = Entity::DeploymentOperation;
 
@@ -29,29 +25,27 @@ macro_rules! select_operations {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
-    check_format(row, "format_version", E)?;
-    let extension = optional_json(row, "extension", E)?
-        .map(serde_json::from_value::<ExtensionRef>)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("column extension: {e}")))?;
-    Ok(OperationRecord {
-        sequence: unsigned(row, "seq", E)?,
-        step: OperationStep {
-            deployment_id: DeploymentId::from_string(get::<String>(row, "deployment_id", E)?),
-            operation_id: get(row, "operation_id", E)?,
-            target_resource: optional_json(row, "target_resource", E)?,
-            provisioning_operation: get(row, "provisioning_operation", E)?,
-            provisioning_state: get(row, "provisioning_state", E)?,
-            status_code: get(row, "status_code", E)?,
-            status_message: optional_json(row, "status_message", E)?,
-            service_request_id: get(row, "service_request_id", E)?,
-            timestamp: timestamp(row, "timestamp", E)?,
-            duration_ms: get(row, "duration_ms", E)?,
-            extension,
-            request_content: optional_json(row, "request_content", E)?,
-            response_content: optional_json(row, "response_content", E)?,
-        },
-    })
+    decode(row, E, codec::operation)
+}
+
+/// Refuses a journal write of `writer` unless the run is claimed by it (see `OperationJournal`): `Conflict` when it
+/// is claimed by another or by nobody, `NotFound` when the run is gone. Runs inside the write's transaction, so a
+/// takeover commits either before the check (the write is refused) or after the write.
+pub(crate) async fn check_writer(
+    conn: &mut SqliteConnection,
+    deployment: &DeploymentId,
+    writer: Option<&str>,
+) -> StoreResult<()> {
+    let Some(writer) = writer else {
+        return Ok(());
+    };
+    let holder: Option<Option<String>> =
+        sqlx::query_scalar("SELECT owner FROM deployments WHERE id = ?1")
+            .bind(deployment.as_str())
+            .fetch_optional(conn)
+            .await
+            .map_err(backend)?;
+    codec::check_journal_writer(deployment, writer, holder)
 }
 
 /// Appends one journal row and returns its sequence number (the run's highest plus one).
@@ -59,12 +53,7 @@ pub(crate) async fn insert_step(
     conn: &mut SqliteConnection,
     step: &OperationStep,
 ) -> StoreResult<u64> {
-    let extension = step
-        .extension
-        .as_ref()
-        .map(serde_json::to_value)
-        .transpose()
-        .map_err(|e| StoreError::corrupt(E, format!("extension reference: {e}")))?;
+    let extension = extension_text(E, step.extension.as_ref())?;
     let sequence: i64 = sqlx::query_scalar(
         "INSERT INTO deployment_operations (deployment_id, seq, operation_id, provisioning_operation, \
          provisioning_state, status_code, status_message, target_resource, service_request_id, timestamp, \
@@ -82,7 +71,7 @@ pub(crate) async fn insert_step(
     .bind(step.service_request_id.as_deref())
     .bind(step.timestamp.unix_millis())
     .bind(step.duration_ms)
-    .bind(optional_json_text(extension.as_ref()))
+    .bind(extension)
     .bind(optional_json_text(step.request_content.as_ref()))
     .bind(optional_json_text(step.response_content.as_ref()))
     .bind(current_format(E))
@@ -99,17 +88,24 @@ impl SqliteStore {
     pub(crate) async fn append_operation_impl(
         &self,
         step: OperationStep,
+        writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
-        self.grouped_step(GroupedWrite::AppendStep(step)).await
+        self.grouped_step(GroupedWrite::AppendStep(step, writer.map(str::to_owned)))
+            .await
     }
 
     pub(crate) async fn record_step_impl(
         &self,
         step: OperationStep,
         change: InventoryChange,
+        writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
-        self.grouped_step(GroupedWrite::RecordStep(step, change))
-            .await
+        self.grouped_step(GroupedWrite::RecordStep(
+            step,
+            change,
+            writer.map(str::to_owned),
+        ))
+        .await
     }
 
     async fn grouped_step(&self, write: GroupedWrite) -> StoreResult<OperationRecord> {

@@ -1,23 +1,20 @@
 //! The local Key Vault: vaults, and secret versions whose values are sealed with the store's data key.
 
-use cairn_store::crypto::Aad;
+use cairn_store::codec::{
+    self, check_precondition, current_format, fetch_limit, json_text, paginate, tags_text,
+};
+use cairn_store::sealed::VAULT_SECRET_VALUE;
 use cairn_store::{
     Entity, NewSecretVersion, Page, PageRequest, Precondition, SecretVersionInfo, StoreError,
     StoreResult, Timestamp, Vault, VaultRecord, VaultSecret, fold_case,
 };
-use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::deployments::paginate;
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
-    optional_timestamp, tags, tags_text, timestamp, unsigned,
-};
+use crate::rows::{backend, decode};
 
 const VAULT: Entity = Entity::KeyVault;
 const SECRET: Entity = Entity::KeyVaultSecret;
-const VERSIONS_TABLE: &str = "key_vault_secret_versions";
 
 macro_rules! select_vaults {
     ($tail:literal) => {
@@ -40,55 +37,17 @@ macro_rules! select_versions {
     };
 }
 
-/// The row ID sealed values are bound to: the JSON array `[vault_key, name_key, version]`, unambiguous whatever
-/// characters the parts hold.
-fn secret_row_id(vault_key: &str, name_key: &str, version: &str) -> String {
-    Value::Array(vec![vault_key.into(), name_key.into(), version.into()]).to_string()
-}
-
 fn vault_from_row(row: &SqliteRow) -> StoreResult<VaultRecord> {
-    check_format(row, "format_version", VAULT)?;
-    Ok(VaultRecord {
-        vault: Vault {
-            id: get(row, "id", VAULT)?,
-            name: get(row, "name", VAULT)?,
-            location: get(row, "location", VAULT)?,
-            tags: tags(row, "tags", VAULT)?,
-            properties: json(row, "properties", VAULT)?,
-        },
-        created_at: timestamp(row, "created_at", VAULT)?,
-        updated_at: timestamp(row, "updated_at", VAULT)?,
-        version: unsigned(row, "version", VAULT)?,
-    })
+    decode(row, VAULT, codec::vault)
 }
 
 fn info_from_row(row: &SqliteRow) -> StoreResult<SecretVersionInfo> {
-    check_format(row, "format_version", SECRET)?;
-    Ok(SecretVersionInfo {
-        vault_id: get(row, "vault_id", SECRET)?,
-        name: get(row, "name", SECRET)?,
-        version: get(row, "version", SECRET)?,
-        content_type: get(row, "content_type", SECRET)?,
-        enabled: get(row, "enabled", SECRET)?,
-        not_before: optional_timestamp(row, "not_before", SECRET)?,
-        expires: optional_timestamp(row, "expires", SECRET)?,
-        tags: tags(row, "tags", SECRET)?,
-        created_at: timestamp(row, "created_at", SECRET)?,
-        updated_at: timestamp(row, "updated_at", SECRET)?,
-    })
+    decode(row, SECRET, codec::secret_version_info)
 }
 
 impl SqliteStore {
     fn open_version(&self, row: &SqliteRow) -> StoreResult<VaultSecret> {
-        let info = info_from_row(row)?;
-        let vault_key: String = get(row, "vault_key", SECRET)?;
-        let name_key: String = get(row, "name_key", SECRET)?;
-        let sealed: Vec<u8> = get(row, "value", SECRET)?;
-        let row_id = secret_row_id(&vault_key, &name_key, &info.version);
-        let value = self
-            .data_key
-            .open_secret(Aad::new(VERSIONS_TABLE, &row_id, "value"), &sealed)?;
-        Ok(VaultSecret { info, value })
+        decode(row, SECRET, |row| codec::vault_secret(row, &self.data_key))
     }
 
     pub(crate) async fn put_vault_impl(
@@ -193,10 +152,11 @@ impl SqliteStore {
         let vault_key = fold_case(&secret.vault_id);
         let name_key = secret.name.to_lowercase();
         let version = uuid::Uuid::new_v4().simple().to_string();
-        let row_id = secret_row_id(&vault_key, &name_key, &version);
-        let sealed = self
-            .data_key
-            .seal_secret(Aad::new(VERSIONS_TABLE, &row_id, "value"), &secret.value)?;
+        let sealed = VAULT_SECRET_VALUE.seal(
+            &self.data_key,
+            &[&vault_key, &name_key, &version],
+            &secret.value,
+        )?;
         let mut tx = self.begin_write().await?;
         let vault_id: Option<String> =
             sqlx::query_scalar("SELECT id FROM key_vaults WHERE id_key = ?1")

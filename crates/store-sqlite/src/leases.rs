@@ -1,26 +1,17 @@
 //! Named leases with heartbeat. A released lease keeps its row with no owner, so its generation (the fencing
 //! token) keeps counting up across owners.
 
+use cairn_store::codec::{self, signed};
 use cairn_store::{Entity, Lease, StoreError, StoreResult, Timestamp};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::rows::{backend, get, timestamp, unsigned};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::Lease;
 
 fn lease_from_row(row: &SqliteRow) -> StoreResult<Option<Lease>> {
-    let Some(owner) = get::<Option<String>>(row, "owner", E)? else {
-        return Ok(None);
-    };
-    Ok(Some(Lease {
-        name: get(row, "name", E)?,
-        owner,
-        generation: unsigned(row, "generation", E)?,
-        acquired_at: timestamp(row, "acquired_at", E)?,
-        heartbeat_at: timestamp(row, "heartbeat_at", E)?,
-        expires_at: timestamp(row, "expires_at", E)?,
-    }))
+    decode(row, E, codec::lease)
 }
 
 const SELECT_LEASE: &str = "SELECT name, owner, generation, acquired_at, heartbeat_at, expires_at FROM leases WHERE name = ?1";
@@ -40,7 +31,10 @@ impl SqliteStore {
             .await
             .map_err(backend)?;
         let (current, generation) = match &row {
-            Some(row) => (lease_from_row(row)?, unsigned(row, "generation", E)?),
+            Some(row) => (
+                lease_from_row(row)?,
+                decode(row, E, |row| row.unsigned("generation"))?,
+            ),
             None => (None, 0),
         };
         let lease = match current {
@@ -78,7 +72,7 @@ impl SqliteStore {
         )
         .bind(&lease.name)
         .bind(&lease.owner)
-        .bind(crate::rows::signed(lease.generation))
+        .bind(signed(lease.generation))
         .bind(lease.acquired_at.unix_millis())
         .bind(lease.heartbeat_at.unix_millis())
         .bind(lease.expires_at.unix_millis())

@@ -33,17 +33,20 @@ mod journal;
 mod keyvault;
 mod leases;
 mod migrate;
+mod operation_results;
 mod rows;
 mod secrets;
 mod stack_what_ifs;
 mod stacks;
 mod store_impl;
+mod transfer;
 
 use std::path::{Path, PathBuf};
 use std::str::FromStr;
 use std::time::Duration;
 
-use cairn_store::crypto::{DataKey, MasterKey, load_master_key};
+use cairn_store::crypto::{DATA_KEY_ID, DataKey, MasterKey, load_master_key};
+use cairn_store::schema::Migrated;
 use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
@@ -54,7 +57,6 @@ pub use migrate::LATEST_SCHEMA_VERSION;
 
 /// The database file inside a data directory.
 pub const DATABASE_FILE_NAME: &str = "cairn.db";
-const DATA_KEY_ID: &str = "data-key-1";
 
 /// How hard each commit insists on reaching the disk.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -168,6 +170,33 @@ impl SqliteStore {
         })
     }
 
+    /// Applies pending migrations to the database of an existing data directory (creating the database file when
+    /// the directory has none) without opening the store (no master key needed), and says from which version to
+    /// which. A missing directory is `NotFound`, not created: a mistyped path should not start an empty store.
+    pub async fn migrate(data_dir: impl AsRef<Path>) -> StoreResult<Migrated> {
+        let data_dir = data_dir.as_ref();
+        if !data_dir.is_dir() {
+            return Err(StoreError::not_found(
+                Entity::Schema,
+                format!("data directory {}", data_dir.display()),
+            ));
+        }
+        let pool = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(data_dir.join(DATABASE_FILE_NAME))
+                    .create_if_missing(true)
+                    .journal_mode(SqliteJournalMode::Wal)
+                    .foreign_keys(true),
+            )
+            .await
+            .map_err(rows::backend)?;
+        let migrated = migrate::migrate(&pool, LATEST_SCHEMA_VERSION).await;
+        pool.close().await;
+        migrated
+    }
+
     /// Opens a data directory migrated only up to `schema_version`: what an older cairn would have created, for
     /// upgrade tests.
     #[cfg(test)]
@@ -270,25 +299,15 @@ impl SqliteStore {
 
     /// The readiness probe: the database answers a read, the write connection is open, and the applied schema is
     /// this build's (another process may have migrated the file further, or a restored backup may be older).
-    async fn check_readiness(&self) -> StoreResult<()> {
+    async fn readiness_impl(&self) -> StoreResult<()> {
         let version = migrate::current_version(&self.reader).await?;
         if self.writer.is_closed() {
             return Err(StoreError::Backend("the store is closed".into()));
         }
-        match version.cmp(&LATEST_SCHEMA_VERSION) {
-            std::cmp::Ordering::Equal => Ok(()),
-            std::cmp::Ordering::Less => Err(StoreError::NotReady(format!(
-                "the database has schema version {version}, older than this build's {LATEST_SCHEMA_VERSION}: \
-                 its migrations have not been applied (restart cairn to apply them)"
-            ))),
-            std::cmp::Ordering::Greater => Err(StoreError::NotReady(format!(
-                "the database has schema version {version}, newer than this build's {LATEST_SCHEMA_VERSION}: \
-                 upgrade cairn"
-            ))),
-        }
+        cairn_store::schema::check_ready(version, LATEST_SCHEMA_VERSION)
     }
 
-    async fn close_pools(&self) -> StoreResult<()> {
+    async fn close_impl(&self) -> StoreResult<()> {
         if self.data_dir.is_some() && !self.writer.is_closed() {
             self.checkpoint().await?;
         }

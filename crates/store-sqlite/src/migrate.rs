@@ -1,7 +1,8 @@
 //! Embedded, versioned schema migrations: each applied once, in order, in its own `BEGIN IMMEDIATE` transaction,
 //! recorded in `schema_migrations` with a checksum so an edited migration is noticed rather than silently skipped.
 
-use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
+use cairn_store::schema::{self, Migrated};
+use cairn_store::{StoreResult, Timestamp};
 use sqlx::{SqliteConnection, SqlitePool};
 
 use crate::rows::backend;
@@ -88,10 +89,22 @@ pub(crate) const MIGRATIONS: &[Migration] = &[
         sql: include_str!("../migrations/0009_inventory_detached.sql"),
         data: None,
     },
+    Migration {
+        version: 10,
+        name: "applied_properties",
+        sql: include_str!("../migrations/0010_applied_properties.sql"),
+        data: None,
+    },
+    Migration {
+        version: 11,
+        name: "replicas",
+        sql: include_str!("../migrations/0011_replicas.sql"),
+        data: None,
+    },
 ];
 
 /// The schema version this build creates and understands.
-pub const LATEST_SCHEMA_VERSION: u32 = 9;
+pub const LATEST_SCHEMA_VERSION: u32 = 11;
 
 const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     version    INTEGER PRIMARY KEY,
@@ -100,20 +113,13 @@ const CREATE_TABLE: &str = "CREATE TABLE IF NOT EXISTS schema_migrations (
     applied_at INTEGER NOT NULL
 )";
 
-/// FNV-1a (64 bit) of the migration text: enough to notice an edited migration, no cryptography needed.
-fn checksum(sql: &str) -> String {
-    let hash = sql.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |hash, byte| {
-        (hash ^ u64::from(byte)).wrapping_mul(0x0100_0000_01b3)
-    });
-    format!("{hash:016x}")
-}
-
-/// Brings the database to `target` (at most [`LATEST_SCHEMA_VERSION`]) and returns the version it is at.
-pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> {
+/// Brings the database to `target` (at most [`LATEST_SCHEMA_VERSION`]) and says from which version to which.
+pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<Migrated> {
     sqlx::query(CREATE_TABLE)
         .execute(pool)
         .await
         .map_err(backend)?;
+    let from = current_version(pool).await?;
     for migration in MIGRATIONS.iter().filter(|m| m.version <= target) {
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
         let applied: Vec<(i64, String)> =
@@ -121,31 +127,12 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> 
                 .fetch_all(&mut *tx)
                 .await
                 .map_err(backend)?;
-        if let Some((newest, _)) = applied.last()
-            && *newest > i64::from(LATEST_SCHEMA_VERSION)
-        {
-            return Err(StoreError::corrupt(
-                Entity::Schema,
-                format!(
-                    "the database has schema version {newest}, newer than this build's {LATEST_SCHEMA_VERSION}; upgrade cairn"
-                ),
-            ));
-        }
-        match applied
-            .iter()
-            .find(|(version, _)| *version == i64::from(migration.version))
-        {
-            Some((_, stored)) if *stored == checksum(migration.sql) => continue,
-            Some(_) => {
-                return Err(StoreError::corrupt(
-                    Entity::Schema,
-                    format!(
-                        "migration {} ({}) differs from the one applied to this database",
-                        migration.version, migration.name
-                    ),
-                ));
-            }
-            None => {}
+        schema::refuse_newer(
+            applied.last().map(|(newest, _)| *newest),
+            LATEST_SCHEMA_VERSION,
+        )?;
+        if schema::is_applied(&applied, migration.version, migration.name, migration.sql)? {
+            continue;
         }
         sqlx::raw_sql(migration.sql)
             .execute(&mut *tx)
@@ -157,14 +144,17 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<u32> 
         sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (?1, ?2, ?3, ?4)")
             .bind(i64::from(migration.version))
             .bind(migration.name)
-            .bind(checksum(migration.sql))
+            .bind(schema::checksum(migration.sql))
             .bind(Timestamp::now().unix_millis())
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
         tx.commit().await.map_err(backend)?;
     }
-    current_version(pool).await
+    Ok(Migrated {
+        from,
+        to: current_version(pool).await?,
+    })
 }
 
 /// The highest applied migration (0 for an empty database).
@@ -173,8 +163,7 @@ pub(crate) async fn current_version(pool: &SqlitePool) -> StoreResult<u32> {
         .fetch_one(pool)
         .await
         .map_err(backend)?;
-    u32::try_from(version.unwrap_or(0))
-        .map_err(|_| StoreError::corrupt(Entity::Schema, "negative schema version"))
+    schema::version_of(version)
 }
 
 #[cfg(test)]
@@ -187,6 +176,7 @@ mod tests {
         KeyVaultStore, LeaseStore, OperationJournal, SecretOwner, SecretStore, SecretString,
         StackWhatIfStore, Vault,
     };
+    use cairn_store::{Entity, StoreError};
     use sqlx::sqlite::{SqliteConnectOptions, SqlitePoolOptions};
 
     async fn raw_pool(dir: &std::path::Path) -> SqlitePool {
@@ -208,7 +198,7 @@ mod tests {
         let dir = tempfile::tempdir()?;
         let key = MasterKey::generate()?;
         let pool = raw_pool(dir.path()).await;
-        assert_eq!(migrate(&pool, 1).await?, 1);
+        assert_eq!(migrate(&pool, 1).await?, Migrated { from: 0, to: 1 });
         let tables: Vec<String> =
             sqlx::query_scalar("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
                 .fetch_all(&pool)
@@ -239,9 +229,12 @@ mod tests {
                 .put_deployment(new, cairn_store::Precondition::MustNotExist)
                 .await?;
             store
-                .append_operation(cairn_store::conformance::step(&id, "op", "Running", 1))
+                .append_operation(
+                    cairn_store::conformance::step(&id, "op", "Running", 1),
+                    None,
+                )
                 .await?;
-            store.close_pools().await?;
+            store.close_impl().await?;
             (id, secret)
         };
 
@@ -284,11 +277,20 @@ mod tests {
         assert!(!store.put_stack_what_if(what_if, now).await?);
         // v8: an upgraded deployment counts its recovery takeovers from zero.
         assert_eq!(store.record_takeover(&old.id, 0).await?, 1);
+        // v11: an upgraded run has no cancel request, and takes one.
+        assert!(!old.cancel_requested);
+        assert!(
+            store
+                .request_deployment_cancel(&old.id)
+                .await?
+                .cancel_requested
+        );
         let applied: Vec<i64> =
             sqlx::query_scalar("SELECT version FROM schema_migrations ORDER BY version")
                 .fetch_all(&store.reader)
                 .await?;
-        assert_eq!(applied, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+        let expected: Vec<i64> = MIGRATIONS.iter().map(|m| i64::from(m.version)).collect();
+        assert_eq!(applied, expected);
         Ok(())
     }
 
@@ -305,6 +307,7 @@ mod tests {
             resource_type: resource_type.into(),
             api_version: Some("v1".into()),
             properties: serde_json::json!({"data": {"k": resource_type}}),
+            applied: None,
             deployment: Some(DeploymentKey::new("/subscriptions/s", "d")),
             extension: extension.map(|(name, config_id)| cairn_store::ExtensionRef {
                 alias: Some("ext".into()),
@@ -316,6 +319,88 @@ mod tests {
             }),
             updated_at: cairn_store::Timestamp::from_unix_millis(7),
         }
+    }
+
+    /// Inserts `row` as a schema 5 build did (this build's upsert also writes columns added since).
+    async fn insert_as_schema_5(
+        pool: &SqlitePool,
+        row: &cairn_store::ManagedResource,
+    ) -> anyhow::Result<cairn_store::ManagedResourceRecord> {
+        let deployment = row.deployment.as_ref().map(DeploymentKey::folded);
+        sqlx::query(
+            "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, \
+             api_version, properties, deployment_scope, deployment_name, deployment_scope_key, \
+             deployment_name_key, extension, created_at, updated_at, version, format_version) \
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?13, 1, 1)",
+        )
+        .bind(row.key.as_str())
+        .bind(row.resource_id.as_deref())
+        .bind(row.resource_id.as_deref().map(cairn_store::fold_case))
+        .bind(&row.resource_type)
+        .bind(row.resource_type.to_lowercase())
+        .bind(row.api_version.as_deref())
+        .bind(row.properties.to_string())
+        .bind(row.deployment.as_ref().map(|d| d.scope.as_str()))
+        .bind(row.deployment.as_ref().map(|d| d.name.as_str()))
+        .bind(deployment.as_ref().map(|(scope, _)| scope.as_str()))
+        .bind(deployment.as_ref().map(|(_, name)| name.as_str()))
+        .bind(
+            row.extension
+                .as_ref()
+                .map(|e| serde_json::to_string(e).expect("an extension reference")),
+        )
+        .bind(row.updated_at.unix_millis())
+        .execute(pool)
+        .await?;
+        Ok(cairn_store::ManagedResourceRecord {
+            resource: row.clone(),
+            created_at: row.updated_at,
+            version: 1,
+            detached: false,
+        })
+    }
+
+    /// A schema 9 inventory row reads back at schema 10 with no applied properties (nothing was recorded), and a
+    /// new write records them.
+    #[tokio::test]
+    async fn upgrading_to_v10_keeps_inventory_rows_without_applied_properties() -> anyhow::Result<()>
+    {
+        use cairn_store::{InventoryStore, Precondition, ResourceKey};
+        let dir = tempfile::tempdir()?;
+        let key = MasterKey::generate()?;
+        let row = inventory_row(
+            ResourceKey::extension(
+                "Local",
+                Some("c"),
+                "File",
+                &serde_json::json!({"path": "a"}),
+            ),
+            Some(("Local", "c")),
+            "File",
+            serde_json::json!({"path": "a"}),
+        );
+        {
+            let store = SqliteStore::open_at_version(dir.path(), &key, 9).await?;
+            insert_as_schema_5(&store.writer, &row).await?;
+            store.close_impl().await?;
+        }
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
+        let found = store.get_managed_resource(&row.key).await?.expect("kept");
+        assert_eq!((found.resource.applied.clone(), found.version), (None, 1));
+        let mut applied = row.clone();
+        applied.applied = Some(serde_json::json!({"data": {"k": "File"}}));
+        let written = store
+            .put_managed_resource(applied.clone(), Precondition::Version(1))
+            .await?;
+        assert_eq!(written.resource, applied);
+        assert_eq!(
+            store
+                .get_managed_resource(&row.key)
+                .await?
+                .map(|r| r.resource),
+            Some(applied)
+        );
+        Ok(())
     }
 
     /// A schema 5 inventory keyed extension resources without their type: at schema 6 each row is re-keyed by
@@ -359,13 +444,9 @@ mod tests {
         {
             let store = SqliteStore::open_at_version(dir.path(), &key, 5).await?;
             for row in [&config_map, &widget, &odd, &vault] {
-                before.push(
-                    store
-                        .put_managed_resource(row.clone(), Precondition::MustNotExist)
-                        .await?,
-                );
+                before.push(insert_as_schema_5(&store.writer, row).await?);
             }
-            store.close_pools().await?;
+            store.close_impl().await?;
         }
 
         let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
@@ -413,12 +494,42 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn migrate_says_from_which_version_to_which_and_creates_no_directory()
+    -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let missing = dir.path().join("missing");
+        let error = SqliteStore::migrate(&missing)
+            .await
+            .expect_err("no directory");
+        assert!(error.is_not_found(), "{error:?}");
+        assert!(!missing.exists());
+        let pool = raw_pool(dir.path()).await;
+        migrate(&pool, 5).await?;
+        pool.close().await;
+        assert_eq!(
+            SqliteStore::migrate(dir.path()).await?,
+            Migrated {
+                from: 5,
+                to: LATEST_SCHEMA_VERSION
+            }
+        );
+        assert_eq!(
+            SqliteStore::migrate(dir.path()).await?,
+            Migrated {
+                from: LATEST_SCHEMA_VERSION,
+                to: LATEST_SCHEMA_VERSION
+            }
+        );
+        Ok(())
+    }
+
+    #[tokio::test]
     async fn a_database_from_a_newer_cairn_is_refused() -> anyhow::Result<()> {
         let dir = tempfile::tempdir()?;
         let key = MasterKey::generate()?;
         SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
             .await?
-            .close_pools()
+            .close_impl()
             .await?;
         let pool = raw_pool(dir.path()).await;
         sqlx::query("INSERT INTO schema_migrations (version, name, checksum, applied_at) VALUES (99, 'future', 'x', 0)")
@@ -451,7 +562,7 @@ mod tests {
         let key = MasterKey::generate()?;
         SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
             .await?
-            .close_pools()
+            .close_impl()
             .await?;
         let pool = raw_pool(dir.path()).await;
         sqlx::query("UPDATE schema_migrations SET checksum = '0000000000000000' WHERE version = 2")
@@ -521,7 +632,7 @@ mod tests {
             message.contains("schema version 3") && message.contains("older"),
             "{message}"
         );
-        old.close_pools().await?;
+        old.close_impl().await?;
 
         let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default()).await?;
         store.readiness().await?;
@@ -545,15 +656,5 @@ mod tests {
     fn migrations_are_numbered_in_order_up_to_latest() {
         let versions: Vec<u32> = MIGRATIONS.iter().map(|m| m.version).collect();
         assert_eq!(versions, (1..=LATEST_SCHEMA_VERSION).collect::<Vec<_>>());
-    }
-
-    #[test]
-    fn checksum_notices_edits() {
-        assert_eq!(checksum("a"), checksum("a"));
-        assert_ne!(
-            checksum("CREATE TABLE a (x)"),
-            checksum("CREATE TABLE a (y)")
-        );
-        assert_eq!(checksum(""), "cbf29ce484222325");
     }
 }

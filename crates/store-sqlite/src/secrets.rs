@@ -1,7 +1,7 @@
 //! Encrypted secrets referenced from plain documents. Values are sealed before they reach SQL, bound to
 //! `('secrets', <reference>, 'value')`.
 
-use cairn_store::crypto::Aad;
+use cairn_store::sealed::SECRET_VALUE;
 use cairn_store::{
     Entity, SecretOwner, SecretRef, SecretString, StoreError, StoreResult, Timestamp,
 };
@@ -10,7 +10,6 @@ use crate::SqliteStore;
 use crate::rows::backend;
 
 const E: Entity = Entity::Secret;
-const TABLE: &str = "secrets";
 
 impl SqliteStore {
     pub(crate) async fn put_secret_impl(
@@ -34,9 +33,7 @@ impl SqliteStore {
         let reference = match existing {
             Some(id) => {
                 let reference = SecretRef::from_string(id);
-                let sealed = self
-                    .data_key
-                    .seal_secret(Aad::new(TABLE, reference.as_str(), "value"), value)?;
+                let sealed = SECRET_VALUE.seal(&self.data_key, &[reference.as_str()], value)?;
                 sqlx::query("UPDATE secrets SET value = ?2, updated_at = ?3 WHERE id = ?1")
                     .bind(reference.as_str())
                     .bind(sealed)
@@ -48,9 +45,7 @@ impl SqliteStore {
             }
             None => {
                 let reference = SecretRef::generate();
-                let sealed = self
-                    .data_key
-                    .seal_secret(Aad::new(TABLE, reference.as_str(), "value"), value)?;
+                let sealed = SECRET_VALUE.seal(&self.data_key, &[reference.as_str()], value)?;
                 sqlx::query(
                     "INSERT INTO secrets (id, owner_kind, owner_id, name, value, created_at, updated_at) \
                      VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?6)",
@@ -78,8 +73,7 @@ impl SqliteStore {
             .await
             .map_err(backend)?;
         let sealed = sealed.ok_or_else(|| StoreError::not_found(E, reference.as_str()))?;
-        self.data_key
-            .open_secret(Aad::new(TABLE, reference.as_str(), "value"), &sealed)
+        SECRET_VALUE.open(&self.data_key, &[reference.as_str()], &sealed)
     }
 
     pub(crate) async fn list_secrets_impl(

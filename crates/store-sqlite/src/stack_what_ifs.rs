@@ -2,22 +2,18 @@
 //! scope and name, each row alive until its `expires_at`. Reads filter expired rows out in SQL; writes and deletes
 //! remove an expired row they meet, and the purge removes them all.
 
-use cairn_store::crypto::Aad;
+use cairn_store::codec::{self, current_format, fetch_limit, json_text, paginate};
+use cairn_store::sealed::STACK_WHAT_IF_REQUEST;
 use cairn_store::{
     Entity, NewStackWhatIf, Page, PageRequest, SecretString, StackWhatIfRecord, StoreResult,
     Timestamp, fold_case,
 };
-use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::deployments::paginate;
-use crate::rows::{
-    backend, check_format, current_format, fetch_limit, get, json, json_text, timestamp,
-};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::StackWhatIf;
-const TABLE: &str = "stack_what_ifs";
 
 macro_rules! select_what_ifs {
     ($tail:literal) => {
@@ -34,22 +30,8 @@ fn keys(scope: &str, name: &str) -> (String, String) {
     (fold_case(scope), name.to_lowercase())
 }
 
-/// The row ID the sealed request is bound to: the JSON array `[scope_key, name_key]`, unambiguous whatever
-/// characters the parts hold. A request copied onto another row does not decrypt there.
-fn request_row_id(scope_key: &str, name_key: &str) -> String {
-    Value::Array(vec![scope_key.into(), name_key.into()]).to_string()
-}
-
 fn record_from_row(row: &SqliteRow) -> StoreResult<StackWhatIfRecord> {
-    check_format(row, "format_version", E)?;
-    Ok(StackWhatIfRecord {
-        scope: get(row, "scope", E)?,
-        name: get(row, "name", E)?,
-        result: json(row, "result", E)?,
-        created_at: timestamp(row, "created_at", E)?,
-        updated_at: timestamp(row, "updated_at", E)?,
-        expires_at: timestamp(row, "expires_at", E)?,
-    })
+    decode(row, E, codec::stack_what_if)
 }
 
 impl SqliteStore {
@@ -60,8 +42,9 @@ impl SqliteStore {
     ) -> StoreResult<bool> {
         let scope = what_if.scope.trim_end_matches('/');
         let (scope_key, name_key) = keys(scope, &what_if.name);
-        let sealed = self.data_key.seal_secret(
-            Aad::new(TABLE, &request_row_id(&scope_key, &name_key), "request"),
+        let sealed = STACK_WHAT_IF_REQUEST.seal(
+            &self.data_key,
+            &[&scope_key, &name_key],
             &what_if.request,
         )?;
         let mut tx = self.begin_write().await?;
@@ -145,10 +128,7 @@ impl SqliteStore {
         .map_err(backend)?;
         sealed
             .map(|sealed| {
-                self.data_key.open_secret(
-                    Aad::new(TABLE, &request_row_id(&scope_key, &name_key), "request"),
-                    &sealed,
-                )
+                STACK_WHAT_IF_REQUEST.open(&self.data_key, &[&scope_key, &name_key], &sealed)
             })
             .transpose()
     }

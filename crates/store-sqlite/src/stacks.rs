@@ -1,6 +1,10 @@
 //! Deployment stacks: the stack resource and its managed set as JSON, keyed by folded scope and name, versioned
 //! for optimistic concurrency.
 
+use cairn_store::codec::{
+    self, check_precondition, current_format, fetch_limit, json_text, paginate, stack_display_key,
+    stack_page_key,
+};
 use cairn_store::{
     Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
     StoreResult, Timestamp, fold_case,
@@ -8,12 +12,8 @@ use cairn_store::{
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::deployments::paginate;
 use crate::inventory::apply_change;
-use crate::rows::{
-    backend, check_format, check_precondition, current_format, fetch_limit, get, json, json_text,
-    timestamp, unsigned,
-};
+use crate::rows::{backend, decode};
 
 const E: Entity = Entity::DeploymentStack;
 
@@ -28,28 +28,7 @@ macro_rules! select_stacks {
 }
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<StackRecord> {
-    check_format(row, "format_version", E)?;
-    Ok(StackRecord {
-        scope: get(row, "scope", E)?,
-        name: get(row, "name", E)?,
-        stack: json(row, "stack", E)?,
-        managed_set: json(row, "managed_set", E)?,
-        created_at: timestamp(row, "created_at", E)?,
-        updated_at: timestamp(row, "updated_at", E)?,
-        version: unsigned(row, "version", E)?,
-    })
-}
-
-/// The continuation token of a stack: folded scope and name, separated by a character neither can hold.
-fn page_key(scope_key: &str, name_key: &str) -> String {
-    format!("{scope_key}\u{1}{name_key}")
-}
-
-fn display_key(scope: &str, name: &str) -> String {
-    format!(
-        "{}/providers/Microsoft.Resources/deploymentStacks/{name}",
-        scope.trim_end_matches('/')
-    )
+    decode(row, E, codec::stack)
 }
 
 impl SqliteStore {
@@ -58,7 +37,7 @@ impl SqliteStore {
         stack: NewStack,
         precondition: Precondition,
         now: Timestamp,
-        changes: &[InventoryChange],
+        changes: Vec<InventoryChange>,
     ) -> StoreResult<StackRecord> {
         let scope_key = fold_case(stack.scope.trim_end_matches('/'));
         let name_key = stack.name.to_lowercase();
@@ -73,7 +52,7 @@ impl SqliteStore {
         .map_err(backend)?;
         check_precondition(
             E,
-            &display_key(&stack.scope, &stack.name),
+            &stack_display_key(&stack.scope, &stack.name),
             precondition,
             found,
         )?;
@@ -97,7 +76,7 @@ impl SqliteStore {
         .fetch_one(&mut *tx)
         .await
         .map_err(backend)?;
-        for change in changes {
+        for change in &changes {
             apply_change(&mut tx, change).await?;
         }
         tx.commit().await.map_err(backend)?;
@@ -161,7 +140,7 @@ impl SqliteStore {
             .map(record_from_row)
             .collect::<StoreResult<Vec<_>>>()?;
         let continuation = paginate(&mut items, page_size, |s| {
-            page_key(
+            stack_page_key(
                 &fold_case(s.scope.trim_end_matches('/')),
                 &s.name.to_lowercase(),
             )
@@ -177,11 +156,11 @@ impl SqliteStore {
         scope: &str,
         name: &str,
         precondition: Precondition,
-        changes: &[InventoryChange],
+        changes: Vec<InventoryChange>,
     ) -> StoreResult<()> {
         let scope_key = fold_case(scope.trim_end_matches('/'));
         let name_key = name.to_lowercase();
-        let key = display_key(scope, name);
+        let key = stack_display_key(scope, name);
         let mut tx = self.begin_write().await?;
         let found: Option<i64> = sqlx::query_scalar(
             "SELECT version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
@@ -201,7 +180,7 @@ impl SqliteStore {
             .execute(&mut *tx)
             .await
             .map_err(backend)?;
-        for change in changes {
+        for change in &changes {
             apply_change(&mut tx, change).await?;
         }
         tx.commit().await.map_err(backend)

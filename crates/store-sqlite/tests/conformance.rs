@@ -41,3 +41,13 @@ mod sqlite_on_disk {
 mod sqlite_in_memory {
     cairn_store::store_conformance_tests!(super::in_memory);
 }
+
+/// The harness-facing list of cases and the named list agree.
+#[test]
+fn every_case_is_listed_once_in_each_list() {
+    let names: Vec<&str> = cairn_store::conformance::ALL_CASES
+        .iter()
+        .map(|(name, _)| *name)
+        .collect();
+    assert_eq!(names, cairn_store::conformance::CASES);
+}

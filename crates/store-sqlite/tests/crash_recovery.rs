@@ -83,7 +83,7 @@ fn child(dir: &Path) -> ! {
             ("b", "Running", 4),
         ] {
             store
-                .append_operation(step(&run.id, op, state, millis))
+                .append_operation(step(&run.id, op, state, millis), None)
                 .await
                 .expect("append");
         }

@@ -25,7 +25,7 @@ async fn writes_survive_a_drop_without_close() -> anyhow::Result<()> {
             .put_deployment(new_deployment(SCOPE, "d", None), Precondition::MustNotExist)
             .await?;
         store
-            .append_operation(step(&run.id, "op", "Running", 1))
+            .append_operation(step(&run.id, "op", "Running", 1), None)
             .await?;
         store
             .update_deployment(
@@ -124,12 +124,10 @@ async fn two_stores_on_one_directory_share_data_and_conflict() -> anyhow::Result
     let mut appends = Vec::new();
     for index in 0..20 {
         let store: &dyn Store = if index % 2 == 0 { &first } else { &second };
-        appends.push(store.append_operation(step(
-            &run.id,
-            &format!("op{index}"),
-            "Accepted",
-            index,
-        )));
+        appends.push(store.append_operation(
+            step(&run.id, &format!("op{index}"), "Accepted", index),
+            None,
+        ));
     }
     let mut sequences = Vec::new();
     for append in appends {
@@ -144,6 +142,7 @@ async fn two_stores_on_one_directory_share_data_and_conflict() -> anyhow::Result
         resource_type: "A.B/c".into(),
         api_version: None,
         properties: serde_json::json!({}),
+        applied: None,
         deployment: None,
         extension: None,
         updated_at: at(1),

@@ -5,6 +5,8 @@
 //! Each case takes a fresh, empty store. Cases panic on failure, as tests do.
 
 use std::collections::BTreeSet;
+use std::future::Future;
+use std::pin::Pin;
 
 use secrecy::{ExposeSecret, SecretString};
 use serde_json::json;
@@ -13,9 +15,9 @@ use crate::InventoryChange;
 use crate::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
     DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
-    NewHostOperation, NewSecretVersion, NewStack, NewStackWhatIf, OperationStep, PageRequest,
-    Precondition, ResourceGroup, ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags,
-    Timestamp, Vault,
+    NewHostOperation, NewOperationResult, NewSecretVersion, NewStack, NewStackWhatIf,
+    OperationResultState, OperationStep, PageRequest, Precondition, ResourceGroup, ResourceKey,
+    SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
 };
 
 /// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
@@ -28,6 +30,7 @@ pub const CASES: &[&str] = &[
     "deployment_replacement_starts_a_new_run",
     "deployment_delete_removes_history_only",
     "deployment_claims_and_orphans",
+    "deployment_takeover_fences_the_old_holder",
     "deployment_takeovers_count_runs_without_progress",
     "operation_journal_appends_and_reads",
     "record_step_is_atomic_with_inventory",
@@ -47,6 +50,9 @@ pub const CASES: &[&str] = &[
     "stack_what_ifs_expire_and_purge",
     "host_operations_put_replace_get_delete",
     "host_operations_expire_and_purge",
+    "journal_writes_are_fenced_by_the_claim",
+    "deployment_cancel_requests",
+    "operation_results_run_finish_expire",
     "readiness_until_closed",
 ];
 
@@ -65,6 +71,7 @@ macro_rules! store_conformance_tests {
             deployment_replacement_starts_a_new_run,
             deployment_delete_removes_history_only,
             deployment_claims_and_orphans,
+            deployment_takeover_fences_the_old_holder,
             deployment_takeovers_count_runs_without_progress,
             operation_journal_appends_and_reads,
             record_step_is_atomic_with_inventory,
@@ -84,6 +91,9 @@ macro_rules! store_conformance_tests {
             stack_what_ifs_expire_and_purge,
             host_operations_put_replace_get_delete,
             host_operations_expire_and_purge,
+            journal_writes_are_fenced_by_the_claim,
+            deployment_cancel_requests,
+            operation_results_run_finish_expire,
             readiness_until_closed,
         );
     };
@@ -97,6 +107,52 @@ macro_rules! store_conformance_tests {
         )*
     };
 }
+
+/// A conformance case as a plain function, for a test harness that runs the cases itself (e.g. to share one
+/// database server between them).
+pub type CaseFn = for<'a> fn(&'a dyn Store) -> Pin<Box<dyn Future<Output = ()> + 'a>>;
+
+macro_rules! case_table {
+    ($($case:ident),* $(,)?) => {
+        /// Every case with its name, in [`CASES`] order.
+        pub const ALL_CASES: &[(&str, CaseFn)] = &[$((stringify!($case), |store| Box::pin($case(store)))),*];
+    };
+}
+
+case_table!(
+    resource_groups_round_trip,
+    resource_group_preconditions,
+    deployments_create_get_and_list,
+    deployment_listing_filters_and_pages,
+    deployment_updates_are_partial_and_versioned,
+    deployment_replacement_starts_a_new_run,
+    deployment_delete_removes_history_only,
+    deployment_claims_and_orphans,
+    deployment_takeover_fences_the_old_holder,
+    deployment_takeovers_count_runs_without_progress,
+    operation_journal_appends_and_reads,
+    record_step_is_atomic_with_inventory,
+    record_step_put_if_absent_keeps_an_existing_row,
+    inventory_round_trip_and_filters,
+    key_vault_secret_versions,
+    key_vault_vaults,
+    leases_exclusive_with_takeover,
+    secrets_round_trip,
+    concurrent_creates_conflict,
+    concurrent_updates_conflict,
+    concurrent_lease_acquires_conflict,
+    canary_secret_round_trips_through_every_path,
+    stacks_round_trip_versions_and_pages,
+    stack_writes_carry_their_inventory_changes,
+    stack_what_ifs_put_replace_get_list_delete,
+    stack_what_ifs_expire_and_purge,
+    host_operations_put_replace_get_delete,
+    host_operations_expire_and_purge,
+    journal_writes_are_fenced_by_the_claim,
+    deployment_cancel_requests,
+    operation_results_run_finish_expire,
+    readiness_until_closed,
+);
 
 /// A timestamp `millis` after an arbitrary fixed epoch (2026-01-01), for readable test data.
 pub fn at(millis: i64) -> Timestamp {
@@ -629,7 +685,7 @@ pub async fn deployment_replacement_starts_a_new_run(store: &dyn Store) {
         .await
         .expect("secret");
     store
-        .append_operation(step(&first.id, "op1", "Succeeded", 1))
+        .append_operation(step(&first.id, "op1", "Succeeded", 1), None)
         .await
         .expect("append");
 
@@ -725,7 +781,7 @@ pub async fn deployment_delete_removes_history_only(store: &dyn Store) {
         .await
         .expect("secret");
     store
-        .append_operation(step(&parent.id, "op1", "Succeeded", 1))
+        .append_operation(step(&parent.id, "op1", "Succeeded", 1), None)
         .await
         .expect("append");
     let resource = ManagedResource {
@@ -738,6 +794,7 @@ pub async fn deployment_delete_removes_history_only(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({}),
+        applied: None,
         deployment: Some(parent.key.clone()),
         extension: None,
         updated_at: at(1),
@@ -965,6 +1022,117 @@ pub async fn deployment_claims_and_orphans(store: &dyn Store) {
     );
 }
 
+/// Taking over an expired claim from another owner moves the row version on, so the old holder — a replica that
+/// stalled past its claim and does not know it lost it — can no longer write through its claim: its updates at the
+/// version it knew, its renewals and its release are all `Conflict`, while the new holder's writes go through.
+pub async fn deployment_takeover_fences_the_old_holder(store: &dyn Store) {
+    let mut new = new_deployment(SCOPE, "fenced", None);
+    new.owner = Some(DeploymentOwner {
+        owner: "replica-a".into(),
+        expires_at: at(1_000),
+    });
+    let created = store
+        .put_deployment(new, Precondition::MustNotExist)
+        .await
+        .expect("create claimed");
+    let running = |millis| DeploymentUpdate {
+        status: Some(DeploymentStatus::Running),
+        ..DeploymentUpdate::at(at(millis))
+    };
+    let seen_by_a = store
+        .update_deployment(&created.id, created.version, running(10))
+        .await
+        .expect("the holder updates");
+    let renewed = store
+        .claim_deployment(&created.id, "replica-a", at(1_000), at(20))
+        .await
+        .expect("the holder renews");
+    assert_eq!(
+        renewed.version, seen_by_a.version,
+        "a renewal fences no one"
+    );
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-b", at(3_000), at(999))
+            .await,
+        "a live claim",
+    );
+
+    let taken = store
+        .claim_deployment(&created.id, "replica-b", at(3_000), at(1_000))
+        .await
+        .expect("take over at expiry");
+    assert!(
+        taken.version > seen_by_a.version,
+        "a takeover moves the version on: {} after {}",
+        taken.version,
+        seen_by_a.version
+    );
+    assert_eq!(
+        (taken.status, taken.updated_at),
+        (DeploymentStatus::Running, at(10)),
+        "a takeover changes nothing else"
+    );
+
+    let finished = DeploymentUpdate {
+        status: Some(DeploymentStatus::Succeeded),
+        finished_at: Some(at(1_100)),
+        ..DeploymentUpdate::at(at(1_100))
+    };
+    assert_conflict(
+        store
+            .update_deployment(&created.id, seen_by_a.version, finished.clone())
+            .await,
+        "the old holder's update",
+    );
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-a", at(2_000), at(1_100))
+            .await,
+        "the old holder's renewal",
+    );
+    assert_conflict(
+        store.release_deployment(&created.id, "replica-a").await,
+        "the old holder's release",
+    );
+
+    let done = store
+        .update_deployment(&created.id, taken.version, finished)
+        .await
+        .expect("the new holder updates");
+    let stored = store
+        .get_deployment_by_id(&created.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        (stored.status, stored.owner.map(|o| o.owner), stored.version),
+        (
+            DeploymentStatus::Succeeded,
+            Some("replica-b".to_owned()),
+            done.version
+        )
+    );
+    store
+        .release_deployment(&created.id, "replica-b")
+        .await
+        .expect("release");
+    // A finished run cannot be claimed: the old holder's late heartbeat would otherwise take the released run and
+    // pass the journal's fence again.
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-a", at(9_000), at(2_000))
+            .await,
+        "the old holder's renewal of a finished run",
+    );
+    assert_conflict(
+        store
+            .claim_deployment(&created.id, "replica-c", at(9_000), at(2_000))
+            .await,
+        "a claim of a finished run",
+    );
+}
+
 pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
     let run = store
         .put_deployment(
@@ -990,7 +1158,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
     ] {
         sequences.push(
             store
-                .append_operation(step(&run.id, op, state, millis))
+                .append_operation(step(&run.id, op, state, millis), None)
                 .await
                 .expect("append")
                 .sequence,
@@ -999,7 +1167,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
     assert_eq!(sequences, [1, 2, 3, 4, 5]);
     assert_eq!(
         store
-            .append_operation(step(&other.id, "b-op", "Accepted", 1))
+            .append_operation(step(&other.id, "b-op", "Accepted", 1), None)
             .await
             .expect("append")
             .sequence,
@@ -1020,7 +1188,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
     extension_step.response_content = Some(json!({"status": "ok"}));
     extension_step.service_request_id = Some("req-1".into());
     let appended = store
-        .append_operation(extension_step.clone())
+        .append_operation(extension_step.clone(), None)
         .await
         .expect("append extension step");
     assert_eq!(appended.step, extension_step);
@@ -1083,7 +1251,7 @@ pub async fn operation_journal_appends_and_reads(store: &dyn Store) {
 
     assert_not_found(
         store
-            .append_operation(step(&DeploymentId::generate(), "x", "Accepted", 1))
+            .append_operation(step(&DeploymentId::generate(), "x", "Accepted", 1), None)
             .await,
         "append to unknown run",
     );
@@ -1104,18 +1272,20 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({"sku": {"name": "Standard_LRS"}}),
+        applied: None,
         deployment: Some(run.key.clone()),
         extension: None,
         updated_at: at(3),
     };
     store
-        .append_operation(step(&run.id, "atomic", "Running", 1))
+        .append_operation(step(&run.id, "atomic", "Running", 1), None)
         .await
         .expect("running");
     let recorded = store
         .record_step(
             step(&run.id, "atomic", "Succeeded", 2),
             InventoryChange::Put(Box::new(resource.clone())),
+            None,
         )
         .await
         .expect("record");
@@ -1130,6 +1300,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         .record_step(
             step(&run.id, "atomic", "Succeeded", 3),
             InventoryChange::Put(Box::new(resource.clone())),
+            None,
         )
         .await
         .expect("record again");
@@ -1151,6 +1322,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
             .record_step(
                 step(&DeploymentId::generate(), "x", "Succeeded", 4),
                 InventoryChange::Put(Box::new(orphan.clone())),
+                None,
             )
             .await,
         "record for an unknown run",
@@ -1170,6 +1342,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
         .record_step(
             delete.clone(),
             InventoryChange::Delete(resource.key.clone()),
+            None,
         )
         .await
         .expect("delete");
@@ -1181,7 +1354,7 @@ pub async fn record_step_is_atomic_with_inventory(store: &dyn Store) {
             .is_none()
     );
     store
-        .record_step(delete, InventoryChange::Delete(resource.key.clone()))
+        .record_step(delete, InventoryChange::Delete(resource.key.clone()), None)
         .await
         .expect("delete when gone");
     assert_eq!(
@@ -1221,6 +1394,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         resource_type: "apps/Deployment".into(),
         api_version: Some("apps/v1".into()),
         properties: json!({}),
+        applied: None,
         deployment: Some(run.key.clone()),
         extension: Some(extension.clone()),
         updated_at: at(1),
@@ -1229,6 +1403,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         .record_step(
             step(&run.id, "web", "Running", 1),
             InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+            None,
         )
         .await
         .expect("running");
@@ -1248,6 +1423,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         .record_step(
             step(&run.id, "web", "Succeeded", 2),
             InventoryChange::Put(Box::new(created.clone())),
+            None,
         )
         .await
         .expect("succeeded");
@@ -1256,6 +1432,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
         .record_step(
             step(&run.id, "web", "Running", 3),
             InventoryChange::PutIfAbsent(Box::new(placeholder.clone())),
+            None,
         )
         .await
         .expect("running again");
@@ -1278,6 +1455,7 @@ pub async fn record_step_put_if_absent_keeps_an_existing_row(store: &dyn Store) 
             .record_step(
                 step(&DeploymentId::generate(), "x", "Running", 1),
                 InventoryChange::PutIfAbsent(Box::new(orphan.clone())),
+                None,
             )
             .await,
         "record for an unknown run",
@@ -1301,6 +1479,7 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
         resource_type: "Microsoft.Storage/storageAccounts".into(),
         api_version: Some("2023-01-01".into()),
         properties: json!({"location": "westus", "sku": {"name": "Standard_LRS"}}),
+        applied: Some(json!({"sku": {"name": "Standard_LRS"}})),
         deployment: Some(owner.clone()),
         extension: None,
         updated_at: at(1),
@@ -1311,7 +1490,8 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
         resource_id: None,
         resource_type: "core/ConfigMap".into(),
         api_version: Some("v1".into()),
-        properties: json!({"data": {"k": "v"}}),
+        properties: json!({"data": {"k": "v"}, "metadata": {"uid": "1"}}),
+        applied: Some(json!({"data": {"k": "v"}})),
         deployment: Some(DeploymentKey::new(SCOPE, "other")),
         extension: Some(ExtensionRef {
             alias: Some("k8s".into()),
@@ -1355,6 +1535,8 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
 
     let mut updated = arm.clone();
     updated.properties = json!({"location": "westus", "sku": {"name": "Premium_LRS"}});
+    // A write outside a deployment records no applied properties: the old ones must not survive it.
+    updated.applied = None;
     updated.updated_at = at(5);
     assert_conflict(
         store
@@ -1379,6 +1561,15 @@ pub async fn inventory_round_trip_and_filters(store: &dyn Store) {
             record.resource.updated_at
         ),
         (2, at(1), at(5))
+    );
+    assert_eq!(
+        store
+            .get_managed_resource(&arm.key)
+            .await
+            .expect("get")
+            .expect("present")
+            .resource,
+        updated
     );
 
     let mine = store
@@ -2068,7 +2259,7 @@ pub async fn write_canary_everywhere(store: &dyn Store, canary: &str) -> CanaryR
     step.target_resource = Some(
         json!({"resourceType": "Microsoft.KeyVault/vaults/secrets", "resourceName": "kv/canary"}),
     );
-    store.append_operation(step).await.expect("journal");
+    store.append_operation(step, None).await.expect("journal");
 
     let kv = vault("canary-kv");
     store
@@ -2211,6 +2402,7 @@ pub async fn stack_writes_carry_their_inventory_changes(store: &dyn Store) {
             resource_type: "File".into(),
             api_version: None,
             properties: json!({"path": name}),
+            applied: Some(json!({"path": name})),
             deployment: Some(DeploymentKey::new(rg, "stack")),
             extension: Some(ExtensionRef {
                 name: Some("Local".into()),
@@ -2286,6 +2478,7 @@ pub async fn stack_writes_carry_their_inventory_changes(store: &dyn Store) {
         .record_step(
             step(&run.id, "b", "Succeeded", 1),
             InventoryChange::Put(Box::new(b.clone())),
+            None,
         )
         .await
         .expect("deployed again");
@@ -2888,6 +3081,348 @@ pub async fn host_operations_expire_and_purge(store: &dyn Store) {
             .await
             .expect("get")
             .is_some()
+    );
+}
+
+/// Journal writes under a claim: the holder's steps and inventory changes land; once another owner took the run
+/// over (or nobody holds it), the old holder's `append_operation` and `record_step` are `Conflict` and change
+/// nothing — not the journal, not the inventory. An unclaimed writer (`None`) is not fenced.
+pub async fn journal_writes_are_fenced_by_the_claim(store: &dyn Store) {
+    let mut new = new_deployment(SCOPE, "journal-fence", None);
+    new.owner = Some(DeploymentOwner {
+        owner: "replica-a".into(),
+        expires_at: at(1_000),
+    });
+    let run = store
+        .put_deployment(new, Precondition::MustNotExist)
+        .await
+        .expect("create claimed");
+    let id = format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/fenced");
+    let resource = |marker: &str| ManagedResource {
+        key: ResourceKey::arm(&id),
+        resource_id: Some(id.clone()),
+        resource_type: "Microsoft.Storage/storageAccounts".into(),
+        api_version: Some("2023-01-01".into()),
+        properties: json!({"written_by": marker}),
+        applied: None,
+        deployment: Some(run.key.clone()),
+        extension: None,
+        updated_at: at(3),
+    };
+    store
+        .append_operation(step(&run.id, "fenced", "Running", 1), Some("replica-a"))
+        .await
+        .expect("the holder journals");
+    store
+        .record_step(
+            step(&run.id, "fenced", "Succeeded", 2),
+            InventoryChange::Put(Box::new(resource("replica-a"))),
+            Some("replica-a"),
+        )
+        .await
+        .expect("the holder records a step with its resource");
+    assert_conflict(
+        store
+            .append_operation(step(&run.id, "fenced", "Running", 3), Some("replica-b"))
+            .await,
+        "a writer that never held the claim",
+    );
+
+    store
+        .claim_deployment(&run.id, "replica-b", at(3_000), at(1_000))
+        .await
+        .expect("take over at expiry");
+    assert_eq!(journal_length(store, &run.id).await, 2);
+    assert_conflict(
+        store
+            .append_operation(step(&run.id, "late", "Running", 4), Some("replica-a"))
+            .await,
+        "the old holder's append",
+    );
+    assert_conflict(
+        store
+            .record_step(
+                step(&run.id, "fenced", "Succeeded", 5),
+                InventoryChange::Put(Box::new(resource("stale"))),
+                Some("replica-a"),
+            )
+            .await,
+        "the old holder's step with an inventory write",
+    );
+    assert_conflict(
+        store
+            .record_step(
+                step(&run.id, "fenced", "Succeeded", 5),
+                InventoryChange::Delete(ResourceKey::arm(&id)),
+                Some("replica-a"),
+            )
+            .await,
+        "the old holder's step with an inventory delete",
+    );
+    assert_eq!(
+        journal_length(store, &run.id).await,
+        2,
+        "nothing of the old holder landed"
+    );
+    let kept = store
+        .get_managed_resource(&ResourceKey::arm(&id))
+        .await
+        .expect("get")
+        .expect("the resource stays");
+    assert_eq!(kept.resource.properties, json!({"written_by": "replica-a"}));
+
+    store
+        .record_step(
+            step(&run.id, "fenced", "Succeeded", 6),
+            InventoryChange::Put(Box::new(resource("replica-b"))),
+            Some("replica-b"),
+        )
+        .await
+        .expect("the new holder writes");
+    store
+        .release_deployment(&run.id, "replica-b")
+        .await
+        .expect("release");
+    assert_conflict(
+        store
+            .append_operation(step(&run.id, "after", "Running", 7), Some("replica-b"))
+            .await,
+        "a write after the release",
+    );
+    store
+        .append_operation(step(&run.id, "after", "Running", 7), None)
+        .await
+        .expect("an unclaimed writer is not fenced");
+    assert_eq!(journal_length(store, &run.id).await, 4);
+    assert_not_found(
+        store
+            .append_operation(
+                step(&DeploymentId::generate(), "x", "Running", 1),
+                Some("replica-a"),
+            )
+            .await,
+        "a claimed write to an unknown run",
+    );
+}
+
+async fn journal_length(store: &dyn Store, run: &DeploymentId) -> usize {
+    store
+        .operation_journal(run, 0, 100)
+        .await
+        .expect("journal")
+        .len()
+}
+
+/// A cancel request marks an active run without moving its version (the holder's updates go on) and shows on the
+/// holder's next renewal; a finished run is left alone; an unknown run is `NotFound`.
+pub async fn deployment_cancel_requests(store: &dyn Store) {
+    let mut new = new_deployment(SCOPE, "to-cancel", None);
+    new.owner = Some(DeploymentOwner {
+        owner: "replica-a".into(),
+        expires_at: at(1_000),
+    });
+    let run = store
+        .put_deployment(new, Precondition::MustNotExist)
+        .await
+        .expect("create claimed");
+    assert!(!run.cancel_requested);
+    let requested = store
+        .request_deployment_cancel(&run.id)
+        .await
+        .expect("request a cancel");
+    assert!(requested.cancel_requested);
+    assert_eq!(requested.version, run.version, "the version stays");
+    let renewed = store
+        .claim_deployment(&run.id, "replica-a", at(2_000), at(10))
+        .await
+        .expect("renew");
+    assert!(
+        renewed.cancel_requested,
+        "the holder sees it when it renews"
+    );
+    let ended = store
+        .update_deployment(
+            &run.id,
+            run.version,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Canceled),
+                ..DeploymentUpdate::at(at(20))
+            },
+        )
+        .await
+        .expect("the holder's update at the version it knew");
+    assert!(ended.cancel_requested);
+
+    let finished = store
+        .put_deployment(
+            new_deployment(SCOPE, "finished", None),
+            Precondition::MustNotExist,
+        )
+        .await
+        .expect("create");
+    let finished = store
+        .update_deployment(
+            &finished.id,
+            finished.version,
+            DeploymentUpdate {
+                status: Some(DeploymentStatus::Succeeded),
+                ..DeploymentUpdate::at(at(5))
+            },
+        )
+        .await
+        .expect("finish");
+    let unchanged = store
+        .request_deployment_cancel(&finished.id)
+        .await
+        .expect("a finished run");
+    assert!(!unchanged.cancel_requested);
+    assert_eq!(unchanged.version, finished.version);
+    assert_not_found(
+        store
+            .request_deployment_cancel(&DeploymentId::generate())
+            .await,
+        "an unknown run",
+    );
+}
+
+/// Operation results: a running one is renewed and finished by its owner only, then reads as done; results are
+/// found by id under their subscription (any case) until they expire; the purge removes expired ones.
+pub async fn operation_results_run_finish_expire(store: &dyn Store) {
+    let running = NewOperationResult {
+        id: "bulk-1".into(),
+        subscription: "SUB-A".into(),
+        state: OperationResultState::Running {
+            owner: "replica-a".into(),
+            owner_expires_at: at(100),
+        },
+        expires_at: at(10_000),
+    };
+    store
+        .put_operation_result(running, at(1))
+        .await
+        .expect("put running");
+    let read = store
+        .get_operation_result("sub-a", "bulk-1", at(2))
+        .await
+        .expect("get")
+        .expect("found in any case");
+    assert_eq!(
+        (read.subscription.as_str(), &read.state, read.created_at),
+        (
+            "sub-a",
+            &OperationResultState::Running {
+                owner: "replica-a".into(),
+                owner_expires_at: at(100)
+            },
+            at(1)
+        )
+    );
+    assert!(
+        store
+            .get_operation_result("sub-b", "bulk-1", at(2))
+            .await
+            .expect("get")
+            .is_none(),
+        "another subscription's"
+    );
+    store
+        .renew_operation_result("bulk-1", "replica-a", at(200), at(50))
+        .await
+        .expect("the owner renews");
+    assert_conflict(
+        store
+            .renew_operation_result("bulk-1", "replica-b", at(300), at(60))
+            .await,
+        "another server's renewal",
+    );
+    assert_conflict(
+        store
+            .finish_operation_result("bulk-1", "replica-b", 200, None, at(60))
+            .await,
+        "another server's finish",
+    );
+    store
+        .finish_operation_result(
+            "bulk-1",
+            "replica-a",
+            200,
+            Some(json!({"value": [{"status": "deleted"}]})),
+            at(70),
+        )
+        .await
+        .expect("the owner finishes");
+    let done = store
+        .get_operation_result("SUB-A", "bulk-1", at(80))
+        .await
+        .expect("get")
+        .expect("found");
+    assert_eq!(
+        (done.state, done.created_at, done.updated_at),
+        (
+            OperationResultState::Done {
+                status: 200,
+                body: Some(json!({"value": [{"status": "deleted"}]}))
+            },
+            at(1),
+            at(70)
+        )
+    );
+    assert_conflict(
+        store
+            .finish_operation_result("bulk-1", "replica-a", 500, None, at(90))
+            .await,
+        "finishing twice",
+    );
+
+    store
+        .put_operation_result(
+            NewOperationResult {
+                id: "delete-1".into(),
+                subscription: "sub-a".into(),
+                state: OperationResultState::Done {
+                    status: 204,
+                    body: None,
+                },
+                expires_at: at(500),
+            },
+            at(5),
+        )
+        .await
+        .expect("put done");
+    assert!(
+        store
+            .get_operation_result("sub-a", "delete-1", at(500))
+            .await
+            .expect("get")
+            .is_none(),
+        "gone at its expiry"
+    );
+    assert_not_found(
+        store
+            .renew_operation_result("delete-1", "replica-a", at(900), at(600))
+            .await,
+        "renewing an expired result",
+    );
+    assert_not_found(
+        store
+            .renew_operation_result("never", "replica-a", at(900), at(600))
+            .await,
+        "renewing an unknown result",
+    );
+    assert_eq!(
+        store
+            .purge_expired_operation_results(at(600))
+            .await
+            .expect("purge"),
+        1
+    );
+    assert!(
+        store
+            .get_operation_result("sub-a", "bulk-1", at(600))
+            .await
+            .expect("get")
+            .is_some(),
+        "an unexpired result stays"
     );
 }
 

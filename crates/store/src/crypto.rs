@@ -22,6 +22,10 @@ use crate::error::{StoreError, StoreResult};
 pub const KEY_ENV_VAR: &str = "CAIRN_STORE_KEY";
 /// The key file inside a data directory, created with mode 0600 when neither it nor the variable exists.
 pub const KEY_FILE_NAME: &str = "cairn.key";
+/// The environment variable that may name the master key file of a store without a data directory (PostgreSQL).
+pub const KEY_FILE_ENV_VAR: &str = "CAIRN_STORE_KEY_FILE";
+/// The `store_keys` row holding a store's wrapped data key.
+pub const DATA_KEY_ID: &str = "data-key-1";
 
 const KEY_LEN: usize = 32;
 const NONCE_LEN: usize = 24;
@@ -125,16 +129,73 @@ pub enum KeyOrigin {
 /// The master key for a data directory: `CAIRN_STORE_KEY` when set, else `<data_dir>/cairn.key`, created (mode
 /// 0600) with a fresh key when absent. The directory must exist.
 pub fn load_master_key(data_dir: &Path) -> StoreResult<(MasterKey, KeyOrigin)> {
-    let from_env = match std::env::var(KEY_ENV_VAR) {
-        Ok(value) => Some(SecretString::from(value)),
-        Err(std::env::VarError::NotPresent) => None,
-        Err(std::env::VarError::NotUnicode(_)) => {
-            return Err(StoreError::Crypto(format!(
-                "{KEY_ENV_VAR} is not valid base64"
-            )));
-        }
-    };
+    let from_env = env_master_key()?;
     load_master_key_from(from_env.as_ref(), data_dir)
+}
+
+/// The master key of an existing data directory: `CAIRN_STORE_KEY` when set, else `<data_dir>/cairn.key`, which must
+/// exist (unlike [`load_master_key`], nothing is created: for reading a store that is already there, e.g. the
+/// source of a copy, a new key could only fail to open it).
+pub fn load_existing_master_key(data_dir: &Path) -> StoreResult<(MasterKey, KeyOrigin)> {
+    let env_key = env_master_key()?;
+    load_server_master_key_from(None, env_key.as_ref(), Some(&data_dir.join(KEY_FILE_NAME)))
+}
+
+/// `CAIRN_STORE_KEY`, when set.
+fn env_master_key() -> StoreResult<Option<SecretString>> {
+    match std::env::var(KEY_ENV_VAR) {
+        Ok(value) => Ok(Some(SecretString::from(value))),
+        Err(std::env::VarError::NotPresent) => Ok(None),
+        Err(std::env::VarError::NotUnicode(_)) => Err(StoreError::Crypto(format!(
+            "{KEY_ENV_VAR} is not valid base64"
+        ))),
+    }
+}
+
+/// The master key of a store reached over the network (PostgreSQL), which has no data directory to keep a key file
+/// in: the key file `key_file` when given (e.g. a command-line flag), else `CAIRN_STORE_KEY`, else the key file
+/// named by `CAIRN_STORE_KEY_FILE`. Nothing is created: replicas must share one key, so generating one here would
+/// split them; without any of the three this fails with [`StoreError::Crypto`] saying how to give one.
+pub fn load_server_master_key(key_file: Option<&Path>) -> StoreResult<(MasterKey, KeyOrigin)> {
+    let env_key = env_master_key()?;
+    let env_file = std::env::var_os(KEY_FILE_ENV_VAR)
+        .filter(|v| !v.is_empty())
+        .map(PathBuf::from);
+    load_server_master_key_from(key_file, env_key.as_ref(), env_file.as_deref())
+}
+
+/// [`load_server_master_key`] with the environment's values passed in.
+pub fn load_server_master_key_from(
+    key_file: Option<&Path>,
+    env_key: Option<&SecretString>,
+    env_key_file: Option<&Path>,
+) -> StoreResult<(MasterKey, KeyOrigin)> {
+    if let Some(path) = key_file {
+        return existing_key_file(path);
+    }
+    if let Some(value) = env_key {
+        let key = MasterKey::from_base64(value.expose_secret())
+            .map_err(|e| StoreError::Crypto(format!("{KEY_ENV_VAR}: {}", crypto_message(&e))))?;
+        return Ok((key, KeyOrigin::Environment));
+    }
+    if let Some(path) = env_key_file {
+        return existing_key_file(path);
+    }
+    Err(StoreError::Crypto(format!(
+        "no master key for the store: it is never kept in the database, so give one with {KEY_ENV_VAR} (standard \
+         base64 of 32 random bytes, e.g. `openssl rand -base64 32`) or a key file holding it (mode 0600), named by \
+         {KEY_FILE_ENV_VAR} or the command's key-file option"
+    )))
+}
+
+fn existing_key_file(path: &Path) -> StoreResult<(MasterKey, KeyOrigin)> {
+    match read_key_file(path)? {
+        Some(key) => Ok((key, KeyOrigin::ExistingFile(path.to_owned()))),
+        None => Err(StoreError::Crypto(format!(
+            "key file {} does not exist",
+            path.display()
+        ))),
+    }
 }
 
 /// [`load_master_key`] with the environment value passed in (tests cannot safely set process variables).
@@ -553,6 +614,42 @@ mod tests {
             load_master_key_from(None, dir.path()),
             Err(StoreError::Crypto(_))
         ));
+    }
+
+    #[test]
+    fn a_server_store_key_comes_from_a_flag_the_environment_or_a_named_file_and_is_never_made_up() {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let file = dir.path().join("server.key");
+        let missing = dir.path().join("missing.key");
+        let env = MasterKey::from_bytes([5; 32]).to_base64();
+
+        let error = load_server_master_key_from(None, None, None).expect_err("no key");
+        let message = error.to_string();
+        assert!(
+            message.contains(KEY_ENV_VAR) && message.contains(KEY_FILE_ENV_VAR),
+            "{message}"
+        );
+        assert!(
+            load_server_master_key_from(Some(&missing), Some(&env), None).is_err(),
+            "a key file given explicitly must exist"
+        );
+        assert!(!missing.exists(), "nothing is created");
+
+        let (created, _) = load_master_key_from(None, dir.path()).expect("a key file");
+        std::fs::rename(dir.path().join(KEY_FILE_NAME), &file).expect("rename");
+        let (from_flag, origin) =
+            load_server_master_key_from(Some(&file), Some(&env), None).expect("flag");
+        assert_eq!(origin, KeyOrigin::ExistingFile(file.clone()));
+        assert_eq!(
+            *from_flag.bytes, *created.bytes,
+            "the flag wins over the variable"
+        );
+        let (from_env, origin) =
+            load_server_master_key_from(None, Some(&env), Some(&file)).expect("env");
+        assert_eq!((origin, *from_env.bytes), (KeyOrigin::Environment, [5; 32]));
+        let (from_env_file, _) =
+            load_server_master_key_from(None, None, Some(&file)).expect("env file");
+        assert_eq!(*from_env_file.bytes, *created.bytes);
     }
 
     #[test]

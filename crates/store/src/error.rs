@@ -17,6 +17,7 @@ pub enum Entity {
     DeploymentStack,
     StackWhatIf,
     HostOperation,
+    OperationResult,
     Schema,
 }
 
@@ -35,6 +36,7 @@ impl fmt::Display for Entity {
             Entity::DeploymentStack => "deployment stack",
             Entity::StackWhatIf => "deployment stack what-if result",
             Entity::HostOperation => "extension host operation",
+            Entity::OperationResult => "operation result",
             Entity::Schema => "schema",
         })
     }

@@ -19,6 +19,7 @@ pub const fn current_format(entity: Entity) -> u32 {
         | Entity::DeploymentStack
         | Entity::StackWhatIf
         | Entity::HostOperation
+        | Entity::OperationResult
         | Entity::Schema => 1,
     }
 }

@@ -18,8 +18,10 @@
 //! # Architecture invariants
 //!
 //! - No SQL here and nothing backend-specific: the engine sees only `dyn Store`. The SQLite store
-//!   (`cairn-store-sqlite`) is the embedded default; a PostgreSQL store for several server replicas implements the
-//!   same traits and must pass the same `conformance` suite (feature `testing`).
+//!   (`cairn-store-sqlite`) is the embedded default; the PostgreSQL store (`cairn-store-postgres`) serves several
+//!   server replicas. Both implement the same traits and pass the same `conformance` suite (feature `testing`), and
+//!   share what is not SQL: how records are read from rows (`codec`), which columns are sealed and how (`sealed`),
+//!   the migration rules (`schema`) and the tables a copy between them carries (`transfer`).
 //! - No secret value is ever stored in plaintext, printed by `Debug`, or put in an error message. Secret values
 //!   travel as [`SecretString`] and are sealed by [`crypto::DataKey`] (XChaCha20-Poly1305, random nonce per record,
 //!   associated data = table + row ID + column) under a data key wrapped by the [`crypto::MasterKey`].
@@ -28,14 +30,19 @@
 //! - The store never reads a clock: callers pass `now` and record timestamps ([`Timestamp`], Unix milliseconds).
 //! - Every row holding JSON records its format version (see the `format` module); readers accept older versions.
 
+pub mod codec;
 pub mod crypto;
+mod delegate;
 mod error;
 pub mod format;
 mod keys;
 mod records;
+pub mod schema;
+pub mod sealed;
 mod secret;
 mod store;
 mod time;
+pub mod transfer;
 
 #[cfg(feature = "testing")]
 pub mod conformance;
@@ -46,15 +53,16 @@ pub use records::{
     DeploymentFilter, DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentUpdate,
     ExtensionRef, HostOperationRecord, InventoryChange, Lease, MAX_PAGE_SIZE, ManagedResource,
     ManagedResourceFilter, ManagedResourceRecord, NewDeployment, NewHostOperation,
-    NewSecretVersion, NewStack, NewStackWhatIf, OperationRecord, OperationStep, Page, PageRequest,
-    Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, StackRecord,
-    StackWhatIfRecord, Tags, UnknownStatus, Vault, VaultRecord, VaultSecret,
+    NewOperationResult, NewSecretVersion, NewStack, NewStackWhatIf, OperationRecord,
+    OperationResultRecord, OperationResultState, OperationStep, Page, PageRequest, Precondition,
+    ResourceGroup, ResourceGroupRecord, SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags,
+    UnknownStatus, Vault, VaultRecord, VaultSecret,
 };
 pub use secrecy::{ExposeSecret, SecretString};
 pub use secret::{SECRET_REF_MEMBER, SecretOwner, SecretRef};
 pub use store::{
     DeploymentStore, HostOperationStore, InventoryStore, KeyVaultStore, LeaseStore,
-    OperationJournal, ResourceGroupStore, SecretStore, StackStore, StackWhatIfStore, Store,
-    StoreFuture,
+    OperationJournal, OperationResultStore, ResourceGroupStore, SecretStore, StackStore,
+    StackWhatIfStore, Store, StoreFuture,
 };
 pub use time::Timestamp;

@@ -210,7 +210,11 @@ pub struct DeploymentRecord {
     /// `extensions[]` (non-secret parts only).
     pub extensions: Option<Value>,
     pub owner: Option<DeploymentOwner>,
-    /// The row version, bumped by every `update_deployment`; claims and renewals leave it alone.
+    /// A cancel was asked for (`DeploymentStore::request_deployment_cancel`) while another server ran the run: the
+    /// holder of the claim sees it when it renews the claim, and cancels.
+    pub cancel_requested: bool,
+    /// The row version, bumped by every `update_deployment` and by a claim taken over from another owner (which
+    /// fences the old holder's updates); claiming an unclaimed run, renewals and cancel requests leave it alone.
     pub version: u64,
 }
 
@@ -322,6 +326,12 @@ pub struct ManagedResource {
     pub api_version: Option<String>,
     /// The resource body as last returned by its provider (non-secret).
     pub properties: Value,
+    /// What the last deployment that wrote the resource applied, as its provider answered it: the members of
+    /// `properties` (for an ARM resource, of its whole body) the request declared, with the values the provider
+    /// answered (normalised as it stores them). A value the provider does not answer (write-only, e.g. a password)
+    /// and the provider's write-only properties are left out, so it holds no secret. The baseline drift detection
+    /// compares the live resource with; `None` for rows written by an earlier build or outside a deployment.
+    pub applied: Option<Value>,
     /// The deployment that last wrote it.
     pub deployment: Option<DeploymentKey>,
     pub extension: Option<ExtensionRef>,
@@ -605,6 +615,46 @@ pub struct HostOperationRecord {
     pub extension_version: String,
     pub state: SecretString,
     /// When the operation was first stored (a replacement keeps it).
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub expires_at: Timestamp,
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Results of long-running operations polled through `Location`
+
+/// Where a long-running operation polled through `Location` stands.
+#[derive(Clone, Debug, PartialEq)]
+pub enum OperationResultState {
+    /// Still running, on the server holding the claim (renewed while it works). A claim that expired means that
+    /// server stopped before the operation ended.
+    Running {
+        owner: String,
+        owner_expires_at: Timestamp,
+    },
+    /// Ended: the HTTP status and body the poll answers (never secrets).
+    Done { status: u16, body: Option<Value> },
+}
+
+/// The result of a long-running operation (a deployment delete or what-if, a bulk delete), stored so that a poll
+/// of its `Location` reaches it on any server sharing the store. It lives until `expires_at`.
+#[derive(Clone, Debug, PartialEq)]
+pub struct NewOperationResult {
+    /// The id in the `Location` (unique, compared exactly).
+    pub id: String,
+    /// The subscription the `Location` names (compared case-insensitively).
+    pub subscription: String,
+    pub state: OperationResultState,
+    pub expires_at: Timestamp,
+}
+
+/// A stored, unexpired operation result.
+#[derive(Clone, Debug, PartialEq)]
+pub struct OperationResultRecord {
+    pub id: String,
+    /// The subscription, lower-cased.
+    pub subscription: String,
+    pub state: OperationResultState,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub expires_at: Timestamp,

@@ -5,6 +5,7 @@ use std::future::Future;
 use std::pin::Pin;
 
 use secrecy::SecretString;
+use serde_json::Value;
 
 use crate::error::StoreResult;
 use crate::keys::{DeploymentId, DeploymentKey, ResourceKey};
@@ -15,7 +16,8 @@ use crate::records::{
     SecretVersionInfo, Vault, VaultRecord, VaultSecret,
 };
 use crate::records::{
-    HostOperationRecord, NewHostOperation, NewStack, NewStackWhatIf, StackRecord, StackWhatIfRecord,
+    HostOperationRecord, NewHostOperation, NewOperationResult, NewStack, NewStackWhatIf,
+    OperationResultRecord, StackRecord, StackWhatIfRecord,
 };
 use crate::secret::{SecretOwner, SecretRef};
 use crate::time::Timestamp;
@@ -99,8 +101,11 @@ pub trait DeploymentStore: Send + Sync {
         precondition: Precondition,
     ) -> StoreFuture<'a, ()>;
 
-    /// Claims (or renews the claim on) a deployment for `owner` until `expires_at`. Succeeds when unclaimed,
-    /// already `owner`'s, or the other claim expired by `now`; otherwise `Conflict`.
+    /// Claims (or renews the claim on) an active (`Accepted`/`Running`) deployment for `owner` until `expires_at`.
+    /// Succeeds when unclaimed, already `owner`'s, or the other claim expired by `now`; otherwise `Conflict` — also
+    /// for a finished run, so a stale heartbeat cannot claim a run its successor finished and released. Taking the claim over from
+    /// another owner bumps the row version, so the old holder's `update_deployment` at the version it knew fails
+    /// with `Conflict` (fencing), as do its renewals and its release.
     fn claim_deployment<'a>(
         &'a self,
         id: &'a DeploymentId,
@@ -128,12 +133,30 @@ pub trait DeploymentStore: Send + Sync {
         now: Timestamp,
         limit: u32,
     ) -> StoreFuture<'a, Vec<DeploymentRecord>>;
+
+    /// Marks an active run `cancel_requested` (a cancel asked of a server that does not run it) and returns the
+    /// record; the row version stays, so the running server's updates go on. A finished run is returned unchanged;
+    /// `NotFound` when the run is gone.
+    fn request_deployment_cancel<'a>(
+        &'a self,
+        id: &'a DeploymentId,
+    ) -> StoreFuture<'a, DeploymentRecord>;
 }
 
 /// The deployment operation journal: append-only, one row per step.
+///
+/// Journal writes are fenced by the run's claim: a writer that names itself (`writer: Some(owner)`) is refused with
+/// `Conflict`, writing nothing, unless the run is claimed by `owner` when the write commits — so a server whose
+/// claim was taken over (it was presumed dead: paused, partitioned, slow) cannot add steps or inventory changes
+/// behind its successor's back. `writer: None` writes unconditionally (tools and tests that hold no claim).
 pub trait OperationJournal: Send + Sync {
-    /// Appends a step and returns it with its sequence number; `NotFound` when the deployment run is gone.
-    fn append_operation<'a>(&'a self, step: OperationStep) -> StoreFuture<'a, OperationRecord>;
+    /// Appends a step and returns it with its sequence number; `NotFound` when the deployment run is gone,
+    /// `Conflict` when `writer` no longer holds its claim.
+    fn append_operation<'a>(
+        &'a self,
+        step: OperationStep,
+        writer: Option<&'a str>,
+    ) -> StoreFuture<'a, OperationRecord>;
 
     /// The latest step of each operation of a run, in the order the operations first appeared.
     fn latest_operations<'a>(
@@ -158,11 +181,13 @@ pub trait OperationJournal: Send + Sync {
 
     /// Appends a step together with its inventory effect, atomically: a finished create is journaled and its
     /// resource inventoried in one commit, so a crash can never leave one without the other (and the store writes
-    /// one commit instead of two). `NotFound` when the deployment run is gone; then nothing changes.
+    /// one commit instead of two). `NotFound` when the deployment run is gone, `Conflict` when `writer` no longer
+    /// holds its claim; then nothing changes.
     fn record_step<'a>(
         &'a self,
         step: OperationStep,
         change: InventoryChange,
+        writer: Option<&'a str>,
     ) -> StoreFuture<'a, OperationRecord>;
 }
 
@@ -432,7 +457,50 @@ pub trait HostOperationStore: Send + Sync {
     fn purge_expired_host_operations<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64>;
 }
 
-/// Everything a deployment needs persisted. Implemented by the embedded SQLite store and (later) PostgreSQL.
+/// Results of long-running operations polled through `Location` (deployment deletes and what-ifs, bulk deletes),
+/// by id, each kept until its `expires_at`: every read takes `now` and treats an expired result as absent. A running
+/// one is claimed by the server running it, which renews the claim and records the end; only that owner can.
+pub trait OperationResultStore: Send + Sync {
+    /// Creates or replaces a result.
+    fn put_operation_result<'a>(
+        &'a self,
+        result: NewOperationResult,
+        now: Timestamp,
+    ) -> StoreFuture<'a, ()>;
+
+    /// The unexpired result `id` of `subscription` (compared case-insensitively).
+    fn get_operation_result<'a>(
+        &'a self,
+        subscription: &'a str,
+        id: &'a str,
+        now: Timestamp,
+    ) -> StoreFuture<'a, Option<OperationResultRecord>>;
+
+    /// Renews `owner`'s claim on a running result until `owner_expires_at`. `NotFound` when absent or expired,
+    /// `Conflict` when it is not running under `owner` (ended, or claimed by another).
+    fn renew_operation_result<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        owner_expires_at: Timestamp,
+        now: Timestamp,
+    ) -> StoreFuture<'a, ()>;
+
+    /// Records the end of a result running under `owner`: its status and body. Same refusals as renewing.
+    fn finish_operation_result<'a>(
+        &'a self,
+        id: &'a str,
+        owner: &'a str,
+        status: u16,
+        body: Option<Value>,
+        now: Timestamp,
+    ) -> StoreFuture<'a, ()>;
+
+    /// Deletes every result expired by `now`; returns how many.
+    fn purge_expired_operation_results<'a>(&'a self, now: Timestamp) -> StoreFuture<'a, u64>;
+}
+
+/// Everything a deployment needs persisted. Implemented by the embedded SQLite store and by PostgreSQL.
 pub trait Store:
     ResourceGroupStore
     + DeploymentStore
@@ -444,6 +512,7 @@ pub trait Store:
     + StackStore
     + StackWhatIfStore
     + HostOperationStore
+    + OperationResultStore
 {
     /// A short name for diagnostics (`sqlite`, `postgres`).
     fn backend_name(&self) -> &'static str;

@@ -10,8 +10,8 @@
 //! that a literal copy count out of range keeps the evaluator's `InvalidCopyCount`. Header findings that ARM does
 //! not enforce (a `contentVersion` that is not four numbers) are warnings.
 
+use std::collections::HashMap;
 use std::collections::hash_map::Entry;
-use std::collections::{HashMap, HashSet};
 
 use cairn_expr::{Expr, ExprKind};
 use cairn_json::{Member, Node, NodeKind, Span};
@@ -103,6 +103,15 @@ fn is_known_function(name: &str) -> bool {
                 .is_some_and(|p| p.eq_ignore_ascii_case("list"))
 }
 
+/// ` Did you mean 'x'?` for the built-in or user-defined function closest to `name`, or nothing.
+fn known_function_hint(name: &str, scope: &Scope) -> String {
+    let mut names: Vec<&str> = cairn_eval::functions::names();
+    names.extend(ARM_FUNCTIONS.iter().copied());
+    let user: Vec<&str> = scope.functions.0.values().map(String::as_str).collect();
+    names.extend(user.iter().copied());
+    cairn_eval::suggest::did_you_mean(name, names)
+}
+
 fn one_of(list: &[&str], name: &str) -> bool {
     list.iter().any(|f| f.eq_ignore_ascii_case(name))
 }
@@ -138,16 +147,51 @@ pub fn check_template(root: &Node) -> Vec<Diagnostic> {
 /// The names expressions may refer to, lower-cased (ARM compares them ignoring case).
 #[derive(Clone, Debug, Default)]
 struct Scope {
-    parameters: HashSet<String>,
-    variables: HashSet<String>,
-    functions: HashSet<String>,
+    parameters: Names,
+    variables: Names,
+    functions: Names,
+}
+
+/// Declared names, matched ignoring case, kept as written for "did you mean" suggestions.
+#[derive(Clone, Debug, Default)]
+struct Names(HashMap<String, String>);
+
+impl Names {
+    /// Declares `name`; `false` when it was declared already (in any case).
+    fn insert(&mut self, name: &str) -> bool {
+        match self.0.entry(name.to_ascii_lowercase()) {
+            Entry::Occupied(_) => false,
+            Entry::Vacant(slot) => {
+                slot.insert(name.to_string());
+                true
+            }
+        }
+    }
+
+    fn contains(&self, name: &str) -> bool {
+        self.0.contains_key(&name.to_ascii_lowercase())
+    }
+
+    fn extend(&mut self, other: &Names) {
+        for (key, name) in &other.0 {
+            self.0.entry(key.clone()).or_insert_with(|| name.clone());
+        }
+    }
+
+    /// ` Did you mean 'x'?` for the declared name closest to `name`, or nothing.
+    fn did_you_mean(&self, name: &str) -> String {
+        let mut names: Vec<&str> = self.0.values().map(String::as_str).collect();
+        // Sorted, so equally close names suggest the same one on every run.
+        names.sort_unstable();
+        cairn_eval::suggest::did_you_mean(name, names)
+    }
 }
 
 impl Scope {
     fn merge(&mut self, other: &Scope) {
-        self.parameters.extend(other.parameters.iter().cloned());
-        self.variables.extend(other.variables.iter().cloned());
-        self.functions.extend(other.functions.iter().cloned());
+        self.parameters.extend(&other.parameters);
+        self.variables.extend(&other.variables);
+        self.functions.extend(&other.functions);
     }
 }
 
@@ -159,7 +203,7 @@ enum Place<'s> {
     /// A parameter's `defaultValue`: other parameters, `utcNow()`/`newGuid()`, no variables or `reference()`.
     ParameterDefault,
     /// A user-defined function's `output.value`: `parameters()` names the function's own parameters.
-    Function { parameters: &'s HashSet<String> },
+    Function { parameters: &'s Names },
 }
 
 /// Everything an expression check needs to know about its surroundings.
@@ -428,7 +472,7 @@ impl Checker {
             );
         }
         for p in params {
-            scope.parameters.insert(p.key.to_ascii_lowercase());
+            scope.parameters.insert(&p.key);
             let path = join_path(&section, &p.key);
             self.declaration(&p.value, &path, definitions, "template parameter", &p.key);
         }
@@ -535,7 +579,7 @@ impl Checker {
                     slot.insert(name);
                 }
             }
-            scope.variables.insert(name.to_ascii_lowercase());
+            scope.variables.insert(name);
         }
         if declared.len() > MAX_VARIABLES {
             let span = root.get_ci("variables").map(|n| n.span).unwrap_or_default();
@@ -557,7 +601,7 @@ impl Checker {
         base: &str,
         definitions: Option<&Node>,
         scope: &mut Scope,
-    ) -> Vec<(HashSet<String>, &'n Node, String)> {
+    ) -> Vec<(Names, &'n Node, String)> {
         let mut bodies = Vec::new();
         let Some(namespaces) = root.get_ci("functions").and_then(Node::as_array) else {
             return bodies;
@@ -586,7 +630,7 @@ impl Checker {
                 let fpath = join_path(&members_path, &m.key);
                 let full_name = format!("{namespace}.{}", m.key);
                 // Several entries may share a namespace; a function name must still be unique.
-                if !scope.functions.insert(full_name.to_ascii_lowercase()) {
+                if !scope.functions.insert(&full_name) {
                     self.error(
                         m.key_span,
                         &fpath,
@@ -595,7 +639,7 @@ impl Checker {
                         ),
                     );
                 }
-                let mut parameters = HashSet::new();
+                let mut parameters = Names::default();
                 match m.value.get_ci("parameters") {
                     None => {}
                     Some(ps) => match ps.as_array() {
@@ -610,7 +654,7 @@ impl Checker {
                                     );
                                     continue;
                                 };
-                                if !parameters.insert(name.to_ascii_lowercase()) {
+                                if !parameters.insert(name) {
                                     self.error(
                                         p.span,
                                         &ppath,
@@ -1078,10 +1122,37 @@ impl Checker {
             }
         };
         if missing {
+            // The names this entry could have meant: symbolic names, else resource and copy loop names.
+            let candidates: Vec<&str> = facts
+                .iter()
+                .flat_map(|f| {
+                    if symbolic {
+                        [f.symbolic_name.as_deref(), None, None]
+                    } else {
+                        [
+                            f.full_name.as_deref(),
+                            f.full_name
+                                .as_deref()
+                                .and_then(|n| n.rsplit('/').next())
+                                .filter(|last| Some(*last) != f.full_name.as_deref()),
+                            f.copy_name.as_deref(),
+                        ]
+                    }
+                })
+                .flatten()
+                .collect();
+            let lookup = if symbolic {
+                target.split('[').next().unwrap_or_default()
+            } else {
+                target.as_str()
+            };
             self.error(
                 entry.span,
                 path,
-                format!("The resource '{target}' is not defined in the template."),
+                format!(
+                    "The resource '{target}' is not defined in the template.{}",
+                    cairn_eval::suggest::did_you_mean(lookup, candidates)
+                ),
             );
         }
     }
@@ -1153,14 +1224,15 @@ impl Checker {
                     .get(..e.span.start as usize)
                     .map_or(e.span.start as usize, |before| before.chars().count())
                     + 1;
-                self.error(
-                    span,
-                    path,
-                    format!(
-                        "Unable to parse language expression '{}': {} at character {position}.",
-                        quote_expression(s),
-                        e.kind
-                    ),
+                let message = format!(
+                    "Unable to parse language expression '{}': {} at character {position}.",
+                    quote_expression(s),
+                    e.kind
+                );
+                self.diags.push(
+                    Diagnostic::error(CODE, message, path)
+                        .with_span(span)
+                        .with_token(Span::new(e.span.start as usize, e.span.end as usize)),
                 );
                 return;
             }
@@ -1198,8 +1270,9 @@ impl Checker {
                 args,
             } => {
                 let full = format!("{}.{}", ns.name, name.name);
-                if !site.scope.functions.contains(&full.to_ascii_lowercase()) {
-                    self.unknown_function(&full, site);
+                if !site.scope.functions.contains(&full) {
+                    let hint = site.scope.functions.did_you_mean(&full);
+                    self.unknown_function(&full, &hint, ns.span.to(name.span), site);
                 }
                 for a in args {
                     self.expression(a, site, false, lambda_variables);
@@ -1210,45 +1283,45 @@ impl Checker {
                 name,
                 args,
             } => {
-                self.call(&name.name, args, site, lambda_allowed, lambda_variables);
+                self.call(name, args, site, lambda_allowed, lambda_variables);
             }
         }
     }
 
     fn call(
         &mut self,
-        name: &str,
+        ident: &cairn_expr::Ident,
         args: &[Expr],
         site: &Site<'_>,
         lambda_allowed: bool,
         lambda_variables: &mut Vec<String>,
     ) {
+        let name = ident.name.as_str();
         if !is_known_function(name) {
-            self.unknown_function(name, site);
+            let hint = known_function_hint(name, site.scope);
+            self.unknown_function(name, &hint, ident.span, site);
         }
         let literal_arg = || match args.first().map(|a| &a.kind) {
             Some(ExprKind::String(s)) => Some(s.as_str()),
             _ => None,
         };
+        // The first argument's literal, where a finding about the name it gives is shown.
+        let arg_span = args.first().map(|a| a.span);
         let lower = name.to_ascii_lowercase();
         match lower.as_str() {
             "parameters" => {
                 if let Some(p) = literal_arg() {
-                    let declared = match site.place {
-                        Place::Function { parameters } => {
-                            parameters.contains(&p.to_ascii_lowercase())
-                        }
-                        _ => site.scope.parameters.contains(&p.to_ascii_lowercase()),
+                    let (declared, what) = match site.place {
+                        Place::Function { parameters } => (parameters, "function parameter"),
+                        _ => (&site.scope.parameters, "template parameter"),
                     };
-                    if !declared {
-                        let what = match site.place {
-                            Place::Function { .. } => "function parameter",
-                            _ => "template parameter",
-                        };
+                    if !declared.contains(p) {
                         self.site_error(
                             site,
+                            arg_span,
                             format!(
-                                "The {what} '{p}' is not found. Please see https://aka.ms/arm-syntax-parameters for usage details."
+                                "The {what} '{p}' is not found.{} Please see https://aka.ms/arm-syntax-parameters for usage details.",
+                                declared.did_you_mean(p)
                             ),
                         );
                     }
@@ -1257,17 +1330,19 @@ impl Checker {
             "variables" => {
                 if matches!(site.place, Place::ParameterDefault) {
                     self.not_expected(
-                        name,
+                        ident,
                         site,
                         "Parameter default values cannot refer to variables.",
                     );
                 } else if let Some(v) = literal_arg()
-                    && !site.scope.variables.contains(&v.to_ascii_lowercase())
+                    && !site.scope.variables.contains(v)
                 {
                     self.site_error(
                         site,
+                        arg_span,
                         format!(
-                            "The template variable '{v}' is not found. Please see https://aka.ms/arm-syntax-variables for usage details."
+                            "The template variable '{v}' is not found.{} Please see https://aka.ms/arm-syntax-variables for usage details.",
+                            site.scope.variables.did_you_mean(v)
                         ),
                     );
                 }
@@ -1275,7 +1350,7 @@ impl Checker {
             "lambda" => {
                 if !lambda_allowed {
                     self.not_expected(
-                        name,
+                        ident,
                         site,
                         "A lambda can only be a direct argument of filter, map, reduce, sort, toObject, mapValues or groupBy.",
                     );
@@ -1287,7 +1362,7 @@ impl Checker {
                 for p in params {
                     match &p.kind {
                         ExprKind::String(s) => lambda_variables.push(s.clone()),
-                        _ => self.site_error(site, "The parameters of a lambda must be string literals naming its variables."),
+                        _ => self.site_error(site, Some(p.span), "The parameters of a lambda must be string literals naming its variables."),
                     }
                 }
                 if let Some(body) = body {
@@ -1302,7 +1377,11 @@ impl Checker {
                 {
                     self.site_error(
                         site,
-                        format!("The lambda variable '{v}' is not defined: lambdaVariables() must name a parameter of an enclosing lambda."),
+                        arg_span,
+                        format!(
+                            "The lambda variable '{v}' is not defined: lambdaVariables() must name a parameter of an enclosing lambda.{}",
+                            cairn_eval::suggest::did_you_mean(v, lambda_variables.iter().map(String::as_str))
+                        ),
                     );
                 }
             }
@@ -1310,7 +1389,7 @@ impl Checker {
         }
         if one_of(&DEFAULT_VALUE_ONLY, name) && !matches!(site.place, Place::ParameterDefault) {
             self.not_expected(
-                name,
+                ident,
                 site,
                 "The function can only be used in parameter default values.",
             );
@@ -1320,7 +1399,7 @@ impl Checker {
                 || (lower.starts_with("list") && lower.len() > 4))
         {
             self.not_expected(
-                name,
+                ident,
                 site,
                 "Parameter default values cannot refer to resources.",
             );
@@ -1331,22 +1410,43 @@ impl Checker {
         }
     }
 
-    fn site_error(&mut self, site: &Site<'_>, message: impl Into<String>) {
+    /// An error about the expression at `site`; `token` (a span of the string's text) is the part it is about.
+    fn site_error(
+        &mut self,
+        site: &Site<'_>,
+        token: Option<cairn_expr::Span>,
+        message: impl Into<String>,
+    ) {
         let message = format!("{} (in '{}')", message.into(), quote_expression(site.text));
-        self.error(site.span, site.path, message);
+        let mut d = Diagnostic::error(CODE, message, site.path).with_span(site.span);
+        if let Some(token) = token {
+            d = d.with_token(Span::new(token.start as usize, token.end as usize));
+        }
+        self.diags.push(d);
     }
 
-    fn unknown_function(&mut self, name: &str, site: &Site<'_>) {
+    fn unknown_function(
+        &mut self,
+        name: &str,
+        hint: &str,
+        token: cairn_expr::Span,
+        site: &Site<'_>,
+    ) {
         self.site_error(
             site,
-            format!("The template function '{name}' is not valid. Please see https://aka.ms/arm-functions for usage details."),
+            Some(token),
+            format!("The template function '{name}' is not valid.{hint} Please see https://aka.ms/arm-functions for usage details."),
         );
     }
 
-    fn not_expected(&mut self, name: &str, site: &Site<'_>, why: &str) {
+    fn not_expected(&mut self, ident: &cairn_expr::Ident, site: &Site<'_>, why: &str) {
         self.site_error(
             site,
-            format!("The template function '{name}' is not expected at this location. {why}"),
+            Some(ident.span),
+            format!(
+                "The template function '{}' is not expected at this location. {why}",
+                ident.name
+            ),
         );
     }
 }
@@ -1889,6 +1989,89 @@ mod tests {
             &t1(r#""variables": {"v": "[ns.f()]"}"#),
             "The template function 'ns.f' is not valid.",
         );
+    }
+
+    /// The one error of `text`, located in it: (message, the text its position points at).
+    fn located(text: &str) -> (String, String) {
+        let source = crate::SourceFile::new("t.json", text);
+        let found: Vec<Diagnostic> = run(text).into_iter().filter(Diagnostic::is_error).collect();
+        assert_eq!(found.len(), 1, "{found:#?}");
+        let d = source.locate(found[0].clone());
+        (d.message.clone(), text[d.span.unwrap().range()].to_string())
+    }
+
+    #[test]
+    fn misspelt_names_are_suggested_and_pointed_at() {
+        let (message, at) = located(&t1(
+            r#""parameters": {"siteName": {"type": "string"}}, "variables": {"v": "[concat('a', parameters('siteNme'))]"}"#,
+        ));
+        assert!(
+            message.starts_with(
+                "The template parameter 'siteNme' is not found. Did you mean 'siteName'? Please see"
+            ),
+            "{message}"
+        );
+        assert_eq!(at, "'siteNme'");
+        let (message, at) = located(&t1(
+            r#""variables": {"prefix": "a", "v": "[variables('prefx')]"}"#,
+        ));
+        assert!(message.contains("Did you mean 'prefix'?"), "{message}");
+        assert_eq!(at, "'prefx'");
+        // The caret goes past escapes as they are written.
+        let (message, at) = located(&t1(
+            r#""variables": {"v": "[concat('\"q\u00e9\"', toUppr('a'))]"}"#,
+        ));
+        assert!(
+            message
+                .contains("The template function 'toUppr' is not valid. Did you mean 'toUpper'?"),
+            "{message}"
+        );
+        assert_eq!(at, "toUppr");
+        let udf = r#""functions": [{"namespace": "util", "members": {"tag": {"parameters": [{"name": "env", "type": "string"}], "output": {"type": "string", "value": "[parameters('env')]"}}}}]"#;
+        let (message, at) = located(&t1(&format!(
+            r#"{udf}, "variables": {{"v": "[util.tga('x')]"}}"#
+        )));
+        assert!(
+            message.contains("'util.tga' is not valid. Did you mean 'util.tag'?"),
+            "{message}"
+        );
+        assert_eq!(at, "util.tga");
+        let (message, _) = located(&t1(
+            r#""functions": [{"namespace": "util", "members": {"tag": {"parameters": [{"name": "env", "type": "string"}], "output": {"type": "string", "value": "[parameters('envv')]"}}}}]"#,
+        ));
+        assert!(
+            message.contains("The function parameter 'envv' is not found. Did you mean 'env'?"),
+            "{message}"
+        );
+        // Nothing close: no suggestion.
+        let (message, _) = located(&t1(r#""variables": {"v": "[variables('zzzzzz')]"}"#));
+        assert!(!message.contains("Did you mean"), "{message}");
+    }
+
+    #[test]
+    fn misspelt_resources_are_suggested() {
+        one_error(
+            &t2(
+                r#""resources": {"vnet": {"type": "A.B/c", "apiVersion": "1", "name": "n"}, "sub": {"type": "A.B/d", "apiVersion": "1", "name": "s", "dependsOn": ["vnte"]}}"#,
+            ),
+            "The resource 'vnte' is not defined in the template. Did you mean 'vnet'?",
+        );
+        one_error(
+            &t1(
+                r#""resources": [{"type": "A.B/c", "apiVersion": "1", "name": "network"}, {"type": "A.B/d", "apiVersion": "1", "name": "s", "dependsOn": ["netwrk"]}]"#,
+            ),
+            "The resource 'netwrk' is not defined in the template. Did you mean 'network'?",
+        );
+    }
+
+    #[test]
+    fn syntax_errors_point_at_where_parsing_stops() {
+        let (message, at) = located(&t1(r#""variables": {"v": "[concat('a' 'b')]"}"#));
+        assert!(
+            message.starts_with("Unable to parse language expression"),
+            "{message}"
+        );
+        assert!(at.starts_with("'b'"), "{at}");
     }
 
     #[test]

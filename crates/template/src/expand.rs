@@ -9,6 +9,7 @@ use std::cell::{Cell, RefCell};
 use std::collections::HashMap;
 use std::rc::Rc;
 
+use cairn_eval::suggest::did_you_mean;
 use cairn_eval::{
     Budget, CopyKind, DeploymentFacts, Environment, EvalError, Evaluator, Object, RuntimeCall,
     ScopeKind, Unevaluated, UserFunction, Value, copy_count, ids, render_path,
@@ -358,6 +359,13 @@ fn diag_from_eval(e: &EvalError, base: &str) -> Diagnostic {
     let mut d = Diagnostic::error(e.code(), e.to_string(), target);
     if let Some(span) = e.node_span {
         d = d.with_span(span);
+        // The expression span indexes the string at `node_span` (both are the innermost the error met).
+        if let Some(token) = e.span {
+            d = d.with_token(cairn_json::Span::new(
+                token.start as usize,
+                token.end as usize,
+            ));
+        }
     }
     d
 }
@@ -537,7 +545,8 @@ impl<'a> TemplateEnv<'a> {
                 self.error(Diagnostic::error(
                     "InvalidTemplate",
                     format!(
-                        "The template parameter '{name}' is provided but not declared in the template; it can therefore not be provided at deployment time."
+                        "The template parameter '{name}' is provided but not declared in the template; it can therefore not be provided at deployment time.{}",
+                        did_you_mean(name, self.template.parameters.iter().map(|p| p.name.as_str()))
                     ),
                     join_path("parameters", name),
                 ));
@@ -664,7 +673,11 @@ impl<'a> TemplateEnv<'a> {
                 return outer.variable_value(name);
             }
             return Err(EvalError::expression(format!(
-                "The template variable '{name}' is not found."
+                "The template variable '{name}' is not found.{}",
+                did_you_mean(
+                    name,
+                    self.template.variables.iter().map(|v| v.name.as_str())
+                )
             )));
         };
         if self.vars_in_progress.borrow().contains(&key) {
@@ -685,11 +698,14 @@ impl<'a> TemplateEnv<'a> {
         self.vars_in_progress.borrow_mut().retain(|k| k != &key);
         let value = result.map_err(|e| {
             let d = diag_from_eval(&e, &decl.path);
-            EvalError::coded(
+            let mut wrapped = EvalError::coded(
                 e.code(),
                 format!("{} (in variable '{}' at {})", e, decl.name, d.target),
-            )
-            .with_node_span(e.node_span.unwrap_or_default())
+            );
+            if let Some(span) = e.span {
+                wrapped = wrapped.with_span(span);
+            }
+            wrapped.with_node_span(e.node_span.unwrap_or_default())
         })?;
         if !value.contains_unevaluated() {
             self.vars.borrow_mut().insert(key, value.clone());
@@ -864,8 +880,9 @@ impl<'a> TemplateEnv<'a> {
                             self.error(Diagnostic::error(
                                 "InvalidTemplate",
                                 format!(
-                                    "The resource '{}' is not defined in the template.",
-                                    dep.text
+                                    "The resource '{}' is not defined in the template.{}",
+                                    dep.text,
+                                    self.resource_hint(&dep.text)
                                 ),
                                 target,
                             ));
@@ -1229,6 +1246,23 @@ impl<'a> TemplateEnv<'a> {
 
     /// Instances a dependency or reference text names: a symbolic name (optionally `[i]`), a resource ID, a
     /// copy-loop name, or a resource name.
+    /// ` Did you mean 'x'?` for the resource (symbolic name, else name or last name segment) closest to `text`.
+    fn resource_hint(&self, text: &str) -> String {
+        let state = self.state.borrow();
+        let mut names: Vec<&str> = Vec::new();
+        for inst in &state.instances {
+            if let Some(symbolic) = &inst.symbolic {
+                names.push(symbolic);
+            }
+            if let Some(name) = &inst.name {
+                names.push(name);
+                names.extend(name.rsplit('/').next().filter(|last| last != name));
+            }
+        }
+        let wanted = text.split('[').next().unwrap_or(text);
+        did_you_mean(wanted, names)
+    }
+
     fn resolve_ref(&self, text: &str) -> Option<Vec<usize>> {
         let state = self.state.borrow();
         let insts = &state.instances;
@@ -1677,7 +1711,8 @@ impl<'a> TemplateEnv<'a> {
                     .ok_or_else(|| EvalError::unavailable(format!("reference('{target}')")));
             }
             return Err(EvalError::expression(format!(
-                "The template reference '{target}' is not valid: could not find template resource or resource copy with this name."
+                "The template reference '{target}' is not valid: could not find template resource or resource copy with this name.{}",
+                self.resource_hint(&target)
             )));
         };
         self.state
@@ -1954,7 +1989,11 @@ impl Environment for TemplateEnv<'_> {
                 return outer.parameter(name);
             }
             return Err(EvalError::expression(format!(
-                "The template parameter '{name}' is not found."
+                "The template parameter '{name}' is not found.{}",
+                did_you_mean(
+                    name,
+                    self.template.parameters.iter().map(|p| p.name.as_str())
+                )
             )));
         }
         self.parameter_value(name).ok_or_else(|| {

@@ -9,5 +9,6 @@ pub mod operation;
 pub mod parameters;
 pub mod resource_group;
 pub mod stack;
+pub mod stack_drift;
 pub mod stack_what_if;
 pub mod what_if;

@@ -62,6 +62,11 @@ macro_rules! stack_properties {
             /// 2024-03-01; also a DELETE query parameter.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub bypass_stack_out_of_sync_error: Option<bool>,
+            /// cairn's extension of the ARM shape (create/update and what-if; never stored): take over extension
+            /// resources the deployment finds already existing that no stack manages. Without it such a resource
+            /// is not written and the operation reports it (`DeploymentStackResourceExistsUnmanaged`).
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub adopt_existing_resources: Option<bool>,
             /// Detached by the last operation only.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub detached_resources: Option<Vec<$crate::models::stack::ResourceReference>>,
@@ -158,6 +163,7 @@ impl DeploymentStackProperties {
             correlation_id: None,
             validation_level: None,
             bypass_stack_out_of_sync_error: None,
+            adopt_existing_resources: None,
             detached_resources: None,
             deleted_resources: None,
             failed_resources: None,

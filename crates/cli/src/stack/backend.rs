@@ -210,7 +210,7 @@ impl LocalStacks {
         Ok(local)
     }
 
-    fn service(&self) -> &StackService {
+    pub(super) fn service(&self) -> &StackService {
         self.cairn.stacks()
     }
 

@@ -30,6 +30,10 @@ pub fn start_server(data_dir: &Path, registry: &Path) -> Server {
 }
 
 /// [`start_server`] with more `cairn serve` arguments (e.g. `--tokens FILE`).
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all of them use every starter"
+)]
 pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> Server {
     serve_with(|command| {
         command
@@ -38,6 +42,21 @@ pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> 
             .arg("--extensions")
             .arg(registry)
             .args(extra);
+    })
+}
+
+/// `cairn serve` on 127.0.0.1:0 with a 3 s claim TTL and `args` (which say where the store is), with `env` added
+/// to its environment.
+#[allow(
+    dead_code,
+    reason = "each test binary compiles this module; not all of them use every starter"
+)]
+pub fn start_serve(args: &[&OsStr], env: &[(&str, &OsStr)]) -> Server {
+    serve_with(|command| {
+        command
+            .args(["--listen", "127.0.0.1:0", "--claim-ttl", "3"])
+            .args(args)
+            .envs(env.iter().copied());
     })
 }
 

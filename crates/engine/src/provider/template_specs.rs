@@ -284,6 +284,7 @@ impl TemplateSpecProvider {
                     resource_type: resource_type.to_string(),
                     api_version: Some(api_version.to_string()).filter(|v| !v.is_empty()),
                     properties: body,
+                    applied: None,
                     deployment: None,
                     extension: None,
                     updated_at: Timestamp::now(),

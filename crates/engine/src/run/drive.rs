@@ -12,9 +12,7 @@ use cairn_arm::{ErrorDetail, ResourceId};
 use cairn_deploy_core::{
     Core, Effect, Evaluation, Event, Failure, Node, NodeKind, Plan, Recorded, SkipReason, Status,
 };
-use cairn_host::{
-    CreateOrUpdateRequest, DeployedResource, ExtensionKey, PreviewRequest, ResourceLocator,
-};
+use cairn_host::{CreateOrUpdateRequest, DeployedResource, ExtensionKey, ResourceLocator};
 use cairn_store::{
     DeploymentKey, DeploymentStatus, DeploymentUpdate, ExtensionRef, InventoryChange,
     ManagedResource, ResourceKey,
@@ -29,6 +27,8 @@ use super::{
     Done, Finished, NestedChild, Run, elapsed_ms, first_unevaluated, host_error,
     is_nested_deployment, now, operation_id, outputs_json,
 };
+use crate::adoption::{self, Candidate, Verdict};
+use crate::applied::applied;
 use crate::events::EventKind;
 use crate::hook::EngineHook;
 use crate::inflight::{InFlight, LocalFuture};
@@ -50,10 +50,13 @@ enum Answer {
         id: String,
         envelope: Json,
         status: u16,
+        /// What the write applied (see `crate::applied`); `None` for an `existing` resource's read.
+        applied: Option<Json>,
     },
     Extension {
         deployed: Box<DeployedResource>,
-        written: bool,
+        /// What the write applied (see `crate::applied`); `None` for an `existing` resource's read.
+        applied: Option<Json>,
     },
     Nested(Box<Done>),
 }
@@ -650,8 +653,10 @@ impl Run {
             let mut target = target;
             let evaluation = match self.evaluate(expansion, hook, identity).await {
                 Ok(Some(body)) => {
-                    self.identify(expansion, identity, &body, &mut target).await;
-                    Evaluation::Perform(Call::Leaf(body))
+                    match self.identify(expansion, identity, &body, &mut target).await {
+                        Ok(()) => Evaluation::Perform(Call::Leaf(body)),
+                        Err(error) => Evaluation::Fail(error),
+                    }
                 }
                 Ok(None) => Evaluation::Skip,
                 Err(error) => Evaluation::Fail(OpError::bad_request(error)),
@@ -662,48 +667,60 @@ impl Run {
 
     /// Asks the extension (`preview`) for the identity an extension resource's create will have — its identifiers
     /// and configId — so that its `Running` step names it before the call. An extension that cannot tell (preview
-    /// not supported, failing, or identifiers unknown) leaves the target as it is: the create goes ahead.
+    /// not supported, failing, or identifiers unknown) leaves the target as it is: the create goes ahead. In a
+    /// stack's deployment the same preview serves the existence check (`crate::adoption`): a resource that exists
+    /// and no stack manages fails here, before its `Running` step inventories it, unless the stack adopts it.
     async fn identify(
         &self,
         expansion: &Expansion<'_>,
         identity: &ResourceIdentity,
         body: &Json,
         target: &mut TargetResource,
-    ) {
+    ) -> Result<(), OpError> {
         let Some(ext) = identity.extension.as_ref().filter(|_| !identity.existing) else {
-            return;
+            return Ok(());
         };
         // A config that cannot be resolved fails the call itself, as before.
         let Ok(resolved) = self.alias_config(expansion, &ext.alias).await else {
-            return;
+            return Ok(());
         };
-        let request = PreviewRequest {
-            resource_type: identity.resource_type.clone(),
-            api_version: identity.api_version.clone(),
-            properties: body.get("properties").cloned().unwrap_or_else(|| json!({})),
-            config: (!resolved.config.is_empty()).then(|| resolved.config.clone()),
-            config_id: None,
-            unevaluated: Vec::new(),
-        };
+        let properties = body.get("properties").cloned().unwrap_or_else(|| json!({}));
+        let config = (!resolved.config.is_empty()).then(|| resolved.config.clone());
         let key = ExtensionKey::new(ext.name.clone(), ext.version.clone());
+        let resource_type = identity.resource_type.clone();
+        let api_version = identity.api_version.clone();
+        let check = self.tree.existing_resources.clone();
         let host = self.env().host.clone();
         let ctx = self.tree.call_context();
-        let preview = tokio::spawn(async move { host.preview(&key, request, &ctx).await });
-        let preview = match preview.await {
-            Ok(Ok(result)) => result.preview,
-            Ok(Err(e)) => {
-                tracing::debug!(deployment = %self.key, resource = %identity.key, error = %e,
-                    "the extension could not tell the resource's identity before its create");
-                return;
+        let identified = tokio::spawn(
+            async move {
+                let candidate = Candidate {
+                    key: &key,
+                    resource_type: &resource_type,
+                    api_version: api_version.as_deref(),
+                    properties: &properties,
+                    config: config.as_ref(),
+                };
+                adoption::identify(&host, candidate, check.as_ref(), &ctx).await
             }
-            Err(_) => return,
+            .in_current_span(),
+        );
+        let Ok(identified) = identified.await else {
+            return Ok(());
         };
-        if preview.identifiers.as_object().is_none_or(|o| o.is_empty()) {
-            return;
+        if let Some(predicted) = identified.identity {
+            target.identifiers = Some(predicted.identifiers);
+            if let Some(extension) = &mut target.extension {
+                extension.config_id = predicted.config_id;
+            }
         }
-        target.identifiers = Some(preview.identifiers);
-        if let Some(extension) = &mut target.extension {
-            extension.config_id = preview.config_id;
+        match identified.verdict {
+            Verdict::Write => Ok(()),
+            Verdict::ExistsUnmanaged(error) => Err(OpError::new(409, error)),
+            Verdict::Failed(error) => {
+                let (status, error) = host_error(&error);
+                Err(OpError::new(status, error))
+            }
         }
     }
 
@@ -732,6 +749,7 @@ impl Run {
             resource_type: identity.resource_type.clone(),
             api_version: identity.api_version.clone(),
             properties: json!({}),
+            applied: None,
             deployment: Some(self.key.clone()),
             extension: Some(ExtensionRef {
                 alias: Some(ext.alias.clone()),
@@ -801,7 +819,7 @@ impl Run {
                         config_id: None,
                     };
                     match host.get(&key, &locator, &ctx).await {
-                        Ok(Some(r)) => Ok((r, false)),
+                        Ok(Some(r)) => Ok((r, None)),
                         Ok(None) => Err((
                             404,
                             ErrorDetail::new(
@@ -817,6 +835,7 @@ impl Run {
                     }
                 } else {
                     let known_identifiers = target.identifiers.clone();
+                    let declared = properties.clone();
                     let request = CreateOrUpdateRequest {
                         resource_type: resource_type.clone(),
                         api_version: api_version.clone(),
@@ -826,7 +845,10 @@ impl Run {
                         known_identifiers: known_identifiers.clone(),
                     };
                     match host.create_or_update(&key, request, &ctx).await {
-                        Ok(r) => Ok((r, true)),
+                        Ok(r) => {
+                            let applied = applied(&declared, &r.properties, &[]);
+                            Ok((r, Some(applied)))
+                        }
                         Err(e) => {
                             let (status, error) = host_error(&e);
                             // A refused create of a resource whose identity is known: ask whether it exists, so
@@ -852,9 +874,9 @@ impl Run {
             .in_current_span(),
         );
         match call.await {
-            Ok(Ok((deployed, written))) => Ok(Answer::Extension {
+            Ok(Ok((deployed, applied))) => Ok(Answer::Extension {
                 deployed: Box::new(deployed),
-                written,
+                applied,
             }),
             Ok(Err((status, error, confirmed_absent))) => Err(OpError {
                 confirmed_absent,
@@ -893,25 +915,27 @@ impl Run {
             .map_err(OpError::from)?
             .clone();
         let existing = identity.existing;
+        let resource_type = identity.resource_type.clone();
         let call = tokio::spawn(
             async move {
                 let _permit = permit;
                 if existing {
                     match provider.get(&id, &api).await {
-                        Ok(Some(r)) => Ok((r, 200)),
+                        Ok(Some(r)) => Ok((r, 200, None)),
                         Ok(None) => Err(ProviderError::not_found(&id)),
                         Err(e) => Err(e),
                     }
                 } else {
-                    provider
-                        .put(&id, &api, &body)
-                        .await
-                        .map(|o| (o.resource, if o.created { 201 } else { 200 }))
+                    provider.put(&id, &api, &body).await.map(|o| {
+                        let write_only = provider.write_only_properties(&resource_type);
+                        let applied = applied(&body, &o.resource, write_only);
+                        (o.resource, if o.created { 201 } else { 200 }, Some(applied))
+                    })
                 }
             }
             .in_current_span(),
         );
-        let (envelope, status) = match call.await {
+        let (envelope, status, applied) = match call.await {
             Ok(r) => r?,
             Err(_) => Err(ProviderError::internal("finish the call (aborted)"))?,
         };
@@ -919,6 +943,7 @@ impl Run {
             id: id_text,
             envelope,
             status,
+            applied,
         })
     }
 
@@ -938,6 +963,7 @@ impl Run {
                 id,
                 envelope,
                 status,
+                applied,
             } => {
                 self.tree.values.put_arm(&id, envelope.clone());
                 let created = (!identity.existing).then(|| ManagedResource {
@@ -946,6 +972,7 @@ impl Run {
                     resource_type: identity.resource_type.clone(),
                     api_version: identity.api_version.clone(),
                     properties: envelope,
+                    applied,
                     deployment: Some(self.key.clone()),
                     extension: None,
                     updated_at: now(),
@@ -972,7 +999,7 @@ impl Run {
                     None => self.journal(step),
                 }
             }
-            Answer::Extension { deployed, written } => {
+            Answer::Extension { deployed, applied } => {
                 let deployed = *deployed;
                 let ext = identity
                     .extension
@@ -980,7 +1007,8 @@ impl Run {
                     .expect("an extension answer comes from an extension resource");
                 let extension_ref = self.extension_deployed(identity, ext, &deployed, hook);
                 let pending = self.pending_resource(identity, &slot.target);
-                let created = written.then(|| ManagedResource {
+                let written = applied.is_some();
+                let created = applied.map(|applied| ManagedResource {
                     key: ResourceKey::extension(
                         &ext.name,
                         deployed.config_id.as_deref(),
@@ -991,6 +1019,7 @@ impl Run {
                     resource_type: identity.resource_type.clone(),
                     api_version: identity.api_version.clone(),
                     properties: deployed.properties.clone(),
+                    applied: Some(applied),
                     deployment: Some(self.key.clone()),
                     extension: Some(extension_ref.clone()),
                     updated_at: now(),

@@ -50,15 +50,21 @@ impl TestApp {
         Self::build(Some(TokenSet::parse(tokens).unwrap())).await
     }
 
+    /// Another server on this app's store (as a second replica on one database): its own engine, host and stack
+    /// service.
+    pub fn replica(&self) -> Self {
+        Self::on_store(self.store.clone(), None, Self::test_options())
+    }
+
+    fn test_options() -> ServerOptions {
+        ServerOptions {
+            retry_after_seconds: 0,
+            ..ServerOptions::default()
+        }
+    }
+
     async fn build(tokens: Option<TokenSet>) -> Self {
-        Self::build_with(
-            tokens,
-            ServerOptions {
-                retry_after_seconds: 0,
-                ..ServerOptions::default()
-            },
-        )
-        .await
+        Self::build_with(tokens, Self::test_options()).await
     }
 
     /// An app with `options` (and `tokens`, when given).
@@ -72,6 +78,10 @@ impl TestApp {
                 .await
                 .unwrap(),
         );
+        Self::on_store(store, tokens, options)
+    }
+
+    fn on_store(store: Arc<dyn Store>, tokens: Option<TokenSet>, options: ServerOptions) -> Self {
         let host = host();
         let engine = engine(store.clone(), host.clone());
         let mut state = AppState::new(engine.clone())

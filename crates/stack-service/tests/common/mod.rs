@@ -4,11 +4,16 @@
 // Each test binary uses a subset.
 #![allow(dead_code)]
 
+pub mod gadgets;
+
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_stack_service::StackService;
+use cairn_engine::{Engine, EngineSettings, Providers};
+use cairn_extension_contract::transport::ExtensionTransport;
+use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
+use cairn_stack_service::{StackService, StackServiceSettings};
 use cairn_store::{
     NewSecretVersion, Precondition, ResourceGroup, SecretString, Store, Tags, Timestamp, Vault,
 };
@@ -107,4 +112,55 @@ pub fn files_containing(dir: &Path, needle: &str) -> Vec<String> {
         }
     }
     out
+}
+
+/// A stack service (with its engine and extension host) over `store`, with the built-in Local extension and
+/// `extensions` (name, version, transport) registered.
+pub fn stack_service(
+    store: Arc<dyn Store>,
+    extensions: Vec<(&str, &str, Arc<dyn ExtensionTransport>)>,
+    settings: StackServiceSettings,
+) -> StackService {
+    let mut registry = Registry::new();
+    registry.register(RegisteredExtension::new(
+        cairn_ext_local::NAME,
+        cairn_ext_local::VERSION,
+        Arc::new(cairn_ext_local::in_process_transport()),
+    ));
+    for (name, version, transport) in extensions {
+        registry.register(RegisteredExtension::new(name, version, transport));
+    }
+    let host = Arc::new(ExtensionHost::new(
+        Arc::new(registry),
+        HostSettings {
+            relo_poll_interval: Duration::from_millis(10),
+            min_poll_interval: Duration::from_millis(10),
+            retry: RetryPolicy::none(),
+            ..HostSettings::default()
+        },
+        "http://localhost/cairn-test",
+    ));
+    let engine = Engine::new(
+        store.clone(),
+        host.clone(),
+        Providers::empty(),
+        EngineSettings {
+            parallelism: 4,
+            ..EngineSettings::default()
+        },
+    )
+    .expect("engine");
+    StackService::new(engine, store, host, Providers::empty(), settings)
+}
+
+/// Settings for tests: short leases and backoff.
+pub fn fast_settings() -> StackServiceSettings {
+    StackServiceSettings {
+        lease_ttl: Duration::from_secs(10),
+        heartbeat_interval: Duration::from_millis(200),
+        max_delete_rounds: 2,
+        retry_backoff: Duration::from_millis(10),
+        progress_interval: Duration::from_millis(20),
+        ..StackServiceSettings::default()
+    }
 }

@@ -1,0 +1,206 @@
+//! The identity of an extension resource before its create, and existing resources in a stack's deployment.
+//!
+//! Before every create the engine previews the resource once for the identity the create will have (identifiers,
+//! configId): its `Running` step names and inventories that target before the call (`docs/engine.md`). In a
+//! stack's deployment the same identifiers also answer whether the resource already exists: before the first
+//! write of an extension resource no stack manages, the engine asks `get`, and writes an existing resource — so the
+//! stack takes it over — only when the caller allows adoption; otherwise the operation fails with
+//! [`RESOURCE_EXISTS_UNMANAGED`] before its `Running` step, and the resource is neither touched nor inventoried.
+//!
+//! Why ask first: the v2 contract's createOrUpdate answers 200 whether it created or updated, so its answer cannot
+//! tell, and after the write it is too late to leave the resource alone. The question costs one `get` beyond the
+//! preview every create makes, and only for resources no stack manages yet (a stack's steady-state updates ask
+//! nothing more). A resource whose identifiers the extension cannot predict (its preview answers a 4xx such as
+//! `PreviewNotSupported`, or the identifiers are unknown before the deployment) cannot be looked up, so it is
+//! written as before.
+
+use std::fmt;
+use std::sync::Arc;
+
+use cairn_arm::ErrorDetail;
+use cairn_host::{
+    CallContext, ExtensionConfig, ExtensionHost, ExtensionKey, HostError, PreviewRequest,
+    ResourceLocator,
+};
+use serde_json::Value as Json;
+
+/// The code of an operation refused because its extension resource exists and no stack manages it.
+pub const RESOURCE_EXISTS_UNMANAGED: &str = "DeploymentStackResourceExistsUnmanaged";
+
+/// An extension resource as a stack's managed set names it (extension version and `apiVersion` are not part of a
+/// resource's identity).
+#[derive(Clone, Copy, Debug)]
+pub struct ExtensionResource<'a> {
+    pub extension: &'a str,
+    /// The control plane the extension's preview named, when it could.
+    pub config_id: Option<&'a str>,
+    pub resource_type: &'a str,
+    pub identifiers: &'a Json,
+}
+
+/// Which extension resources deployment stacks manage already (the deploying stack's own, and those of other
+/// stacks, whose ownership the stack service checks after the deployment as before).
+pub trait ManagedResources: Send + Sync {
+    fn manages(&self, resource: &ExtensionResource<'_>) -> bool;
+}
+
+/// What a stack's deployment does with an extension resource that exists before its first write.
+#[derive(Clone)]
+pub struct ExistingResourceCheck {
+    /// Write it anyway, so the stack manages it from now on (`adoptExistingResources`); else refuse it.
+    pub adopt: bool,
+    /// Resources written without asking: stacks manage them already.
+    pub managed: Arc<dyn ManagedResources>,
+}
+
+impl fmt::Debug for ExistingResourceCheck {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ExistingResourceCheck")
+            .field("adopt", &self.adopt)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The resource a create is about to write.
+pub(crate) struct Candidate<'a> {
+    pub key: &'a ExtensionKey,
+    pub resource_type: &'a str,
+    pub api_version: Option<&'a str>,
+    pub properties: &'a Json,
+    pub config: Option<&'a ExtensionConfig>,
+}
+
+/// The identity a create's preview predicted: what its `Running` step names and inventories before the call.
+pub(crate) struct PredictedIdentity {
+    pub identifiers: Json,
+    pub config_id: Option<String>,
+}
+
+/// What the one preview before a create (and, in a stack's deployment, the existence check) found.
+pub(crate) struct Identified {
+    /// The target's identity, when the extension could tell it.
+    pub identity: Option<PredictedIdentity>,
+    pub verdict: Verdict,
+}
+
+/// Whether the create goes ahead.
+pub(crate) enum Verdict {
+    Write,
+    /// Do not write it: it exists and no stack manages it (the operation's 409 error).
+    ExistsUnmanaged(ErrorDetail),
+    /// The extension could not answer whether it exists: the operation fails with its error.
+    Failed(HostError),
+}
+
+/// Previews a create once for its target's identity and, when `check` is given (a stack's deployment) and the
+/// identity is one no stack manages, asks `get` whether it exists already (see the module docs). Without `check`
+/// an extension that cannot tell the identity (preview not supported, failing, identifiers empty or unknown) lets
+/// the create go ahead unnamed; with it, only a preview the extension refuses (4xx) does — any other failure fails
+/// the operation, as whether the resource exists cannot be known.
+pub(crate) async fn identify(
+    host: &ExtensionHost,
+    candidate: Candidate<'_>,
+    check: Option<&ExistingResourceCheck>,
+    context: &CallContext,
+) -> Identified {
+    let unnamed = |verdict| Identified {
+        identity: None,
+        verdict,
+    };
+    let preview = host
+        .preview(
+            candidate.key,
+            PreviewRequest {
+                resource_type: candidate.resource_type.to_owned(),
+                api_version: candidate.api_version.map(str::to_owned),
+                properties: candidate.properties.clone(),
+                config: candidate.config.cloned(),
+                config_id: None,
+                unevaluated: Vec::new(),
+            },
+            context,
+        )
+        .await;
+    let preview = match preview {
+        Ok(result) => result.preview,
+        Err(error)
+            if check.is_some()
+                && !error.is_preview_not_supported()
+                && !(400..500).contains(&error.status()) =>
+        {
+            return unnamed(Verdict::Failed(error));
+        }
+        Err(error) => {
+            tracing::debug!(resource_type = candidate.resource_type, error = %error,
+                "the extension could not tell the resource's identity before its create");
+            return unnamed(Verdict::Write);
+        }
+    };
+    let unknown = preview.metadata.as_ref().is_some_and(|m| {
+        m.unknown
+            .iter()
+            .flatten()
+            .chain(m.unevaluated.iter().flatten())
+            .any(|pointer| pointer.starts_with("/identifiers"))
+    });
+    if unknown || preview.identifiers.as_object().is_none_or(|o| o.is_empty()) {
+        return unnamed(Verdict::Write);
+    }
+    let identity = PredictedIdentity {
+        identifiers: preview.identifiers,
+        config_id: preview.config_id,
+    };
+    let verdict = match check {
+        Some(check) => exists_check(host, check, &candidate, &identity, context).await,
+        None => Verdict::Write,
+    };
+    Identified {
+        identity: Some(identity),
+        verdict,
+    }
+}
+
+/// The existence check of a create whose identity is known: a resource stacks manage is written without asking.
+async fn exists_check(
+    host: &ExtensionHost,
+    check: &ExistingResourceCheck,
+    candidate: &Candidate<'_>,
+    identity: &PredictedIdentity,
+    context: &CallContext,
+) -> Verdict {
+    let resource = ExtensionResource {
+        extension: &candidate.key.name,
+        config_id: identity.config_id.as_deref(),
+        resource_type: candidate.resource_type,
+        identifiers: &identity.identifiers,
+    };
+    if check.managed.manages(&resource) {
+        return Verdict::Write;
+    }
+    let locator = ResourceLocator {
+        resource_type: candidate.resource_type.to_owned(),
+        api_version: candidate.api_version.map(str::to_owned),
+        identifiers: identity.identifiers.clone(),
+        config: candidate.config.cloned(),
+        config_id: identity.config_id.clone(),
+    };
+    match host.get(candidate.key, &locator, context).await {
+        Ok(None) => Verdict::Write,
+        Ok(Some(_)) if check.adopt => Verdict::Write,
+        Ok(Some(_)) => Verdict::ExistsUnmanaged(exists_unmanaged(&resource)),
+        Err(error) => Verdict::Failed(error),
+    }
+}
+
+fn exists_unmanaged(resource: &ExtensionResource<'_>) -> ErrorDetail {
+    ErrorDetail::new(
+        RESOURCE_EXISTS_UNMANAGED,
+        format!(
+            "The '{}' resource of type '{}' with identifiers {} already exists and no deployment stack manages it. \
+             A stack takes over an existing resource only when asked: deploy the stack with \
+             'adoptExistingResources' set to true (cairn stack ... create --adopt), or declare the resource \
+             'existing' to only read it.",
+            resource.extension, resource.resource_type, resource.identifiers
+        ),
+    )
+}

@@ -1,0 +1,3 @@
+-- cairn store schema v6 (PostgreSQL): nothing to change. On SQLite this version re-keys extension resources in the
+-- inventory by type (a Rust data step rewriting keys of the schema 5 form); no PostgreSQL store predates it, so
+-- there is no such key to rewrite here. The number is kept so both backends count versions alike.

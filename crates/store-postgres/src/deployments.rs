@@ -1,0 +1,443 @@
+//! Deployment runs: create or replace under the deployment key's lock, partial updates under optimistic
+//! concurrency, listing, deletion of history, and the owner claim used for crash recovery and fencing.
+
+use cairn_store::codec::{
+    self, check_precondition, current_format, fetch_limit, json_text, optional_json_text, paginate,
+    signed, tags_text,
+};
+use cairn_store::{
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus,
+    DeploymentUpdate, Entity, NewDeployment, Page, Precondition, StoreError, StoreResult,
+    Timestamp, fold_case,
+};
+use sqlx::PgConnection;
+use sqlx::postgres::PgRow;
+
+use crate::PostgresStore;
+use crate::rows::{LockSpace, backend, decode, lock_key, write_error};
+
+const E: Entity = Entity::Deployment;
+
+macro_rules! select_deployments {
+    ($tail:literal) => {
+        concat!(
+            "SELECT d.id, d.scope, d.name, d.parent_id, d.location, d.tags, d.status, d.correlation_id, ",
+            "d.stack_initiated, d.created_at, d.updated_at, d.started_at, d.finished_at, d.outputs, d.error, ",
+            "d.output_resources, d.extensions, d.owner, d.owner_expires_at, d.cancel_requested, d.version, ",
+            "d.format_version, ",
+            "r.request, r.format_version AS request_format_version ",
+            "FROM deployments d JOIN deployment_requests r ON r.deployment_id = d.id ",
+            $tail
+        )
+    };
+}
+
+fn record_from_row(row: &PgRow) -> StoreResult<DeploymentRecord> {
+    decode(row, E, codec::deployment)
+}
+
+async fn fetch_by_id(
+    conn: &mut PgConnection,
+    id: &DeploymentId,
+) -> StoreResult<Option<DeploymentRecord>> {
+    sqlx::query(select_deployments!("WHERE d.id = $1"))
+        .bind(id.as_str())
+        .fetch_optional(conn)
+        .await
+        .map_err(backend)?
+        .as_ref()
+        .map(record_from_row)
+        .transpose()
+}
+
+/// The lock key of a deployment name: folded scope and name, separated by a character neither can hold.
+fn lock_name(scope_key: &str, name_key: &str) -> String {
+    format!("{scope_key}\u{1}{name_key}")
+}
+
+/// Deletes a run and everything that hangs off it (journal and request by cascade, secrets explicitly).
+async fn delete_run(conn: &mut PgConnection, id: &str) -> StoreResult<()> {
+    sqlx::query("DELETE FROM secrets WHERE owner_kind = 'deployment' AND owner_id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    sqlx::query("DELETE FROM deployments WHERE id = $1")
+        .bind(id)
+        .execute(&mut *conn)
+        .await
+        .map_err(backend)?;
+    Ok(())
+}
+
+/// Why a conditional update of run `id` changed no row: it is gone, or (`Conflict`) `reason` for the row found.
+async fn missed(
+    conn: &mut PgConnection,
+    id: &DeploymentId,
+    reason: impl FnOnce(i64, Option<String>) -> String,
+) -> StoreError {
+    let found: Result<Option<(i64, Option<String>)>, _> =
+        sqlx::query_as("SELECT version, owner FROM deployments WHERE id = $1")
+            .bind(id.as_str())
+            .fetch_optional(conn)
+            .await;
+    match found {
+        Ok(None) => StoreError::not_found(E, id.as_str()),
+        Ok(Some((version, owner))) => StoreError::conflict(E, id.as_str(), reason(version, owner)),
+        Err(error) => backend(error),
+    }
+}
+
+impl PostgresStore {
+    pub(crate) async fn put_deployment_impl(
+        &self,
+        new: NewDeployment,
+        precondition: Precondition,
+    ) -> StoreResult<DeploymentRecord> {
+        let (scope_key, name_key) = new.key.folded();
+        let key_text = new.key.to_string();
+        let mut tx = self.begin().await?;
+        lock_key(
+            &mut tx,
+            LockSpace::Deployment,
+            &lock_name(&scope_key, &name_key),
+        )
+        .await?;
+        let existing: Option<(String, i64)> = sqlx::query_as(
+            "SELECT id, version FROM deployments WHERE scope_key = $1 AND name_key = $2",
+        )
+        .bind(&scope_key)
+        .bind(&name_key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(backend)?;
+        check_precondition(
+            E,
+            &key_text,
+            precondition,
+            existing.as_ref().map(|(_, version)| *version),
+        )?;
+        if let Some((old_id, _)) = existing {
+            if old_id == new.id.as_str() {
+                return Err(StoreError::conflict(
+                    E,
+                    key_text,
+                    "a replacing run needs a new ID",
+                ));
+            }
+            delete_run(&mut tx, &old_id).await?;
+        }
+        let owner = new.owner.as_ref();
+        sqlx::query(
+            "INSERT INTO deployments (id, scope_key, name_key, scope, name, parent_id, location, tags, status, \
+             correlation_id, stack_initiated, created_at, updated_at, owner, owner_expires_at, version, format_version) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $12, $13, $14, 1, $15)",
+        )
+        .bind(new.id.as_str())
+        .bind(&scope_key)
+        .bind(&name_key)
+        .bind(&new.key.scope)
+        .bind(&new.key.name)
+        .bind(new.parent.as_ref().map(DeploymentId::as_str))
+        .bind(new.location.as_deref())
+        .bind(tags_text(&new.tags))
+        .bind(new.status.as_str())
+        .bind(&new.correlation_id)
+        .bind(new.stack_initiated)
+        .bind(new.created_at.unix_millis())
+        .bind(owner.map(|o| o.owner.as_str()))
+        .bind(owner.map(|o| o.expires_at.unix_millis()))
+        .bind(current_format(E))
+        .execute(&mut *tx)
+        .await
+        .map_err(|e| write_error(E, &key_text, e))?;
+        sqlx::query(
+            "INSERT INTO deployment_requests (deployment_id, request, format_version) VALUES ($1, $2, $3)",
+        )
+        .bind(new.id.as_str())
+        .bind(json_text(&new.request))
+        .bind(current_format(E))
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        tx.commit().await.map_err(backend)?;
+        Ok(DeploymentRecord {
+            id: new.id,
+            key: new.key,
+            parent: new.parent,
+            location: new.location,
+            tags: new.tags,
+            request: new.request,
+            status: new.status,
+            correlation_id: new.correlation_id,
+            stack_initiated: new.stack_initiated,
+            created_at: new.created_at,
+            updated_at: new.created_at,
+            started_at: None,
+            finished_at: None,
+            outputs: None,
+            error: None,
+            output_resources: None,
+            extensions: None,
+            owner: new.owner,
+            cancel_requested: false,
+            version: 1,
+        })
+    }
+
+    pub(crate) async fn get_deployment_impl(
+        &self,
+        key: &DeploymentKey,
+    ) -> StoreResult<Option<DeploymentRecord>> {
+        let (scope_key, name_key) = key.folded();
+        sqlx::query(select_deployments!(
+            "WHERE d.scope_key = $1 AND d.name_key = $2"
+        ))
+        .bind(scope_key)
+        .bind(name_key)
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend)?
+        .as_ref()
+        .map(record_from_row)
+        .transpose()
+    }
+
+    pub(crate) async fn get_deployment_by_id_impl(
+        &self,
+        id: &DeploymentId,
+    ) -> StoreResult<Option<DeploymentRecord>> {
+        let mut conn = self.pool.acquire().await.map_err(backend)?;
+        fetch_by_id(&mut conn, id).await
+    }
+
+    pub(crate) async fn update_deployment_impl(
+        &self,
+        id: &DeploymentId,
+        expected_version: u64,
+        update: DeploymentUpdate,
+    ) -> StoreResult<DeploymentRecord> {
+        let mut tx = self.begin().await?;
+        // PostgreSQL re-checks `version` on the latest row when another writer got there first: of two updates at
+        // one version exactly one changes the row.
+        let result = sqlx::query(
+            "UPDATE deployments SET updated_at = $3, status = COALESCE($4, status), \
+             started_at = COALESCE($5, started_at), finished_at = COALESCE($6, finished_at), \
+             outputs = COALESCE($7, outputs), error = COALESCE($8, error), \
+             output_resources = COALESCE($9, output_resources), extensions = COALESCE($10, extensions), \
+             version = version + 1, format_version = $11 \
+             WHERE id = $1 AND version = $2",
+        )
+        .bind(id.as_str())
+        .bind(signed(expected_version))
+        .bind(update.updated_at.unix_millis())
+        .bind(update.status.map(DeploymentStatus::as_str))
+        .bind(update.started_at.map(Timestamp::unix_millis))
+        .bind(update.finished_at.map(Timestamp::unix_millis))
+        .bind(optional_json_text(update.outputs.as_ref()))
+        .bind(optional_json_text(update.error.as_ref()))
+        .bind(optional_json_text(update.output_resources.as_ref()))
+        .bind(optional_json_text(update.extensions.as_ref()))
+        .bind(current_format(E))
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if result.rows_affected() == 0 {
+            return Err(missed(&mut tx, id, |found, _| {
+                format!("expected version {expected_version}, found version {found}")
+            })
+            .await);
+        }
+        let record = fetch_by_id(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(record)
+    }
+
+    pub(crate) async fn list_deployments_impl(
+        &self,
+        scope: &str,
+        filter: DeploymentFilter,
+    ) -> StoreResult<Page<DeploymentRecord>> {
+        let page_size = filter.page.page_size();
+        let rows = sqlx::query(select_deployments!(
+            "WHERE d.scope_key = $1 AND ($2::text IS NULL OR d.status = $2) \
+             AND ($3::text IS NULL OR d.parent_id = $3) \
+             AND d.name_key > $4 ORDER BY d.name_key LIMIT $5"
+        ))
+        .bind(fold_case(scope))
+        .bind(filter.status.map(DeploymentStatus::as_str))
+        .bind(filter.parent.as_ref().map(DeploymentId::as_str))
+        .bind(filter.page.continuation.as_deref().unwrap_or(""))
+        .bind(fetch_limit(page_size))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        let mut items = rows
+            .iter()
+            .map(record_from_row)
+            .collect::<StoreResult<Vec<_>>>()?;
+        let continuation = paginate(&mut items, page_size, |d| d.key.folded().1);
+        Ok(Page {
+            items,
+            continuation,
+        })
+    }
+
+    pub(crate) async fn delete_deployment_impl(
+        &self,
+        key: &DeploymentKey,
+        precondition: Precondition,
+    ) -> StoreResult<()> {
+        let (scope_key, name_key) = key.folded();
+        let mut tx = self.begin().await?;
+        lock_key(
+            &mut tx,
+            LockSpace::Deployment,
+            &lock_name(&scope_key, &name_key),
+        )
+        .await?;
+        let existing: Option<(String, i64)> = sqlx::query_as(
+            "SELECT id, version FROM deployments WHERE scope_key = $1 AND name_key = $2",
+        )
+        .bind(&scope_key)
+        .bind(&name_key)
+        .fetch_optional(&mut *tx)
+        .await
+        .map_err(backend)?;
+        let Some((id, version)) = existing else {
+            return Err(StoreError::not_found(E, key.to_string()));
+        };
+        check_precondition(E, &key.to_string(), precondition, Some(version))?;
+        delete_run(&mut tx, &id).await?;
+        tx.commit().await.map_err(backend)
+    }
+
+    pub(crate) async fn claim_deployment_impl(
+        &self,
+        id: &DeploymentId,
+        owner: &str,
+        expires_at: Timestamp,
+        now: Timestamp,
+    ) -> StoreResult<DeploymentRecord> {
+        let mut tx = self.begin().await?;
+        // One statement: PostgreSQL re-evaluates the condition on the latest row version when another claimer got
+        // there first, so of two replicas taking over an expired claim exactly one wins. A takeover from another
+        // owner bumps the version, fencing the old holder's updates.
+        let result = sqlx::query(
+            "UPDATE deployments SET owner = $2, owner_expires_at = $3, \
+             version = version + CASE WHEN owner IS NOT NULL AND owner <> $2 THEN 1 ELSE 0 END \
+             WHERE id = $1 AND status IN ('Accepted', 'Running') \
+             AND (owner IS NULL OR owner = $2 OR owner_expires_at <= $4)",
+        )
+        .bind(id.as_str())
+        .bind(owner)
+        .bind(expires_at.unix_millis())
+        .bind(now.unix_millis())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        if result.rows_affected() == 0 {
+            return Err(missed(&mut tx, id, |_, holder| match holder {
+                Some(holder) => format!("claimed by '{holder}'"),
+                None => "it has finished".to_owned(),
+            })
+            .await);
+        }
+        let record = fetch_by_id(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(record)
+    }
+
+    pub(crate) async fn record_takeover_impl(
+        &self,
+        id: &DeploymentId,
+        progress: u64,
+    ) -> StoreResult<u32> {
+        let takeovers: Option<i64> = sqlx::query_scalar(
+            "UPDATE deployments SET \
+               takeovers = CASE WHEN takeovers > 0 AND $2 <= takeover_progress THEN takeovers + 1 ELSE 1 END, \
+               takeover_progress = GREATEST(takeover_progress, $2) \
+             WHERE id = $1 RETURNING takeovers",
+        )
+        .bind(id.as_str())
+        .bind(signed(progress))
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend)?;
+        let takeovers = takeovers.ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        Ok(u32::try_from(takeovers).unwrap_or(u32::MAX))
+    }
+
+    pub(crate) async fn release_deployment_impl(
+        &self,
+        id: &DeploymentId,
+        owner: &str,
+    ) -> StoreResult<()> {
+        let mut tx = self.begin().await?;
+        let holder: Option<Option<String>> =
+            sqlx::query_scalar("SELECT owner FROM deployments WHERE id = $1 FOR UPDATE")
+                .bind(id.as_str())
+                .fetch_optional(&mut *tx)
+                .await
+                .map_err(backend)?;
+        match holder {
+            None => return Err(StoreError::not_found(E, id.as_str())),
+            Some(None) => return Ok(()),
+            Some(Some(holder)) if holder != owner => {
+                return Err(StoreError::conflict(
+                    E,
+                    id.as_str(),
+                    format!("claimed by '{holder}'"),
+                ));
+            }
+            Some(Some(_)) => {}
+        }
+        sqlx::query("UPDATE deployments SET owner = NULL, owner_expires_at = NULL WHERE id = $1")
+            .bind(id.as_str())
+            .execute(&mut *tx)
+            .await
+            .map_err(backend)?;
+        tx.commit().await.map_err(backend)
+    }
+
+    pub(crate) async fn request_deployment_cancel_impl(
+        &self,
+        id: &DeploymentId,
+    ) -> StoreResult<DeploymentRecord> {
+        let mut tx = self.begin().await?;
+        sqlx::query(
+            "UPDATE deployments SET cancel_requested = TRUE \
+             WHERE id = $1 AND status IN ('Accepted', 'Running')",
+        )
+        .bind(id.as_str())
+        .execute(&mut *tx)
+        .await
+        .map_err(backend)?;
+        let record = fetch_by_id(&mut tx, id)
+            .await?
+            .ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        tx.commit().await.map_err(backend)?;
+        Ok(record)
+    }
+
+    pub(crate) async fn list_orphaned_deployments_impl(
+        &self,
+        now: Timestamp,
+        limit: u32,
+    ) -> StoreResult<Vec<DeploymentRecord>> {
+        let rows = sqlx::query(select_deployments!(
+            "WHERE d.status IN ('Accepted', 'Running') AND (d.owner IS NULL OR d.owner_expires_at <= $1) \
+             ORDER BY d.created_at, d.id LIMIT $2"
+        ))
+        .bind(now.unix_millis())
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await
+        .map_err(backend)?;
+        rows.iter().map(record_from_row).collect()
+    }
+}

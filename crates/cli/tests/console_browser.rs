@@ -2,7 +2,8 @@
 //! serve` with a tokens file. The test signs in (a wrong token refused, the right one accepted), finds a stack on
 //! the subscription page and opens it with the keyboard, sees its managed resources and its dependency graph,
 //! watches a stack update change the graph's states while an extension holds its first create (running, pending,
-//! then all succeeded without reloading the page), opens a what-if diff, finds "no drift result", signs out, and is
+//! then all succeeded without reloading the page), opens a what-if diff, finds "no drift result" until widgets are
+//! changed and removed behind the stack's back and drift is detected, then reads the drift diff, signs out, and is
 //! sent back to the login page, told why, when its token is no longer accepted.
 //! Each page is checked for labels, landmarks and text contrast, and the browser's log for script errors and
 //! Content-Security-Policy violations. A second test opens the console of a server without tokens (no sign-in), uses
@@ -282,7 +283,7 @@ async fn assert_clean_log(session: &Session) {
 const GRAPH_STATES: &str = "return [...document.querySelectorAll('svg.graph .node')].map((n) => n.dataset.label + ':' + n.dataset.state).sort().join(' ');";
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn sign_in_open_a_stack_watch_an_update_and_read_a_what_if_diff() {
+async fn sign_in_open_a_stack_watch_an_update_and_read_what_if_and_drift_diffs() {
     let (chromium, chromedriver) = webdriver::find_browser();
     let started = Instant::now();
     let shots = screenshot_dir();
@@ -523,6 +524,42 @@ async fn sign_in_open_a_stack_watch_an_update_and_read_a_what_if_diff() {
     );
     assert_accessible(&session, "stack page with the what-if open").await;
     full_page(&session, &shots, "06-what-if").await;
+
+    // Drift: b resized and d removed behind the stack's back; the stack's drift detection shows them, live.
+    {
+        let mut widgets = gate.widgets.lock().unwrap();
+        widgets.get_mut("b").expect("b")["size"] = json!(9);
+        widgets.remove("d");
+    }
+    api.send(
+        reqwest::Method::POST,
+        &format!("{stack}/detectDrift?{STACKS}"),
+        Some(json!({})),
+    )
+    .await;
+    let drifted = session
+        .wait_until(
+            "the drift result",
+            PAGE_PATIENCE,
+            "const articles = [...document.querySelectorAll('#drift article')]; return articles.length > 0 && articles.map((a) => a.dataset.driftStatus + ':' + a.querySelector('h4').textContent + ':' + [...a.querySelectorAll('del, ins')].map((l) => l.textContent.trim()).join(',')).join(' | ');",
+        )
+        .await;
+    assert_eq!(
+        drifted,
+        json!("modified:modified b Widget:- 2,+ 9 | deleted:deleted d Widget:")
+    );
+    let drift_column = session
+        .execute(
+            "return [...document.querySelectorAll('#resources tbody tr')].map((row) => row.cells[0].textContent + ':' + row.cells[6].textContent).join(' ');",
+            vec![],
+        )
+        .await;
+    assert_eq!(
+        drift_column,
+        json!("a:inSync b:modified c:inSync d:deleted")
+    );
+    assert_accessible(&session, "stack page with a drift result").await;
+    full_page(&session, &shots, "07-drift").await;
     assert_clean_log(&session).await;
 
     // Signing out forgets the token.

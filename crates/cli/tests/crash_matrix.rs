@@ -132,7 +132,10 @@ impl Cairn {
     /// Polls `path` until terminal and asserts the state it ended in.
     async fn ends(&self, path: &str, state: &str) -> Value {
         let record = self.terminal(path).await.expect("the record stays");
-        assert_eq!(record["properties"]["provisioningState"], state, "{record:#}");
+        assert_eq!(
+            record["properties"]["provisioningState"], state,
+            "{record:#}"
+        );
         record
     }
 
@@ -193,7 +196,9 @@ async fn deployment_killed_mid_create() {
     cairn.kill_when_held(&ext, "w2").await;
     ext.release_all(Release::Go);
     cairn.restart();
-    cairn.ends(&format!("{path}?{DEPLOYMENTS}"), "Succeeded").await;
+    cairn
+        .ends(&format!("{path}?{DEPLOYMENTS}"), "Succeeded")
+        .await;
     cairn.no_operation_running(&path).await;
     assert_eq!(ext.holdings(), names(&["w0", "w1", "w2"]));
     exact(&cairn.inventory().await, &ext.holdings());
@@ -207,7 +212,10 @@ async fn put_deployment(cairn: &Cairn, path: &str, names: &[&str]) {
             Some(json!({ "properties": { "mode": "Incremental", "template": template(names, true) } })),
         )
         .await;
-    assert!(status == 200 || status == 201, "deployment PUT: {status} {body}");
+    assert!(
+        status == 200 || status == 201,
+        "deployment PUT: {status} {body}"
+    );
 }
 
 async fn put_stack(cairn: &Cairn, path: &str, names: &[&str]) {

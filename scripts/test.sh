@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite, on a fresh machine: installs what the tests need, then runs every test in the
-# workspace (unit, data-driven conformance corpus, differential and CLI tests).
+# workspace (unit, data-driven conformance corpus, differential and CLI tests, the web console in headless Chromium).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -23,6 +23,18 @@ if ! ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 && ! command -v initdb 
 fi
 if [ "$(id -u)" -eq 0 ] && ! id -u cairn-test >/dev/null 2>&1; then
   useradd --system --no-create-home --shell /usr/sbin/nologin cairn-test
+fi
+
+# --- Chromium and its WebDriver for the web console's browser test (crates/cli/tests/console_browser.rs; the console
+# is crates/server's) ---------------------------------------------------------------------------------------------
+# The test starts chromedriver and a headless Chromium itself; without them it fails, naming the packages.
+if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: Chromium is missing; install it with: sudo apt-get install -y chromium chromium-driver" >&2
+    exit 2
+  fi
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 fi
 
 cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets

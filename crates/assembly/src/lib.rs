@@ -29,6 +29,7 @@
 //! the stack service's lease, the host's URL) and in what they do once assembled (recovery, background sweeps,
 //! serving): the assembly itself starts no task and recovers nothing.
 
+mod key_rotation;
 mod store;
 
 use std::sync::Arc;
@@ -41,6 +42,7 @@ use cairn_store::{Store, StoreError};
 
 pub use cairn_store::schema::Migrated;
 pub use cairn_store::transfer::CopyReport;
+pub use key_rotation::{NEXT_KEY_FILE_NAME, RotatedKey};
 pub use store::{PostgresLocation, StoreLocation, copy_store};
 
 /// Why cairn could not be assembled.
@@ -70,6 +72,14 @@ pub enum AssemblyError {
     #[error("cannot copy into the cairn {to}")]
     CopyStore {
         to: StoreLocation,
+        #[source]
+        source: StoreError,
+    },
+    /// The store's master key could not be rotated (the store still opens with the key it had, or — a data
+    /// directory stopped half way — finishes the rotation when opened).
+    #[error("cannot rotate the master key of the cairn {location}")]
+    RotateKey {
+        location: StoreLocation,
         #[source]
         source: StoreError,
     },

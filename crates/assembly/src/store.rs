@@ -140,9 +140,15 @@ impl StoreLocation {
     /// Opens the store (creating and migrating it when new).
     pub async fn open(&self) -> Result<Arc<dyn Store>, AssemblyError> {
         let opened: Result<Arc<dyn Store>, StoreError> = match self {
-            StoreLocation::DataDir(path) => SqliteStore::open(path)
-                .await
-                .map(|s| Arc::new(s) as Arc<dyn Store>),
+            StoreLocation::DataDir(path) => {
+                // A key rotation stopped half way is finished (or undone) before the key is read.
+                match crate::key_rotation::settle_next_key(path).await {
+                    Ok(()) => SqliteStore::open(path)
+                        .await
+                        .map(|s| Arc::new(s) as Arc<dyn Store>),
+                    Err(error) => Err(error),
+                }
+            }
             StoreLocation::Postgres(location) => {
                 location.open().await.map(|s| Arc::new(s) as Arc<dyn Store>)
             }

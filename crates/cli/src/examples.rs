@@ -97,6 +97,19 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         )],
     ),
     (
+        "store rotate-key",
+        &[
+            (
+                "Give the data directory in $CAIRN_HOME a fresh master key",
+                "cairn store rotate-key",
+            ),
+            (
+                "Rotate a PostgreSQL store's key; then give /etc/cairn/cairn-2.key to every server",
+                "cairn store rotate-key --store postgres://cairn@db:5432/cairn --key-file /etc/cairn/cairn.key --new-key-file /etc/cairn/cairn-2.key",
+            ),
+        ],
+    ),
+    (
         "group create",
         &[(
             "Create the resource group `app` with a tag",

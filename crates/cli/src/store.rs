@@ -1,11 +1,12 @@
-//! `cairn store`: the store's schema (`migrate`) and copying a data directory into PostgreSQL (`copy`); and where
+//! `cairn store`: the store's schema (`migrate`), copying a data directory into PostgreSQL (`copy`) and rotating
+//! the master key (`rotate-key`); and where
 //! `cairn serve` and these commands find the store (`--store`, `$CAIRN_STORE`, `$CAIRN_HOME`, `~/.cairn`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use anyhow::Context;
-use cairn_assembly::{AssemblyError, StoreLocation, copy_store};
+use cairn_assembly::{AssemblyError, RotatedKey, StoreLocation, copy_store};
 use cairn_store::StoreError;
 use clap::{Args, Subcommand};
 
@@ -51,6 +52,25 @@ pub(crate) enum StoreCommand {
     /// groups, deployments with their journals, secrets (re-encrypted with the target's key), inventory, Key Vault,
     /// stacks, stack what-if results, extension host operations. Leases are not copied. All or nothing.
     Copy(CopyArgs),
+    /// Rotate the master key: the data key that encrypts the secrets is rewrapped with a new master key (one row
+    /// changes; records are not rewritten) and the old key no longer opens the store. A data directory keyed by its
+    /// cairn.key gets a fresh key there (or the key in --new-key-file); a store whose key is given from outside
+    /// (CAIRN_STORE_KEY, or any PostgreSQL store) gets the key in --new-key-file, written with a fresh key when the
+    /// file does not exist, and every server must then be given that file.
+    RotateKey(RotateKeyArgs),
+}
+
+#[derive(Args)]
+pub(crate) struct RotateKeyArgs {
+    /// The store: a data directory or a postgres:// URL [default: $CAIRN_STORE, else $CAIRN_HOME, else ~/.cairn].
+    #[arg(long, value_name = "DIR|URL")]
+    store: Option<PathBuf>,
+    /// The PostgreSQL store's current master key file [default: $CAIRN_STORE_KEY, else $CAIRN_STORE_KEY_FILE].
+    #[arg(long, value_name = "FILE")]
+    key_file: Option<PathBuf>,
+    /// The file holding the new master key, created (mode 0600) with a fresh key when it does not exist.
+    #[arg(long, value_name = "FILE")]
+    new_key_file: Option<PathBuf>,
 }
 
 #[derive(Args)]
@@ -86,6 +106,7 @@ pub(crate) fn run(command: StoreCommand) -> anyhow::Result<ExitCode> {
         match command {
             StoreCommand::Migrate(args) => migrate(args).await,
             StoreCommand::Copy(args) => copy(args).await,
+            StoreCommand::RotateKey(args) => rotate_key(args).await,
         }
     })
 }
@@ -128,5 +149,26 @@ async fn copy(args: CopyArgs) -> anyhow::Result<ExitCode> {
         println!("  {count:>7} {}", table.label);
     }
     println!("  (leases are not copied)");
+    Ok(ExitCode::SUCCESS)
+}
+
+async fn rotate_key(args: RotateKeyArgs) -> anyhow::Result<ExitCode> {
+    let location = resolve_location(args.store, args.key_file)?;
+    match location
+        .rotate_master_key(args.new_key_file.as_deref())
+        .await?
+    {
+        RotatedKey::KeyFile(path) => println!(
+            "rotated the master key of the cairn {location}: the new key is in {}; the old key no longer opens the \
+             store",
+            path.display()
+        ),
+        RotatedKey::GiveToServers(path) => println!(
+            "rotated the master key of the cairn {location}: the new key is in {}; give it to every server \
+             (--store-key-file, CAIRN_STORE_KEY or CAIRN_STORE_KEY_FILE) before restarting them: running servers \
+             keep working, a server started with the old key is refused",
+            path.display()
+        ),
+    }
     Ok(ExitCode::SUCCESS)
 }

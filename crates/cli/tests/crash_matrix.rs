@@ -69,6 +69,12 @@ impl Cairn {
         server.child.wait().unwrap();
     }
 
+    /// SIGKILLs the server once the extension holds `name`'s call (the kill point is the held call, never a sleep).
+    async fn kill_when_held(&mut self, ext: &matrix::Extension, name: &str) {
+        ext.wait_held(name).await;
+        self.kill();
+    }
+
     fn restart(&mut self) {
         self.server = Some(start_server(&self.data_dir, &self.registry));
     }
@@ -123,6 +129,16 @@ impl Cairn {
         }
     }
 
+    /// Polls `path` until terminal and asserts the state it ended in.
+    async fn ends(&self, path: &str, state: &str) -> Value {
+        let record = self.terminal(path).await.expect("the record stays");
+        assert_eq!(
+            record["properties"]["provisioningState"], state,
+            "{record:#}"
+        );
+        record
+    }
+
     /// No operation of the deployment (or of a deployment nested in it) is left `Running`.
     async fn no_operation_running(&self, deployment: &str) {
         let (status, body) = self
@@ -153,31 +169,15 @@ async fn deployment_killed_mid_create() {
     let mut cairn = Cairn::start(listener.addr);
     let scope = cairn.resource_group("matrixdeploy").await;
     let path = format!("{scope}/providers/Microsoft.Resources/deployments/chain");
-    let put = |names: &'static [&'static str]| json!({ "properties": { "mode": "Incremental", "template": template(names, true) } });
 
     // Killed while w1's create is in flight (the extension made w1); restarted with the extension down.
     ext.hold_create("w1");
-    let (status, body) = cairn
-        .send(
-            reqwest::Method::PUT,
-            &format!("{path}?{DEPLOYMENTS}"),
-            Some(put(&["w0", "w1", "w2"])),
-        )
-        .await;
-    assert!(status == 200 || status == 201, "{status} {body}");
-    ext.wait_held("w1").await;
-    cairn.kill();
+    put_deployment(&cairn, &path, &["w0", "w1", "w2"]).await;
+    cairn.kill_when_held(&ext, "w1").await;
     listener.down();
     ext.release_all(Release::Go);
     cairn.restart();
-    let record = cairn
-        .terminal(&format!("{path}?{DEPLOYMENTS}"))
-        .await
-        .expect("the deployment");
-    assert_eq!(
-        record["properties"]["provisioningState"], "Failed",
-        "{record:#}"
-    );
+    let record = cairn.ends(&format!("{path}?{DEPLOYMENTS}"), "Failed").await;
     let listed: BTreeSet<String> = record["properties"]["outputResources"]
         .as_array()
         .into_iter()
@@ -192,29 +192,30 @@ async fn deployment_killed_mid_create() {
     // The extension is back; run it again and kill it with w2's create in flight: the restart finishes it.
     listener.up().await;
     ext.hold_create("w2");
+    put_deployment(&cairn, &path, &["w0", "w1", "w2"]).await;
+    cairn.kill_when_held(&ext, "w2").await;
+    ext.release_all(Release::Go);
+    cairn.restart();
+    cairn
+        .ends(&format!("{path}?{DEPLOYMENTS}"), "Succeeded")
+        .await;
+    cairn.no_operation_running(&path).await;
+    assert_eq!(ext.holdings(), names(&["w0", "w1", "w2"]));
+    exact(&cairn.inventory().await, &ext.holdings());
+}
+
+async fn put_deployment(cairn: &Cairn, path: &str, names: &[&str]) {
     let (status, body) = cairn
         .send(
             reqwest::Method::PUT,
             &format!("{path}?{DEPLOYMENTS}"),
-            Some(put(&["w0", "w1", "w2"])),
+            Some(json!({ "properties": { "mode": "Incremental", "template": template(names, true) } })),
         )
         .await;
-    assert!(status == 200 || status == 201, "{status} {body}");
-    ext.wait_held("w2").await;
-    cairn.kill();
-    ext.release_all(Release::Go);
-    cairn.restart();
-    let record = cairn
-        .terminal(&format!("{path}?{DEPLOYMENTS}"))
-        .await
-        .expect("the deployment");
-    assert_eq!(
-        record["properties"]["provisioningState"], "Succeeded",
-        "{record:#}"
+    assert!(
+        status == 200 || status == 201,
+        "deployment PUT: {status} {body}"
     );
-    cairn.no_operation_running(&path).await;
-    assert_eq!(ext.holdings(), names(&["w0", "w1", "w2"]));
-    exact(&cairn.inventory().await, &ext.holdings());
 }
 
 async fn put_stack(cairn: &Cairn, path: &str, names: &[&str]) {
@@ -241,31 +242,16 @@ async fn stack_update_killed_mid_deploy_and_mid_unmanage() {
     let path = format!("{scope}/providers/Microsoft.Resources/deploymentStacks/upd");
     let deployment = format!("{scope}/providers/Microsoft.Resources/deployments/upd");
     put_stack(&cairn, &path, &["a", "b", "c"]).await;
-    let stack = cairn
-        .terminal(&format!("{path}?{STACKS}"))
-        .await
-        .expect("the stack");
-    assert_eq!(
-        stack["properties"]["provisioningState"], "succeeded",
-        "{stack:#}"
-    );
+    cairn.ends(&format!("{path}?{STACKS}"), "succeeded").await;
     exact(&cairn.inventory().await, &names(&["a", "b", "c"]));
 
     // Killed while the update deploys d (its create in flight); restarted with the extension up.
     ext.hold_create("d");
     put_stack(&cairn, &path, &["a", "d"]).await;
-    ext.wait_held("d").await;
-    cairn.kill();
+    cairn.kill_when_held(&ext, "d").await;
     ext.release_all(Release::Go);
     cairn.restart();
-    let stack = cairn
-        .terminal(&format!("{path}?{STACKS}"))
-        .await
-        .expect("the stack");
-    assert_eq!(
-        stack["properties"]["provisioningState"], "succeeded",
-        "{stack:#}"
-    );
+    cairn.ends(&format!("{path}?{STACKS}"), "succeeded").await;
     cairn.no_operation_running(&deployment).await;
     assert_eq!(ext.holdings(), names(&["a", "d"]));
     exact(&cairn.inventory().await, &ext.holdings());
@@ -273,31 +259,16 @@ async fn stack_update_killed_mid_deploy_and_mid_unmanage() {
     // Killed while the next update's unmanage deletes d; restarted with the extension down, then up again.
     ext.hold_delete("d");
     put_stack(&cairn, &path, &["a"]).await;
-    ext.wait_held("d").await;
-    cairn.kill();
+    cairn.kill_when_held(&ext, "d").await;
     listener.down();
     ext.release_all(Release::Abandon);
     cairn.restart();
-    let stack = cairn
-        .terminal(&format!("{path}?{STACKS}"))
-        .await
-        .expect("the stack");
-    assert_eq!(
-        stack["properties"]["provisioningState"], "failed",
-        "{stack:#}"
-    );
+    cairn.ends(&format!("{path}?{STACKS}"), "failed").await;
     cairn.no_operation_running(&deployment).await;
     tracked(&cairn.inventory().await, &ext.holdings());
     listener.up().await;
     put_stack(&cairn, &path, &["a"]).await;
-    let stack = cairn
-        .terminal(&format!("{path}?{STACKS}"))
-        .await
-        .expect("the stack");
-    assert_eq!(
-        stack["properties"]["provisioningState"], "succeeded",
-        "{stack:#}"
-    );
+    cairn.ends(&format!("{path}?{STACKS}"), "succeeded").await;
     assert_eq!(ext.holdings(), names(&["a"]));
     exact(&cairn.inventory().await, &ext.holdings());
 }
@@ -313,33 +284,18 @@ async fn stack_delete_killed_mid_delete() {
     let scope = cairn.resource_group("matrixdelete").await;
     let path = format!("{scope}/providers/Microsoft.Resources/deploymentStacks/del");
     put_stack(&cairn, &path, &["a", "b"]).await;
-    let stack = cairn
-        .terminal(&format!("{path}?{STACKS}"))
-        .await
-        .expect("the stack");
-    assert_eq!(
-        stack["properties"]["provisioningState"], "succeeded",
-        "{stack:#}"
-    );
+    cairn.ends(&format!("{path}?{STACKS}"), "succeeded").await;
     let delete_all = format!("{path}?{STACKS}&unmanageAction.Resources=delete");
 
     ext.hold_delete("a");
     let (status, body) = cairn.send(reqwest::Method::DELETE, &delete_all, None).await;
     assert!(status == 200 || status == 202, "{status} {body}");
-    ext.wait_held("a").await;
-    cairn.kill();
+    cairn.kill_when_held(&ext, "a").await;
     listener.down();
     // The extension never got to the delete the dead server asked for: a is still there.
     ext.release_all(Release::Abandon);
     cairn.restart();
-    let stack = cairn
-        .terminal(&format!("{path}?{STACKS}"))
-        .await
-        .expect("the stack stays");
-    assert_eq!(
-        stack["properties"]["provisioningState"], "failed",
-        "{stack:#}"
-    );
+    cairn.ends(&format!("{path}?{STACKS}"), "failed").await;
     tracked(&cairn.inventory().await, &ext.holdings());
 
     assert!(ext.holdings().contains("a"));
@@ -349,8 +305,7 @@ async fn stack_delete_killed_mid_delete() {
     ext.hold_delete("a");
     let (status, body) = cairn.send(reqwest::Method::DELETE, &delete_all, None).await;
     assert!(status == 200 || status == 202, "{status} {body}");
-    ext.wait_held("a").await;
-    cairn.kill();
+    cairn.kill_when_held(&ext, "a").await;
     ext.release_all(Release::Go);
     cairn.restart();
     assert!(

@@ -10,9 +10,10 @@
 //! Why ask first: the v2 contract's createOrUpdate answers 200 whether it created or updated, so its answer cannot
 //! tell, and after the write it is too late to leave the resource alone. The question costs one `get` beyond the
 //! preview every create makes, and only for resources no stack manages yet (a stack's steady-state updates ask
-//! nothing more). A resource whose identifiers the extension cannot predict (its preview answers a 4xx such as
-//! `PreviewNotSupported`, or the identifiers are unknown before the deployment) cannot be looked up, so it is
-//! written as before.
+//! nothing more, nor does a stack that adopts what exists). A resource whose identifiers the extension cannot
+//! predict (its preview answers a 4xx such as `PreviewNotSupported`, or the identifiers are unknown before the
+//! deployment) cannot be looked up, so it is written as before. These lookups run in the create's admission slot;
+//! its call then takes a call slot (`Tree::calls`), so the next resources' lookups overlap the creates in flight.
 
 use std::fmt;
 use std::sync::Arc;
@@ -174,7 +175,8 @@ async fn exists_check(
         resource_type: candidate.resource_type,
         identifiers: &identity.identifiers,
     };
-    if check.managed.manages(&resource) {
+    // Adopting writes the resource whether or not it exists: there is nothing to ask.
+    if check.adopt || check.managed.manages(&resource) {
         return Verdict::Write;
     }
     let locator = ResourceLocator {
@@ -186,7 +188,6 @@ async fn exists_check(
     };
     match host.get(candidate.key, &locator, context).await {
         Ok(None) => Verdict::Write,
-        Ok(Some(_)) if check.adopt => Verdict::Write,
         Ok(Some(_)) => Verdict::ExistsUnmanaged(exists_unmanaged(&resource)),
         Err(error) => Verdict::Failed(error),
     }

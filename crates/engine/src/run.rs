@@ -48,8 +48,14 @@ mod drive;
 /// State shared by a root deployment and every deployment nested in it.
 pub(crate) struct Tree {
     pub env: Arc<EngineEnv>,
-    /// Leaf operations in flight across the whole tree.
+    /// Leaf operations in flight across the whole tree: a slot is taken when a node is admitted and held through
+    /// its evaluation and its call.
     pub permits: Arc<Semaphore>,
+    /// Extension creates' calls in flight across the tree, as many as `permits`. An extension resource's create
+    /// looks up its target first (`preview`, and in a stack's deployment the existence `get`) in its admission
+    /// slot, then moves to one of these for the create: the next resources' evaluation and lookups overlap the
+    /// creates in flight instead of waiting behind them.
+    pub calls: Arc<Semaphore>,
     pub cancel: CancellationToken,
     /// Fired when the engine hands its runs over ([`crate::Engine::hand_over`]): stop at a safe point, leave the
     /// records as they are and release the claims, for recovery to resume the runs.

@@ -85,6 +85,36 @@ async fn parallelism_is_bounded() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn lookups_before_creates_overlap_the_creates_in_flight() {
+    let settings = EngineSettings {
+        parallelism: 3,
+        ..common::settings()
+    };
+    let env = setup_with(settings, Duration::from_millis(40), Providers::empty()).await;
+    *env.fake.preview_latency.lock().unwrap() = Duration::from_millis(40);
+    let template = fake_template(
+        json!({
+            "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                      "copy": { "name": "many", "count": 12 },
+                      "properties": { "name": "[format('w{0}', copyIndex())]" } }
+        }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "overlap", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(env.fake.count(), 12);
+    // Creates and previews each stay within the parallelism, but the next resources' previews run while the
+    // creates before them are in flight: more than `parallelism` calls at once.
+    assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 3);
+    assert!(env.fake.state.previews.most() <= 3);
+    assert!(
+        env.fake.state.calls.most() > 3,
+        "calls in flight at most {}",
+        env.fake.state.calls.most()
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serial_copy_with_batch_size_runs_in_batches() {
     let env = setup_with(
         common::settings(),

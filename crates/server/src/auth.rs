@@ -240,11 +240,13 @@ impl AuthGate {
     fn is_open(&self, path: &str) -> bool {
         path == HEALTH_PATH
             || path == crate::observe::READY_PATH
+            || crate::ui::is_public(path)
             || (self.metrics_public && path == crate::observe::METRICS_PATH)
     }
 }
 
-/// Axum middleware: lets the health, readiness (and, when configured, metrics) endpoints through, checks every other request against `tokens`
+/// Axum middleware: lets the health, readiness (and, when configured, metrics) endpoints and the console's static
+/// assets through, checks every other request against `tokens`
 /// (when authentication is on) and puts the [`Caller`] into the request extensions.
 pub async fn require_token(
     State(gate): State<AuthGate>,

@@ -10,7 +10,7 @@
 //!
 //! Architecture: one catch-all handler ([`dispatch`]) classifies every ARM path with
 //! `cairn_arm::route::classify`; axum's router holds only the health endpoint and the extension host
-//! API. Layers, outermost first: request ids (`x-ms-request-id`, `x-ms-correlation-request-id`), sensitive
+//! API, and the web console's embedded assets ([`ui`], `/ui`). Layers, outermost first: request ids (`x-ms-request-id`, `x-ms-correlation-request-id`), sensitive
 //! `Authorization` header, tracing (method, path, status, latency; never headers or bodies), catch-panic
 //! (500 in ARM's shape), request-size limit (413, answered after reading and discarding the rest of the body), bearer-token authentication (401/403).
 
@@ -29,12 +29,13 @@ mod stack_drift;
 mod stack_what_if;
 mod stacks;
 mod state;
+pub mod ui;
 
 use std::sync::Arc;
 
 use axum::Router;
 use axum::http::header;
-use axum::routing::get;
+use axum::routing::{any, get};
 use cairn_host::api::HostApiOptions;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::sensitive_headers::SetSensitiveRequestHeadersLayer;
@@ -52,14 +53,17 @@ pub use state::{
 /// `GET /providers/Cairn.Extensibility/extensions`.
 pub const EXTENSIBILITY_PREFIX: &str = "/providers/Cairn.Extensibility";
 
-/// The application: health, readiness and metrics endpoints, extension host API, the ARM catch-all, and the
-/// layers.
+/// The application: health, readiness and metrics endpoints, the web console, extension host API, the ARM
+/// catch-all, and the layers.
 pub fn app(state: AppState) -> Router {
     let state = Arc::new(state);
     let mut router = Router::new()
         .route(HEALTH_PATH, get(observe::health))
         .route(READY_PATH, get(observe::ready))
-        .route(METRICS_PATH, get(observe::metrics));
+        .route(METRICS_PATH, get(observe::metrics))
+        .route(ui::UI_PATH, any(ui::serve))
+        .route("/ui/", any(ui::serve))
+        .route("/ui/{*path}", any(ui::serve));
     if let Some(host) = &state.host {
         let host_api = cairn_host::api::router(
             host.clone(),

@@ -115,6 +115,9 @@ pub fn route_template(method: &str, path: &str) -> String {
         HEALTH_PATH | READY_PATH | METRICS_PATH => return path.to_owned(),
         _ => {}
     }
+    if path == crate::ui::UI_PATH || path.starts_with("/ui/") {
+        return crate::ui::UI_PATH.to_owned();
+    }
     if path.starts_with(crate::EXTENSIBILITY_PREFIX) {
         return format!("{}/...", crate::EXTENSIBILITY_PREFIX);
     }
@@ -313,6 +316,9 @@ mod tests {
                 "/providers/Cairn.Extensibility/extensions",
                 "/providers/Cairn.Extensibility/...",
             ),
+            ("GET", "/ui", "/ui"),
+            ("GET", "/ui/assets/app.js", "/ui"),
+            ("GET", "/ui/any/client/chosen/path", "/ui"),
             ("GET", "/no/such/thing", "unmatched"),
             (
                 "BREW",

@@ -289,6 +289,18 @@ fn check_key_file_mode(_file: &std::fs::File, _path: &Path) -> StoreResult<()> {
     Ok(())
 }
 
+/// Writes `key` to a new key file at `path` (mode 0600 on Unix, synced); an existing file is never overwritten.
+pub fn write_key_file(path: &Path, key: &MasterKey) -> StoreResult<()> {
+    create_key_file(path, key)
+        .map_err(|e| StoreError::Crypto(format!("cannot create key file {}: {e}", path.display())))
+}
+
+/// The master key in the key file at `path`, `None` when there is no such file (a file readable by group or others,
+/// or not holding a key, is refused).
+pub fn read_master_key_file(path: &Path) -> StoreResult<Option<MasterKey>> {
+    read_key_file(path)
+}
+
 fn create_key_file(path: &Path, key: &MasterKey) -> std::io::Result<()> {
     let mut options = std::fs::OpenOptions::new();
     options.write(true).create_new(true);

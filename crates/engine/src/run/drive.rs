@@ -111,7 +111,13 @@ impl From<ProviderError> for OpError {
 enum Progress {
     /// A slot was granted (`Some`) or the wait was canceled (`None`).
     Admitted(usize, Option<OwnedSemaphorePermit>),
-    Evaluated(usize, Evaluation<Call, OpError>, Box<TargetResource>),
+    /// The node's evaluation, and for an extension create the call slot its call moves to.
+    Evaluated(
+        usize,
+        Evaluation<Call, OpError>,
+        Box<TargetResource>,
+        Option<OwnedSemaphorePermit>,
+    ),
     Performed(usize, Result<Answer, Failure<OpError>>),
 }
 
@@ -427,7 +433,11 @@ impl Run {
                         Event::Admitted(node)
                     }
                     Some(Progress::Admitted(node, None)) => Event::NotAdmitted(node),
-                    Some(Progress::Evaluated(node, evaluation, target)) => {
+                    Some(Progress::Evaluated(node, evaluation, target, call_slot)) => {
+                        if call_slot.is_some() {
+                            // Frees the admission slot for the next resource's evaluation and lookups.
+                            slots[node].permit = call_slot;
+                        }
                         let mut target = *target;
                         // What the extension cannot tell now, the journal may have recorded.
                         keep_identity(&mut target, std::mem::take(&mut slots[node].target));
@@ -648,20 +658,29 @@ impl Run {
             Some(_) => Self::extension_target(identity, None),
             None => Self::azure_target(identity),
         };
-        // The node's slot stays with the driver while it is evaluated and moves into its call.
+        // The node's slot stays with the driver while it is evaluated and moves into its call; an extension
+        // create's call takes a call slot instead (`Tree::calls`), once its lookups are done.
         Box::pin(async move {
             let mut target = target;
+            let mut call_slot = None;
             let evaluation = match self.evaluate(expansion, hook, identity).await {
                 Ok(Some(body)) => {
                     match self.identify(expansion, identity, &body, &mut target).await {
-                        Ok(()) => Evaluation::Perform(Call::Leaf(body)),
+                        Ok(looked_up) => {
+                            if looked_up {
+                                // Not canceled by a stop: an evaluated node performs its call, and the calls
+                                // holding the slots end on their own.
+                                call_slot = self.tree.calls.clone().acquire_owned().await.ok();
+                            }
+                            Evaluation::Perform(Call::Leaf(body))
+                        }
                         Err(error) => Evaluation::Fail(error),
                     }
                 }
                 Ok(None) => Evaluation::Skip,
                 Err(error) => Evaluation::Fail(OpError::bad_request(error)),
             };
-            Progress::Evaluated(identity.index, evaluation, Box::new(target))
+            Progress::Evaluated(identity.index, evaluation, Box::new(target), call_slot)
         })
     }
 
@@ -670,19 +689,20 @@ impl Run {
     /// not supported, failing, or identifiers unknown) leaves the target as it is: the create goes ahead. In a
     /// stack's deployment the same preview serves the existence check (`crate::adoption`): a resource that exists
     /// and no stack manages fails here, before its `Running` step inventories it, unless the stack adopts it.
+    /// Whether the extension was asked.
     async fn identify(
         &self,
         expansion: &Expansion<'_>,
         identity: &ResourceIdentity,
         body: &Json,
         target: &mut TargetResource,
-    ) -> Result<(), OpError> {
+    ) -> Result<bool, OpError> {
         let Some(ext) = identity.extension.as_ref().filter(|_| !identity.existing) else {
-            return Ok(());
+            return Ok(false);
         };
         // A config that cannot be resolved fails the call itself, as before.
         let Ok(resolved) = self.alias_config(expansion, &ext.alias).await else {
-            return Ok(());
+            return Ok(false);
         };
         let properties = body.get("properties").cloned().unwrap_or_else(|| json!({}));
         let config = (!resolved.config.is_empty()).then(|| resolved.config.clone());
@@ -706,7 +726,7 @@ impl Run {
             .in_current_span(),
         );
         let Ok(identified) = identified.await else {
-            return Ok(());
+            return Ok(true);
         };
         if let Some(predicted) = identified.identity {
             target.identifiers = Some(predicted.identifiers);
@@ -715,7 +735,7 @@ impl Run {
             }
         }
         match identified.verdict {
-            Verdict::Write => Ok(()),
+            Verdict::Write => Ok(true),
             Verdict::ExistsUnmanaged(error) => Err(OpError::new(409, error)),
             Verdict::Failed(error) => {
                 let (status, error) = host_error(&error);
@@ -1141,11 +1161,14 @@ impl Run {
                     node,
                     Evaluation::Fail(OpError::bad_request(error)),
                     Box::new(target),
+                    None,
                 )
             };
             let body = match self.evaluate(expansion, hook, identity).await {
                 Ok(Some(body)) => body,
-                Ok(None) => return Progress::Evaluated(node, Evaluation::Skip, Box::new(target)),
+                Ok(None) => {
+                    return Progress::Evaluated(node, Evaluation::Skip, Box::new(target), None);
+                }
                 Err(error) => return early(error, target),
             };
             let child = match self.nested_child(expansion, identity, &body).await {

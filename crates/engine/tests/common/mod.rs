@@ -40,6 +40,36 @@ pub struct FakeState {
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
     pub creates: AtomicUsize,
+    /// Previews in flight (and their most), and calls of any kind in flight (and their most).
+    pub previews: InFlight,
+    pub calls: InFlight,
+}
+
+/// How many calls of a kind are in flight, and the most seen at once.
+#[derive(Default)]
+pub struct InFlight {
+    now: AtomicUsize,
+    pub most: AtomicUsize,
+}
+
+impl InFlight {
+    fn enter(&self) -> Leave<'_> {
+        let now = self.now.fetch_add(1, Ordering::SeqCst) + 1;
+        self.most.fetch_max(now, Ordering::SeqCst);
+        Leave(self)
+    }
+
+    pub fn most(&self) -> usize {
+        self.most.load(Ordering::SeqCst)
+    }
+}
+
+struct Leave<'a>(&'a InFlight);
+
+impl Drop for Leave<'_> {
+    fn drop(&mut self) {
+        self.0.now.fetch_sub(1, Ordering::SeqCst);
+    }
 }
 
 /// A fake extension `Fake` 1.0.0: resources keyed by `properties.name`, a fixed latency per createOrUpdate, and
@@ -54,6 +84,8 @@ pub struct FakeExtension {
     pub down: std::sync::atomic::AtomicBool,
     /// While set, preview answers `PreviewNotSupported`.
     pub no_preview: std::sync::atomic::AtomicBool,
+    /// How long a preview takes (none by default).
+    pub preview_latency: Mutex<Duration>,
 }
 
 impl FakeExtension {
@@ -65,6 +97,7 @@ impl FakeExtension {
             hang: Mutex::new(HashSet::new()),
             down: Default::default(),
             no_preview: Default::default(),
+            preview_latency: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -143,6 +176,7 @@ impl FakeExtension {
             .unwrap_or_default()
             .to_string();
         let config = body.get("config").cloned().unwrap_or(Value::Null);
+        let _call = self.state.calls.enter();
         match request.operation {
             Operation::CreateOrUpdate => {
                 let properties = body.get("properties").cloned().unwrap_or(json!({}));
@@ -214,6 +248,11 @@ impl FakeExtension {
                 Self::error(422, "PreviewNotSupported", "this fake cannot preview")
             }
             Operation::Preview => {
+                let _preview = self.state.previews.enter();
+                let latency = *self.preview_latency.lock().unwrap();
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
                 let properties = body.get("properties").cloned().unwrap_or(json!({}));
                 let name = properties.get("name").cloned().unwrap_or(Value::Null);
                 let mut predicted = properties.clone();

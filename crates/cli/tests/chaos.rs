@@ -424,7 +424,7 @@ async fn deployment_worker(client: Arc<Client>, worker: usize, chaos: Arc<Atomic
         let names: Vec<String> = (0..3).map(|k| format!("d{worker}-{round}-{k}")).collect();
         let names: Vec<&str> = names.iter().map(String::as_str).collect();
         // Half the workers chain their resources (`dependsOn`), so kills also land between dependent creates.
-        let chained = worker % 2 == 0;
+        let chained = worker.is_multiple_of(2);
         let body = json!({ "properties": { "mode": "Incremental", "template": template(&names, chained) } });
         let path = format!(
             "{}/providers/Microsoft.Resources/deployments/dep-{worker}-{round}",

@@ -5,7 +5,11 @@
 //!
 //! - one replica on SQLite (its own data directory, the default store);
 //! - one replica on PostgreSQL (a throwaway cluster from `cairn-testpg`, its own database);
-//! - three replicas on PostgreSQL (another database on the same cluster), requests spread round-robin over them.
+//! - three replicas on PostgreSQL (another such cluster), requests spread round-robin over them.
+//!
+//! The PostgreSQL clusters run with a production server's durability (`fsync`, `synchronous_commit` and
+//! `full_page_writes` on, unlike the test suite's clusters), as SQLite runs with `synchronous=FULL`: the stores are
+//! compared syncing every commit alike.
 //!
 //! `cargo bench -p cairn --bench api_load -- [--secs 10] [--concurrency 32] [--rounds 1]`
 //!
@@ -27,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use common::{Server, serve_with};
-use pgshared::SharedStore;
+use pgshared::{DURABLE, SharedStore};
 use serde_json::{Value, json};
 
 const SUB: &str = "/subscriptions/00000000-0000-0000-0000-000000000000";
@@ -334,8 +338,8 @@ fn main() {
     let unused = "127.0.0.1:9".parse().expect("an address");
     let (one, three) = runtime.block_on(async {
         (
-            SharedStore::start("load_one", unused, json!({})).await,
-            SharedStore::start("load_three", unused, json!({})).await,
+            SharedStore::start_with("load_one", unused, json!({}), &DURABLE).await,
+            SharedStore::start_with("load_three", unused, json!({}), &DURABLE).await,
         )
     });
     let sqlite_args: Vec<OsString> = vec!["--data-dir".into(), data_dir.path().into()];

@@ -13,6 +13,13 @@ use cairn_testpg::TestPostgres;
 use serde_json::{Value, json};
 use sqlx::{AssertSqlSafe, PgPool};
 
+/// A production server's durability (the test clusters run without it): every commit synced, full pages logged.
+pub const DURABLE: [(&str, &str); 3] = [
+    ("fsync", "on"),
+    ("synchronous_commit", "on"),
+    ("full_page_writes", "on"),
+];
+
 /// A database on its own throwaway cluster, with the key file and registry the replicas are started with.
 pub struct SharedStore {
     pub cluster: TestPostgres,
@@ -27,11 +34,21 @@ impl SharedStore {
     /// a paused or killed replica does not hold the others up) and a registry naming the HTTP v2 extension at
     /// `ext_addr` as `Matrix` 1.0.0, with `extra` merged into its entry (e.g. `timeoutSeconds`).
     pub async fn start(database: &str, ext_addr: SocketAddr, extra: Value) -> SharedStore {
+        Self::start_with(database, ext_addr, extra, &[]).await
+    }
+
+    /// [`SharedStore::start`] on a cluster with these server settings (e.g. [`DURABLE`] for a benchmark).
+    pub async fn start_with(
+        database: &str,
+        ext_addr: SocketAddr,
+        extra: Value,
+        settings: &[(&str, &str)],
+    ) -> SharedStore {
         assert!(
             database.chars().all(|c| c.is_ascii_lowercase() || c == '_'),
             "a plain identifier: {database}"
         );
-        let cluster = TestPostgres::start();
+        let cluster = TestPostgres::start_with(settings);
         let admin = PgPool::connect(&cluster.url()).await.expect("connect");
         sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {database}")))
             .execute(&admin)

@@ -315,7 +315,22 @@ pub struct Running {
 /// Starts `cairn args` on `home` with its output piped.
 pub fn spawn(binary: &Path, home: &Path, args: &[&str]) -> Running {
     let started = Instant::now();
-    let child = Command::new(binary)
+    // A profiler to run cairn under (e.g. `CAIRN_BENCH_WRAP="heaptrack -o /tmp/cairn"`); its figures then include the
+    // profiler's own cost.
+    let wrapper = std::env::var("CAIRN_BENCH_WRAP").ok();
+    let words: Vec<&str> = wrapper
+        .as_deref()
+        .map(|w| w.split_whitespace().collect())
+        .unwrap_or_default();
+    let mut command = match words.split_first() {
+        Some((program, args)) => {
+            let mut command = Command::new(program);
+            command.args(args).arg(binary);
+            command
+        }
+        None => Command::new(binary),
+    };
+    let child = command
         .env("CAIRN_HOME", home)
         .env_remove("CAIRN_SERVER")
         .env_remove("CAIRN_TOKEN")

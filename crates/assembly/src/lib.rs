@@ -34,7 +34,7 @@ mod store;
 
 use std::sync::Arc;
 
-use cairn_engine::{Engine, EngineError, EngineSettings, Providers};
+use cairn_engine::{Engine, EngineError, EngineSettings, OperationSlots, Providers};
 use cairn_host::{ExtensionHost, HostSettings, Registry};
 use cairn_metrics::Metrics;
 use cairn_stack_service::{StackService, StackServiceSettings};
@@ -105,6 +105,9 @@ pub struct Settings {
     pub host_url: String,
     /// Parallelism, owner id, claim TTL and heartbeat, recovery policy, tenant, evaluation limits.
     pub engine: EngineSettings,
+    /// A cap on resource operations in flight across every deployment of this assembly (each deployment keeps
+    /// its own `engine.parallelism` under it): one set of slots shared by all of them. `None`: no cap.
+    pub max_operations_in_flight: Option<usize>,
     /// The stack service's owner id, lease TTL and heartbeat, delete rounds.
     pub stacks: StackServiceSettings,
     /// Where the host (extension call latency), the engine and the stack service record their metrics: one set
@@ -121,6 +124,7 @@ impl Settings {
             host: HostSettings::default(),
             host_url: host_url.into(),
             engine: EngineSettings::default(),
+            max_operations_in_flight: None,
             stacks: StackServiceSettings::default(),
             metrics: Metrics::default(),
         }
@@ -152,6 +156,10 @@ impl Assembly {
             Providers::empty(),
             EngineSettings {
                 metrics: settings.metrics.clone(),
+                operation_slots: settings
+                    .max_operations_in_flight
+                    .map(OperationSlots::new)
+                    .or(settings.engine.operation_slots),
                 ..settings.engine
             },
         ) {

@@ -27,20 +27,13 @@
 //! Under `cargo test --all-targets` (no `--bench` argument) it runs once with 24 resources updated to 12, as a smoke
 //! test of the same path.
 
-use std::collections::{BTreeMap, BTreeSet};
-use std::net::SocketAddr;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::process::Output;
+use std::time::Duration;
 
-use axum::Json;
-use axum::extract::{ConnectInfo, State};
-use axum::http::StatusCode;
-use axum::response::{IntoResponse, Response};
-use axum::routing::post;
-use serde_json::{Value, json};
+mod loopback;
+use loopback::{Call, Extension, Home, cairn, seconds, stdout_json, template};
 
 /// The engine's default parallelism, which the ideal assumes (the CLI runs with the defaults).
 const PARALLELISM: usize = 16;
@@ -79,207 +72,6 @@ fn options() -> Options {
             .and_then(|i| args.get(i + 1))
             .map(PathBuf::from),
     }
-}
-
-/// One call the extension answered: operation, start and end (since the extension started).
-#[derive(Clone, Copy)]
-struct Call {
-    operation: &'static str,
-    /// The client's port: calls on one connection come one after the other.
-    connection: u16,
-    start: Duration,
-    end: Duration,
-}
-
-/// A v2 extension ("Bench" 1.0.0, type `Item`) that answers every call after `latency` and remembers which items
-/// exist and every call it answered.
-#[derive(Clone)]
-struct Extension {
-    latency: Duration,
-    origin: Instant,
-    existing: Arc<Mutex<BTreeSet<String>>>,
-    calls: Arc<Mutex<Vec<Call>>>,
-    in_flight: Arc<AtomicUsize>,
-    busiest: Arc<AtomicUsize>,
-}
-
-impl Extension {
-    async fn answer(&self, operation: &'static str, connection: SocketAddr) -> CallRecord {
-        let start = self.origin.elapsed();
-        let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
-        self.busiest.fetch_max(now, Ordering::SeqCst);
-        // The OS timer on a blocking thread, not tokio's: tokio rounds a sleep up to its next millisecond tick and
-        // answered in 21.2 ms on average for 20, which would charge the extension's lateness to cairn.
-        let latency = self.latency;
-        tokio::task::spawn_blocking(move || std::thread::sleep(latency))
-            .await
-            .expect("the latency");
-        CallRecord {
-            extension: self.clone(),
-            operation,
-            connection: connection.port(),
-            start,
-        }
-    }
-
-    /// The calls since the last take, and the busiest concurrency among them.
-    fn take(&self) -> (Vec<Call>, usize) {
-        let calls = std::mem::take(&mut *self.calls.lock().expect("calls"));
-        (calls, self.busiest.swap(0, Ordering::SeqCst))
-    }
-
-    fn existing(&self) -> BTreeSet<String> {
-        self.existing.lock().expect("existing").clone()
-    }
-}
-
-/// Records a call when its answer is ready (dropped at the end of the handler).
-struct CallRecord {
-    extension: Extension,
-    operation: &'static str,
-    connection: u16,
-    start: Duration,
-}
-
-impl Drop for CallRecord {
-    fn drop(&mut self) {
-        self.extension.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.extension.calls.lock().expect("calls").push(Call {
-            operation: self.operation,
-            connection: self.connection,
-            start: self.start,
-            end: self.extension.origin.elapsed(),
-        });
-    }
-}
-
-fn name_in(body: &Value, pointer: &str) -> String {
-    body.pointer(pointer)
-        .and_then(Value::as_str)
-        .unwrap_or_default()
-        .to_owned()
-}
-
-fn item(body: &Value, name: &str) -> Value {
-    json!({ "type": body["type"], "apiVersion": body["apiVersion"], "identifiers": { "name": name },
-            "properties": { "name": name } })
-}
-
-async fn create(
-    State(e): State<Extension>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Json(body): Json<Value>,
-) -> Json<Value> {
-    let _record = e.answer("createOrUpdate", peer).await;
-    let name = name_in(&body, "/properties/name");
-    e.existing.lock().expect("existing").insert(name.clone());
-    Json(item(&body, &name))
-}
-
-async fn preview(
-    State(e): State<Extension>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Json(body): Json<Value>,
-) -> Json<Value> {
-    let _record = e.answer("preview", peer).await;
-    let name = name_in(&body, "/properties/name");
-    Json(item(&body, &name))
-}
-
-async fn get(
-    State(e): State<Extension>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Json(body): Json<Value>,
-) -> Response {
-    let _record = e.answer("get", peer).await;
-    let name = name_in(&body, "/identifiers/name");
-    if e.existing.lock().expect("existing").contains(&name) {
-        Json(item(&body, &name)).into_response()
-    } else {
-        (
-            StatusCode::NOT_FOUND,
-            Json(json!({ "error": { "code": "ResourceNotFound", "message": "not found" } })),
-        )
-            .into_response()
-    }
-}
-
-async fn delete(
-    State(e): State<Extension>,
-    ConnectInfo(peer): ConnectInfo<SocketAddr>,
-    Json(body): Json<Value>,
-) -> StatusCode {
-    let _record = e.answer("delete", peer).await;
-    let name = name_in(&body, "/identifiers/name");
-    e.existing.lock().expect("existing").remove(&name);
-    StatusCode::NO_CONTENT
-}
-
-/// Serves the extension on a loopback port from `runtime`; returns its URL.
-fn serve(runtime: &tokio::runtime::Runtime, extension: Extension) -> String {
-    let app = axum::Router::new()
-        .route("/{version}/resource/createOrUpdate", post(create))
-        .route("/{version}/resource/preview", post(preview))
-        .route("/{version}/resource/get", post(get))
-        .route("/{version}/resource/delete", post(delete))
-        .with_state(extension);
-    let listener = runtime
-        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
-        .expect("a loopback port");
-    let url = format!("http://{}", listener.local_addr().expect("its address"));
-    runtime.spawn(async move {
-        axum::serve(
-            listener,
-            app.into_make_service_with_connect_info::<SocketAddr>(),
-        )
-        .await
-    });
-    url
-}
-
-fn template(prefix: &str, count: usize) -> Value {
-    let resources: serde_json::Map<String, Value> = (0..count)
-        .map(|i| {
-            let name = format!("{prefix}{i:04}");
-            (
-                name.clone(),
-                json!({ "extension": "bench", "type": "Item", "apiVersion": "v1",
-                        "properties": { "name": name } }),
-            )
-        })
-        .collect();
-    json!({
-        "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
-        "languageVersion": "2.2-experimental",
-        "contentVersion": "1.0.0.0",
-        "extensions": { "bench": { "name": "Bench", "version": "1.0.0" } },
-        "resources": resources
-    })
-}
-
-fn cairn(binary: &Path, home: &Path, args: &[&str]) -> (Output, Duration) {
-    let started = Instant::now();
-    let out = Command::new(binary)
-        .env("CAIRN_HOME", home)
-        .env_remove("CAIRN_SERVER")
-        .env_remove("CAIRN_TOKEN")
-        .env_remove("CAIRN_EXTENSIONS")
-        .args(args)
-        .output()
-        .expect("cairn runs");
-    let elapsed = started.elapsed();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "cairn {args:?}\nstderr: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    (out, elapsed)
-}
-
-fn stdout_json(out: &Output) -> Value {
-    serde_json::from_slice(&out.stdout)
-        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)))
 }
 
 fn waves(resources: usize) -> u32 {
@@ -411,9 +203,12 @@ fn timed(
 ) -> (Output, Phase) {
     extension.take();
     let origin = extension.origin.elapsed();
-    let (out, wall) = cairn(binary, home, args);
+    let ran = cairn(binary, home, args);
     let (calls, busiest) = extension.take();
-    (out, Phase::of(wall, ideal, origin, &calls, busiest))
+    (
+        ran.output,
+        Phase::of(ran.wall, ideal, origin, &calls, busiest),
+    )
 }
 
 struct Run {
@@ -423,25 +218,12 @@ struct Run {
 }
 
 fn run(options: &Options, binary: &Path, extension: &Extension, url: &str) -> Run {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let home = dir.path().join("home");
-    std::fs::create_dir_all(&home).expect("home");
-    std::fs::write(
-        home.join("extensions.json"),
-        json!({ "extensions": [ { "name": "Bench", "version": "1.0.0",
-                                  "transport": { "kind": "http", "url": url } } ] })
-        .to_string(),
-    )
-    .expect("the registry");
-    let file = |name: &str, template: Value| {
-        let path = dir.path().join(name);
-        std::fs::write(&path, template.to_string()).expect("a template");
-        path.display().to_string()
-    };
+    let bench_home = Home::new(url);
+    let home = bench_home.home.clone();
     let (count, kept) = (options.count, options.update_to);
-    let full = file("full.json", template("r", count));
-    let smaller = file("smaller.json", template("r", kept));
-    let deployment = file("deployment.json", template("d", count));
+    let full = bench_home.file("full.json", &template("r", count));
+    let smaller = bench_home.file("smaller.json", &template("r", kept));
+    let deployment = bench_home.file("deployment.json", &template("d", count));
     cairn(
         binary,
         &home,
@@ -522,7 +304,7 @@ fn run(options: &Options, binary: &Path, extension: &Extension, url: &str) -> Ru
         "{deployed:#}"
     );
     // The next run starts from an empty extension.
-    extension.existing.lock().expect("existing").clear();
+    extension.clear();
     Run {
         create,
         update,
@@ -541,10 +323,6 @@ fn check_stack(out: &Output, managed: usize) {
         Some(managed),
         "the stack manages what its template declares"
     );
-}
-
-fn seconds(duration: Duration) -> String {
-    format!("{:.3} s", duration.as_secs_f64())
 }
 
 /// Best and median of the phases' wall times, with their ratios.
@@ -566,21 +344,9 @@ fn summary(what: &str, phases: &[&Phase]) -> String {
 
 fn main() {
     let options = options();
-    let runtime = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .max_blocking_threads(64)
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    let extension = Extension {
-        latency: options.latency,
-        origin: Instant::now(),
-        existing: Arc::default(),
-        calls: Arc::default(),
-        in_flight: Arc::default(),
-        busiest: Arc::default(),
-    };
-    let url = serve(&runtime, extension.clone());
+    let runtime = loopback::runtime();
+    let extension = Extension::new(options.latency);
+    let url = loopback::serve(&runtime, extension.clone());
     println!(
         "stack of {} independent extension resources, updated to {}; extension latency {} ms; {} runs",
         options.count,

@@ -79,11 +79,44 @@ impl TargetArgs {
 
     /// Opens the backend these flags name.
     pub(crate) async fn connect(&self) -> Result<Backend, Failure> {
+        self.connect_with(ParallelismArgs::default()).await
+    }
+
+    /// Opens the backend these flags name; an in-process engine runs deployments with `parallelism`.
+    pub(crate) async fn connect_with(
+        &self,
+        parallelism: ParallelismArgs,
+    ) -> Result<Backend, Failure> {
+        let parallelism = parallelism.for_target(self)?;
         match self.server_client()? {
             Some(client) => Ok(Backend::Remote(client)),
             None => Ok(Backend::Local(Box::new(
-                LocalBackend::open(self.registry.as_deref()).await?,
+                LocalBackend::open(self.registry.as_deref(), parallelism).await?,
             ))),
+        }
+    }
+}
+
+/// `--parallelism` of the commands that run deployments (`deployment … create|what-if`, `stack … create|validate|
+/// what-if`) in process.
+#[derive(Args, Clone, Copy, Debug, Default)]
+pub(crate) struct ParallelismArgs {
+    /// Resource operations (extension and provider calls) the deployment runs at once, its nested deployments
+    /// included; a stack's deletes run as wide [default: 16]. For the in-process engine; a server's deployments
+    /// run with its own `cairn serve --parallelism`.
+    #[arg(long, value_name = "N", value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    pub(crate) parallelism: Option<usize>,
+}
+
+impl ParallelismArgs {
+    /// The parallelism for the in-process engine; refused with `--server`, whose own setting applies.
+    pub(crate) fn for_target(self, target: &TargetArgs) -> Result<Option<usize>, Failure> {
+        match (self.parallelism, &target.server) {
+            (Some(_), Some(_)) => Err(Failure::usage(
+                "--parallelism is for the in-process engine; a server runs deployments with its own setting \
+                 (`cairn serve --parallelism N`, or CAIRN_PARALLELISM)",
+            )),
+            (parallelism, _) => Ok(parallelism),
         }
     }
 }

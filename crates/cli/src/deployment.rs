@@ -19,7 +19,7 @@ use cairn_arm::models::parameters::DeploymentParameters;
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use crate::backend::{Backend, TargetArgs};
+use crate::backend::{Backend, ParallelismArgs, TargetArgs};
 use crate::check::{self, InputFiles};
 use crate::inputs::TemplateSourceArgs;
 use crate::output::{self, CmdResult, EXIT_FAILED, Failure, Format, OutputArgs, TableView};
@@ -120,6 +120,8 @@ struct TemplateArgs {
 struct CreateArgs {
     #[command(flatten)]
     template: TemplateArgs,
+    #[command(flatten)]
+    parallelism: ParallelismArgs,
     /// Return once the deployment is accepted (with --server; the in-process engine always runs it to its end).
     #[arg(long)]
     no_wait: bool,
@@ -174,6 +176,8 @@ struct PlanArgs {
 struct WhatIfArgs {
     #[command(flatten)]
     template: TemplateArgs,
+    #[command(flatten)]
+    parallelism: ParallelismArgs,
     /// Print the what-if result as JSON instead of the change summary (same as `-o json`).
     #[arg(long)]
     no_pretty_print: bool,
@@ -450,7 +454,7 @@ async fn create(target: &TargetArgs, kind: ScopeKind, args: CreateArgs) -> CmdRe
     if confirm && !args.yes && !args.proceed_if_no_change && !std::io::stdin().is_terminal() {
         return Err(Failure::usage(NO_TERMINAL_TO_CONFIRM));
     }
-    let backend = target.connect().await?;
+    let backend = target.connect_with(args.parallelism).await?;
     if args.what_if || confirm {
         let review = review(&backend, &scope, &name, &request, &args, &files).await;
         if !matches!(review, Ok(Review::Deploy)) {
@@ -576,7 +580,7 @@ async fn show_plan(
 async fn what_if(target: &TargetArgs, kind: ScopeKind, args: WhatIfArgs) -> CmdResult {
     let scope = scope_of(target, kind, &args.template.scope)?;
     let (name, request, files) = build_request(&args.template, kind)?;
-    let backend = target.connect().await?;
+    let backend = target.connect_with(args.parallelism).await?;
     let result = predict(
         &backend,
         &scope,

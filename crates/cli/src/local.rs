@@ -52,8 +52,12 @@ pub(crate) fn cairn_home() -> Result<PathBuf, Failure> {
 /// The in-process cairn on `$CAIRN_HOME` as every in-process command runs it (`cairn deployment`, `group`,
 /// `keyvault`, `stack`): the data directory's store, the extension registry of `--registry`, `$CAIRN_EXTENSIONS`
 /// or `$CAIRN_HOME/extensions.json` with the built-in extensions, and timing for a process that lives only as
-/// long as a command. Interrupted work is left to the caller's recovery.
-pub(crate) async fn assemble(registry_flag: Option<&Path>) -> Result<Assembly, Failure> {
+/// long as a command, with `parallelism` (`--parallelism`) if given. Interrupted work is left to the caller's
+/// recovery.
+pub(crate) async fn assemble(
+    registry_flag: Option<&Path>,
+    parallelism: Option<usize>,
+) -> Result<Assembly, Failure> {
     let home = cairn_home()?;
     let registry = registry(registry_flag, &home)?;
     let mut settings = Settings::new(
@@ -61,7 +65,9 @@ pub(crate) async fn assemble(registry_flag: Option<&Path>) -> Result<Assembly, F
         Arc::new(registry),
         "cairn://cli",
     );
+    let parallelism = parallelism.unwrap_or(cairn_engine::settings::DEFAULT_PARALLELISM);
     settings.engine = EngineSettings {
+        parallelism,
         recovery: RecoveryPolicy::Fail,
         // A command killed mid-run leaves its deployment to the next command sooner than a server would.
         claim_ttl: Duration::from_secs(20),
@@ -69,6 +75,7 @@ pub(crate) async fn assemble(registry_flag: Option<&Path>) -> Result<Assembly, F
         ..EngineSettings::default()
     };
     settings.stacks = StackServiceSettings {
+        max_deletes_in_flight: parallelism,
         lease_ttl: Duration::from_secs(30),
         heartbeat_interval: Duration::from_secs(5),
         ..StackServiceSettings::default()
@@ -84,8 +91,11 @@ pub(crate) struct LocalBackend {
 }
 
 impl LocalBackend {
-    pub(crate) async fn open(registry_flag: Option<&Path>) -> Result<Self, Failure> {
-        let cairn = assemble(registry_flag).await?;
+    pub(crate) async fn open(
+        registry_flag: Option<&Path>,
+        parallelism: Option<usize>,
+    ) -> Result<Self, Failure> {
+        let cairn = assemble(registry_flag, parallelism).await?;
         let recovered = cairn.engine().recover().await?;
         for key in &recovered.failed {
             eprintln!(

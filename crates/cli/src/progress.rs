@@ -3,6 +3,7 @@
 //! one line per change. Built from the engine's events in process, or from polled operations with `--server`.
 //! Events carry no secrets, and neither does anything shown here.
 
+use std::collections::HashMap;
 use std::io::{IsTerminal as _, Write as _};
 use std::time::{Duration, Instant};
 
@@ -21,7 +22,6 @@ enum Mode {
 
 #[derive(Debug)]
 struct Row {
-    deployment: String,
     depth: usize,
     resource: String,
     label: String,
@@ -30,12 +30,22 @@ struct Row {
     duration: Option<Duration>,
 }
 
+/// A row's identity: depth, deployment and resource (case-insensitive, as ARM names are).
+type RowKey = (usize, String, String);
+
 /// The progress view of one deployment command.
 #[derive(Debug)]
 pub(crate) struct Progress {
     mode: Mode,
     title: String,
+    /// Every row, in the order it first appeared.
     rows: Vec<Row>,
+    /// Where each row is in `rows`: an event finds its row at once, however many rows there are (a scan per
+    /// event made a 20,000-resource deployment quadratic).
+    index: HashMap<RowKey, usize>,
+    /// The rows of each deployment (by depth and lower-case name), in the order they appeared: the live table
+    /// shows a nested deployment's rows under the module row that started it.
+    groups: HashMap<(usize, String), Vec<usize>>,
     /// Lines the live view drew last time (to move the cursor back over them).
     drawn: usize,
     color: bool,
@@ -55,6 +65,8 @@ impl Progress {
             mode,
             title: String::new(),
             rows: Vec::new(),
+            index: HashMap::new(),
+            groups: HashMap::new(),
             drawn: 0,
             color: terminal && crate::output::color_stderr(),
         }
@@ -66,6 +78,8 @@ impl Progress {
             mode: Mode::Off,
             title: String::new(),
             rows: Vec::new(),
+            index: HashMap::new(),
+            groups: HashMap::new(),
             drawn: 0,
             color: false,
         }
@@ -171,33 +185,34 @@ impl Progress {
         if self.mode == Mode::Off {
             return;
         }
-        let found = self.rows.iter().position(|r| {
-            r.depth == depth
-                && r.deployment.eq_ignore_ascii_case(deployment)
-                && r.resource.eq_ignore_ascii_case(resource)
-        });
-        let index = match found {
-            Some(i) => {
+        let key = (
+            depth,
+            deployment.to_ascii_lowercase(),
+            resource.to_ascii_lowercase(),
+        );
+        let index = match self.index.get(&key) {
+            Some(&i) => {
                 if self.rows[i].status == status && self.rows[i].duration == duration {
                     return;
                 }
                 i
             }
             None => {
-                let at = self.insertion_point(deployment, depth);
-                self.rows.insert(
-                    at,
-                    Row {
-                        deployment: deployment.to_string(),
-                        depth,
-                        resource: resource.to_string(),
-                        label: label(resource, resource_type),
-                        status: String::new(),
-                        started: Instant::now(),
-                        duration: None,
-                    },
-                );
-                at
+                let i = self.rows.len();
+                self.groups
+                    .entry((depth, key.1.clone()))
+                    .or_default()
+                    .push(i);
+                self.rows.push(Row {
+                    depth,
+                    resource: resource.to_string(),
+                    label: label(resource, resource_type),
+                    status: String::new(),
+                    started: Instant::now(),
+                    duration: None,
+                });
+                self.index.insert(key, i);
+                i
             }
         };
         let row = &mut self.rows[index];
@@ -221,25 +236,45 @@ impl Progress {
         self.redraw();
     }
 
-    /// Where a new row of `deployment` at `depth` goes: at the end for the root, else after the subtree of the
-    /// module row that started that deployment (its `.../deployments/{name}` row one level up).
-    fn insertion_point(&self, deployment: &str, depth: usize) -> usize {
-        if depth == 0 {
-            return self.rows.len();
+    /// The rows in the live table's order: each deployment's rows as they appeared, a nested deployment's rows
+    /// right after the module row that started it (its `.../deployments/{name}` row one level up); rows whose
+    /// module row is not shown (yet) at the end.
+    fn display_order(&self) -> Vec<usize> {
+        let mut order = Vec::with_capacity(self.rows.len());
+        let mut shown = vec![false; self.rows.len()];
+        let mut roots: Vec<&Vec<usize>> = self
+            .groups
+            .iter()
+            .filter(|((depth, _), _)| *depth == 0)
+            .map(|(_, rows)| rows)
+            .collect();
+        roots.sort_by_key(|rows| rows.first().copied());
+        for rows in roots {
+            self.walk(rows, &mut order, &mut shown);
         }
-        let suffix = format!("/deployments/{}", deployment.to_ascii_lowercase());
-        let anchor = self.rows.iter().position(|r| {
-            r.depth + 1 == depth && r.resource.to_ascii_lowercase().ends_with(&suffix)
-        });
-        match anchor {
-            Some(a) => {
-                let mut end = a + 1;
-                while end < self.rows.len() && self.rows[end].depth > self.rows[a].depth {
-                    end += 1;
-                }
-                end
+        for (i, seen) in shown.iter().enumerate() {
+            if !seen {
+                order.push(i);
             }
-            None => self.rows.len(),
+        }
+        order
+    }
+
+    fn walk(&self, rows: &[usize], order: &mut Vec<usize>, shown: &mut [bool]) {
+        for &i in rows {
+            if shown[i] {
+                continue;
+            }
+            shown[i] = true;
+            order.push(i);
+            let row = &self.rows[i];
+            let module = row
+                .resource
+                .rsplit_once("/deployments/")
+                .map(|(_, name)| name.to_ascii_lowercase());
+            if let Some(children) = module.and_then(|m| self.groups.get(&(row.depth + 1, m))) {
+                self.walk(children, order, shown);
+            }
         }
     }
 
@@ -294,7 +329,7 @@ impl Progress {
             ),
             width,
         ));
-        for r in &self.rows {
+        for r in self.display_order().into_iter().map(|i| &self.rows[i]) {
             // Names keep their end (the resource's own name) when cut.
             let indent = "  ".repeat(r.depth);
             let name = format!(
@@ -433,6 +468,8 @@ mod tests {
             mode: Mode::Live,
             title: "Deployment 'main'".into(),
             rows: Vec::new(),
+            index: HashMap::new(),
+            groups: HashMap::new(),
             drawn: 0,
             color: false,
         }
@@ -492,8 +529,9 @@ mod tests {
             "Succeeded",
         ));
         let order: Vec<(&str, usize, &str)> = p
-            .rows
-            .iter()
+            .display_order()
+            .into_iter()
+            .map(|i| &p.rows[i])
             .map(|r| (r.label.as_str(), r.depth, r.status.as_str()))
             .collect();
         assert_eq!(

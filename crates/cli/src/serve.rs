@@ -60,6 +60,16 @@ pub(crate) struct ServeArgs {
     /// (DeploymentRecoveryAbandoned) instead of being resumed again, so it cannot crash the server forever.
     #[arg(long, value_name = "N", default_value_t = cairn_engine::settings::DEFAULT_MAX_RECOVERY_TAKEOVERS)]
     max_recovery_takeovers: u32,
+    /// Resource operations (extension and provider calls) each deployment runs at once, its nested deployments
+    /// included; a stack's deletes run as wide.
+    #[arg(long, env = "CAIRN_PARALLELISM", value_name = "N", default_value_t = cairn_engine::settings::DEFAULT_PARALLELISM,
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    parallelism: usize,
+    /// A cap on resource operations in flight across all deployments of this server together (each keeps its
+    /// own --parallelism under it) [default: no cap].
+    #[arg(long, env = "CAIRN_MAX_OPERATIONS_IN_FLIGHT", value_name = "N",
+          value_parser = clap::builder::RangedU64ValueParser::<usize>::new().range(1..))]
+    max_operations_in_flight: Option<usize>,
     /// Largest request body; larger ones get 413 RequestEntityTooLarge (docs/limits.md).
     #[arg(long, value_name = "BYTES", default_value_t = cairn_server::DEFAULT_MAX_REQUEST_BYTES)]
     max_request_bytes: usize,
@@ -156,6 +166,10 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         engine: {
             let ttl = std::time::Duration::from_secs(args.claim_ttl.max(1));
             cairn_engine::EngineSettings {
+                parallelism: args.parallelism,
+                operation_slots: args
+                    .max_operations_in_flight
+                    .map(cairn_engine::OperationSlots::new),
                 claim_ttl: ttl,
                 max_recovery_takeovers: args.max_recovery_takeovers.max(1),
                 heartbeat_interval: (ttl / 4).max(std::time::Duration::from_millis(250)),

@@ -31,7 +31,7 @@ use serde_json::{Value, json};
 use self::backend::StackBackend;
 use self::watch::{FollowedDelete, StackWatch, follow};
 
-use crate::backend::TargetArgs;
+use crate::backend::{ParallelismArgs, TargetArgs};
 use crate::check::{self, InputFiles};
 use crate::inputs::{TemplateSourceArgs, parse_tags, read_template_inputs};
 use crate::output::{self, CmdResult, Failure, Format, OutputArgs, TableView};
@@ -180,6 +180,8 @@ struct StackFlags {
     scope: ScopeArgs,
     #[command(flatten)]
     source: TemplateSourceArgs,
+    #[command(flatten)]
+    parallelism: ParallelismArgs,
     /// Parameters: a parameters file (`params.json` or `@params.json`, may hold `extensionConfigs`), a
     /// `.bicepparam` file, or `name=value` (JSON if it parses, else a string). Several may follow one -p, and -p
     /// repeats; later values win.
@@ -539,7 +541,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
     match command {
         StackCommand::Create(a) => {
             let (request, files) = stack_request(target, kind, &a.stack)?;
-            with_backend(target, async move |backend| {
+            with_backend(target, a.stack.parallelism, async move |backend| {
                 if !a.stack.yes {
                     confirm_plan(backend, &scope, &a.stack, &request, &files).await?;
                 }
@@ -549,7 +551,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         }
         StackCommand::Validate(a) => {
             let (request, files) = stack_request(target, kind, &a)?;
-            with_backend(target, async move |backend| {
+            with_backend(target, a.parallelism, async move |backend| {
                 let result = backend
                     .validate(&scope, &a.name, &request)
                     .await
@@ -568,7 +570,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         }
         StackCommand::WhatIf(a) => {
             let (request, files) = stack_request(target, kind, &a)?;
-            with_backend(target, async move |backend| {
+            with_backend(target, a.parallelism, async move |backend| {
                 let result = predict(backend, &scope, &a.name, &request, &files).await?;
                 if a.out.output.is_none() && a.out.query.is_none() {
                     let plan = plan::stack_plan(&a.name, &scope, &result);
@@ -586,7 +588,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             .await
         }
         StackCommand::Show(a) => {
-            with_backend(target, async move |backend| {
+            with_backend(target, ParallelismArgs::default(), async move |backend| {
                 let stack = backend.get(&scope, &a.named.name).await?;
                 emit_stack(&a.named.out, &stack)?;
                 Ok(ExitCode::SUCCESS)
@@ -594,7 +596,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             .await
         }
         StackCommand::List(a) => {
-            with_backend(target, async move |backend| {
+            with_backend(target, ParallelismArgs::default(), async move |backend| {
                 let stacks = backend.list(&scope).await?;
                 a.out.print(
                     Format::Json,
@@ -606,7 +608,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             .await
         }
         StackCommand::Export(a) => {
-            with_backend(target, async move |backend| {
+            with_backend(target, ParallelismArgs::default(), async move |backend| {
                 let exported = backend.export_template(&scope, &a.name).await?;
                 a.out.print(Format::Json, &exported, TableView::Auto)?;
                 Ok(ExitCode::SUCCESS)
@@ -614,7 +616,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             .await
         }
         StackCommand::Drift(a) => {
-            with_backend(target, async move |backend| {
+            with_backend(target, ParallelismArgs::default(), async move |backend| {
                 drift::run(backend, &scope, a).await
             })
             .await
@@ -635,7 +637,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
                 action_on_unmanage: action,
                 bypass_stack_out_of_sync_error: a.bypass_out_of_sync,
             };
-            with_backend(target, async move |backend| {
+            with_backend(target, ParallelismArgs::default(), async move |backend| {
                 delete(backend, scope, a, options).await
             })
             .await
@@ -644,11 +646,11 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
 }
 
 /// Runs `work` on the backend the flags name and closes it, whatever the outcome.
-async fn with_backend<F>(target: &TargetArgs, work: F) -> CmdResult
+async fn with_backend<F>(target: &TargetArgs, parallelism: ParallelismArgs, work: F) -> CmdResult
 where
     F: AsyncFnOnce(&StackBackend) -> CmdResult,
 {
-    let backend = StackBackend::connect(target).await?;
+    let backend = StackBackend::connect(target, parallelism).await?;
     let result = work(&backend).await;
     backend.close().await;
     result

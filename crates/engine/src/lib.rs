@@ -50,7 +50,7 @@ pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};
 pub use fetch::{FetchError, FetchFuture, HttpTemplateFetcher, TemplateFetcher};
 pub use provider::{ProviderError, Providers, PutOutcome, ResourceProvider};
-pub use settings::{EngineSettings, RecoveryPolicy};
+pub use settings::{EngineSettings, OperationSlots, RecoveryPolicy};
 pub use what_if::property_diff;
 
 pub use cairn_store::{DeploymentStatus, PageRequest};

@@ -45,6 +45,34 @@ use crate::secrets::{read_key_vault_secret, seal_request};
 
 mod drive;
 
+/// A resource operation's place: a slot of its tree's parallelism and, under an engine-wide cap, one of the shared
+/// operation slots; both are given back when the operation ends (the slot drops).
+pub(crate) struct Slot {
+    _own: tokio::sync::OwnedSemaphorePermit,
+    _shared: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Slot {
+    pub(crate) fn new(
+        own: tokio::sync::OwnedSemaphorePermit,
+        shared: Option<tokio::sync::OwnedSemaphorePermit>,
+    ) -> Self {
+        Slot {
+            _own: own,
+            _shared: shared,
+        }
+    }
+
+    /// The same place with another permit of the tree's (an extension create's call slot for its admission
+    /// slot): the engine-wide slot stays held.
+    pub(crate) fn trade(self, own: tokio::sync::OwnedSemaphorePermit) -> Self {
+        Slot {
+            _own: own,
+            _shared: self._shared,
+        }
+    }
+}
+
 /// State shared by a root deployment and every deployment nested in it.
 pub(crate) struct Tree {
     pub env: Arc<EngineEnv>,
@@ -134,6 +162,8 @@ impl Tree {
                         self.cancel.cancel();
                     }
                     Ok(_) => {}
+                    Err(cairn_store::StoreError::Conflict { .. })
+                        if self.finished_meanwhile(&id).await => {}
                     Err(cairn_store::StoreError::Conflict { .. }) => {
                         // Another replica took the run over (this one was presumed dead): stop scheduling.
                         tracing::warn!(deployment = %id, "lost the deployment claim; canceling this run");
@@ -145,6 +175,17 @@ impl Tree {
                 }
             }
         }
+    }
+}
+
+impl Tree {
+    /// A claim renewal was refused because the record ended between the heartbeat's list of active records and
+    /// its renewal (a nested deployment finishing): nothing was taken over, the run goes on.
+    async fn finished_meanwhile(&self, id: &DeploymentId) -> bool {
+        matches!(
+            self.env.store.get_deployment_by_id(id).await,
+            Ok(Some(record)) if record.status.is_terminal()
+        )
     }
 }
 

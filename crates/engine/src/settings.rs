@@ -1,7 +1,10 @@
 //! Engine settings: parallelism, claim and heartbeat timing, recovery policy, the local tenant's identity,
 //! linked-template download limits and template evaluation budgets.
 
+use std::sync::Arc;
 use std::time::Duration;
+
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 /// What `recover()` does with a deployment whose engine died.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -13,6 +16,48 @@ pub enum RecoveryPolicy {
     Fail,
 }
 
+/// The default of [`EngineSettings::parallelism`].
+pub const DEFAULT_PARALLELISM: usize = 16;
+
+/// Slots for resource operations shared by every deployment that holds a clone: one semaphore, so concurrent
+/// deployments together never have more than `limit` operations in flight.
+#[derive(Clone, Debug)]
+pub struct OperationSlots {
+    permits: Arc<Semaphore>,
+    limit: usize,
+}
+
+impl OperationSlots {
+    /// `limit` operations at once (at least 1).
+    pub fn new(limit: usize) -> Self {
+        let limit = limit.max(1);
+        OperationSlots {
+            permits: Arc::new(Semaphore::new(limit)),
+            limit,
+        }
+    }
+
+    /// How many operations may be in flight at once.
+    pub fn limit(&self) -> usize {
+        self.limit
+    }
+
+    /// How many slots are free now.
+    pub fn available(&self) -> usize {
+        self.permits.available_permits()
+    }
+
+    /// Waits for a free slot; it is given back when the permit drops.
+    pub async fn acquire(&self) -> OwnedSemaphorePermit {
+        // The semaphore is never closed: acquiring cannot fail.
+        loop {
+            if let Ok(permit) = self.permits.clone().acquire_owned().await {
+                return permit;
+            }
+        }
+    }
+}
+
 /// The default of [`EngineSettings::max_recovery_takeovers`].
 pub const DEFAULT_MAX_RECOVERY_TAKEOVERS: u32 = 3;
 
@@ -22,6 +67,10 @@ pub struct EngineSettings {
     /// Resource operations (provider and extension calls) in flight at once per root deployment, nested
     /// deployments included.
     pub parallelism: usize,
+    /// A cap on resource operations in flight across every deployment of this engine (and of whatever else holds
+    /// a clone of the same slots, such as a stack service's deletes): a server-wide bound on top of each
+    /// deployment's `parallelism`. `None`: no cap beyond the per-deployment one.
+    pub operation_slots: Option<OperationSlots>,
     /// This engine replica's name in deployment claims (unique per process).
     pub owner_id: String,
     /// How long a claim on a running deployment lasts without a heartbeat; after that another replica (or a
@@ -57,7 +106,8 @@ pub struct EngineSettings {
 impl Default for EngineSettings {
     fn default() -> Self {
         EngineSettings {
-            parallelism: 16,
+            parallelism: DEFAULT_PARALLELISM,
+            operation_slots: None,
             owner_id: format!("cairn-engine-{}", uuid::Uuid::new_v4()),
             claim_ttl: Duration::from_secs(60),
             heartbeat_interval: Duration::from_secs(15),

@@ -84,6 +84,36 @@ async fn parallelism_is_bounded() {
     assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 3);
 }
 
+/// Operation slots shared by every deployment of the engine (a server-wide cap): two deployments of parallelism 4
+/// run concurrently, yet never more than 3 calls are in flight between them.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shared_operation_slots_cap_concurrent_deployments_together() {
+    let settings = EngineSettings {
+        parallelism: 4,
+        operation_slots: Some(cairn_engine::OperationSlots::new(3)),
+        ..common::settings()
+    };
+    let env = setup_with(settings, Duration::from_millis(40), Providers::empty()).await;
+    let wide = |prefix: &str| {
+        fake_template(
+            json!({
+                "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                          "copy": { "name": "many", "count": 8 },
+                          "properties": { "name": format!("[format('{prefix}{{0}}', copyIndex())]") } }
+            }),
+            json!({}),
+        )
+    };
+    let (a, b) = tokio::join!(
+        deploy(&env.engine, RG, "a", request(wide("a"), json!({}))),
+        deploy(&env.engine, RG, "b", request(wide("b"), json!({}))),
+    );
+    assert_eq!(state(&a), "Succeeded", "{a:#}");
+    assert_eq!(state(&b), "Succeeded", "{b:#}");
+    assert_eq!(env.fake.count(), 16);
+    assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 3);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_before_creates_overlap_the_creates_in_flight() {
     let settings = EngineSettings {

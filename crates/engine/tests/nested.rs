@@ -7,7 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_engine::{DeployOptions, Providers};
+use cairn_engine::{DeployOptions, EngineSettings, Providers};
 use common::*;
 use serde_json::{Value, json};
 
@@ -407,4 +407,36 @@ async fn a_management_group_deployment_targets_a_subscription() {
         child["properties"]["outputResources"][0]["id"],
         format!("{SUB_SCOPE}/resourceGroups/fromMg")
     );
+}
+
+/// The heartbeat renews the claims of every active record of a tree; a nested deployment that ends between its
+/// list of records and the renewal refuses the claim (it has finished). That is no takeover: the run goes on
+/// (it used to cancel the whole tree, which a 20,000-resource deployment of 40 modules hit five seconds in).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn modules_ending_while_the_heartbeat_renews_claims_do_not_cancel_the_run() {
+    let env = setup_with(
+        EngineSettings {
+            heartbeat_interval: Duration::from_millis(1),
+            ..settings()
+        },
+        Duration::from_millis(2),
+        Providers::empty(),
+    )
+    .await;
+    let modules: serde_json::Map<String, Value> = (0..24)
+        .map(|i| {
+            let name = format!("m{i}");
+            let module = module(
+                &name,
+                "inner",
+                json!({ "parameters": { "n": { "value": format!("w{i}") } } }),
+                widget_module(),
+            );
+            (name, module)
+        })
+        .collect();
+    let template = fake_template(Value::Object(modules), json!({}));
+    let record = deploy(&env.engine, RG, "beating", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(env.fake.count(), 24);
 }

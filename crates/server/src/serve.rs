@@ -33,8 +33,9 @@ pub struct ServeConfig {
     pub store: StoreLocation,
     pub registry: Arc<Registry>,
     pub options: ServerOptions,
-    /// Engine settings (parallelism, claim TTL and heartbeat for crash recovery); a stack operation's lease
-    /// follows the same TTL and heartbeat.
+    /// Engine settings (parallelism per deployment, the server-wide cap on operations in flight, claim TTL and
+    /// heartbeat for crash recovery); a stack operation's lease follows the same TTL and heartbeat, and its deletes
+    /// the same parallelism.
     pub engine: EngineSettings,
     /// How long a shutdown may take in all: open requests finishing, then running deployments reaching a safe
     /// point; what is still running then is stopped where it stands (and resumed by recovery all the same).
@@ -103,6 +104,8 @@ pub async fn run(
     let stacks = StackServiceSettings {
         lease_ttl: config.engine.claim_ttl,
         heartbeat_interval: config.engine.heartbeat_interval,
+        // A stack's deletes run as wide as its deployment's resource operations.
+        max_deletes_in_flight: config.engine.parallelism.max(1),
         ..StackServiceSettings::default()
     };
     let metrics = cairn_metrics::Metrics::new();

@@ -29,6 +29,11 @@ use crate::journal::{check_writer, insert_step};
 use crate::rows::backend;
 use cairn_store::codec::check_precondition;
 
+/// The most writes one transaction commits: a larger queue (many deployments writing at once) is committed in
+/// several transactions, one after the other, so no write waits behind an unbounded transaction and no
+/// transaction's undo state grows without bound.
+pub(crate) const MAX_GROUP_WRITES: usize = 256;
+
 /// A write that may be committed together with others.
 pub(crate) enum GroupedWrite {
     /// `OperationJournal::append_operation`, with its writer.
@@ -58,6 +63,10 @@ pub(crate) struct GroupCommit {
     /// Transactions committed (or attempted) for grouped writes, for tests.
     #[cfg(test)]
     pub(crate) transactions: std::sync::atomic::AtomicUsize,
+    /// A failpoint for tests: the commit succeeds and no write of it is answered, as when the process dies
+    /// between a group's commit and its acknowledgements.
+    #[cfg(test)]
+    pub(crate) die_before_answering: std::sync::atomic::AtomicBool,
 }
 
 impl GroupCommit {
@@ -82,7 +91,11 @@ impl GroupCommit {
                 Err(oneshot::error::TryRecvError::Closed) => return Err(abandoned()),
                 Err(oneshot::error::TryRecvError::Empty) => {}
             }
-            let group = std::mem::take(&mut *self.queued());
+            let group: Vec<Pending> = {
+                let mut queue = self.queued();
+                let size = queue.len().min(MAX_GROUP_WRITES);
+                queue.drain(..size).collect()
+            };
             if group.is_empty() {
                 // Ours is in a group whose leader was dropped while its commit goes on: wait for that commit.
                 drop(leader);
@@ -91,8 +104,14 @@ impl GroupCommit {
             #[cfg(test)]
             self.transactions
                 .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            #[cfg(test)]
+            let answer_writes = !self
+                .die_before_answering
+                .load(std::sync::atomic::Ordering::SeqCst);
+            #[cfg(not(test))]
+            let answer_writes = true;
             // A panic in the commit drops the replies: their callers see `abandoned`.
-            let _ = tokio::spawn(commit(writer.clone(), group)).await;
+            let _ = tokio::spawn(commit(writer.clone(), group, answer_writes)).await;
             drop(leader);
         }
     }
@@ -121,11 +140,14 @@ fn abandoned() -> StoreError {
     StoreError::Backend("the commit of this write was abandoned".into())
 }
 
-/// Commits `group` in one transaction and answers each write.
-async fn commit(writer: SqlitePool, group: Vec<Pending>) {
+/// Commits `group` in one transaction, then (unless a test's failpoint says not to) answers each write: a write is
+/// acknowledged only once the transaction holding it is committed.
+async fn commit(writer: SqlitePool, group: Vec<Pending>, answer_writes: bool) {
     let (writes, replies): (Vec<GroupedWrite>, Vec<_>) =
         group.into_iter().map(|p| (p.write, p.reply)).unzip();
     match apply_all(&writer, writes).await {
+        // The replies drop unanswered: their callers see `abandoned`.
+        Ok(_) if !answer_writes => {}
         Ok(results) => {
             for (reply, result) in replies.into_iter().zip(results) {
                 // The caller may be gone; its write stands.
@@ -363,6 +385,89 @@ mod tests {
             let found = store.get_managed_resource(&key).await.expect("read");
             assert_eq!(found.map(|r| r.version), Some(1));
         }
+    }
+
+    /// The process dying between a group's commit and its acknowledgements: no caller is told its write succeeded,
+    /// yet every write of the group is on disk (a fresh store on the same directory reads them), so what the engine
+    /// recovers from the journal is never less than what it was told.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_committed_but_never_acknowledged_is_durable_and_reports_no_success() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let key = MasterKey::generate().expect("a key");
+        let store = Arc::new(
+            SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+                .await
+                .expect("store"),
+        );
+        let run = deployment(&store, "dies").await;
+        let held = store.group.hold().await;
+        let mut steps = tokio::task::JoinSet::new();
+        for i in 0..3 {
+            let writer = store.clone();
+            let run = run.clone();
+            steps.spawn(async move {
+                writer
+                    .append_operation(step(&run, &format!("op{i}"), "Running", 1), None)
+                    .await
+            });
+            queued(&store, i + 1).await;
+        }
+        store
+            .group
+            .die_before_answering
+            .store(true, Ordering::SeqCst);
+        drop(held);
+        while let Some(done) = steps.join_next().await {
+            let answer = done.expect("a write task");
+            assert!(answer.is_err(), "no acknowledgement: {answer:?}");
+        }
+        let reopened = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await
+            .expect("the store again");
+        let journal = reopened
+            .operation_journal(&run, 0, 10)
+            .await
+            .expect("journal");
+        let written: Vec<String> = journal.into_iter().map(|r| r.step.operation_id).collect();
+        assert_eq!(written, ["op0", "op1", "op2"]);
+    }
+
+    /// A queue longer than a group's bound is committed in several transactions, in submission order.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_long_queue_is_committed_in_bounded_groups() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "long").await;
+        let held = store.group.hold().await;
+        let count = MAX_GROUP_WRITES + 10;
+        let mut steps = tokio::task::JoinSet::new();
+        for i in 0..count {
+            let writer = store.clone();
+            let run = run.clone();
+            steps.spawn(async move {
+                writer
+                    .append_operation(step(&run, &format!("op{i:04}"), "Running", 1), None)
+                    .await
+            });
+            queued(&store, i + 1).await;
+        }
+        let before = store.group.transactions.load(Ordering::SeqCst);
+        drop(held);
+        while let Some(done) = steps.join_next().await {
+            done.expect("a write task").expect("the write");
+        }
+        assert_eq!(
+            store.group.transactions.load(Ordering::SeqCst) - before,
+            2,
+            "{count} writes queued behind one lock: a full group, then the rest"
+        );
+        let journal = store
+            .operation_journal(&run, 0, u32::try_from(count + 1).expect("a small count"))
+            .await
+            .expect("journal");
+        let written: Vec<String> = journal.into_iter().map(|r| r.step.operation_id).collect();
+        let expected: Vec<String> = (0..count).map(|i| format!("op{i:04}")).collect();
+        assert_eq!(written, expected, "in submission order");
     }
 
     /// A write of the group that fails is rolled back alone, with its own error; the others commit.

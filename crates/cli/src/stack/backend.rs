@@ -14,7 +14,7 @@ use cairn_store::PageRequest;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::backend::TargetArgs;
+use crate::backend::{ParallelismArgs, TargetArgs};
 use crate::output::Failure;
 
 /// How often the in-process service's record is read while an operation runs (it is a local database read).
@@ -50,11 +50,15 @@ fn to_json<T: Serialize>(value: &T) -> Result<Value, Failure> {
 impl StackBackend {
     /// The server `--server` names, else the service on `$CAIRN_HOME` with the extension registry of
     /// `--registry`, `$CAIRN_EXTENSIONS` or `$CAIRN_HOME/extensions.json`.
-    pub(crate) async fn connect(target: &TargetArgs) -> Result<Self, Failure> {
+    pub(crate) async fn connect(
+        target: &TargetArgs,
+        parallelism: ParallelismArgs,
+    ) -> Result<Self, Failure> {
+        let parallelism = parallelism.for_target(target)?;
         match target.server_client()? {
             Some(client) => Ok(StackBackend::Remote(client)),
             None => Ok(StackBackend::Local(Box::new(
-                LocalStacks::open(target).await?,
+                LocalStacks::open(target, parallelism).await?,
             ))),
         }
     }
@@ -202,8 +206,8 @@ impl StackBackend {
 }
 
 impl LocalStacks {
-    async fn open(target: &TargetArgs) -> Result<Self, Failure> {
-        let cairn = crate::local::assemble(target.registry.as_deref()).await?;
+    async fn open(target: &TargetArgs, parallelism: Option<usize>) -> Result<Self, Failure> {
+        let cairn = crate::local::assemble(target.registry.as_deref(), parallelism).await?;
         cairn.engine().recover().await?;
         let local = LocalStacks { cairn };
         local.finish_interrupted().await?;

@@ -24,7 +24,7 @@ use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
 use tracing::Instrument as _;
 
 use super::{
-    Done, Finished, NestedChild, Run, elapsed_ms, first_unevaluated, host_error,
+    Done, Finished, NestedChild, Run, Slot, elapsed_ms, first_unevaluated, host_error,
     is_nested_deployment, now, operation_id, outputs_json,
 };
 use crate::adoption::{self, Candidate, Verdict};
@@ -110,7 +110,7 @@ impl From<ProviderError> for OpError {
 /// What a future of the driver finished with.
 enum Progress {
     /// A slot was granted (`Some`) or the wait was canceled (`None`).
-    Admitted(usize, Option<OwnedSemaphorePermit>),
+    Admitted(usize, Option<Slot>),
     /// The node's evaluation, and for an extension create the call slot its call moves to.
     Evaluated(
         usize,
@@ -132,7 +132,7 @@ struct NestedReady {
 struct NodeSlot {
     started: Instant,
     target: TargetResource,
-    permit: Option<OwnedSemaphorePermit>,
+    permit: Option<Slot>,
     done: Option<Done>,
 }
 
@@ -434,9 +434,10 @@ impl Run {
                     }
                     Some(Progress::Admitted(node, None)) => Event::NotAdmitted(node),
                     Some(Progress::Evaluated(node, evaluation, target, call_slot)) => {
-                        if call_slot.is_some() {
+                        if let Some(call_slot) = call_slot {
                             // Frees the admission slot for the next resource's evaluation and lookups.
-                            slots[node].permit = call_slot;
+                            slots[node].permit =
+                                slots[node].permit.take().map(|slot| slot.trade(call_slot));
                         }
                         let mut target = *target;
                         // What the extension cannot tell now, the journal may have recorded.
@@ -634,16 +635,27 @@ impl Run {
         }
     }
 
-    /// Waits for a slot of the tree's parallelism (or the tree's cancel).
+    /// Waits for a slot of the tree's parallelism, then for one of the engine-wide operation slots when there is a
+    /// cap (or the tree's cancel). The tree's slot comes first, so a deployment waiting for its own parallelism
+    /// holds none of the slots other deployments could use.
     fn admit(&self, node: usize) -> LocalFuture<'_, Progress> {
         let permits = self.tree.permits.clone();
         let tree = self.tree.clone();
+        let shared = tree.env.settings.operation_slots.clone();
         Box::pin(async move {
-            let permit = tokio::select! {
-                permit = permits.acquire_owned() => permit.ok(),
+            let slot = async {
+                let own = permits.acquire_owned().await.ok()?;
+                let shared = match &shared {
+                    Some(slots) => Some(slots.acquire().await),
+                    None => None,
+                };
+                Some(Slot::new(own, shared))
+            };
+            let slot = tokio::select! {
+                slot = slot => slot,
                 () = tree.stop_requested() => None,
             };
-            Progress::Admitted(node, permit)
+            Progress::Admitted(node, slot)
         })
     }
 
@@ -790,7 +802,7 @@ impl Run {
         identity: &'f ResourceIdentity,
         body: Json,
         target: TargetResource,
-        permit: Option<OwnedSemaphorePermit>,
+        permit: Option<Slot>,
     ) -> LocalFuture<'f, Progress> {
         Box::pin(async move {
             self.settle_writes(&operation_id(&self.id, &identity.key))
@@ -813,7 +825,7 @@ impl Run {
         ext: &PlannedExtensionRef,
         body: Json,
         target: TargetResource,
-        permit: Option<OwnedSemaphorePermit>,
+        permit: Option<Slot>,
     ) -> Result<Answer, OpError> {
         let resolved = self
             .alias_config(expansion, &ext.alias)
@@ -913,7 +925,7 @@ impl Run {
         &self,
         identity: &ResourceIdentity,
         body: Json,
-        permit: Option<OwnedSemaphorePermit>,
+        permit: Option<Slot>,
     ) -> Result<Answer, OpError> {
         let Some(id_text) = identity.id.clone() else {
             return Err(OpError::bad_request(ErrorDetail::new(

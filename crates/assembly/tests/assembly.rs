@@ -165,3 +165,26 @@ async fn a_data_dir_that_cannot_be_opened_is_named_in_the_error() {
     );
     assert!(std::error::Error::source(&error).is_some());
 }
+
+/// `max_operations_in_flight` becomes one set of operation slots for the assembly's engine, each deployment
+/// keeping its own parallelism under it; without it there is no cap.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cap_on_operations_in_flight_reaches_the_engine_as_shared_slots() {
+    let dir = tempfile::tempdir().unwrap();
+    let registry = Arc::new(Registry::new());
+    let capped = Assembly::open(Settings {
+        max_operations_in_flight: Some(5),
+        ..settings(&dir.path().join("capped"), registry.clone())
+    })
+    .await
+    .unwrap();
+    let slots = capped.engine().settings().operation_slots.clone();
+    assert_eq!(slots.as_ref().map(|s| s.limit()), Some(5));
+    assert_eq!(capped.engine().settings().parallelism, 3);
+    capped.close().await.unwrap();
+    let uncapped = Assembly::open(settings(&dir.path().join("uncapped"), registry))
+        .await
+        .unwrap();
+    assert!(uncapped.engine().settings().operation_slots.is_none());
+    uncapped.close().await.unwrap();
+}

@@ -57,13 +57,10 @@ async fn rotate_postgres(
     location: &PostgresLocation,
     new_key_file: Option<&Path>,
 ) -> StoreResult<RotatedKey> {
-    let path = new_key_file.ok_or_else(|| {
-        StoreError::Crypto(
-            "a PostgreSQL store's master key is kept outside the database: name the file for the new key (a \
-             fresh key is written there when it does not exist)"
-                .into(),
-        )
-    })?;
+    let path = key_file_required(
+        new_key_file,
+        "a PostgreSQL store's master key is kept outside the database",
+    )?;
     let (current, _origin) = load_server_master_key(location.key_file())?;
     let new = new_key(path)?;
     let store = PostgresStore::open(location.url(), &current).await?;
@@ -84,12 +81,10 @@ async fn rotate_data_dir(dir: &Path, new_key_file: Option<&Path>) -> StoreResult
     let (current, origin) = load_existing_master_key(dir)?;
     if origin == KeyOrigin::Environment {
         // The key is not the directory's to replace: the new one goes where the operator says.
-        let path = new_key_file.ok_or_else(|| {
-            StoreError::Crypto(format!(
-                "the store's master key comes from {KEY_ENV_VAR}: name the file for the new key (a fresh key is \
-                 written there when it does not exist)"
-            ))
-        })?;
+        let path = key_file_required(
+            new_key_file,
+            &format!("the store's master key comes from {KEY_ENV_VAR}"),
+        )?;
         let new = new_key(path)?;
         rewrap_data_dir(dir, &current, &new).await?;
         return Ok(RotatedKey::GiveToServers(path.to_owned()));
@@ -105,6 +100,15 @@ async fn rotate_data_dir(dir: &Path, new_key_file: Option<&Path>) -> StoreResult
     let key_file = dir.join(KEY_FILE_NAME);
     install_next_key(dir)?;
     Ok(RotatedKey::KeyFile(key_file))
+}
+
+/// The file for the new key of a store whose key is kept outside it (`why`).
+fn key_file_required<'a>(new_key_file: Option<&'a Path>, why: &str) -> StoreResult<&'a Path> {
+    new_key_file.ok_or_else(|| {
+        StoreError::Crypto(format!(
+            "{why}: name the file for the new key (a fresh key is written there when it does not exist)"
+        ))
+    })
 }
 
 /// The key in `path`, or a fresh one written there (mode 0600, synced) when there is no such file.

@@ -1,38 +1,13 @@
 //! `cairn store migrate` on a data directory and on a real PostgreSQL database, and how `cairn serve --store URL`
 //! finds (or refuses to invent) the PostgreSQL store's master key.
 
-use std::path::Path;
-use std::process::{Command, Output};
-
 use cairn_testpg::TestPostgres;
 use sqlx::PgPool;
+use std::path::Path;
+use std::process::Command;
+use store_cli::{cairn, database, text};
 
-/// `cairn` with a clean store environment plus `env`.
-fn cairn(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .env_remove("CAIRN_STORE")
-        .env_remove("CAIRN_STORE_KEY")
-        .env_remove("CAIRN_STORE_KEY_FILE")
-        .env_remove("CAIRN_HOME")
-        .envs(env.iter().copied())
-        .args(args)
-        .output()
-        .expect("cairn runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
-
-async fn database(cluster: &TestPostgres, name: &str) -> String {
-    let admin = PgPool::connect(&cluster.url()).await.expect("connect");
-    sqlx::query(sqlx::AssertSqlSafe(format!("CREATE DATABASE {name}")))
-        .execute(&admin)
-        .await
-        .expect("create database");
-    admin.close().await;
-    cluster.url_for_database(name)
-}
+mod store_cli;
 
 /// The migrations of this build (both backends have the same, a store test checks): their numbers.
 fn migration_numbers() -> Vec<u32> {

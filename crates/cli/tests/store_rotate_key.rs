@@ -3,29 +3,13 @@
 //! servers find it (the directory's `cairn.key`, or the file the operator names, mode 0600).
 
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Output;
 
 use cairn_store::ExposeSecret as _;
 use cairn_testpg::TestPostgres;
-use sqlx::PgPool;
+use store_cli::{cairn, database, text};
 
-/// `cairn` with a clean store environment plus `env`.
-fn cairn(args: &[&str], env: &[(&str, &str)]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .env_remove("CAIRN_STORE")
-        .env_remove("CAIRN_STORE_KEY")
-        .env_remove("CAIRN_STORE_KEY_FILE")
-        .env_remove("CAIRN_HOME")
-        .env("NO_COLOR", "1")
-        .envs(env.iter().copied())
-        .args(args)
-        .output()
-        .expect("cairn runs")
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
-}
+mod store_cli;
 
 /// Runs `args` and expects exit code 0; returns stdout.
 fn ok(args: &[&str], env: &[(&str, &str)]) -> String {
@@ -181,13 +165,7 @@ fn rotate_postgres(url: &str, key_file: &Path, new_key_file: Option<&Path>) -> O
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_postgresql_store_gets_the_key_in_the_file_named_and_the_old_key_stops_working() {
     let cluster = TestPostgres::start();
-    let admin = PgPool::connect(&cluster.url()).await.expect("connect");
-    sqlx::query("CREATE DATABASE rotated")
-        .execute(&admin)
-        .await
-        .expect("create database");
-    admin.close().await;
-    let url = cluster.url_for_database("rotated");
+    let url = database(&cluster, "rotated").await;
     // A data directory with a secret, copied into the database with its key (as docs/operations.md moves one).
     let home = tempfile::tempdir().unwrap();
     let env = [("CAIRN_HOME", home.path().to_str().unwrap())];

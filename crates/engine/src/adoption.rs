@@ -13,7 +13,8 @@
 //! nothing more, nor does a stack that adopts what exists). A resource whose identifiers the extension cannot
 //! predict (its preview answers a 4xx such as `PreviewNotSupported`, or the identifiers are unknown before the
 //! deployment) cannot be looked up, so it is written as before. These lookups run in the create's admission slot;
-//! its call then takes a call slot (`Tree::calls`), so the next resources' lookups overlap the creates in flight.
+//! it then waits in a queue place (`Tree::queued`) for its durable `Running` step and a call slot (`Tree::calls`),
+//! so the next resources' lookups overlap the creates in flight.
 
 use std::fmt;
 use std::sync::Arc;

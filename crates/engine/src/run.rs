@@ -63,8 +63,8 @@ impl Slot {
         }
     }
 
-    /// The same place with another permit of the tree's (an extension create's call slot for its admission
-    /// slot): the engine-wide slot stays held.
+    /// The same place with another permit of the tree's (an extension create's queue place for its admission
+    /// slot, then its call slot for its queue place): the engine-wide slot stays held.
     pub(crate) fn trade(self, own: tokio::sync::OwnedSemaphorePermit) -> Self {
         Slot {
             _own: own,
@@ -79,10 +79,14 @@ pub(crate) struct Tree {
     /// Leaf operations in flight across the whole tree: a slot is taken when a node is admitted and held through
     /// its evaluation and its call.
     pub permits: Arc<Semaphore>,
-    /// Extension creates' calls in flight across the tree, as many as `permits`. An extension resource's create
-    /// looks up its target first (`preview`, and in a stack's deployment the existence `get`) in its admission
-    /// slot, then moves to one of these for the create: the next resources' evaluation and lookups overlap the
-    /// creates in flight instead of waiting behind them.
+    /// Extension creates looked up and not yet calling, across the tree, as many as `permits`. An extension
+    /// resource's create looks up its target first (`preview`, and in a stack's deployment the existence `get`)
+    /// in its admission slot, then moves to one of these while its `Running` step is made durable and it waits
+    /// for a call slot: the next resources' evaluation and lookups overlap the creates in flight instead of
+    /// waiting behind them, and how many creates have said `Running` without calling stays bounded.
+    pub queued: Arc<Semaphore>,
+    /// Extension creates' calls in flight across the tree, as many as `permits`: a queued create takes one only
+    /// once its `Running` step is durable, so a call slot is never idle waiting for the disk.
     pub calls: Arc<Semaphore>,
     pub cancel: CancellationToken,
     /// Fired when the engine hands its runs over ([`crate::Engine::hand_over`]): stop at a safe point, leave the

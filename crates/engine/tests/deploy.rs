@@ -145,6 +145,35 @@ async fn lookups_before_creates_overlap_the_creates_in_flight() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_create_waiting_for_a_call_slot_does_not_hold_up_the_next_lookups() {
+    let settings = EngineSettings {
+        parallelism: 1,
+        ..common::settings()
+    };
+    let env = setup_with(settings, Duration::from_millis(150), Providers::empty()).await;
+    let template = fake_template(
+        json!({
+            "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                      "copy": { "name": "many", "count": 4 },
+                      "properties": { "name": "[format('w{0}', copyIndex())]" } }
+        }),
+        json!({}),
+    );
+    let record = deploy(&env.engine, RG, "queued", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 1);
+    // While the first create holds the only call slot, the second waits for it in a queue place, not in the
+    // admission slot: the third is looked up meanwhile (and waits for the queue place, so no more).
+    let log = env.fake.state.log.lock().unwrap().clone();
+    let first_end = log.iter().position(|e| e.starts_with("end:")).unwrap();
+    let previews = log[..first_end]
+        .iter()
+        .filter(|e| e.starts_with("preview:"))
+        .count();
+    assert_eq!(previews, 3, "{log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serial_copy_with_batch_size_runs_in_batches() {
     let env = setup_with(
         common::settings(),

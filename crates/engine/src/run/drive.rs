@@ -111,7 +111,7 @@ impl From<ProviderError> for OpError {
 enum Progress {
     /// A slot was granted (`Some`) or the wait was canceled (`None`).
     Admitted(usize, Option<Slot>),
-    /// The node's evaluation, and for an extension create the call slot its call moves to.
+    /// The node's evaluation, and for an extension create the queue place it moves to (`Tree::queued`).
     Evaluated(
         usize,
         Evaluation<Call, OpError>,
@@ -133,6 +133,8 @@ struct NodeSlot {
     started: Instant,
     target: TargetResource,
     permit: Option<Slot>,
+    /// An extension create holding a queue place: it takes a call slot once its `Running` step is durable.
+    queued: bool,
     done: Option<Done>,
 }
 
@@ -261,6 +263,7 @@ impl Run {
                     None => Self::azure_target(identity),
                 },
                 permit: None,
+                queued: false,
                 done: None,
             })
             .collect();
@@ -326,6 +329,7 @@ impl Run {
                             body,
                             locator,
                             permit,
+                            slots[node].queued,
                         ));
                     }
                     // The nested future runs its child once told to go (after its `Running` step).
@@ -433,11 +437,12 @@ impl Run {
                         Event::Admitted(node)
                     }
                     Some(Progress::Admitted(node, None)) => Event::NotAdmitted(node),
-                    Some(Progress::Evaluated(node, evaluation, target, call_slot)) => {
-                        if let Some(call_slot) = call_slot {
+                    Some(Progress::Evaluated(node, evaluation, target, queue_place)) => {
+                        if let Some(queue_place) = queue_place {
                             // Frees the admission slot for the next resource's evaluation and lookups.
                             slots[node].permit =
-                                slots[node].permit.take().map(|slot| slot.trade(call_slot));
+                                slots[node].permit.take().map(|slot| slot.trade(queue_place));
+                            slots[node].queued = true;
                         }
                         let mut target = *target;
                         // What the extension cannot tell now, the journal may have recorded.
@@ -671,10 +676,10 @@ impl Run {
             None => Self::azure_target(identity),
         };
         // The node's slot stays with the driver while it is evaluated and moves into its call; an extension
-        // create's call takes a call slot instead (`Tree::calls`), once its lookups are done.
+        // create whose lookups are done moves to a queue place instead (`Tree::queued`), then to a call slot.
         Box::pin(async move {
             let mut target = target;
-            let mut call_slot = None;
+            let mut queue_place = None;
             let evaluation = match self.evaluate(expansion, hook, identity).await {
                 Ok(Some(body)) => {
                     match self.identify(expansion, identity, &body, &mut target).await {
@@ -682,7 +687,7 @@ impl Run {
                             if looked_up {
                                 // Not canceled by a stop: an evaluated node performs its call, and the calls
                                 // holding the slots end on their own.
-                                call_slot = self.tree.calls.clone().acquire_owned().await.ok();
+                                queue_place = self.tree.queued.clone().acquire_owned().await.ok();
                             }
                             Evaluation::Perform(Call::Leaf(body))
                         }
@@ -692,7 +697,7 @@ impl Run {
                 Ok(None) => Evaluation::Skip,
                 Err(error) => Evaluation::Fail(OpError::bad_request(error)),
             };
-            Progress::Evaluated(identity.index, evaluation, Box::new(target), call_slot)
+            Progress::Evaluated(identity.index, evaluation, Box::new(target), queue_place)
         })
     }
 
@@ -795,7 +800,9 @@ impl Run {
         })
     }
 
-    /// Calls the provider or extension of a leaf whose `Running` step (naming `target`) is journaled.
+    /// Calls the provider or extension of a leaf whose `Running` step (naming `target`) is journaled, once the
+    /// step is durable. A `queued` create trades its queue place for a call slot only then: waiting for the disk
+    /// holds no call slot.
     fn perform_leaf<'f>(
         &'f self,
         expansion: &'f Expansion<'_>,
@@ -803,10 +810,18 @@ impl Run {
         body: Json,
         target: TargetResource,
         permit: Option<Slot>,
+        queued: bool,
     ) -> LocalFuture<'f, Progress> {
         Box::pin(async move {
             self.settle_writes(&operation_id(&self.id, &identity.key))
                 .await;
+            let permit = match permit {
+                Some(place) if queued => match self.tree.calls.clone().acquire_owned().await {
+                    Ok(call_slot) => Some(place.trade(call_slot)),
+                    Err(_) => Some(place),
+                },
+                other => other,
+            };
             let result = match &identity.extension {
                 Some(ext) => {
                     self.call_extension(expansion, identity, ext, body, target, permit)

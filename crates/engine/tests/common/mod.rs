@@ -255,6 +255,12 @@ impl FakeExtension {
                 }
                 let properties = body.get("properties").cloned().unwrap_or(json!({}));
                 let name = properties.get("name").cloned().unwrap_or(Value::Null);
+                let shown = name.as_str().unwrap_or_default();
+                self.state
+                    .log
+                    .lock()
+                    .unwrap()
+                    .push(format!("preview:{shown}"));
                 let mut predicted = properties.clone();
                 predicted["createdBy"] = json!("fake");
                 TransportResponse::json(

@@ -13,11 +13,12 @@ mod common;
 mod matrix;
 
 use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::OsStr;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use common::{Server, start_server};
+use common::{Server, start_serve, start_server};
 use matrix::{Listener, PATIENCE, Release, exact, inventory_at, names, template, tracked};
 use serde_json::{Value, json};
 
@@ -36,6 +37,11 @@ struct Cairn {
 
 impl Cairn {
     fn start(ext_addr: SocketAddr) -> Self {
+        Self::start_with(ext_addr, None)
+    }
+
+    /// [`Cairn::start`] with the store's process-level failpoint (`CAIRN_FAILPOINT_ABORT_AFTER_COMMIT`) set.
+    fn start_with(ext_addr: SocketAddr, abort_after_commit: Option<&str>) -> Self {
         let dir = tempfile::tempdir().unwrap();
         let data_dir = dir.path().join("data");
         let registry = dir.path().join("extensions.json");
@@ -46,7 +52,18 @@ impl Cairn {
             .to_string(),
         )
         .unwrap();
-        let server = start_server(&data_dir, &registry);
+        let server = match abort_after_commit {
+            None => start_server(&data_dir, &registry),
+            Some(failpoint) => start_serve(
+                &[
+                    OsStr::new("--data-dir"),
+                    data_dir.as_os_str(),
+                    OsStr::new("--extensions"),
+                    registry.as_os_str(),
+                ],
+                &[("CAIRN_FAILPOINT_ABORT_AFTER_COMMIT", OsStr::new(failpoint))],
+            ),
+        };
         Cairn {
             _dir: dir,
             data_dir,
@@ -73,6 +90,21 @@ impl Cairn {
     async fn kill_when_held(&mut self, ext: &matrix::Extension, name: &str) {
         ext.wait_held(name).await;
         self.kill();
+    }
+
+    /// Waits for the server to die by itself (its failpoint) and asserts it aborted.
+    async fn aborts(&mut self) {
+        let mut server = self.server.take().expect("a running server");
+        let started = Instant::now();
+        let status = loop {
+            if let Some(status) = server.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(started.elapsed() < PATIENCE, "the server did not abort");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(6), "SIGABRT: {status}");
     }
 
     fn restart(&mut self) {
@@ -202,6 +234,41 @@ async fn deployment_killed_mid_create() {
     cairn.no_operation_running(&path).await;
     assert_eq!(ext.holdings(), names(&["w0", "w1", "w2"]));
     exact(&cairn.inventory().await, &ext.holdings());
+}
+
+/// (d) The process dies after a journal step's group is committed and before the run that wrote the step hears of
+/// it (the store's failpoint aborts it): after w1's `Running` step (so its create is never called), and after its
+/// `Succeeded` step. Restarted without the failpoint, the deployment finishes and the inventory names exactly what
+/// the extension holds.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn deployment_dies_between_a_steps_commit_and_its_acknowledgement() {
+    for (failpoint, made) in [("Running w1", &["w0"][..]), ("Succeeded w1", &["w0", "w1"])] {
+        let listener = Listener::start().await;
+        let ext = listener.ext.clone();
+        let mut cairn = Cairn::start_with(listener.addr, Some(failpoint));
+        let scope = cairn.resource_group("matrixcommit").await;
+        let path = format!("{scope}/providers/Microsoft.Resources/deployments/chain");
+        put_deployment(&cairn, &path, &["w0", "w1", "w2"]).await;
+        cairn.aborts().await;
+        let holdings = ext.holdings();
+        assert!(
+            names(made).is_subset(&holdings),
+            "{failpoint}: {holdings:?}"
+        );
+        if failpoint.starts_with("Running") {
+            // Its `Running` step is durable, its create never called: the run was not told it could go on.
+            assert_eq!(holdings, names(made), "{failpoint}");
+        }
+        tracked(&cairn.inventory().await, &holdings);
+
+        cairn.restart();
+        cairn
+            .ends(&format!("{path}?{DEPLOYMENTS}"), "Succeeded")
+            .await;
+        cairn.no_operation_running(&path).await;
+        assert_eq!(ext.holdings(), names(&["w0", "w1", "w2"]), "{failpoint}");
+        exact(&cairn.inventory().await, &ext.holdings());
+    }
 }
 
 async fn put_deployment(cairn: &Cairn, path: &str, names: &[&str]) {

@@ -110,7 +110,10 @@ impl SqliteStore {
 
     async fn grouped_step(&self, write: GroupedWrite) -> StoreResult<OperationRecord> {
         match self.group.write(&self.writer, write).await? {
-            Grouped::Step(record) => Ok(*record),
+            Grouped::Step(record) => {
+                crate::failpoint::step_committed(&record.step);
+                Ok(*record)
+            }
             Grouped::Resource(_) => Err(StoreError::corrupt(
                 E,
                 "a journal write answered with a resource",

@@ -25,6 +25,7 @@
 //!   `bytes_per_resource` bench measures it; `docs/store.md` and `docs/benchmarks-store.md` explain the choices.
 
 mod deployments;
+mod failpoint;
 mod group_commit;
 mod groups;
 mod host_operations;

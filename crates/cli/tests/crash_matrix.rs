@@ -271,6 +271,63 @@ async fn deployment_dies_between_a_steps_commit_and_its_acknowledgement() {
     }
 }
 
+/// (e) A stack update killed mid-deployment, after which a resource its template names and its deployment had not
+/// reached yet is created behind its back: the resumed deployment asks whether it exists, as the interrupted one
+/// would have, and leaves it alone (the stack does not adopt); what the stack's deployment wrote before, it writes
+/// again without asking.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resumed_stack_deployment_does_not_take_over_what_appeared_meanwhile() {
+    let listener = Listener::start().await;
+    let ext = listener.ext.clone();
+    let mut cairn = Cairn::start(listener.addr);
+    let scope = cairn.resource_group("matrixresume").await;
+    let path = format!("{scope}/providers/Microsoft.Resources/deploymentStacks/resume");
+    put_stack_of(&cairn, &path, &["a"], true).await;
+    cairn.ends(&format!("{path}?{STACKS}"), "succeeded").await;
+
+    // The update (a, then b, then c) is killed while it writes a again; then someone else makes b.
+    ext.hold_create("a");
+    put_stack_of(&cairn, &path, &["a", "b", "c"], true).await;
+    cairn.kill_when_held(&ext, "a").await;
+    ext.state
+        .lock()
+        .unwrap()
+        .resources
+        .insert("b".into(), json!({ "name": "b", "owner": "someone else" }));
+    ext.release_all(Release::Go);
+    cairn.restart();
+
+    let stack = cairn.ends(&format!("{path}?{STACKS}"), "failed").await;
+    // Refused: b, which exists and no stack manages; not a, which the stack's deployment wrote before.
+    fn refusals(error: &Value, out: &mut Vec<String>) {
+        let message = error["message"].as_str().unwrap_or_default();
+        if error["code"] == "DeploymentStackResourceExistsUnmanaged"
+            && message.contains("identifiers")
+        {
+            out.push(message.to_owned());
+        }
+        for detail in error["details"].as_array().into_iter().flatten() {
+            refusals(detail, out);
+        }
+    }
+    let mut refused = Vec::new();
+    refusals(&stack["properties"]["error"], &mut refused);
+    assert!(!refused.is_empty(), "{stack:#}");
+    for message in &refused {
+        assert!(message.contains(r#"{"name":"b"}"#), "{message}");
+    }
+    let b = ext.state.lock().unwrap().resources["b"].clone();
+    assert_eq!(b["owner"], "someone else", "b was written: {b}");
+    assert_eq!(ext.holdings(), names(&["a", "b"]), "c comes after b");
+    let managed: BTreeSet<String> = stack["properties"]["resources"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|r| r["identifiers"]["name"].as_str().map(str::to_owned))
+        .collect();
+    assert_eq!(managed, names(&["a"]), "{stack:#}");
+}
+
 async fn put_deployment(cairn: &Cairn, path: &str, names: &[&str]) {
     let (status, body) = cairn
         .send(
@@ -286,13 +343,20 @@ async fn put_deployment(cairn: &Cairn, path: &str, names: &[&str]) {
 }
 
 async fn put_stack(cairn: &Cairn, path: &str, names: &[&str]) {
+    put_stack_of(cairn, path, names, false).await;
+}
+
+/// A stack PUT of the matrix template (its resources one after the other with `chained`).
+async fn put_stack_of(cairn: &Cairn, path: &str, names: &[&str], chained: bool) {
     let (status, body) = cairn
         .send(
             reqwest::Method::PUT,
             &format!("{path}?{STACKS}"),
-            Some(json!({ "properties": { "template": template(names, false),
+            Some(
+                json!({ "properties": { "template": template(names, chained),
                                          "actionOnUnmanage": { "resources": "delete" },
-                                         "denySettings": { "mode": "none" } } })),
+                                         "denySettings": { "mode": "none" } } }),
+            ),
         )
         .await;
     assert!(status == 200 || status == 201, "stack PUT: {status} {body}");

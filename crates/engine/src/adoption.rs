@@ -24,6 +24,7 @@ use cairn_host::{
     CallContext, ExtensionConfig, ExtensionHost, ExtensionKey, HostError, PreviewRequest,
     ResourceLocator,
 };
+use cairn_store::{DeploymentKey, ResourceKey, Store};
 use serde_json::Value as Json;
 
 /// The code of an operation refused because its extension resource exists and no stack manages it.
@@ -53,6 +54,36 @@ pub struct ExistingResourceCheck {
     pub adopt: bool,
     /// Resources written without asking: stacks manage them already.
     pub managed: Arc<dyn ManagedResources>,
+}
+
+impl ExistingResourceCheck {
+    /// The check of a stack's deployment resumed after a crash. The stack's managed set is not at hand then, so
+    /// only what the deployment itself wrote before the crash (see [`WrittenBefore`]) is written without asking:
+    /// any other existing resource is refused unless the stack adopts — a resource of the stack's that another
+    /// deployment wrote since is refused too, and the next stack update writes it (failing closed, never taking
+    /// over what the stack was not allowed to).
+    pub(crate) fn resumed(adopt: bool) -> Self {
+        ExistingResourceCheck {
+            adopt,
+            managed: Arc::new(NoneManaged),
+        }
+    }
+}
+
+struct NoneManaged;
+
+impl ManagedResources for NoneManaged {
+    fn manages(&self, _: &ExtensionResource<'_>) -> bool {
+        false
+    }
+}
+
+/// In a run resumed after a crash: the inventory, to tell the resources the same deployment (same scope and name:
+/// the interrupted run, or the earlier run of a nested deployment started again) wrote before — its `Running` step
+/// inventories its target before the call — and that it may write again without asking.
+pub(crate) struct WrittenBefore {
+    pub store: Arc<dyn Store>,
+    pub deployment: DeploymentKey,
 }
 
 impl fmt::Debug for ExistingResourceCheck {
@@ -103,6 +134,7 @@ pub(crate) async fn identify(
     host: &ExtensionHost,
     candidate: Candidate<'_>,
     check: Option<&ExistingResourceCheck>,
+    written_before: Option<&WrittenBefore>,
     context: &CallContext,
 ) -> Identified {
     let unnamed = |verdict| Identified {
@@ -153,7 +185,9 @@ pub(crate) async fn identify(
         config_id: preview.config_id,
     };
     let verdict = match check {
-        Some(check) => exists_check(host, check, &candidate, &identity, context).await,
+        Some(check) => {
+            exists_check(host, check, written_before, &candidate, &identity, context).await
+        }
         None => Verdict::Write,
     };
     Identified {
@@ -166,6 +200,7 @@ pub(crate) async fn identify(
 async fn exists_check(
     host: &ExtensionHost,
     check: &ExistingResourceCheck,
+    written_before: Option<&WrittenBefore>,
     candidate: &Candidate<'_>,
     identity: &PredictedIdentity,
     context: &CallContext,
@@ -179,6 +214,26 @@ async fn exists_check(
     // Adopting writes the resource whether or not it exists: there is nothing to ask.
     if check.adopt || check.managed.manages(&resource) {
         return Verdict::Write;
+    }
+    if let Some(run) = written_before {
+        let key = ResourceKey::extension(
+            resource.extension,
+            resource.config_id,
+            resource.resource_type,
+            resource.identifiers,
+        );
+        match run.store.get_managed_resource(&key).await {
+            Ok(Some(row))
+                if !row.detached && row.resource.deployment.as_ref() == Some(&run.deployment) =>
+            {
+                return Verdict::Write;
+            }
+            Ok(_) => {}
+            // Not known to be its own: the extension is asked, as for any other resource.
+            Err(error) => {
+                tracing::warn!(error = %error, "could not read the inventory before an existence check")
+            }
+        }
     }
     let locator = ResourceLocator {
         resource_type: candidate.resource_type.to_owned(),

@@ -32,7 +32,10 @@ use crate::fetch::{HttpTemplateFetcher, TemplateFetcher};
 use crate::inflight::LocalFuture;
 use crate::link::{resolve_request, seal_links};
 use crate::provider::Providers;
-use crate::records::{ENGINE_MEMBER, EngineAnnotation, deployment_extended, deployment_operation};
+use crate::records::{
+    ENGINE_MEMBER, EngineAnnotation, ExistingResourcesAnnotation, deployment_extended,
+    deployment_operation,
+};
 use crate::recovery::{end_running_operations, journal_progress, touched_resources};
 use crate::registry::{Claims, RunControl, RunRegistry};
 use crate::request::scope_key;
@@ -57,8 +60,8 @@ pub struct DeployOptions {
     /// The caller's `x-ms-correlation-request-id`; generated when absent.
     pub correlation_id: Option<String>,
     /// A stack's deployment: what to do with an extension resource that exists before its first write and no
-    /// stack manages (see [`crate::ExistingResourceCheck`]). Not kept in the record: a run resumed after a crash
-    /// writes without the check.
+    /// stack manages (see [`crate::ExistingResourceCheck`]). Its `adopt` is kept in the record, so a run resumed
+    /// after a crash checks too (`ExistingResourceCheck::resumed`).
     pub existing_resources: Option<ExistingResourceCheck>,
 }
 
@@ -325,6 +328,10 @@ impl Engine {
         let annotation = EngineAnnotation {
             utc_now: cairn_arm::time::format_timestamp(std::time::SystemTime::now()),
             new_guids: (0..16).map(|_| uuid::Uuid::new_v4().to_string()).collect(),
+            existing_resources: options
+                .existing_resources
+                .as_ref()
+                .map(|check| ExistingResourcesAnnotation { adopt: check.adopt }),
             ..EngineAnnotation::default()
         };
         let properties = request.properties.clone();
@@ -958,7 +965,18 @@ impl Engine {
                 }
                 if let Some((properties, annotation)) = self.resumable(&claimed).await {
                     let key = claimed.key.clone();
-                    self.start(claimed, properties, annotation, false, true, None)?;
+                    // A stack's deployment goes on checking what exists before writing it.
+                    let existing_resources = annotation
+                        .existing_resources
+                        .map(|a| ExistingResourceCheck::resumed(a.adopt));
+                    self.start(
+                        claimed,
+                        properties,
+                        annotation,
+                        false,
+                        true,
+                        existing_resources,
+                    )?;
                     env.settings
                         .metrics
                         .takeover(TakeoverKind::Deployment, "resumed");

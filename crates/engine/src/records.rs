@@ -37,6 +37,18 @@ pub struct EngineAnnotation {
     pub template_hash: Option<String>,
     /// The deployment location (subscription and above) or the resource group's.
     pub location: Option<String>,
+    /// A stack's deployment checks extension resources for existence before their first write (see
+    /// [`crate::ExistingResourceCheck`]): kept so a run resumed after a crash checks them too.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub existing_resources: Option<ExistingResourcesAnnotation>,
+}
+
+/// How a stack's deployment treats extension resources that exist before their first write.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default)]
+pub struct ExistingResourcesAnnotation {
+    /// `adoptExistingResources`: write them, so the stack manages them.
+    pub adopt: bool,
 }
 
 impl EngineAnnotation {

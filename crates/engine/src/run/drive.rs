@@ -27,7 +27,7 @@ use super::{
     Done, Finished, NestedChild, Run, Slot, elapsed_ms, first_unevaluated, host_error,
     is_nested_deployment, now, operation_id, outputs_json,
 };
-use crate::adoption::{self, Candidate, Verdict};
+use crate::adoption::{self, Candidate, Verdict, WrittenBefore};
 use crate::applied::applied;
 use crate::events::EventKind;
 use crate::hook::EngineHook;
@@ -727,6 +727,10 @@ impl Run {
         let resource_type = identity.resource_type.clone();
         let api_version = identity.api_version.clone();
         let check = self.tree.existing_resources.clone();
+        let written_before = self.tree.resumed.then(|| WrittenBefore {
+            store: self.env().store.clone(),
+            deployment: self.key.clone(),
+        });
         let host = self.env().host.clone();
         let ctx = self.tree.call_context();
         let identified = tokio::spawn(
@@ -738,7 +742,14 @@ impl Run {
                     properties: &properties,
                     config: config.as_ref(),
                 };
-                adoption::identify(&host, candidate, check.as_ref(), &ctx).await
+                adoption::identify(
+                    &host,
+                    candidate,
+                    check.as_ref(),
+                    written_before.as_ref(),
+                    &ctx,
+                )
+                .await
             }
             .in_current_span(),
         );

@@ -52,6 +52,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::task::JoinSet;
 
+use cairn_store::Precondition;
+
+use crate::record::inventory_key;
 use crate::service::StackService;
 use crate::unmanage::Deleter;
 
@@ -351,7 +354,8 @@ impl StackService {
                 .entry(resource.key().clone())
                 .or_insert_with(|| resource.clone());
         }
-        let plan = DeletePlan::build(unique.into_values());
+        let targets: Vec<ManagedResource> = unique.into_values().collect();
+        let plan = DeletePlan::build(targets.iter().cloned());
         let settings = RunSettings {
             max_rounds: self.inner.settings.max_delete_rounds.max(1),
             max_in_flight: Some(self.inner.settings.max_deletes_in_flight.max(1)),
@@ -364,6 +368,7 @@ impl StackService {
             correlation_id: correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
         };
         let (outcomes, failed) = self.drive(&deleter, plan, settings).await?;
+        self.forget_gone(&targets, &outcomes, &failed).await?;
         Ok(references
             .into_iter()
             .zip(parsed)
@@ -399,6 +404,53 @@ impl StackService {
                 }
             })
             .collect())
+    }
+
+    /// The inventory follows a bulk delete: the rows of the resources it deleted (or found gone) go — unless a stack
+    /// manages the resource, whose record still lists it and whose next operation settles the row.
+    async fn forget_gone(
+        &self,
+        targets: &[ManagedResource],
+        outcomes: &HashMap<ResourceKey, DeleteOutcome>,
+        failed: &HashMap<ResourceKey, ErrorDetail>,
+    ) -> Result<(), ArmError> {
+        let gone: Vec<&ManagedResource> = targets
+            .iter()
+            .filter(|r| !failed.contains_key(r.key()))
+            .filter(|r| {
+                outcomes.get(r.key()).is_some_and(|outcome| {
+                    outcome.is_deleted()
+                        || matches!(
+                            outcome,
+                            DeleteOutcome::NotFound | DeleteOutcome::DeploymentTargetNotFound
+                        )
+                })
+            })
+            .collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        let ownership = self.ownership_of_all_stacks().await?;
+        for resource in gone {
+            if !ownership.claims(resource.key()).is_empty() {
+                continue;
+            }
+            let key = inventory_key(resource);
+            match self
+                .inner
+                .store
+                .delete_managed_resource(&key, Precondition::Any)
+                .await
+            {
+                Ok(()) => {}
+                Err(error) if error.is_not_found() => {}
+                Err(error) => {
+                    tracing::warn!(resource = key.as_str(), error = %error,
+                        "could not remove a bulk-deleted resource from the inventory")
+                }
+            }
+        }
+        Ok(())
     }
 
     /// Runs the plan like [`Deleter::run`], keeping each resource's last outcome so `notFound` stays apart

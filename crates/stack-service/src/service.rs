@@ -240,10 +240,18 @@ impl StackService {
 
     /// The other stacks' claims on resources, for the ownership check.
     pub(crate) async fn ownership(&self, scope: &str, name: &str) -> Result<Ownership, ArmError> {
+        self.ownership_except(Some(lease_name(scope, name))).await
+    }
+
+    /// What every stack manages.
+    pub(crate) async fn ownership_of_all_stacks(&self) -> Result<Ownership, ArmError> {
+        self.ownership_except(None).await
+    }
+
+    async fn ownership_except(&self, me: Option<String>) -> Result<Ownership, ArmError> {
         let mut ownership = Ownership::new();
-        let me = lease_name(scope, name);
         for record in self.all_stack_records().await? {
-            if lease_name(&record.scope, &record.name) == me {
+            if me.as_deref() == Some(lease_name(&record.scope, &record.name).as_str()) {
                 continue;
             }
             let Ok(state) = StoredState::from_value(&record.managed_set) else {

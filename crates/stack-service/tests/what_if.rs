@@ -20,8 +20,8 @@ use cairn_stack_service::{
     bulk_delete_runs_long,
 };
 use cairn_store::{
-    NewSecretVersion, PageRequest, Precondition, ResourceGroup, SecretString, Store, Tags,
-    Timestamp, Vault,
+    ManagedResourceFilter, NewSecretVersion, PageRequest, Precondition, ResourceGroup,
+    SecretString, Store, Tags, Timestamp, Vault,
 };
 use cairn_store_sqlite::SqliteStore;
 use serde_json::{Value, json};
@@ -749,6 +749,91 @@ async fn bulk_delete_reports_per_entry() {
 }
 
 /// A cairn reference id of a widget (what cairn reports for an extensible resource).
+/// The inventory's `Local` files: path → the row's extension (with its configId).
+async fn inventoried_files(store: &Arc<dyn Store>) -> HashMap<String, cairn_store::ExtensionRef> {
+    let page = store
+        .list_managed_resources(ManagedResourceFilter::default())
+        .await
+        .expect("inventory");
+    page.items
+        .into_iter()
+        .filter_map(|row| {
+            let extension = row.resource.extension?;
+            let path = extension.identifiers.as_ref()?["path"].as_str()?.to_owned();
+            Some((path, extension))
+        })
+        .collect()
+}
+
+/// The inventory follows a bulk delete: the row of a resource no stack manages goes with it; a stack's stays (its
+/// record still lists it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bulk_delete_removes_the_inventory_rows_of_what_no_stack_manages() {
+    let env = setup().await;
+    let root = env.root.path().to_string_lossy().into_owned();
+    deploy(
+        &env,
+        "files",
+        properties(&root, &["kept.txt"], false, "detach"),
+    )
+    .await;
+    let kept = inventoried_files(&env.store).await["kept.txt"].clone();
+    // A file some deployment outside any stack wrote: its row, under the same control plane.
+    std::fs::write(env.root.path().join("loose.txt"), "x").expect("file");
+    let loose_identifiers = json!({ "path": "loose.txt" });
+    let mut loose = env
+        .store
+        .list_managed_resources(ManagedResourceFilter::default())
+        .await
+        .expect("inventory")
+        .items
+        .remove(0)
+        .resource;
+    loose.key = cairn_store::ResourceKey::extension(
+        "Local",
+        kept.config_id.as_deref(),
+        "File",
+        &loose_identifiers,
+    );
+    loose.deployment = None;
+    loose.extension = Some(cairn_store::ExtensionRef {
+        identifiers: Some(loose_identifiers),
+        ..kept.clone()
+    });
+    env.store
+        .put_managed_resource(loose, Precondition::MustNotExist)
+        .await
+        .expect("a loose row");
+    assert_eq!(inventoried_files(&env.store).await.len(), 2);
+
+    let local = json!({"name": "Local", "version": "1.0.0", "configId": kept.config_id,
+                       "config": {"rootDirectory": {"value": root}}});
+    let entries = ["kept.txt", "loose.txt"]
+        .map(|path| {
+            entry(
+                json!({"extension": local, "type": "File", "apiVersion": "1.0.0",
+                         "identifiers": {"path": path}}),
+            )
+        })
+        .to_vec();
+    let results = env
+        .service
+        .bulk_delete(entries, None)
+        .await
+        .expect("bulk delete");
+    let statuses: Vec<BulkDeleteStatus> = results.iter().map(|r| r.status).collect();
+    assert_eq!(
+        statuses,
+        vec![BulkDeleteStatus::Deleted, BulkDeleteStatus::Deleted]
+    );
+    let left: Vec<String> = inventoried_files(&env.store).await.into_keys().collect();
+    assert_eq!(
+        left,
+        vec!["kept.txt".to_owned()],
+        "the stack still lists kept.txt"
+    );
+}
+
 fn widget_reference_id(name: &str) -> String {
     cairn_extension_contract::ReferenceIdParts {
         extension_name: "Widgets".into(),

@@ -15,7 +15,7 @@ use cairn_store::{
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use crate::state::{SHARE_TAG, StoredState};
+use crate::state::{SHARE_TAG, StateRecord, StoredState};
 
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
@@ -196,7 +196,7 @@ impl StackService {
         scope: &str,
         name: &str,
         stack: &DeploymentStack,
-        state: &StoredState,
+        state: StateRecord<'_>,
         precondition: Precondition,
         inventory: Vec<InventoryChange>,
     ) -> Result<StackRecord, ArmError> {

@@ -163,13 +163,7 @@ impl StackService {
         else {
             return Ok(None);
         };
-        let stack = DeploymentStack::deserialize(&record.stack).map_err(|e| {
-            ArmError::new(
-                500,
-                "StoreDataCorrupt",
-                format!("stored stack '{name}': {e}"),
-            )
-        })?;
+        let stack = stored_stack(name, &record.stack)?;
         Ok(Some((record, stack)))
     }
 
@@ -274,12 +268,17 @@ impl StackService {
         Ok(ownership)
     }
 
-    /// The stack (`GET`); 404 `DeploymentStackNotFound`.
+    /// The stack (`GET`); 404 `DeploymentStackNotFound`. Its managed set is not read: a client following an
+    /// operation reads the stack again and again, and a big stack's set is thousands of records.
     pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
-        self.load_stack(scope, name)
-            .await?
-            .map(|(_, stack)| stack)
-            .ok_or_else(|| ArmError::deployment_stack_not_found(name))
+        let stack = self
+            .inner
+            .store
+            .get_stack_resource(scope, name)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| ArmError::deployment_stack_not_found(name))?;
+        stored_stack(name, &stack)
     }
 
     /// The stacks of a scope.
@@ -306,4 +305,15 @@ impl StackService {
             continuation: listed.continuation,
         })
     }
+}
+
+/// The stack resource of stack `name`'s record; 500 `StoreDataCorrupt` when it is not one.
+fn stored_stack(name: &str, stack: &Value) -> Result<DeploymentStack, ArmError> {
+    DeploymentStack::deserialize(stack).map_err(|e| {
+        ArmError::new(
+            500,
+            "StoreDataCorrupt",
+            format!("stored stack '{name}': {e}"),
+        )
+    })
 }

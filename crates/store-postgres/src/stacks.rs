@@ -10,6 +10,7 @@ use cairn_store::{
     Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
     StoreResult, Timestamp, fold_case,
 };
+use serde_json::Value;
 use sqlx::PgConnection;
 use sqlx::postgres::PgRow;
 
@@ -116,6 +117,24 @@ impl PostgresStore {
             .as_ref()
             .map(record_from_row)
             .transpose()
+    }
+
+    pub(crate) async fn get_stack_resource_impl(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> StoreResult<Option<Value>> {
+        sqlx::query(
+            "SELECT stack, format_version FROM deployment_stacks WHERE scope_key = $1 AND name_key = $2",
+        )
+        .bind(fold_case(scope.trim_end_matches('/')))
+        .bind(name.to_lowercase())
+        .fetch_optional(&self.pool)
+        .await
+        .map_err(backend)?
+        .as_ref()
+        .map(|row| decode(row, E, codec::stack_resource))
+        .transpose()
     }
 
     pub(crate) async fn list_stacks_impl(

@@ -9,6 +9,7 @@ use cairn_store::{
     Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
     StoreResult, Timestamp, fold_case,
 };
+use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
@@ -106,6 +107,24 @@ impl SqliteStore {
             .as_ref()
             .map(record_from_row)
             .transpose()
+    }
+
+    pub(crate) async fn get_stack_resource_impl(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> StoreResult<Option<Value>> {
+        sqlx::query(
+            "SELECT stack, format_version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
+        )
+        .bind(fold_case(scope.trim_end_matches('/')))
+        .bind(name.to_lowercase())
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(backend)?
+        .as_ref()
+        .map(|row| decode(row, E, codec::stack_resource))
+        .transpose()
     }
 
     pub(crate) async fn list_stacks_impl(

@@ -2553,6 +2553,22 @@ pub async fn stacks_round_trip_versions_and_pages(store: &dyn Store) {
     assert_eq!(read.stack["properties"]["marker"], json!(2));
     assert_eq!(read.managed_set["formatVersion"], json!(1));
     assert!(store.get_stack(rg, "beta").await.expect("get").is_none());
+    let resource = store
+        .get_stack_resource(&rg.to_uppercase(), "ALPHA")
+        .await
+        .expect("get the resource")
+        .expect("present");
+    assert_eq!(
+        resource, updated.stack,
+        "the resource reads back as written"
+    );
+    assert!(
+        store
+            .get_stack_resource(rg, "beta")
+            .await
+            .expect("get the resource")
+            .is_none()
+    );
 
     for (index, name) in ["beta", "gamma", "delta"].into_iter().enumerate() {
         let marker = u32::try_from(index).unwrap_or(0) + 10;

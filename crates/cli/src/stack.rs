@@ -724,7 +724,7 @@ async fn create(
         .await
         .map_err(|f| check::explain(f, files))?;
     // The accepted record holds no lists of an earlier operation (a PUT clears them): start from it.
-    let mut watch = StackWatch::new(name, Some(&started.stack));
+    let mut watch = StackWatch::of_put(name, Some(&started.stack));
     for line in watch.observe(&started.stack, std::time::Duration::ZERO) {
         eprintln!("{line}");
     }

@@ -163,7 +163,8 @@ impl StackService {
         else {
             return Ok(None);
         };
-        let stack = stored_stack(name, &record.stack)?;
+        let stack =
+            DeploymentStack::deserialize(&record.stack).map_err(|e| stack_corrupt(name, e))?;
         Ok(Some((record, stack)))
     }
 
@@ -278,7 +279,7 @@ impl StackService {
             .await
             .map_err(store_error)?
             .ok_or_else(|| ArmError::deployment_stack_not_found(name))?;
-        stored_stack(name, &stack)
+        serde_json::from_str(&stack).map_err(|e| stack_corrupt(name, e))
     }
 
     /// The stacks of a scope.
@@ -307,13 +308,11 @@ impl StackService {
     }
 }
 
-/// The stack resource of stack `name`'s record; 500 `StoreDataCorrupt` when it is not one.
-fn stored_stack(name: &str, stack: &Value) -> Result<DeploymentStack, ArmError> {
-    DeploymentStack::deserialize(stack).map_err(|e| {
-        ArmError::new(
-            500,
-            "StoreDataCorrupt",
-            format!("stored stack '{name}': {e}"),
-        )
-    })
+/// 500 `StoreDataCorrupt`: stack `name`'s record holds no stack resource.
+fn stack_corrupt(name: &str, error: serde_json::Error) -> ArmError {
+    ArmError::new(
+        500,
+        "StoreDataCorrupt",
+        format!("stored stack '{name}': {error}"),
+    )
 }

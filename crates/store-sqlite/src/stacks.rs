@@ -9,7 +9,6 @@ use cairn_store::{
     Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
     StoreResult, Timestamp, fold_case,
 };
-use serde_json::Value;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
@@ -113,7 +112,7 @@ impl SqliteStore {
         &self,
         scope: &str,
         name: &str,
-    ) -> StoreResult<Option<Value>> {
+    ) -> StoreResult<Option<String>> {
         sqlx::query(
             "SELECT stack, format_version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
         )

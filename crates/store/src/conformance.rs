@@ -2559,7 +2559,8 @@ pub async fn stacks_round_trip_versions_and_pages(store: &dyn Store) {
         .expect("get the resource")
         .expect("present");
     assert_eq!(
-        resource, updated.stack,
+        serde_json::from_str::<serde_json::Value>(&resource).expect("JSON text"),
+        updated.stack,
         "the resource reads back as written"
     );
     assert!(

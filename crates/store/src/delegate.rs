@@ -323,7 +323,7 @@ macro_rules! impl_store_traits {
                 &'a self,
                 scope: &'a str,
                 name: &'a str,
-            ) -> $crate::StoreFuture<'a, Option<::serde_json::Value>> {
+            ) -> $crate::StoreFuture<'a, Option<String>> {
                 Box::pin(self.get_stack_resource_impl(scope, name))
             }
 

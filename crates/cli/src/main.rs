@@ -1,5 +1,6 @@
 //! The `cairn` binary: parses the command line and dispatches to the library crates.
 
+mod allocator;
 mod backend;
 mod bicep;
 mod check;
@@ -71,6 +72,7 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    allocator::limit_arenas();
     let cli = match Cli::from_arg_matches(&command().get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),

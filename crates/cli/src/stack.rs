@@ -28,7 +28,7 @@ use cairn_arm::{ArmError, ErrorDetail, ResourceId};
 use clap::{Args, Subcommand, ValueEnum};
 use serde_json::{Value, json};
 
-use self::backend::StackBackend;
+use self::backend::{StackBackend, Started};
 use self::watch::{FollowedDelete, StackWatch, follow};
 
 use crate::backend::{ParallelismArgs, TargetArgs};
@@ -723,22 +723,22 @@ async fn create(
         .create_or_update(&scope, name, &request)
         .await
         .map_err(|f| check::explain(f, files))?;
+    // The request (its whole template) and the accepted record (an update's previous managed set) are not needed
+    // while the operation is followed: a big stack's are megabytes.
+    drop(request);
+    let Started {
+        stack: accepted,
+        poll,
+        ended,
+        ..
+    } = started;
     // The accepted record holds no lists of an earlier operation (a PUT clears them): start from it.
-    let mut watch = StackWatch::new(name, Some(&started.stack));
-    for line in watch.observe(&started.stack, std::time::Duration::ZERO) {
+    let mut watch = StackWatch::of_put(name, Some(&accepted));
+    for line in watch.observe(&accepted, std::time::Duration::ZERO) {
         eprintln!("{line}");
     }
-    let Some(stack) = follow(
-        backend,
-        &scope,
-        name,
-        &mut watch,
-        started.poll,
-        started.ended,
-        None,
-    )
-    .await?
-    else {
+    drop(accepted);
+    let Some(stack) = follow(backend, &scope, name, &mut watch, poll, ended, None).await? else {
         return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
     };
     emit_stack(&a.stack.out, &stack)?;

@@ -91,7 +91,7 @@ impl StackService {
                     scope,
                     name,
                     &stack,
-                    &state,
+                    state.record(),
                     Precondition::Version(record.version),
                     Vec::new(),
                 )
@@ -193,16 +193,16 @@ impl StackService {
                 return Ok(stack);
             }
         };
-        let result = self
+        let mut result = self
             .unmanage(
                 diff,
                 action,
                 correlation_id,
-                Some((fence, stack.clone(), state.clone())),
+                Some((fence, || (stack.clone(), state.clone()))),
             )
             .await?;
-        state.managed_set = result.resources.clone();
         result.apply_to(&mut stack.properties);
+        state.managed_set = std::mem::take(&mut result.resources);
         let succeeded = result.error.is_none();
         let p = &mut stack.properties;
         p.correlation_id = Some(correlation_id.to_owned());

@@ -187,10 +187,17 @@ impl StackService {
             pending: Some(PendingOperation::Put {
                 correlation_id: correlation_id.clone(),
             }),
-            ..previous.clone()
+            ..previous
         };
         let written = self
-            .put_record(scope, name, &stack, &in_flight, precondition, Vec::new())
+            .put_record(
+                scope,
+                name,
+                &stack,
+                in_flight.record(),
+                precondition,
+                Vec::new(),
+            )
             .await?;
         let fence = RecordFence::new(scope, name, written.version);
         let (ended_sender, ended) = OperationEnded::channel();
@@ -286,23 +293,25 @@ impl StackService {
             correlation_id,
             started,
         } = run;
-        let mut state = previous.clone();
+        // A stack of thousands of resources holds thousands of records in each set: each step moves the previous
+        // set and the collected one along instead of copying them, and the deployment's snapshot goes as soon as
+        // the collected set is read from it.
         let p = &mut stack.properties;
-        let snapshot = match deployed {
+        let mut snapshot = match deployed {
             Ok(snapshot) => snapshot,
             Err(error) => {
                 // Nothing ran (or nothing can be read): the managed set stays as it was.
                 p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
                 p.error = Some(update_failed(vec![error.into_detail()]));
                 p.duration = Some(iso_duration(started.elapsed()));
-                self.finish(fence, &stack, &state).await?;
+                self.finish(fence, &stack, &previous).await?;
                 return Ok(stack);
             }
         };
-        p.outputs = snapshot.deployment.properties.outputs.clone();
-        p.deployment_id = snapshot.deployment.id.clone().or(p.deployment_id.take());
-        let deployment_error = snapshot.deployment.properties.error.clone();
         let collected = collect_managed_set(&snapshot);
+        p.outputs = snapshot.deployment.properties.outputs.take();
+        p.deployment_id = snapshot.deployment.id.take().or(p.deployment_id.take());
+        let deployment_error = snapshot.deployment.properties.error.take();
         let mut errors: Vec<ErrorDetail> = Vec::new();
         if let Some(error) = deployment_error {
             errors.extend(exists_unmanaged_report(&snapshot));
@@ -314,6 +323,7 @@ impl StackService {
                 .with_details([error]),
             );
         }
+        drop(snapshot);
         errors.extend(
             collected
                 .issues
@@ -324,11 +334,10 @@ impl StackService {
         if let Some(refused) = config_id_changes(&previous.managed_set, &collected.resources) {
             // The config now points at another control plane: the old resources cannot be unmanaged through it,
             // so nothing leaves the stack; both sets stay managed until the config is put back.
-            let mut merged = previous.managed_set.clone();
-            for resource in collected.resources.iter() {
-                merged.merge(resource.clone());
+            let mut state = previous;
+            for resource in collected.resources.into_vec() {
+                state.managed_set.merge(resource);
             }
-            state.managed_set = merged;
             errors.push(refused);
             return self.fail_with(fence, stack, state, errors, started).await;
         }
@@ -344,46 +353,54 @@ impl StackService {
                 errors.push(error.to_error_detail());
                 // The deployment ran: keep what it created managed, along with everything before — except what
                 // another stack owns and does not share, which this stack must not take over.
-                let mut merged = previous.managed_set.clone();
-                for resource in collected.resources.iter() {
+                let mut state = previous;
+                for resource in collected.resources.into_vec() {
                     let claims = ownership.claims(resource.key());
                     if claims.iter().all(|claim| claim.shared) {
-                        merged.merge(resource.clone());
+                        state.managed_set.merge(resource);
                     }
                 }
-                state.managed_set = merged;
                 return self.fail_with(fence, stack, state, errors, started).await;
             }
         };
+        drop(ownership);
         // While the deletes run, the record shows `deletingResources` and what is gone so far; the managed set it
         // publishes is the previous one with the new resources added, so a crash loses neither.
-        let mut publishing = stack.clone();
-        publishing.properties.provisioning_state =
-            Some(DeploymentStackProvisioningState::DeletingResources);
-        let mut publishing_state = previous.clone();
-        for resource in collected.resources.iter() {
-            publishing_state.managed_set.merge(resource.clone());
-        }
-        let result = self
+        let publishing = || {
+            let mut publishing = stack.clone();
+            publishing.properties.provisioning_state =
+                Some(DeploymentStackProvisioningState::DeletingResources);
+            let mut publishing_state = previous.clone();
+            for resource in collected.resources.iter() {
+                publishing_state.managed_set.merge(resource.clone());
+            }
+            (publishing, publishing_state)
+        };
+        let action_on_unmanage = stack.properties.action_on_unmanage.clone();
+        let mut result = self
             .unmanage(
                 diff,
-                &stack.properties.action_on_unmanage,
+                &action_on_unmanage,
                 correlation_id,
-                Some((fence, publishing, publishing_state)),
+                Some((fence, publishing)),
             )
             .await?;
+        drop(collected);
+        let mut state = previous;
         state.managed_set = with_deny_status(
-            result.resources.clone(),
+            std::mem::take(&mut result.resources),
             &stack.properties.deny_settings.mode,
         );
-        state.out_of_sync = false;
+        // `resources` and `deploymentExtensions` come from the set with its deny status, just below.
         result.apply_to(&mut stack.properties);
+        state.out_of_sync = false;
         let p = &mut stack.properties;
         p.resources = Some(state.managed_set.to_references());
         p.deployment_extensions = Some(state.managed_set.deployment_extensions());
-        if let Some(error) = result.error.clone() {
+        if let Some(error) = result.error.take() {
             errors.push(error);
         }
+        drop(result);
         if errors.is_empty() {
             p.error = None;
             p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinHandle;
 
 use crate::service::{StackService, store_error};
-use crate::state::StoredState;
+use crate::state::{StateRecord, StoredState};
 
 /// The error of a write refused because another operation has written the record since this one did.
 pub(crate) const SUPERSEDED: &str = "DeploymentStackOperationSuperseded";
@@ -129,7 +129,7 @@ impl StackService {
         &self,
         fence: &RecordFence,
         stack: &DeploymentStack,
-        state: &StoredState,
+        state: StateRecord<'_>,
     ) -> Result<(), ArmError> {
         let mut version = fence.version.lock().await;
         match self
@@ -235,7 +235,7 @@ impl StackService {
                 let (stack, state) = progress.snapshot();
                 fence.stage(deleted_rows(&progress.deleted[recorded..]));
                 recorded = progress.deleted.len();
-                if let Err(error) = self.write_fenced(fence, &stack, &state).await {
+                if let Err(error) = self.write_fenced(fence, &stack, state.record()).await {
                     // Superseded or the store is failing: the final write will say so; stop publishing.
                     tracing::warn!(stack = fence.name, error = %error.detail().message(), "publishing stack delete progress failed");
                     writing = false;
@@ -332,11 +332,8 @@ impl StackService {
         stack: &DeploymentStack,
         state: &StoredState,
     ) -> Result<(), ArmError> {
-        let state = StoredState {
-            pending: None,
-            ..state.clone()
-        };
-        self.write_fenced(fence, stack, &state).await
+        self.write_fenced(fence, stack, state.record().settled())
+            .await
     }
 }
 

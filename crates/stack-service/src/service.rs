@@ -15,7 +15,7 @@ use cairn_store::{
 use serde::Deserialize as _;
 use serde_json::Value;
 
-use crate::state::{SHARE_TAG, StoredState};
+use crate::state::{SHARE_TAG, StateRecord, StoredState};
 
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
@@ -163,13 +163,8 @@ impl StackService {
         else {
             return Ok(None);
         };
-        let stack = DeploymentStack::deserialize(&record.stack).map_err(|e| {
-            ArmError::new(
-                500,
-                "StoreDataCorrupt",
-                format!("stored stack '{name}': {e}"),
-            )
-        })?;
+        let stack =
+            DeploymentStack::deserialize(&record.stack).map_err(|e| stack_corrupt(name, e))?;
         Ok(Some((record, stack)))
     }
 
@@ -196,7 +191,7 @@ impl StackService {
         scope: &str,
         name: &str,
         stack: &DeploymentStack,
-        state: &StoredState,
+        state: StateRecord<'_>,
         precondition: Precondition,
         inventory: Vec<InventoryChange>,
     ) -> Result<StackRecord, ArmError> {
@@ -282,12 +277,17 @@ impl StackService {
         Ok(ownership)
     }
 
-    /// The stack (`GET`); 404 `DeploymentStackNotFound`.
+    /// The stack (`GET`); 404 `DeploymentStackNotFound`. Its managed set is not read: a client following an
+    /// operation reads the stack again and again, and a big stack's set is thousands of records.
     pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
-        self.load_stack(scope, name)
-            .await?
-            .map(|(_, stack)| stack)
-            .ok_or_else(|| ArmError::deployment_stack_not_found(name))
+        let stack = self
+            .inner
+            .store
+            .get_stack_resource(scope, name)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| ArmError::deployment_stack_not_found(name))?;
+        serde_json::from_str(&stack).map_err(|e| stack_corrupt(name, e))
     }
 
     /// The stacks of a scope.
@@ -314,4 +314,13 @@ impl StackService {
             continuation: listed.continuation,
         })
     }
+}
+
+/// 500 `StoreDataCorrupt`: stack `name`'s record holds no stack resource.
+fn stack_corrupt(name: &str, error: serde_json::Error) -> ArmError {
+    ArmError::new(
+        500,
+        "StoreDataCorrupt",
+        format!("stored stack '{name}': {error}"),
+    )
 }

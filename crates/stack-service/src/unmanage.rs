@@ -164,14 +164,18 @@ impl Deleter {
 }
 
 impl StackService {
-    /// Runs the unmanage diff's deletes. With `publish` (the operation's fence and the record as it stands), the
-    /// deletes done so far are published on the record while the rest run.
+    /// Runs the unmanage diff's deletes. With `publish` (the operation's fence and how to build the record as it
+    /// stands), the deletes done so far are published on the record while the rest run. The record is built only
+    /// when there is something to delete: it copies the whole managed set.
     pub(crate) async fn unmanage(
         &self,
         diff: UnmanageDiff,
         action: &ActionOnUnmanage,
         correlation_id: &str,
-        publish: Option<(&RecordFence, DeploymentStack, StoredState)>,
+        publish: Option<(
+            &RecordFence,
+            impl FnOnce() -> (DeploymentStack, StoredState),
+        )>,
     ) -> Result<StackOperationResult, ArmError> {
         let mut settings =
             RunSettings::for_action(action).map_err(|e| bad_request(e.to_error_detail()))?;
@@ -184,14 +188,17 @@ impl StackService {
             correlation_id: correlation_id.to_owned(),
         };
         let plan = diff.delete_plan();
-        let fence = publish.as_ref().map(|(fence, _, _)| (*fence).clone());
+        let fence = publish.as_ref().map(|(fence, _)| (*fence).clone());
         let publisher = match publish {
-            Some((fence, stack, state)) if !plan.is_empty() => Some(self.publish_deletes(
-                fence.clone(),
-                stack,
-                state,
-                self.inner.settings.progress_interval,
-            )),
+            Some((fence, record)) if !plan.is_empty() => {
+                let (stack, state) = record();
+                Some(self.publish_deletes(
+                    fence.clone(),
+                    stack,
+                    state,
+                    self.inner.settings.progress_interval,
+                ))
+            }
             _ => None,
         };
         let report = deleter

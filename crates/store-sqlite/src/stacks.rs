@@ -108,6 +108,24 @@ impl SqliteStore {
             .transpose()
     }
 
+    pub(crate) async fn get_stack_resource_impl(
+        &self,
+        scope: &str,
+        name: &str,
+    ) -> StoreResult<Option<String>> {
+        sqlx::query(
+            "SELECT stack, format_version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
+        )
+        .bind(fold_case(scope.trim_end_matches('/')))
+        .bind(name.to_lowercase())
+        .fetch_optional(&self.reader)
+        .await
+        .map_err(backend)?
+        .as_ref()
+        .map(|row| decode(row, E, codec::stack_resource))
+        .transpose()
+    }
+
     pub(crate) async fn list_stacks_impl(
         &self,
         scope: Option<&str>,

@@ -339,6 +339,12 @@ pub fn stack<C: Columns + ?Sized>(row: &Row<'_, C>) -> StoreResult<StackRecord> 
     })
 }
 
+/// The `stack` column of a stack row as text (with its `format_version`), without the managed set.
+pub fn stack_resource<C: Columns + ?Sized>(row: &Row<'_, C>) -> StoreResult<String> {
+    row.format("format_version")?;
+    row.text("stack")
+}
+
 pub fn stack_what_if<C: Columns + ?Sized>(row: &Row<'_, C>) -> StoreResult<StackWhatIfRecord> {
     row.format("format_version")?;
     Ok(StackWhatIfRecord {

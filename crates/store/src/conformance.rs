@@ -2553,6 +2553,23 @@ pub async fn stacks_round_trip_versions_and_pages(store: &dyn Store) {
     assert_eq!(read.stack["properties"]["marker"], json!(2));
     assert_eq!(read.managed_set["formatVersion"], json!(1));
     assert!(store.get_stack(rg, "beta").await.expect("get").is_none());
+    let resource = store
+        .get_stack_resource(&rg.to_uppercase(), "ALPHA")
+        .await
+        .expect("get the resource")
+        .expect("present");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&resource).expect("JSON text"),
+        updated.stack,
+        "the resource reads back as written"
+    );
+    assert!(
+        store
+            .get_stack_resource(rg, "beta")
+            .await
+            .expect("get the resource")
+            .is_none()
+    );
 
     for (index, name) in ["beta", "gamma", "delta"].into_iter().enumerate() {
         let marker = u32::try_from(index).unwrap_or(0) + 10;

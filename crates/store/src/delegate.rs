@@ -319,6 +319,14 @@ macro_rules! impl_store_traits {
                 Box::pin(self.get_stack_impl(scope, name))
             }
 
+            fn get_stack_resource<'a>(
+                &'a self,
+                scope: &'a str,
+                name: &'a str,
+            ) -> $crate::StoreFuture<'a, Option<String>> {
+                Box::pin(self.get_stack_resource_impl(scope, name))
+            }
+
             fn list_stacks<'a>(
                 &'a self,
                 scope: Option<&'a str>,

@@ -348,6 +348,15 @@ pub trait StackStore: Send + Sync {
         name: &'a str,
     ) -> StoreFuture<'a, Option<StackRecord>>;
 
+    /// The stack resource of a stack as JSON text (the `stack` that [`StackStore::get_stack`] reads), without reading
+    /// its managed set or parsing it: what a GET of the stack needs, read straight into its type. A big stack's
+    /// managed set is thousands of records, and so is its `resources` list.
+    fn get_stack_resource<'a>(
+        &'a self,
+        scope: &'a str,
+        name: &'a str,
+    ) -> StoreFuture<'a, Option<String>>;
+
     /// The stacks of one scope (folded match), or of every scope when `scope` is `None` (the ownership check
     /// between stacks), ordered by folded scope and name.
     fn list_stacks<'a>(

@@ -153,6 +153,9 @@ pub(crate) struct StackWatch {
     reported: HashSet<(Outcome, Identity)>,
     /// The managed set as last read, for the account of a stack that disappears.
     managed: Vec<Value>,
+    /// Whether `managed` is kept: only a delete's stack disappears, and a big stack's set is thousands of entries
+    /// (a copy on every read).
+    keeps_managed: bool,
 }
 
 impl StackWatch {
@@ -165,19 +168,39 @@ impl StackWatch {
             stale: HashSet::new(),
             reported: HashSet::new(),
             managed: Vec::new(),
+            keeps_managed: true,
         };
         if let Some(stack) = before {
-            for outcome in Outcome::ALL {
-                for entry in entries(stack, outcome) {
-                    watch.stale.insert((outcome, identity(entry)));
-                }
-            }
+            watch.forget_stale(stack);
             watch.remember_managed(stack);
         }
         watch
     }
 
+    /// Marks the entries of `stack`'s lists as an earlier operation's.
+    fn forget_stale(&mut self, stack: &Value) {
+        for outcome in Outcome::ALL {
+            for entry in entries(stack, outcome) {
+                self.stale.insert((outcome, identity(entry)));
+            }
+        }
+    }
+
+    /// A watch of a create or update of stack `name` (see [`StackWatch::new`]): the stack stays, so the managed set
+    /// is not kept for [`StackWatch::gone`].
+    pub(crate) fn of_put(name: &str, before: Option<&Value>) -> Self {
+        let mut watch = Self::new(name, None);
+        watch.keeps_managed = false;
+        if let Some(stack) = before {
+            watch.forget_stale(stack);
+        }
+        watch
+    }
+
     fn remember_managed(&mut self, stack: &Value) {
+        if !self.keeps_managed {
+            return;
+        }
         if let Some(resources) = stack
             .pointer("/properties/resources")
             .and_then(Value::as_array)
@@ -508,6 +531,27 @@ mod tests {
         watch.observe(&stack("deleting", json!({})), at(1));
         let again = stack("deleting", json!({ "detachedResources": [site("old")] }));
         assert_eq!(watch.observe(&again, at(2)).len(), 1);
+    }
+
+    #[test]
+    fn a_put_watch_reports_like_any_but_keeps_no_copy_of_the_managed_set() {
+        let before = stack(
+            "deploying",
+            json!({ "detachedResources": [site("old")], "resources": [site("a")] }),
+        );
+        let mut watch = StackWatch::of_put("st", Some(&before));
+        let running = stack(
+            "deploying",
+            json!({ "detachedResources": [site("old")], "resources": [site("a"), site("b")] }),
+        );
+        assert_eq!(
+            watch.observe(&running, at(0)),
+            ["stack st: deploying (0.0s)"]
+        );
+        assert!(watch.managed.is_empty(), "{:?}", watch.managed);
+        let mut delete = StackWatch::new("st", Some(&before));
+        delete.observe(&running, at(0));
+        assert_eq!(delete.managed.len(), 2);
     }
 
     #[test]

@@ -28,6 +28,46 @@ pub(crate) fn write_error(entity: Entity, key: &str, error: sqlx::Error) -> Stor
     backend(error)
 }
 
+/// [`backend`] for the group commit writer's own connection (`rusqlite`).
+pub(crate) fn direct_backend(error: rusqlite::Error) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+/// [`write_error`] for the group commit writer's own connection (`rusqlite`): the same codes, the same errors.
+pub(crate) fn direct_write_error(entity: Entity, key: &str, error: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(failure, _) = &error {
+        match failure.extended_code {
+            rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                return StoreError::conflict(entity, key, "it already exists");
+            }
+            rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY => {
+                return StoreError::not_found(entity, key);
+            }
+            _ => {}
+        }
+    }
+    direct_backend(error)
+}
+
+/// Binds `values` (parameters shared with the group commit writer's statements) to a `sqlx` query, in order.
+pub(crate) fn bind_values<'q, O>(
+    mut query: sqlx::query::QueryAs<'q, sqlx::Sqlite, O, sqlx::sqlite::SqliteArguments>,
+    values: impl IntoIterator<Item = rusqlite::types::Value>,
+) -> sqlx::query::QueryAs<'q, sqlx::Sqlite, O, sqlx::sqlite::SqliteArguments> {
+    use rusqlite::types::Value;
+    for value in values {
+        query = match value {
+            Value::Null => query.bind(None::<String>),
+            Value::Integer(number) => query.bind(number),
+            Value::Real(number) => query.bind(number),
+            Value::Text(text) => query.bind(text),
+            Value::Blob(bytes) => query.bind(bytes),
+        };
+    }
+    query
+}
+
 /// A SQLite result row's columns, by name.
 pub(crate) struct SqliteColumns<'r>(pub(crate) &'r SqliteRow);
 

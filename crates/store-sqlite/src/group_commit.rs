@@ -131,14 +131,15 @@ impl GroupCommit {
                 .load(std::sync::atomic::Ordering::SeqCst);
             #[cfg(not(test))]
             let answer_writes = true;
-            // A panic in the commit drops the replies: their callers see `abandoned`.
-            let commit = commit(
-                writer.clone(),
-                self.connection.clone(),
-                group,
-                answer_writes,
-            );
-            let _ = tokio::spawn(commit).await;
+            // The commit runs on a blocking thread to its end (answers included) even if this caller is dropped
+            // meanwhile; a panic in it drops the replies: their callers see `abandoned`.
+            let connection = self.connection.clone();
+            let writer = writer.clone();
+            let runtime = tokio::runtime::Handle::current();
+            let _ = tokio::task::spawn_blocking(move || {
+                commit(&runtime, &writer, &connection, group, answer_writes);
+            })
+            .await;
             drop(leader);
         }
     }
@@ -170,33 +171,32 @@ fn abandoned() -> StoreError {
 /// Commits `group` in one transaction, then (unless a test's failpoint says not to) answers each write: a write is
 /// acknowledged only once the transaction holding it is committed.
 ///
-/// The whole group runs in one call on a blocking thread, on the writer's own connection with its prepared
-/// statements cached, while the `sqlx` writer connection is held: no write of the group waits for a round trip to
-/// `sqlx`'s connection thread, and no other write of this store runs meanwhile.
-async fn commit(
-    writer: SqlitePool,
-    connection: Arc<Mutex<Connection>>,
+/// Runs on a blocking thread: the whole group in one call on the writer's own connection with its prepared
+/// statements cached, while the `sqlx` writer connection is held. No write of the group waits for a round trip to
+/// `sqlx`'s connection thread, no task is spawned per group, and no other write of this store runs meanwhile.
+fn commit(
+    runtime: &tokio::runtime::Handle,
+    writer: &SqlitePool,
+    connection: &Mutex<Connection>,
     group: Vec<Pending>,
     answer_writes: bool,
 ) {
     let (writes, replies): (Vec<GroupedWrite>, Vec<_>) =
         group.into_iter().map(|p| (p.write, p.reply)).unzip();
-    let committed = match writer.acquire().await {
-        Ok(exclusive) => {
-            let applied = tokio::task::spawn_blocking(move || {
-                let mut connection = connection
+    let committed = runtime
+        .block_on(writer.acquire())
+        .map_err(backend)
+        .and_then(|exclusive| {
+            let applied = apply_all(
+                &mut connection
                     .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner);
-                apply_all(&mut connection, writes)
-            })
-            .await;
-            drop(exclusive);
-            // A panic in the blocking call drops the replies: their callers see `abandoned`.
-            let Ok(applied) = applied else { return };
+                    .unwrap_or_else(std::sync::PoisonError::into_inner),
+                writes,
+            );
+            // Back to the pool from within the runtime (`sqlx` returns a connection with a task).
+            runtime.block_on(async move { drop(exclusive) });
             applied
-        }
-        Err(error) => Err(backend(error)),
-    };
+        });
     match committed {
         // The replies drop unanswered: their callers see `abandoned`.
         Ok(_) if !answer_writes => {}

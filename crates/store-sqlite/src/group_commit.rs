@@ -144,6 +144,32 @@ impl GroupCommit {
         }
     }
 
+    /// Runs `write` in one transaction of its own on the group commit's connection, between groups: a write of
+    /// many statements (a stack's save with its inventory changes) in one call instead of a round trip to `sqlx`'s
+    /// thread per statement. An error rolls the whole transaction back. Like a group, it runs to its end even if the
+    /// caller is dropped meanwhile.
+    pub(crate) async fn exclusive<T: Send + 'static>(
+        &self,
+        writer: &SqlitePool,
+        write: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let connection = self.connection.clone();
+        let writer = writer.clone();
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            with_writer(&runtime, &writer, &connection, |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(direct_backend)?;
+                let written = write(&tx)?;
+                tx.commit().map_err(direct_backend)?;
+                Ok(written)
+            })
+        })
+        .await
+        .unwrap_or_else(|_| Err(abandoned()))
+    }
+
     fn queued(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
         // The queue is only pushed to and taken whole: a panic elsewhere cannot leave it half-changed.
         self.queue
@@ -183,20 +209,7 @@ fn commit(
 ) {
     let (writes, replies): (Vec<GroupedWrite>, Vec<_>) =
         group.into_iter().map(|p| (p.write, p.reply)).unzip();
-    let committed = runtime
-        .block_on(writer.acquire())
-        .map_err(backend)
-        .and_then(|exclusive| {
-            let applied = apply_all(
-                &mut connection
-                    .lock()
-                    .unwrap_or_else(std::sync::PoisonError::into_inner),
-                writes,
-            );
-            // Back to the pool from within the runtime (`sqlx` returns a connection with a task).
-            runtime.block_on(async move { drop(exclusive) });
-            applied
-        });
+    let committed = with_writer(runtime, writer, connection, |conn| apply_all(conn, writes));
     match committed {
         // The replies drop unanswered: their callers see `abandoned`.
         Ok(_) if !answer_writes => {}
@@ -213,6 +226,25 @@ fn commit(
             }
         }
     }
+}
+
+/// Runs `work` on the group commit's connection while holding the `sqlx` writer connection (so no other write of
+/// the store runs meanwhile). On a blocking thread.
+fn with_writer<T>(
+    runtime: &tokio::runtime::Handle,
+    writer: &SqlitePool,
+    connection: &Mutex<Connection>,
+    work: impl FnOnce(&mut Connection) -> StoreResult<T>,
+) -> StoreResult<T> {
+    let exclusive = runtime.block_on(writer.acquire()).map_err(backend)?;
+    let done = work(
+        &mut connection
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner),
+    );
+    // Back to the pool from within the runtime (`sqlx` returns a connection with a task).
+    runtime.block_on(async move { drop(exclusive) });
+    done
 }
 
 /// Applies every write in one transaction, each in a savepoint of its own: the per-write results, or the error

@@ -16,7 +16,7 @@ use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
 use crate::group_commit::{Grouped, GroupedWrite};
-use crate::rows::{backend, bind_values, decode, direct_backend};
+use crate::rows::{backend, decode, direct_backend};
 
 const E: Entity = Entity::ManagedResource;
 
@@ -104,40 +104,6 @@ fn version_and_creation(version: i64, created_at: i64) -> StoreResult<(u64, Time
     Ok((version, Timestamp::from_unix_millis(created_at)))
 }
 
-/// Applies one inventory change inside the caller's transaction (a stack's save).
-pub(crate) async fn apply_change(
-    conn: &mut SqliteConnection,
-    change: &InventoryChange,
-) -> StoreResult<()> {
-    let (sql, key, values): (&'static str, &ResourceKey, Option<[Value; 15]>) = match change {
-        InventoryChange::Put(resource) => (
-            UPSERT_RESOURCE,
-            &resource.key,
-            Some(resource_values(resource)?),
-        ),
-        InventoryChange::PutIfAbsent(resource) => (
-            INSERT_RESOURCE_IF_ABSENT,
-            &resource.key,
-            Some(resource_values(resource)?),
-        ),
-        InventoryChange::Delete(key) => (DELETE_RESOURCE, key, None),
-        InventoryChange::Detach(key) => (DETACH_RESOURCE, key, None),
-    };
-    let values = values.map_or_else(|| vec![Value::Text(key.as_str().to_owned())], Vec::from);
-    bind_values(sqlx::query_as::<_, (i64, i64)>(sql), values)
-        .fetch_optional(&mut *conn)
-        .await
-        .map_err(backend)?;
-    if matches!(change, InventoryChange::Put(_)) {
-        sqlx::query(UNDETACH_RESOURCE)
-            .bind(key.as_str())
-            .execute(conn)
-            .await
-            .map_err(backend)?;
-    }
-    Ok(())
-}
-
 /// Inserts or overwrites a resource on the group commit writer's connection; returns its new version and creation
 /// time.
 pub(crate) fn upsert_resource(
@@ -167,7 +133,8 @@ pub(crate) fn resource_version(conn: &Connection, key: &ResourceKey) -> StoreRes
         .map_err(direct_backend)
 }
 
-/// Applies one inventory change inside the group commit writer's transaction (a journal step's).
+/// Applies one inventory change inside a transaction on the group commit's connection (a journal step's, a stack's
+/// save).
 pub(crate) fn apply_change_directly(
     conn: &Connection,
     change: &InventoryChange,

@@ -50,24 +50,6 @@ pub(crate) fn direct_write_error(entity: Entity, key: &str, error: rusqlite::Err
     direct_backend(error)
 }
 
-/// Binds `values` (parameters shared with the group commit writer's statements) to a `sqlx` query, in order.
-pub(crate) fn bind_values<'q, O>(
-    mut query: sqlx::query::QueryAs<'q, sqlx::Sqlite, O, sqlx::sqlite::SqliteArguments>,
-    values: impl IntoIterator<Item = rusqlite::types::Value>,
-) -> sqlx::query::QueryAs<'q, sqlx::Sqlite, O, sqlx::sqlite::SqliteArguments> {
-    use rusqlite::types::Value;
-    for value in values {
-        query = match value {
-            Value::Null => query.bind(None::<String>),
-            Value::Integer(number) => query.bind(number),
-            Value::Real(number) => query.bind(number),
-            Value::Text(text) => query.bind(text),
-            Value::Blob(bytes) => query.bind(bytes),
-        };
-    }
-    query
-}
-
 /// A SQLite result row's columns, by name.
 pub(crate) struct SqliteColumns<'r>(pub(crate) &'r SqliteRow);
 

@@ -66,8 +66,8 @@ pub(crate) struct GroupCommit {
     queue: Mutex<Vec<Pending>>,
     leader: tokio::sync::Mutex<()>,
     /// The writer's own connection to the database, used on a blocking thread while the store's `sqlx` writer
-    /// connection is held (so the two never write at once).
-    connection: Arc<Mutex<Connection>>,
+    /// connection is held (so the two never write at once); `None` once the store is closed.
+    connection: Arc<Mutex<Option<Connection>>>,
     /// Transactions committed (or attempted) for grouped writes, for tests.
     #[cfg(test)]
     pub(crate) transactions: std::sync::atomic::AtomicUsize,
@@ -83,7 +83,7 @@ impl GroupCommit {
         GroupCommit {
             queue: Mutex::default(),
             leader: tokio::sync::Mutex::default(),
-            connection: Arc::new(Mutex::new(connection)),
+            connection: Arc::new(Mutex::new(Some(connection))),
             #[cfg(test)]
             transactions: Default::default(),
             #[cfg(test)]
@@ -170,6 +170,22 @@ impl GroupCommit {
         .unwrap_or_else(|_| Err(abandoned()))
     }
 
+    /// Closes the connection (the store is closing): later writes fail with `Backend`, as the `sqlx` pools' do.
+    pub(crate) async fn close(&self) -> StoreResult<()> {
+        let connection = self.connection.clone();
+        let closing = tokio::task::spawn_blocking(move || {
+            let taken = connection
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            match taken {
+                Some(connection) => connection.close().map_err(|(_, e)| direct_backend(e)),
+                None => Ok(()),
+            }
+        });
+        closing.await.unwrap_or_else(|_| Err(abandoned()))
+    }
+
     fn queued(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
         // The queue is only pushed to and taken whole: a panic elsewhere cannot leave it half-changed.
         self.queue
@@ -203,7 +219,7 @@ fn abandoned() -> StoreError {
 fn commit(
     runtime: &tokio::runtime::Handle,
     writer: &SqlitePool,
-    connection: &Mutex<Connection>,
+    connection: &Mutex<Option<Connection>>,
     group: Vec<Pending>,
     answer_writes: bool,
 ) {
@@ -233,15 +249,18 @@ fn commit(
 fn with_writer<T>(
     runtime: &tokio::runtime::Handle,
     writer: &SqlitePool,
-    connection: &Mutex<Connection>,
+    connection: &Mutex<Option<Connection>>,
     work: impl FnOnce(&mut Connection) -> StoreResult<T>,
 ) -> StoreResult<T> {
     let exclusive = runtime.block_on(writer.acquire()).map_err(backend)?;
-    let done = work(
-        &mut connection
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner),
-    );
+    let mut connection = connection
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let done = match connection.as_mut() {
+        Some(connection) => work(connection),
+        None => Err(StoreError::Backend("the store is closed".into())),
+    };
+    drop(connection);
     // Back to the pool from within the runtime (`sqlx` returns a connection with a task).
     runtime.block_on(async move { drop(exclusive) });
     done
@@ -659,6 +678,22 @@ mod tests {
         other.commit().await.expect("the other write commits");
         let appended = grouped.await.expect("a write task").expect("committed");
         assert_eq!(appended.sequence, 1);
+    }
+
+    /// Closing the store closes the group commit's connection too: a later grouped write fails with `Backend`
+    /// (as the `sqlx` pools' writes do), and nothing keeps the database open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_store_refuses_grouped_writes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "closed").await;
+        store.close_impl().await.expect("close");
+        assert!(store.group.connection.lock().unwrap().is_none());
+        let refused = store
+            .append_operation(step(&run, "op1", "Running", 1), None)
+            .await
+            .expect_err("a closed store");
+        assert!(matches!(refused, StoreError::Backend(_)), "{refused:?}");
     }
 
     /// A caller dropped while its write waits for a commit leaves the group intact: the write is committed in

@@ -327,6 +327,7 @@ impl SqliteStore {
         if self.data_dir.is_some() && !self.writer.is_closed() {
             self.checkpoint().await?;
         }
+        self.group.close().await?;
         self.reader.close().await;
         self.writer.close().await;
         Ok(())

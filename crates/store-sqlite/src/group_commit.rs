@@ -12,22 +12,27 @@
 //!
 //! How a group forms: a write queues itself, then waits for its answer or the leader lock, whichever comes
 //! first. Whoever holds the lock takes everything queued and commits it, answering each write of the group; a
-//! write that gets the lock with its answer still pending commits the queue that formed meanwhile. The commit runs in its own task, so a caller that
-//! is dropped mid-commit does not abort the others' writes.
+//! write that gets the lock with its answer still pending commits the queue that formed meanwhile. The commit runs in
+//! its own task, so a caller that is dropped mid-commit does not abort the others' writes.
+//!
+//! Where a group runs: in one call on a blocking thread, on the group commit's own connection (`rusqlite`), with
+//! its prepared statements cached, while the store's `sqlx` writer connection is held, so no other write of the
+//! store interleaves. Through `sqlx`, each statement was a round trip to its connection's thread.
 
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
+use cairn_store::codec::check_precondition;
 use cairn_store::{
     Entity, InventoryChange, ManagedResource, ManagedResourceRecord, OperationRecord,
     OperationStep, Precondition, StoreError, StoreResult,
 };
-use sqlx::{SqliteConnection, SqlitePool};
+use rusqlite::{Connection, TransactionBehavior};
+use sqlx::SqlitePool;
 use tokio::sync::oneshot;
 
-use crate::inventory::{apply_change, upsert_resource};
+use crate::inventory::{apply_change_directly, resource_version, upsert_resource};
 use crate::journal::{check_writer, insert_step};
-use crate::rows::backend;
-use cairn_store::codec::check_precondition;
+use crate::rows::{backend, direct_backend};
 
 /// The most writes one transaction commits: a larger queue (many deployments writing at once) is committed in
 /// several transactions, one after the other, so no write waits behind an unbounded transaction and no
@@ -55,11 +60,14 @@ struct Pending {
     reply: oneshot::Sender<StoreResult<Grouped>>,
 }
 
-/// The queue of writes waiting for a commit and the lock of the one committing them.
-#[derive(Default)]
+/// The queue of writes waiting for a commit, the lock of the one committing them, and the connection they are
+/// committed on.
 pub(crate) struct GroupCommit {
     queue: Mutex<Vec<Pending>>,
     leader: tokio::sync::Mutex<()>,
+    /// The writer's own connection to the database, used on a blocking thread while the store's `sqlx` writer
+    /// connection is held (so the two never write at once); `None` once the store is closed.
+    connection: Arc<Mutex<Option<Connection>>>,
     /// Transactions committed (or attempted) for grouped writes, for tests.
     #[cfg(test)]
     pub(crate) transactions: std::sync::atomic::AtomicUsize,
@@ -70,6 +78,19 @@ pub(crate) struct GroupCommit {
 }
 
 impl GroupCommit {
+    /// Group commit on `connection`, a connection of its own to the store's database.
+    pub(crate) fn new(connection: Connection) -> Self {
+        GroupCommit {
+            queue: Mutex::default(),
+            leader: tokio::sync::Mutex::default(),
+            connection: Arc::new(Mutex::new(Some(connection))),
+            #[cfg(test)]
+            transactions: Default::default(),
+            #[cfg(test)]
+            die_before_answering: Default::default(),
+        }
+    }
+
     /// Commits `write` on `writer`, together with whatever else is waiting, and returns its own result.
     pub(crate) async fn write(
         &self,
@@ -110,10 +131,59 @@ impl GroupCommit {
                 .load(std::sync::atomic::Ordering::SeqCst);
             #[cfg(not(test))]
             let answer_writes = true;
-            // A panic in the commit drops the replies: their callers see `abandoned`.
-            let _ = tokio::spawn(commit(writer.clone(), group, answer_writes)).await;
+            // The commit runs on a blocking thread to its end (answers included) even if this caller is dropped
+            // meanwhile; a panic in it drops the replies: their callers see `abandoned`.
+            let connection = self.connection.clone();
+            let writer = writer.clone();
+            let runtime = tokio::runtime::Handle::current();
+            let _ = tokio::task::spawn_blocking(move || {
+                commit(&runtime, &writer, &connection, group, answer_writes);
+            })
+            .await;
             drop(leader);
         }
+    }
+
+    /// Runs `write` in one transaction of its own on the group commit's connection, between groups: a write of
+    /// many statements (a stack's save with its inventory changes) in one call instead of a round trip to `sqlx`'s
+    /// thread per statement. An error rolls the whole transaction back. Like a group, it runs to its end even if the
+    /// caller is dropped meanwhile.
+    pub(crate) async fn exclusive<T: Send + 'static>(
+        &self,
+        writer: &SqlitePool,
+        write: impl FnOnce(&Connection) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        let connection = self.connection.clone();
+        let writer = writer.clone();
+        let runtime = tokio::runtime::Handle::current();
+        tokio::task::spawn_blocking(move || {
+            with_writer(&runtime, &writer, &connection, |conn| {
+                let tx = conn
+                    .transaction_with_behavior(TransactionBehavior::Immediate)
+                    .map_err(direct_backend)?;
+                let written = write(&tx)?;
+                tx.commit().map_err(direct_backend)?;
+                Ok(written)
+            })
+        })
+        .await
+        .unwrap_or_else(|_| Err(abandoned()))
+    }
+
+    /// Closes the connection (the store is closing): later writes fail with `Backend`, as the `sqlx` pools' do.
+    pub(crate) async fn close(&self) -> StoreResult<()> {
+        let connection = self.connection.clone();
+        let closing = tokio::task::spawn_blocking(move || {
+            let taken = connection
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .take();
+            match taken {
+                Some(connection) => connection.close().map_err(|(_, e)| direct_backend(e)),
+                None => Ok(()),
+            }
+        });
+        closing.await.unwrap_or_else(|_| Err(abandoned()))
     }
 
     fn queued(&self) -> std::sync::MutexGuard<'_, Vec<Pending>> {
@@ -142,10 +212,21 @@ fn abandoned() -> StoreError {
 
 /// Commits `group` in one transaction, then (unless a test's failpoint says not to) answers each write: a write is
 /// acknowledged only once the transaction holding it is committed.
-async fn commit(writer: SqlitePool, group: Vec<Pending>, answer_writes: bool) {
+///
+/// Runs on a blocking thread: the whole group in one call on the writer's own connection with its prepared
+/// statements cached, while the `sqlx` writer connection is held. No write of the group waits for a round trip to
+/// `sqlx`'s connection thread, no task is spawned per group, and no other write of this store runs meanwhile.
+fn commit(
+    runtime: &tokio::runtime::Handle,
+    writer: &SqlitePool,
+    connection: &Mutex<Option<Connection>>,
+    group: Vec<Pending>,
+    answer_writes: bool,
+) {
     let (writes, replies): (Vec<GroupedWrite>, Vec<_>) =
         group.into_iter().map(|p| (p.write, p.reply)).unzip();
-    match apply_all(&writer, writes).await {
+    let committed = with_writer(runtime, writer, connection, |conn| apply_all(conn, writes));
+    match committed {
         // The replies drop unanswered: their callers see `abandoned`.
         Ok(_) if !answer_writes => {}
         Ok(results) => {
@@ -163,16 +244,37 @@ async fn commit(writer: SqlitePool, group: Vec<Pending>, answer_writes: bool) {
     }
 }
 
-/// Applies every write in one transaction, each in a savepoint of its own: the per-write results, or the error
-/// that failed the whole transaction.
-async fn apply_all(
+/// Runs `work` on the group commit's connection while holding the `sqlx` writer connection (so no other write of
+/// the store runs meanwhile). On a blocking thread.
+fn with_writer<T>(
+    runtime: &tokio::runtime::Handle,
     writer: &SqlitePool,
+    connection: &Mutex<Option<Connection>>,
+    work: impl FnOnce(&mut Connection) -> StoreResult<T>,
+) -> StoreResult<T> {
+    let exclusive = runtime.block_on(writer.acquire()).map_err(backend)?;
+    let mut connection = connection
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let done = match connection.as_mut() {
+        Some(connection) => work(connection),
+        None => Err(StoreError::Backend("the store is closed".into())),
+    };
+    drop(connection);
+    // Back to the pool from within the runtime (`sqlx` returns a connection with a task).
+    runtime.block_on(async move { drop(exclusive) });
+    done
+}
+
+/// Applies every write in one transaction, each in a savepoint of its own: the per-write results, or the error
+/// that failed the whole transaction (then nothing of it is committed: the transaction rolls back when dropped).
+fn apply_all(
+    conn: &mut Connection,
     writes: Vec<GroupedWrite>,
 ) -> StoreResult<Vec<StoreResult<Grouped>>> {
-    let mut tx = writer
-        .begin_with("BEGIN IMMEDIATE")
-        .await
-        .map_err(backend)?;
+    let tx = conn
+        .transaction_with_behavior(TransactionBehavior::Immediate)
+        .map_err(direct_backend)?;
     let mut results = Vec::with_capacity(writes.len());
     for write in writes {
         let statements = match write {
@@ -180,24 +282,24 @@ async fn apply_all(
             GroupedWrite::AppendStep(..) | GroupedWrite::PutResource(..) => Statements::One,
         };
         if statements == Statements::Several {
-            statement(&mut tx, "SAVEPOINT grouped_write").await?;
+            statement(&tx, "SAVEPOINT grouped_write")?;
         }
-        let result = apply(&mut tx, write).await;
+        let result = apply(&tx, write);
         match (&result, statements) {
             (Ok(_), _) => {}
             (Err(error), Statements::One) if refused(error) => {}
             (Err(_), Statements::Several) => {
-                statement(&mut tx, "ROLLBACK TO SAVEPOINT grouped_write").await?;
+                statement(&tx, "ROLLBACK TO SAVEPOINT grouped_write")?;
             }
             // The database failed mid-transaction: nothing of the group is trusted to commit.
             (Err(error), Statements::One) => return Err(StoreError::Backend(error.to_string())),
         }
         if statements == Statements::Several {
-            statement(&mut tx, "RELEASE SAVEPOINT grouped_write").await?;
+            statement(&tx, "RELEASE SAVEPOINT grouped_write")?;
         }
         results.push(result);
     }
-    tx.commit().await.map_err(backend)?;
+    tx.commit().map_err(direct_backend)?;
     Ok(results)
 }
 
@@ -217,41 +319,35 @@ fn refused(error: &StoreError) -> bool {
     )
 }
 
-async fn statement(conn: &mut SqliteConnection, sql: &'static str) -> StoreResult<()> {
-    sqlx::query(sql)
-        .execute(conn)
-        .await
+fn statement(conn: &Connection, sql: &'static str) -> StoreResult<()> {
+    conn.prepare_cached(sql)
+        .and_then(|mut statement| statement.execute([]))
         .map(drop)
-        .map_err(backend)
+        .map_err(direct_backend)
 }
 
-async fn apply(conn: &mut SqliteConnection, write: GroupedWrite) -> StoreResult<Grouped> {
+fn apply(conn: &Connection, write: GroupedWrite) -> StoreResult<Grouped> {
     match write {
         GroupedWrite::AppendStep(step, writer) => {
-            check_writer(conn, &step.deployment_id, writer.as_deref()).await?;
-            let sequence = insert_step(conn, &step).await?;
+            check_writer(conn, &step.deployment_id, writer.as_deref())?;
+            let sequence = insert_step(conn, &step)?;
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
         }
         GroupedWrite::RecordStep(step, change, writer) => {
-            check_writer(conn, &step.deployment_id, writer.as_deref()).await?;
-            let sequence = insert_step(conn, &step).await?;
-            apply_change(conn, &change).await?;
+            check_writer(conn, &step.deployment_id, writer.as_deref())?;
+            let sequence = insert_step(conn, &step)?;
+            apply_change_directly(conn, &change)?;
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
         }
         GroupedWrite::PutResource(resource, precondition) => {
-            let found: Option<i64> =
-                sqlx::query_scalar("SELECT version FROM managed_resources WHERE key = ?1")
-                    .bind(resource.key.as_str())
-                    .fetch_optional(&mut *conn)
-                    .await
-                    .map_err(backend)?;
+            let found = resource_version(conn, &resource.key)?;
             check_precondition(
                 Entity::ManagedResource,
                 resource.key.as_str(),
                 precondition,
                 found,
             )?;
-            let (version, created_at) = upsert_resource(conn, &resource).await?;
+            let (version, created_at) = upsert_resource(conn, &resource)?;
             Ok(Grouped::Resource(Box::new(ManagedResourceRecord {
                 resource,
                 created_at,
@@ -546,6 +642,58 @@ mod tests {
             Some(1),
             "the refused write changed nothing"
         );
+    }
+
+    /// A group is committed on the writer's own connection only while no other write of the store is under way: a
+    /// write transaction held on the `sqlx` writer for longer than the busy timeout delays the group instead of
+    /// failing it with "database is locked".
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_group_waits_for_the_stores_other_writes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let key = MasterKey::generate().expect("a key");
+        let options = SqliteOptions {
+            busy_timeout: std::time::Duration::from_millis(50),
+            ..SqliteOptions::default()
+        };
+        let store = Arc::new(
+            SqliteStore::open_with(dir.path(), &key, options)
+                .await
+                .expect("store"),
+        );
+        let run = deployment(&store, "waits").await;
+        let other = store.begin_write().await.expect("another write");
+        let grouped = {
+            let (store, run) = (store.clone(), run.clone());
+            tokio::spawn(async move {
+                store
+                    .append_operation(step(&run, "op1", "Running", 1), None)
+                    .await
+            })
+        };
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+        assert!(
+            !grouped.is_finished(),
+            "the group waits for the other write"
+        );
+        other.commit().await.expect("the other write commits");
+        let appended = grouped.await.expect("a write task").expect("committed");
+        assert_eq!(appended.sequence, 1);
+    }
+
+    /// Closing the store closes the group commit's connection too: a later grouped write fails with `Backend`
+    /// (as the `sqlx` pools' writes do), and nothing keeps the database open.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_closed_store_refuses_grouped_writes() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "closed").await;
+        store.close_impl().await.expect("close");
+        assert!(store.group.connection.lock().unwrap().is_none());
+        let refused = store
+            .append_operation(step(&run, "op1", "Running", 1), None)
+            .await
+            .expect_err("a closed store");
+        assert!(matches!(refused, StoreError::Backend(_)), "{refused:?}");
     }
 
     /// A caller dropped while its write waits for a commit leaves the group intact: the write is committed in

@@ -9,13 +9,14 @@ use cairn_store::{
     DeploymentKey, Entity, ExtensionRef, InventoryChange, ManagedResource, ManagedResourceFilter,
     ManagedResourceRecord, Page, Precondition, ResourceKey, StoreError, StoreResult, fold_case,
 };
-use serde_json::Value;
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
 use crate::group_commit::{Grouped, GroupedWrite};
-use crate::rows::{backend, decode};
+use crate::rows::{backend, decode, direct_backend};
 
 const E: Entity = Entity::ManagedResource;
 
@@ -33,7 +34,7 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
     decode(row, E, codec::managed_resource)
 }
 
-/// `INSERT` of every column of a resource (bound by [`bind_resource`]), then `$tail`.
+/// `INSERT` of every column of a resource (parameters from [`resource_values`]), then `$tail`.
 macro_rules! insert_resource {
     ($tail:literal) => {
         concat!(
@@ -46,107 +47,119 @@ macro_rules! insert_resource {
     };
 }
 
-type ResourceQuery<'q> =
-    sqlx::query::QueryAs<'q, sqlx::Sqlite, (i64, i64), sqlx::sqlite::SqliteArguments>;
+/// Inserts or overwrites a resource; returns its new version and creation time.
+const UPSERT_RESOURCE: &str = insert_resource!(
+    "ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
+     resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
+     resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
+     properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
+     deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
+     deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
+     updated_at = excluded.updated_at, version = managed_resources.version + 1, \
+     format_version = excluded.format_version, applied = excluded.applied \
+     RETURNING version, created_at"
+);
 
-/// Inserts or overwrites a resource and returns its new version and creation time.
-pub(crate) async fn upsert_resource(
-    conn: &mut SqliteConnection,
-    resource: &ManagedResource,
-) -> StoreResult<(u64, Timestamp)> {
-    let query = sqlx::query_as(insert_resource!(
-        "ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
-         resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
-         resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
-         properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
-         deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
-         deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
-         updated_at = excluded.updated_at, version = managed_resources.version + 1, \
-         format_version = excluded.format_version, applied = excluded.applied \
-         RETURNING version, created_at"
-    ));
-    let (version, created_at) = bind_resource(query, resource)?
-        .fetch_one(conn)
-        .await
-        .map_err(backend)?;
+/// Inserts a resource unless its key is inventoried already (then the row is left alone).
+const INSERT_RESOURCE_IF_ABSENT: &str =
+    insert_resource!("ON CONFLICT (key) DO NOTHING RETURNING version, created_at");
+
+/// A deployment wrote the resource again: it is managed, no longer detached.
+const UNDETACH_RESOURCE: &str =
+    "UPDATE managed_resources SET detached = 0 WHERE key = ?1 AND detached <> 0";
+const DETACH_RESOURCE: &str = "UPDATE managed_resources SET detached = 1 WHERE key = ?1";
+const DELETE_RESOURCE: &str = "DELETE FROM managed_resources WHERE key = ?1";
+const RESOURCE_VERSION: &str = "SELECT version FROM managed_resources WHERE key = ?1";
+
+/// The parameters of `insert_resource!`.
+fn resource_values(resource: &ManagedResource) -> StoreResult<[Value; 15]> {
+    let text = |value: Option<String>| value.map_or(Value::Null, Value::Text);
+    let extension = extension_text(E, resource.extension.as_ref())?;
+    let (scope_key, name_key) = resource
+        .deployment
+        .as_ref()
+        .map(DeploymentKey::folded)
+        .unzip();
+    Ok([
+        Value::Text(resource.key.as_str().to_owned()),
+        text(resource.resource_id.clone()),
+        text(resource.resource_id.as_deref().map(fold_case)),
+        Value::Text(resource.resource_type.clone()),
+        Value::Text(resource.resource_type.to_lowercase()),
+        text(resource.api_version.clone()),
+        Value::Text(json_text(&resource.properties)),
+        text(resource.deployment.as_ref().map(|d| d.scope.clone())),
+        text(resource.deployment.as_ref().map(|d| d.name.clone())),
+        text(scope_key),
+        text(name_key),
+        text(extension),
+        Value::Integer(resource.updated_at.unix_millis()),
+        Value::Integer(current_format(E)),
+        text(optional_json_text(resource.applied.as_ref())),
+    ])
+}
+
+fn version_and_creation(version: i64, created_at: i64) -> StoreResult<(u64, Timestamp)> {
     let version = u64::try_from(version).map_err(|_| StoreError::corrupt(E, "negative version"))?;
     Ok((version, Timestamp::from_unix_millis(created_at)))
 }
 
-/// Inserts a resource unless its key is inventoried already (then the row is left alone).
-pub(crate) async fn insert_resource_if_absent(
-    conn: &mut SqliteConnection,
+/// Inserts or overwrites a resource on the group commit writer's connection; returns its new version and creation
+/// time.
+pub(crate) fn upsert_resource(
+    conn: &Connection,
     resource: &ManagedResource,
-) -> StoreResult<()> {
-    let query = sqlx::query_as(insert_resource!(
-        "ON CONFLICT (key) DO NOTHING RETURNING version, created_at"
-    ));
-    bind_resource(query, resource)?
-        .fetch_optional(conn)
-        .await
-        .map_err(backend)?;
-    Ok(())
+) -> StoreResult<(u64, Timestamp)> {
+    let values = resource_values(resource)?;
+    let (version, created_at) = conn
+        .prepare_cached(UPSERT_RESOURCE)
+        .and_then(|mut upsert| {
+            upsert.query_row(params_from_iter(values), |row| {
+                Ok((row.get(0)?, row.get(1)?))
+            })
+        })
+        .map_err(direct_backend)?;
+    version_and_creation(version, created_at)
 }
 
-/// Applies one inventory change inside the caller's transaction.
-pub(crate) async fn apply_change(
-    conn: &mut SqliteConnection,
+/// The version of the resource under `key`, if inventoried, on the group commit writer's connection.
+pub(crate) fn resource_version(conn: &Connection, key: &ResourceKey) -> StoreResult<Option<i64>> {
+    conn.prepare_cached(RESOURCE_VERSION)
+        .and_then(|mut version| {
+            version
+                .query_row([key.as_str()], |row| row.get(0))
+                .optional()
+        })
+        .map_err(direct_backend)
+}
+
+/// Applies one inventory change inside a transaction on the group commit's connection (a journal step's, a stack's
+/// save).
+pub(crate) fn apply_change_directly(
+    conn: &Connection,
     change: &InventoryChange,
 ) -> StoreResult<()> {
+    let execute = |sql: &str, values: Vec<Value>| {
+        conn.prepare_cached(sql)
+            .and_then(|mut statement| {
+                let mut rows = statement.query(params_from_iter(values))?;
+                while rows.next()?.is_some() {}
+                Ok(())
+            })
+            .map_err(direct_backend)
+    };
+    let key = |key: &ResourceKey| vec![Value::Text(key.as_str().to_owned())];
     match change {
         InventoryChange::Put(resource) => {
-            upsert_resource(&mut *conn, resource).await?;
-            // A deployment wrote the resource again: it is managed, no longer detached.
-            sqlx::query(
-                "UPDATE managed_resources SET detached = 0 WHERE key = ?1 AND detached <> 0",
-            )
-            .bind(resource.key.as_str())
-            .execute(conn)
-            .await
-            .map(drop)
-            .map_err(backend)
+            upsert_resource(conn, resource)?;
+            execute(UNDETACH_RESOURCE, key(&resource.key))
         }
-        InventoryChange::PutIfAbsent(resource) => insert_resource_if_absent(conn, resource).await,
-        InventoryChange::Delete(key) => sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
-            .bind(key.as_str())
-            .execute(conn)
-            .await
-            .map(drop)
-            .map_err(backend),
-        InventoryChange::Detach(key) => {
-            sqlx::query("UPDATE managed_resources SET detached = 1 WHERE key = ?1")
-                .bind(key.as_str())
-                .execute(conn)
-                .await
-                .map(drop)
-                .map_err(backend)
+        InventoryChange::PutIfAbsent(resource) => {
+            execute(INSERT_RESOURCE_IF_ABSENT, resource_values(resource)?.into())
         }
+        InventoryChange::Delete(resource) => execute(DELETE_RESOURCE, key(resource)),
+        InventoryChange::Detach(resource) => execute(DETACH_RESOURCE, key(resource)),
     }
-}
-
-/// Binds a resource to the parameters of `insert_resource!`.
-fn bind_resource<'q>(
-    query: ResourceQuery<'q>,
-    resource: &'q ManagedResource,
-) -> StoreResult<ResourceQuery<'q>> {
-    let extension = extension_text(E, resource.extension.as_ref())?;
-    let deployment_keys = resource.deployment.as_ref().map(DeploymentKey::folded);
-    Ok(query
-        .bind(resource.key.as_str())
-        .bind(resource.resource_id.as_deref())
-        .bind(resource.resource_id.as_deref().map(fold_case))
-        .bind(&resource.resource_type)
-        .bind(resource.resource_type.to_lowercase())
-        .bind(resource.api_version.as_deref())
-        .bind(json_text(&resource.properties))
-        .bind(resource.deployment.as_ref().map(|d| d.scope.as_str()))
-        .bind(resource.deployment.as_ref().map(|d| d.name.as_str()))
-        .bind(deployment_keys.as_ref().map(|(scope, _)| scope.clone()))
-        .bind(deployment_keys.map(|(_, name)| name))
-        .bind(extension)
-        .bind(resource.updated_at.unix_millis())
-        .bind(current_format(E))
-        .bind(optional_json_text(resource.applied.as_ref())))
 }
 
 /// Schema 6 (a migration data step): extension resources' keys gain their resource type, from
@@ -186,7 +199,7 @@ fn key_with_type(old: &str, resource_type: &str, extension: Option<&str>) -> Opt
         name.to_lowercase(),
         config_id.map(str::to_lowercase).unwrap_or_default()
     );
-    let identifiers: Value = serde_json::from_str(old.strip_prefix(&prefix)?).ok()?;
+    let identifiers: serde_json::Value = serde_json::from_str(old.strip_prefix(&prefix)?).ok()?;
     Some(ResourceKey::extension(
         name,
         config_id,
@@ -271,17 +284,16 @@ impl SqliteStore {
         precondition: Precondition,
     ) -> StoreResult<()> {
         let mut tx = self.begin_write().await?;
-        let found: Option<i64> =
-            sqlx::query_scalar("SELECT version FROM managed_resources WHERE key = ?1")
-                .bind(key.as_str())
-                .fetch_optional(&mut *tx)
-                .await
-                .map_err(backend)?;
+        let found: Option<i64> = sqlx::query_scalar(RESOURCE_VERSION)
+            .bind(key.as_str())
+            .fetch_optional(&mut *tx)
+            .await
+            .map_err(backend)?;
         if found.is_none() {
             return Err(StoreError::not_found(E, key.as_str()));
         }
         check_precondition(E, key.as_str(), precondition, found)?;
-        sqlx::query("DELETE FROM managed_resources WHERE key = ?1")
+        sqlx::query(DELETE_RESOURCE)
             .bind(key.as_str())
             .execute(&mut *tx)
             .await

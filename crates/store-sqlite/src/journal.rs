@@ -4,12 +4,13 @@
 use cairn_store::InventoryChange;
 use cairn_store::codec::{self, current_format, extension_text, optional_json_text, signed};
 use cairn_store::{DeploymentId, Entity, OperationRecord, OperationStep, StoreError, StoreResult};
-use sqlx::SqliteConnection;
+use rusqlite::types::Value;
+use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
 use crate::group_commit::{Grouped, GroupedWrite};
-use crate::rows::{backend, decode, write_error};
+use crate::rows::{backend, decode, direct_backend, direct_write_error};
 
 const E: Entity = Entity::DeploymentOperation;
 
@@ -28,59 +29,74 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
     decode(row, E, codec::operation)
 }
 
+/// The claim on a run, read inside a journal write's transaction (see [`check_writer`]).
+pub(crate) const RUN_OWNER: &str = "SELECT owner FROM deployments WHERE id = ?1";
+
+/// Appends one journal row (parameters from [`step_values`]) and returns its sequence number (the run's highest
+/// plus one).
+pub(crate) const INSERT_STEP: &str = "INSERT INTO deployment_operations (deployment_id, seq, operation_id, \
+     provisioning_operation, provisioning_state, status_code, status_message, target_resource, service_request_id, \
+     timestamp, duration_ms, extension, request_content, response_content, format_version) \
+     VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deployment_operations WHERE deployment_id = ?1), \
+     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq";
+
+/// The parameters of [`INSERT_STEP`].
+pub(crate) fn step_values(step: &OperationStep) -> StoreResult<[Value; 14]> {
+    let text = |value: Option<String>| value.map_or(Value::Null, Value::Text);
+    Ok([
+        Value::Text(step.deployment_id.as_str().to_owned()),
+        Value::Text(step.operation_id.clone()),
+        Value::Text(step.provisioning_operation.clone()),
+        Value::Text(step.provisioning_state.clone()),
+        text(step.status_code.clone()),
+        text(optional_json_text(step.status_message.as_ref())),
+        text(optional_json_text(step.target_resource.as_ref())),
+        text(step.service_request_id.clone()),
+        Value::Integer(step.timestamp.unix_millis()),
+        step.duration_ms.map_or(Value::Null, Value::Integer),
+        text(extension_text(E, step.extension.as_ref())?),
+        text(optional_json_text(step.request_content.as_ref())),
+        text(optional_json_text(step.response_content.as_ref())),
+        Value::Integer(current_format(E)),
+    ])
+}
+
 /// Refuses a journal write of `writer` unless the run is claimed by it (see `OperationJournal`): `Conflict` when it
 /// is claimed by another or by nobody, `NotFound` when the run is gone. Runs inside the write's transaction, so a
 /// takeover commits either before the check (the write is refused) or after the write.
-pub(crate) async fn check_writer(
-    conn: &mut SqliteConnection,
+pub(crate) fn check_writer(
+    conn: &Connection,
     deployment: &DeploymentId,
     writer: Option<&str>,
 ) -> StoreResult<()> {
     let Some(writer) = writer else {
         return Ok(());
     };
-    let holder: Option<Option<String>> =
-        sqlx::query_scalar("SELECT owner FROM deployments WHERE id = ?1")
-            .bind(deployment.as_str())
-            .fetch_optional(conn)
-            .await
-            .map_err(backend)?;
+    let holder: Option<Option<String>> = conn
+        .prepare_cached(RUN_OWNER)
+        .and_then(|mut owner| {
+            owner
+                .query_row([deployment.as_str()], |row| row.get(0))
+                .optional()
+        })
+        .map_err(direct_backend)?;
     codec::check_journal_writer(deployment, writer, holder)
 }
 
-/// Appends one journal row and returns its sequence number (the run's highest plus one).
-pub(crate) async fn insert_step(
-    conn: &mut SqliteConnection,
-    step: &OperationStep,
-) -> StoreResult<u64> {
-    let extension = extension_text(E, step.extension.as_ref())?;
-    let sequence: i64 = sqlx::query_scalar(
-        "INSERT INTO deployment_operations (deployment_id, seq, operation_id, provisioning_operation, \
-         provisioning_state, status_code, status_message, target_resource, service_request_id, timestamp, \
-         duration_ms, extension, request_content, response_content, format_version) \
-         VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deployment_operations WHERE deployment_id = ?1), \
-         ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq",
-    )
-    .bind(step.deployment_id.as_str())
-    .bind(&step.operation_id)
-    .bind(&step.provisioning_operation)
-    .bind(&step.provisioning_state)
-    .bind(step.status_code.as_deref())
-    .bind(optional_json_text(step.status_message.as_ref()))
-    .bind(optional_json_text(step.target_resource.as_ref()))
-    .bind(step.service_request_id.as_deref())
-    .bind(step.timestamp.unix_millis())
-    .bind(step.duration_ms)
-    .bind(extension)
-    .bind(optional_json_text(step.request_content.as_ref()))
-    .bind(optional_json_text(step.response_content.as_ref()))
-    .bind(current_format(E))
-    .fetch_one(conn)
-    .await
-    .map_err(|e| match write_error(E, step.deployment_id.as_str(), e) {
-        StoreError::NotFound { .. } => StoreError::not_found(Entity::Deployment, step.deployment_id.as_str()),
-        other => other,
-    })?;
+/// Appends one journal row and returns its sequence number.
+pub(crate) fn insert_step(conn: &Connection, step: &OperationStep) -> StoreResult<u64> {
+    let values = step_values(step)?;
+    let sequence: i64 = conn
+        .prepare_cached(INSERT_STEP)
+        .and_then(|mut insert| insert.query_row(params_from_iter(values), |row| row.get(0)))
+        .map_err(
+            |e| match direct_write_error(E, step.deployment_id.as_str(), e) {
+                StoreError::NotFound { .. } => {
+                    StoreError::not_found(Entity::Deployment, step.deployment_id.as_str())
+                }
+                other => other,
+            },
+        )?;
     u64::try_from(sequence).map_err(|_| StoreError::corrupt(E, "negative sequence number"))
 }
 

@@ -8,8 +8,9 @@
 //!
 //! # How it works
 //!
-//! - One writer connection (a pool of size 1) serialises writes inside the process; a pool of read-only
-//!   connections serves reads concurrently (WAL lets readers run beside the writer). Write transactions start with
+//! - One writer connection (a pool of size 1) serialises writes inside the process; the group commit's own
+//!   connection writes only while holding it (see `group_commit.rs`); a pool of read-only connections serves reads
+//!   concurrently (WAL lets readers run beside the writer). Write transactions start with
 //!   `BEGIN IMMEDIATE`, so another process opening the same directory waits (busy timeout) instead of deadlocking.
 //! - Foreign keys on; `synchronous` is `FULL` by default (each commit is on disk when its future completes) or
 //!   `NORMAL` ([`Durability::Normal`]: safe against process crashes, may lose the last commits on power loss).
@@ -49,6 +50,7 @@ use std::time::Duration;
 use cairn_store::crypto::{DATA_KEY_ID, DataKey, MasterKey, load_master_key};
 use cairn_store::schema::Migrated;
 use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
+use rusqlite::OpenFlags;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -171,9 +173,10 @@ impl SqliteStore {
             .await
             .map_err(rows::backend)?;
         let data_key = load_data_key(&writer, master_key).await?;
+        let group = group_connection(&path, OpenFlags::empty(), &options)?;
         Ok(SqliteStore {
             writer,
-            group: Default::default(),
+            group: group_commit::GroupCommit::new(group),
             reader,
             data_key,
             data_dir: Some(data_dir.to_owned()),
@@ -227,9 +230,14 @@ impl SqliteStore {
             .map_err(rows::backend)?;
         migrate::migrate(&pool, schema_version).await?;
         let data_key = load_data_key(&pool, master_key).await?;
+        let group = group_connection(
+            &data_dir.join(DATABASE_FILE_NAME),
+            OpenFlags::empty(),
+            &SqliteOptions::default(),
+        )?;
         Ok(SqliteStore {
             writer: pool.clone(),
-            group: Default::default(),
+            group: group_commit::GroupCommit::new(group),
             reader: pool,
             data_key,
             data_dir: Some(data_dir.to_owned()),
@@ -241,6 +249,7 @@ impl SqliteStore {
         let options = SqliteConnectOptions::from_str("sqlite::memory:")
             .map_err(rows::backend)?
             .foreign_keys(true);
+        let name = options.get_filename().to_owned();
         let pool = SqlitePoolOptions::new()
             .max_connections(1)
             .min_connections(1)
@@ -251,9 +260,16 @@ impl SqliteStore {
             .map_err(rows::backend)?;
         migrate::migrate(&pool, LATEST_SCHEMA_VERSION).await?;
         let data_key = load_data_key(&pool, master_key).await?;
+        // `sqlx` names its in-memory databases and shares their cache, so a second connection opened by that name
+        // sees the same database (which lives while the pool's connection does).
+        let group = group_connection(
+            &name,
+            OpenFlags::SQLITE_OPEN_MEMORY | OpenFlags::SQLITE_OPEN_SHARED_CACHE,
+            &SqliteOptions::default(),
+        )?;
         Ok(SqliteStore {
             writer: pool.clone(),
-            group: Default::default(),
+            group: group_commit::GroupCommit::new(group),
             reader: pool,
             data_key,
             data_dir: None,
@@ -321,10 +337,41 @@ impl SqliteStore {
         if self.data_dir.is_some() && !self.writer.is_closed() {
             self.checkpoint().await?;
         }
+        self.group.close().await?;
         self.reader.close().await;
         self.writer.close().await;
         Ok(())
     }
+}
+
+/// The group commit writer's own connection to the database at `path` (created and migrated already), set up as
+/// the `sqlx` connections are: `synchronous`, foreign keys, busy timeout, checkpoint interval.
+fn group_connection(
+    path: &Path,
+    flags: OpenFlags,
+    options: &SqliteOptions,
+) -> StoreResult<rusqlite::Connection> {
+    let flags = flags
+        | OpenFlags::SQLITE_OPEN_READ_WRITE
+        | OpenFlags::SQLITE_OPEN_URI
+        | OpenFlags::SQLITE_OPEN_NO_MUTEX;
+    let connection =
+        rusqlite::Connection::open_with_flags(path, flags).map_err(rows::direct_backend)?;
+    connection
+        .busy_timeout(options.busy_timeout)
+        .map_err(rows::direct_backend)?;
+    let synchronous = match options.durability {
+        Durability::Full => "FULL",
+        Durability::Normal => "NORMAL",
+    };
+    connection
+        .pragma_update(None, "foreign_keys", true)
+        .and_then(|()| connection.pragma_update(None, "synchronous", synchronous))
+        .and_then(|()| {
+            connection.pragma_update(None, "wal_autocheckpoint", options.wal_autocheckpoint_pages)
+        })
+        .map_err(rows::direct_backend)?;
+    Ok(connection)
 }
 
 fn create_data_dir(path: &Path) -> StoreResult<()> {

@@ -28,6 +28,28 @@ pub(crate) fn write_error(entity: Entity, key: &str, error: sqlx::Error) -> Stor
     backend(error)
 }
 
+/// [`backend`] for the group commit writer's own connection (`rusqlite`).
+pub(crate) fn direct_backend(error: rusqlite::Error) -> StoreError {
+    StoreError::Backend(error.to_string())
+}
+
+/// [`write_error`] for the group commit writer's own connection (`rusqlite`): the same codes, the same errors.
+pub(crate) fn direct_write_error(entity: Entity, key: &str, error: rusqlite::Error) -> StoreError {
+    if let rusqlite::Error::SqliteFailure(failure, _) = &error {
+        match failure.extended_code {
+            rusqlite::ffi::SQLITE_CONSTRAINT_UNIQUE
+            | rusqlite::ffi::SQLITE_CONSTRAINT_PRIMARYKEY => {
+                return StoreError::conflict(entity, key, "it already exists");
+            }
+            rusqlite::ffi::SQLITE_CONSTRAINT_FOREIGNKEY => {
+                return StoreError::not_found(entity, key);
+            }
+            _ => {}
+        }
+    }
+    direct_backend(error)
+}
+
 /// A SQLite result row's columns, by name.
 pub(crate) struct SqliteColumns<'r>(pub(crate) &'r SqliteRow);
 

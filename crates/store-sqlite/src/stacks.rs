@@ -9,11 +9,12 @@ use cairn_store::{
     Entity, InventoryChange, NewStack, Page, PageRequest, Precondition, StackRecord, StoreError,
     StoreResult, Timestamp, fold_case,
 };
+use rusqlite::{Connection, OptionalExtension, params};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::inventory::apply_change;
-use crate::rows::{backend, decode};
+use crate::inventory::apply_change_directly;
+use crate::rows::{backend, decode, direct_backend};
 
 const E: Entity = Entity::DeploymentStack;
 
@@ -41,45 +42,45 @@ impl SqliteStore {
     ) -> StoreResult<StackRecord> {
         let scope_key = fold_case(stack.scope.trim_end_matches('/'));
         let name_key = stack.name.to_lowercase();
-        let mut tx = self.begin_write().await?;
-        let found: Option<i64> = sqlx::query_scalar(
-            "SELECT version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
-        )
-        .bind(&scope_key)
-        .bind(&name_key)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(backend)?;
-        check_precondition(
-            E,
-            &stack_display_key(&stack.scope, &stack.name),
-            precondition,
-            found,
-        )?;
-        // The record is built from what was written (not read back and parsed again: a stack's JSON is large).
-        let (created_at, version): (i64, i64) = sqlx::query_as(
-            "INSERT INTO deployment_stacks (scope_key, name_key, scope, name, stack, managed_set, created_at, \
-             updated_at, version, format_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 1, ?8) \
-             ON CONFLICT (scope_key, name_key) DO UPDATE SET scope = excluded.scope, name = excluded.name, \
-             stack = excluded.stack, managed_set = excluded.managed_set, updated_at = excluded.updated_at, \
-             version = deployment_stacks.version + 1, format_version = excluded.format_version \
-             RETURNING created_at, version",
-        )
-        .bind(&scope_key)
-        .bind(&name_key)
-        .bind(&stack.scope)
-        .bind(&stack.name)
-        .bind(json_text(&stack.stack))
-        .bind(json_text(&stack.managed_set))
-        .bind(now.unix_millis())
-        .bind(current_format(E))
-        .fetch_one(&mut *tx)
-        .await
-        .map_err(backend)?;
-        for change in &changes {
-            apply_change(&mut tx, change).await?;
-        }
-        tx.commit().await.map_err(backend)?;
+        let display = stack_display_key(&stack.scope, &stack.name);
+        let (scope, name) = (stack.scope.clone(), stack.name.clone());
+        let (stack_text, managed_set_text) =
+            (json_text(&stack.stack), json_text(&stack.managed_set));
+        let written = self.group.exclusive(&self.writer, move |conn| {
+            let found = stack_version(conn, &scope_key, &name_key)?;
+            check_precondition(E, &display, precondition, found)?;
+            // The record is built from what was written (not read back and parsed again: a stack's JSON is large).
+            let written: (i64, i64) = conn
+                .prepare_cached(
+                    "INSERT INTO deployment_stacks (scope_key, name_key, scope, name, stack, managed_set, \
+                     created_at, updated_at, version, format_version) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?7, 1, ?8) \
+                     ON CONFLICT (scope_key, name_key) DO UPDATE SET scope = excluded.scope, name = excluded.name, \
+                     stack = excluded.stack, managed_set = excluded.managed_set, updated_at = excluded.updated_at, \
+                     version = deployment_stacks.version + 1, format_version = excluded.format_version \
+                     RETURNING created_at, version",
+                )
+                .and_then(|mut upsert| {
+                    upsert.query_row(
+                        params![
+                            scope_key,
+                            name_key,
+                            scope,
+                            name,
+                            stack_text,
+                            managed_set_text,
+                            now.unix_millis(),
+                            current_format(E)
+                        ],
+                        |row| Ok((row.get(0)?, row.get(1)?)),
+                    )
+                })
+                .map_err(direct_backend)?;
+            for change in &changes {
+                apply_change_directly(conn, change)?;
+            }
+            Ok(written)
+        });
+        let (created_at, version) = written.await?;
         Ok(StackRecord {
             scope: stack.scope,
             name: stack.name,
@@ -179,28 +180,36 @@ impl SqliteStore {
         let scope_key = fold_case(scope.trim_end_matches('/'));
         let name_key = name.to_lowercase();
         let key = stack_display_key(scope, name);
-        let mut tx = self.begin_write().await?;
-        let found: Option<i64> = sqlx::query_scalar(
-            "SELECT version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
-        )
-        .bind(&scope_key)
-        .bind(&name_key)
-        .fetch_optional(&mut *tx)
-        .await
-        .map_err(backend)?;
-        if found.is_none() {
-            return Err(StoreError::not_found(E, key));
-        }
-        check_precondition(E, &key, precondition, found)?;
-        sqlx::query("DELETE FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2")
-            .bind(&scope_key)
-            .bind(&name_key)
-            .execute(&mut *tx)
+        self.group
+            .exclusive(&self.writer, move |conn| {
+                let found = stack_version(conn, &scope_key, &name_key)?;
+                if found.is_none() {
+                    return Err(StoreError::not_found(E, key));
+                }
+                check_precondition(E, &key, precondition, found)?;
+                conn.prepare_cached(
+                    "DELETE FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
+                )
+                .and_then(|mut delete| delete.execute([&scope_key, &name_key]))
+                .map_err(direct_backend)?;
+                for change in &changes {
+                    apply_change_directly(conn, change)?;
+                }
+                Ok(())
+            })
             .await
-            .map_err(backend)?;
-        for change in &changes {
-            apply_change(&mut tx, change).await?;
-        }
-        tx.commit().await.map_err(backend)
     }
+}
+
+/// The version of the stack under folded `scope_key` and `name_key`, if any.
+fn stack_version(conn: &Connection, scope_key: &str, name_key: &str) -> StoreResult<Option<i64>> {
+    conn.prepare_cached(
+        "SELECT version FROM deployment_stacks WHERE scope_key = ?1 AND name_key = ?2",
+    )
+    .and_then(|mut version| {
+        version
+            .query_row([scope_key, name_key], |row| row.get(0))
+            .optional()
+    })
+    .map_err(direct_backend)
 }

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use cairn_engine::{DeployOptions, EngineSettings, EventKind, Providers};
 use common::*;
-use serde_json::json;
+use serde_json::{Value, json};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dependencies_order_resources_and_reference_answers_from_the_extension() {
@@ -63,22 +63,37 @@ async fn dependencies_order_resources_and_reference_answers_from_the_extension()
     assert_eq!(target["extension"]["configId"], "c1");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn parallelism_is_bounded() {
-    let settings = EngineSettings {
-        parallelism: 3,
-        ..common::settings()
-    };
-    let env = setup_with(settings, Duration::from_millis(40), Providers::empty()).await;
-    let template = fake_template(
+/// A template of `count` widgets named `{prefix}0`, `{prefix}1`, ... (one copy loop, no dependencies).
+fn widgets(prefix: &str, count: usize) -> Value {
+    fake_template(
         json!({
             "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
-                      "copy": { "name": "many", "count": 10 },
-                      "properties": { "name": "[format('w{0}', copyIndex())]" } }
+                      "copy": { "name": "many", "count": count },
+                      "properties": { "name": format!("[format('{prefix}{{0}}', copyIndex())]") } }
         }),
         json!({}),
-    );
-    let record = deploy(&env.engine, RG, "wide", request(template, json!({}))).await;
+    )
+}
+
+/// An engine of `parallelism` over the fake extension answering creates after `latency`.
+async fn with_parallelism(parallelism: usize, latency: Duration) -> TestEnv {
+    let settings = EngineSettings {
+        parallelism,
+        ..common::settings()
+    };
+    setup_with(settings, latency, Providers::empty()).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn parallelism_is_bounded() {
+    let env = with_parallelism(3, Duration::from_millis(40)).await;
+    let record = deploy(
+        &env.engine,
+        RG,
+        "wide",
+        request(widgets("w", 10), json!({})),
+    )
+    .await;
     assert_eq!(state(&record), "Succeeded", "{record:#}");
     assert_eq!(env.fake.count(), 10);
     assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 3);
@@ -94,19 +109,9 @@ async fn shared_operation_slots_cap_concurrent_deployments_together() {
         ..common::settings()
     };
     let env = setup_with(settings, Duration::from_millis(40), Providers::empty()).await;
-    let wide = |prefix: &str| {
-        fake_template(
-            json!({
-                "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
-                          "copy": { "name": "many", "count": 8 },
-                          "properties": { "name": format!("[format('{prefix}{{0}}', copyIndex())]") } }
-            }),
-            json!({}),
-        )
-    };
     let (a, b) = tokio::join!(
-        deploy(&env.engine, RG, "a", request(wide("a"), json!({}))),
-        deploy(&env.engine, RG, "b", request(wide("b"), json!({}))),
+        deploy(&env.engine, RG, "a", request(widgets("a", 8), json!({}))),
+        deploy(&env.engine, RG, "b", request(widgets("b", 8), json!({}))),
     );
     assert_eq!(state(&a), "Succeeded", "{a:#}");
     assert_eq!(state(&b), "Succeeded", "{b:#}");
@@ -116,21 +121,15 @@ async fn shared_operation_slots_cap_concurrent_deployments_together() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_before_creates_overlap_the_creates_in_flight() {
-    let settings = EngineSettings {
-        parallelism: 3,
-        ..common::settings()
-    };
-    let env = setup_with(settings, Duration::from_millis(40), Providers::empty()).await;
+    let env = with_parallelism(3, Duration::from_millis(40)).await;
     *env.fake.preview_latency.lock().unwrap() = Duration::from_millis(40);
-    let template = fake_template(
-        json!({
-            "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
-                      "copy": { "name": "many", "count": 12 },
-                      "properties": { "name": "[format('w{0}', copyIndex())]" } }
-        }),
-        json!({}),
-    );
-    let record = deploy(&env.engine, RG, "overlap", request(template, json!({}))).await;
+    let record = deploy(
+        &env.engine,
+        RG,
+        "overlap",
+        request(widgets("w", 12), json!({})),
+    )
+    .await;
     assert_eq!(state(&record), "Succeeded", "{record:#}");
     assert_eq!(env.fake.count(), 12);
     // Creates and previews each stay within the parallelism, but the next resources' previews run while the
@@ -146,20 +145,14 @@ async fn lookups_before_creates_overlap_the_creates_in_flight() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_create_waiting_for_a_call_slot_does_not_hold_up_the_next_lookups() {
-    let settings = EngineSettings {
-        parallelism: 1,
-        ..common::settings()
-    };
-    let env = setup_with(settings, Duration::from_millis(150), Providers::empty()).await;
-    let template = fake_template(
-        json!({
-            "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
-                      "copy": { "name": "many", "count": 4 },
-                      "properties": { "name": "[format('w{0}', copyIndex())]" } }
-        }),
-        json!({}),
-    );
-    let record = deploy(&env.engine, RG, "queued", request(template, json!({}))).await;
+    let env = with_parallelism(1, Duration::from_millis(150)).await;
+    let record = deploy(
+        &env.engine,
+        RG,
+        "queued",
+        request(widgets("w", 4), json!({})),
+    )
+    .await;
     assert_eq!(state(&record), "Succeeded", "{record:#}");
     assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 1);
     // While the first create holds the only call slot, the second waits for it in a queue place, not in the

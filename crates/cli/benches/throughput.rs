@@ -76,6 +76,8 @@ struct Measure {
     resources: usize,
     wall: Duration,
     peak_rss_kib: u64,
+    /// CPU time of the `cairn` process doing the work (the server for the concurrent scenario).
+    cpu: Duration,
 }
 
 impl Measure {
@@ -89,12 +91,14 @@ impl Measure {
 
     fn line(&self, what: &str) -> String {
         format!(
-            "{what}: {} for {} resources = {:.3} ms per resource ({:.0} per second); peak RSS {} MiB ({:.1} KiB \
-             per resource)",
+            "{what}: {} for {} resources = {:.3} ms per resource ({:.0} per second); CPU {} ({:.3} ms per \
+             resource); peak RSS {} MiB ({:.1} KiB per resource)",
             seconds(self.wall),
             self.resources,
             self.per_resource_ms(),
             self.resources as f64 / self.wall.as_secs_f64(),
+            seconds(self.cpu),
+            self.cpu.as_secs_f64() * 1000.0 / self.resources as f64,
             self.peak_rss_kib / 1024,
             self.rss_per_resource_kib()
         )
@@ -263,6 +267,7 @@ impl Bench<'_> {
         }
         let wall = started.elapsed();
         let peak_rss_kib = loopback::peak_rss_kib(server.id()).unwrap_or(0);
+        let cpu = loopback::cpu_time(server.id()).unwrap_or_default();
         // Our own child, ended by its id.
         server.kill().expect("the server stops");
         server.wait().expect("the server's status");
@@ -272,6 +277,7 @@ impl Bench<'_> {
             resources: total,
             wall,
             peak_rss_kib,
+            cpu,
         }
     }
 
@@ -320,6 +326,7 @@ fn measure(resources: usize, ran: &Ran) -> Measure {
         resources,
         wall: ran.wall,
         peak_rss_kib: ran.peak_rss_kib,
+        cpu: ran.cpu,
     }
 }
 

@@ -15,9 +15,9 @@ use cairn_arm::{ArmError, ErrorDetail};
 use cairn_host::ExtensionHost;
 use cairn_metrics::TakeoverKind;
 use cairn_store::{
-    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus,
-    DeploymentUpdate, NewDeployment, PageRequest, Precondition, SecretOwner, Store, StoreError,
-    Timestamp,
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentLookup, DeploymentRecord,
+    DeploymentStatus, DeploymentSummary, DeploymentUpdate, NewDeployment, PageRequest,
+    Precondition, SecretOwner, Store, StoreError, Timestamp,
 };
 use serde_json::Value as Json;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -257,6 +257,18 @@ impl Engine {
             .env
             .store
             .get_deployment(key)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| not_found(&key.name))
+    }
+
+    /// A deployment's id, status and times, read without its request (which holds the template): what listing its
+    /// operations needs, at a cost that does not grow with the template.
+    async fn summary(&self, key: &DeploymentKey) -> Result<DeploymentSummary, EngineError> {
+        self.inner
+            .env
+            .store
+            .get_deployment_summary(DeploymentLookup::Key(key))
             .await
             .map_err(store_error)?
             .ok_or_else(|| not_found(&key.name))
@@ -557,7 +569,7 @@ impl Engine {
         name: &str,
     ) -> Result<Vec<DeploymentOperation>, EngineError> {
         let key = Self::key(scope, name);
-        let record = self.record(&key).await?;
+        let record = self.summary(&key).await?;
         let rows = self
             .inner
             .env
@@ -576,7 +588,7 @@ impl Engine {
         operation_id: &str,
     ) -> Result<DeploymentOperation, EngineError> {
         let key = Self::key(scope, name);
-        let record = self.record(&key).await?;
+        let record = self.summary(&key).await?;
         let row = self
             .inner
             .env

@@ -17,7 +17,8 @@ use cairn_arm::route::DeploymentAction;
 use cairn_arm::{ArmError, ErrorDetail, ResourceId};
 use cairn_engine::{DeployOptions, EngineError};
 use cairn_store::{
-    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentStatus, PageRequest, Precondition,
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentLookup, DeploymentStatus, PageRequest,
+    Precondition,
 };
 use serde::Serialize;
 use serde_json::Value;
@@ -336,9 +337,12 @@ pub(crate) async fn operation_status(
             format!("The operation '{operation_id}' of deployment '{name}' could not be found."),
         )
     };
+    // A status poll reads no more than the status: the run's request (its template) can be megabytes.
     let record = state
         .store
-        .get_deployment_by_id(&DeploymentId::from_string(operation_id))
+        .get_deployment_summary(DeploymentLookup::Id(&DeploymentId::from_string(
+            operation_id,
+        )))
         .await
         .map_err(store_error)?
         .filter(|record| {

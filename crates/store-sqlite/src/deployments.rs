@@ -6,9 +6,9 @@ use cairn_store::codec::{
     signed, tags_text,
 };
 use cairn_store::{
-    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentRecord, DeploymentStatus,
-    DeploymentUpdate, Entity, NewDeployment, Page, Precondition, StoreError, StoreResult,
-    Timestamp, fold_case,
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentLookup, DeploymentRecord,
+    DeploymentStatus, DeploymentSummary, DeploymentUpdate, Entity, NewDeployment, Page,
+    Precondition, StoreError, StoreResult, Timestamp, fold_case,
 };
 use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, SqliteConnection, Transaction};
@@ -27,6 +27,17 @@ macro_rules! select_deployments {
             "d.format_version, ",
             "r.request, r.format_version AS request_format_version ",
             "FROM deployments d JOIN deployment_requests r ON r.deployment_id = d.id ",
+            $tail
+        )
+    };
+}
+
+/// The columns of a [`DeploymentSummary`]: none of the request's table, nor outputs or output resources.
+macro_rules! select_summaries {
+    ($tail:literal) => {
+        concat!(
+            "SELECT d.id, d.scope, d.name, d.parent_id, d.status, d.error, d.created_at, d.updated_at, ",
+            "d.started_at, d.finished_at, d.cancel_requested, d.version, d.format_version FROM deployments d ",
             $tail
         )
     };
@@ -180,12 +191,40 @@ impl SqliteStore {
         fetch_by_id(&mut conn, id).await
     }
 
+    pub(crate) async fn get_deployment_summary_impl(
+        &self,
+        lookup: DeploymentLookup<'_>,
+    ) -> StoreResult<Option<DeploymentSummary>> {
+        let row = match lookup {
+            DeploymentLookup::Key(key) => {
+                let (scope_key, name_key) = key.folded();
+                sqlx::query(select_summaries!(
+                    "WHERE d.scope_key = ?1 AND d.name_key = ?2"
+                ))
+                .bind(scope_key)
+                .bind(name_key)
+                .fetch_optional(&self.reader)
+                .await
+            }
+            DeploymentLookup::Id(id) => {
+                sqlx::query(select_summaries!("WHERE d.id = ?1"))
+                    .bind(id.as_str())
+                    .fetch_optional(&self.reader)
+                    .await
+            }
+        }
+        .map_err(backend)?;
+        row.as_ref()
+            .map(|row| decode(row, E, codec::deployment_summary))
+            .transpose()
+    }
+
     pub(crate) async fn update_deployment_impl(
         &self,
         id: &DeploymentId,
         expected_version: u64,
         update: DeploymentUpdate,
-    ) -> StoreResult<DeploymentRecord> {
+    ) -> StoreResult<DeploymentSummary> {
         let mut tx = self.begin_write().await?;
         let result = sqlx::query(
             "UPDATE deployments SET updated_at = ?3, status = COALESCE(?4, status), \
@@ -225,9 +264,12 @@ impl SqliteStore {
                 ),
             });
         }
-        let record = fetch_by_id(&mut tx, id)
-            .await?
-            .ok_or_else(|| StoreError::not_found(E, id.as_str()))?;
+        let record = sqlx::query(select_summaries!("WHERE d.id = ?1"))
+            .bind(id.as_str())
+            .fetch_one(&mut *tx)
+            .await
+            .map_err(backend)
+            .and_then(|row| decode(&row, E, codec::deployment_summary))?;
         tx.commit().await.map_err(backend)?;
         Ok(record)
     }

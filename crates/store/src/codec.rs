@@ -10,10 +10,11 @@ use crate::error::{Entity, StoreError, StoreResult};
 use crate::format;
 use crate::keys::{DeploymentId, DeploymentKey, ResourceKey};
 use crate::records::{
-    DeploymentOwner, DeploymentRecord, DeploymentStatus, ExtensionRef, HostOperationRecord, Lease,
-    ManagedResource, ManagedResourceRecord, OperationRecord, OperationResultRecord,
-    OperationResultState, OperationStep, Precondition, ResourceGroup, ResourceGroupRecord,
-    SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags, Vault, VaultRecord, VaultSecret,
+    DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentSummary, ExtensionRef,
+    HostOperationRecord, Lease, ManagedResource, ManagedResourceRecord, OperationRecord,
+    OperationResultRecord, OperationResultState, OperationStep, Precondition, ResourceGroup,
+    ResourceGroupRecord, SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags, Vault,
+    VaultRecord, VaultSecret,
 };
 use crate::sealed::{HOST_OPERATION_STATE, VAULT_SECRET_VALUE};
 use crate::time::Timestamp;
@@ -204,6 +205,29 @@ pub fn deployment<C: Columns + ?Sized>(row: &Row<'_, C>) -> StoreResult<Deployme
         output_resources: row.optional_json("output_resources")?,
         extensions: row.optional_json("extensions")?,
         owner,
+        cancel_requested: row.boolean("cancel_requested")?,
+        version: row.unsigned("version")?,
+    })
+}
+
+/// The columns of a deployment run a [`DeploymentSummary`] reads (no request, outputs or output resources).
+pub fn deployment_summary<C: Columns + ?Sized>(row: &Row<'_, C>) -> StoreResult<DeploymentSummary> {
+    row.format("format_version")?;
+    Ok(DeploymentSummary {
+        id: DeploymentId::from_string(row.text("id")?),
+        key: DeploymentKey::new(row.text("scope")?, row.text("name")?),
+        parent: row
+            .optional_text("parent_id")?
+            .map(DeploymentId::from_string),
+        status: row
+            .text("status")?
+            .parse::<DeploymentStatus>()
+            .map_err(|e| StoreError::corrupt(row.entity(), e.to_string()))?,
+        error: row.optional_json("error")?,
+        created_at: row.timestamp("created_at")?,
+        updated_at: row.timestamp("updated_at")?,
+        started_at: row.optional_timestamp("started_at")?,
+        finished_at: row.optional_timestamp("finished_at")?,
         cancel_requested: row.boolean("cancel_requested")?,
         version: row.unsigned("version")?,
     })

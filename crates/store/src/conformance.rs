@@ -13,11 +13,11 @@ use serde_json::json;
 
 use crate::InventoryChange;
 use crate::{
-    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentOwner, DeploymentStatus,
-    DeploymentUpdate, ExtensionRef, ManagedResource, ManagedResourceFilter, NewDeployment,
-    NewHostOperation, NewOperationResult, NewSecretVersion, NewStack, NewStackWhatIf,
-    OperationResultState, OperationStep, PageRequest, Precondition, ResourceGroup, ResourceKey,
-    SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
+    DeploymentFilter, DeploymentId, DeploymentKey, DeploymentLookup, DeploymentOwner,
+    DeploymentStatus, DeploymentSummary, DeploymentUpdate, ExtensionRef, ManagedResource,
+    ManagedResourceFilter, NewDeployment, NewHostOperation, NewOperationResult, NewSecretVersion,
+    NewStack, NewStackWhatIf, OperationResultState, OperationStep, PageRequest, Precondition,
+    ResourceGroup, ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
 };
 
 /// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
@@ -430,6 +430,24 @@ pub async fn deployments_create_get_and_list(store: &dyn Store) {
         .expect("get")
         .expect("by id");
     assert_eq!(by_id, created);
+    let summary = DeploymentSummary::from(&created);
+    for lookup in [
+        DeploymentLookup::Key(&other_case),
+        DeploymentLookup::Id(&created.id),
+    ] {
+        let read = store.get_deployment_summary(lookup).await.expect("summary");
+        assert_eq!(read.as_ref(), Some(&summary), "{lookup:?}");
+    }
+    for missing in [
+        DeploymentLookup::Key(&DeploymentKey::new(SCOPE, "missing")),
+        DeploymentLookup::Id(&DeploymentId::generate()),
+    ] {
+        let read = store
+            .get_deployment_summary(missing)
+            .await
+            .expect("summary");
+        assert_eq!(read, None, "{missing:?}");
+    }
     assert!(
         store
             .get_deployment(&DeploymentKey::new(SCOPE, "missing"))
@@ -588,10 +606,16 @@ pub async fn deployment_updates_are_partial_and_versioned(store: &dyn Store) {
         ),
         (DeploymentStatus::Running, 2, Some(at(10)), at(10))
     );
+    let reread = store
+        .get_deployment_by_id(&created.id)
+        .await
+        .expect("get")
+        .expect("present");
     assert_eq!(
-        running.request, created.request,
+        reread.request, created.request,
         "the request is never rewritten"
     );
+    assert_eq!(DeploymentSummary::from(&reread), running);
 
     assert_conflict(
         store
@@ -629,18 +653,18 @@ pub async fn deployment_updates_are_partial_and_versioned(store: &dyn Store) {
         "unset fields keep their value"
     );
     assert_eq!(finished.finished_at, Some(at(20)));
-    assert_eq!(
-        finished.outputs,
-        Some(json!({"endpoint": {"type": "String", "value": "https://x"}}))
-    );
     assert_eq!(finished.error, None);
-    assert!(finished.output_resources.is_some() && finished.extensions.is_some());
     let reread = store
         .get_deployment_by_id(&created.id)
         .await
         .expect("get")
         .expect("present");
-    assert_eq!(reread, finished);
+    assert_eq!(DeploymentSummary::from(&reread), finished);
+    assert_eq!(
+        reread.outputs,
+        Some(json!({"endpoint": {"type": "String", "value": "https://x"}}))
+    );
+    assert!(reread.output_resources.is_some() && reread.extensions.is_some());
 
     let failed = store
         .update_deployment(
@@ -656,6 +680,15 @@ pub async fn deployment_updates_are_partial_and_versioned(store: &dyn Store) {
     assert_eq!(
         failed.error,
         Some(json!({"code": "DeploymentFailed", "message": "m"}))
+    );
+    let summary = store
+        .get_deployment_summary(DeploymentLookup::Id(&created.id))
+        .await
+        .expect("summary");
+    assert_eq!(
+        summary,
+        Some(failed),
+        "a summary carries the status, the error and the times of the latest update"
     );
 
     assert_not_found(

@@ -69,12 +69,19 @@ macro_rules! impl_store_traits {
                 Box::pin(self.get_deployment_by_id_impl(id))
             }
 
+            fn get_deployment_summary<'a>(
+                &'a self,
+                lookup: $crate::DeploymentLookup<'a>,
+            ) -> $crate::StoreFuture<'a, Option<$crate::DeploymentSummary>> {
+                Box::pin(self.get_deployment_summary_impl(lookup))
+            }
+
             fn update_deployment<'a>(
                 &'a self,
                 id: &'a $crate::DeploymentId,
                 expected_version: u64,
                 update: $crate::DeploymentUpdate,
-            ) -> $crate::StoreFuture<'a, $crate::DeploymentRecord> {
+            ) -> $crate::StoreFuture<'a, $crate::DeploymentSummary> {
                 Box::pin(self.update_deployment_impl(id, expected_version, update))
             }
 

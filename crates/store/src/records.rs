@@ -218,6 +218,50 @@ pub struct DeploymentRecord {
     pub version: u64,
 }
 
+/// What a status poll needs of a deployment run, read without its request (the template), outputs or output
+/// resources: reading it costs the same for a run of 5 resources as of 5,000.
+#[derive(Clone, Debug, PartialEq)]
+pub struct DeploymentSummary {
+    pub id: DeploymentId,
+    pub key: DeploymentKey,
+    pub parent: Option<DeploymentId>,
+    pub status: DeploymentStatus,
+    /// The flat ARM error detail of a failed deployment.
+    pub error: Option<Value>,
+    pub created_at: Timestamp,
+    pub updated_at: Timestamp,
+    pub started_at: Option<Timestamp>,
+    pub finished_at: Option<Timestamp>,
+    /// See [`DeploymentRecord::cancel_requested`].
+    pub cancel_requested: bool,
+    pub version: u64,
+}
+
+impl From<&DeploymentRecord> for DeploymentSummary {
+    fn from(record: &DeploymentRecord) -> Self {
+        DeploymentSummary {
+            id: record.id.clone(),
+            key: record.key.clone(),
+            parent: record.parent.clone(),
+            status: record.status,
+            error: record.error.clone(),
+            created_at: record.created_at,
+            updated_at: record.updated_at,
+            started_at: record.started_at,
+            finished_at: record.finished_at,
+            cancel_requested: record.cancel_requested,
+            version: record.version,
+        }
+    }
+}
+
+/// Which deployment run to read: the current run under a key (folded case), or a run by its id.
+#[derive(Clone, Copy, Debug)]
+pub enum DeploymentLookup<'a> {
+    Key(&'a DeploymentKey),
+    Id(&'a DeploymentId),
+}
+
 /// A partial update of a deployment: only the fields that are `Some` change, so progress updates stay small and
 /// never rewrite the request.
 #[derive(Clone, Debug, PartialEq)]

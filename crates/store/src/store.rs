@@ -10,10 +10,11 @@ use serde_json::Value;
 use crate::error::StoreResult;
 use crate::keys::{DeploymentId, DeploymentKey, ResourceKey};
 use crate::records::{
-    DeploymentFilter, DeploymentRecord, DeploymentUpdate, InventoryChange, Lease, ManagedResource,
-    ManagedResourceFilter, ManagedResourceRecord, NewDeployment, NewSecretVersion, OperationRecord,
-    OperationStep, Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord,
-    SecretVersionInfo, Vault, VaultRecord, VaultSecret,
+    DeploymentFilter, DeploymentLookup, DeploymentRecord, DeploymentSummary, DeploymentUpdate,
+    InventoryChange, Lease, ManagedResource, ManagedResourceFilter, ManagedResourceRecord,
+    NewDeployment, NewSecretVersion, OperationRecord, OperationStep, Page, PageRequest,
+    Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, Vault, VaultRecord,
+    VaultSecret,
 };
 use crate::records::{
     HostOperationRecord, NewHostOperation, NewOperationResult, NewStack, NewStackWhatIf,
@@ -77,14 +78,21 @@ pub trait DeploymentStore: Send + Sync {
         id: &'a DeploymentId,
     ) -> StoreFuture<'a, Option<DeploymentRecord>>;
 
+    /// A run's status, error and times without its request, outputs or output resources (a status poll's read).
+    fn get_deployment_summary<'a>(
+        &'a self,
+        lookup: DeploymentLookup<'a>,
+    ) -> StoreFuture<'a, Option<DeploymentSummary>>;
+
     /// Applies a partial update if the row is still at `expected_version` (else `Conflict`), and returns the
-    /// record at its new version.
+    /// run's summary at its new version (not the whole record: the request would be read back and parsed for
+    /// nothing on every progress update).
     fn update_deployment<'a>(
         &'a self,
         id: &'a DeploymentId,
         expected_version: u64,
         update: DeploymentUpdate,
-    ) -> StoreFuture<'a, DeploymentRecord>;
+    ) -> StoreFuture<'a, DeploymentSummary>;
 
     /// The scope's deployments (folded scope match), ordered by folded name.
     fn list_deployments<'a>(

@@ -292,6 +292,8 @@ pub struct Ran {
     pub wall: Duration,
     /// The process's peak resident set (`ru_maxrss`), in KiB.
     pub peak_rss_kib: u64,
+    /// The process's CPU time (user and system), as last sampled before it exited.
+    pub cpu: Duration,
 }
 
 /// Runs `cairn args` on `home` (in process: no server, no extension override), asserting it succeeds.
@@ -359,7 +361,7 @@ impl Running {
             bytes
         };
         let child = &mut self.child;
-        let (out, err, (status, peak_rss_kib)) = std::thread::scope(|scope| {
+        let (out, err, (status, peak_rss_kib, cpu)) = std::thread::scope(|scope| {
             let err = scope.spawn(|| read(&mut stderr));
             let out = scope.spawn(|| read(&mut stdout));
             let usage = wait_with_usage(child);
@@ -378,16 +380,17 @@ impl Running {
             },
             wall,
             peak_rss_kib,
+            cpu,
         }
     }
 }
 
-/// Waits for the child, sampling its peak resident set (`VmHWM` in `/proc/<pid>/status`, in KiB) every 2 ms while
-/// it runs: the peak only grows, so what a sample can miss is growth in the process's last 2 ms. (`wait4`'s
-/// `ru_maxrss` would be exact, but needs `unsafe`, which the workspace forbids.)
-fn wait_with_usage(child: &mut std::process::Child) -> (std::process::ExitStatus, u64) {
+/// Waits for the child, sampling its peak resident set (`VmHWM` in `/proc/<pid>/status`, in KiB) and its CPU time
+/// every 2 ms while it runs: both only grow, so what a sample can miss is the process's last 2 ms. (`wait4`'s
+/// `ru_maxrss` and `ru_utime` would be exact, but need `unsafe`, which the workspace forbids.)
+fn wait_with_usage(child: &mut std::process::Child) -> (std::process::ExitStatus, u64, Duration) {
     let status = format!("/proc/{}/status", child.id());
-    let mut peak = 0;
+    let (mut peak, mut cpu) = (0, Duration::ZERO);
     loop {
         if let Some(hwm) = std::fs::read_to_string(&status)
             .ok()
@@ -396,11 +399,22 @@ fn wait_with_usage(child: &mut std::process::Child) -> (std::process::ExitStatus
         {
             peak = peak.max(hwm);
         }
+        cpu = cpu_time(child.id()).unwrap_or(cpu).max(cpu);
         if let Some(exit) = child.try_wait().expect("the child's status") {
-            return (exit, peak);
+            return (exit, peak, cpu);
         }
         std::thread::sleep(Duration::from_millis(2));
     }
+}
+
+/// The CPU time (user and system) a running process has used so far, from `/proc/<pid>/stat`.
+pub fn cpu_time(pid: u32) -> Option<Duration> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may hold spaces; the fields after it are counted from its closing parenthesis.
+    let fields: Vec<&str> = stat.rsplit_once(')')?.1.split_whitespace().collect();
+    let ticks = |field: usize| fields.get(field - 3)?.parse::<u64>().ok();
+    // `utime` and `stime` are fields 14 and 15, in clock ticks: 100 a second on Linux (`USER_HZ`).
+    Some(Duration::from_millis((ticks(14)? + ticks(15)?) * 10))
 }
 
 /// The peak resident set of a running process, in KiB.

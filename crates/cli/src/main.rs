@@ -72,11 +72,11 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
-    allocator::limit_arenas();
     let cli = match Cli::from_arg_matches(&command().get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
+    allocator::limit_arenas(matches!(cli.command, Command::Serve(_)));
     let result = match cli.command {
         Command::Template(cmd) => template::run(cmd),
         Command::Extension(cmd) => extension::run(cmd),

@@ -1,5 +1,5 @@
-//! `cairn` runs with at most two glibc malloc arenas (`MALLOC_ARENA_MAX=2`, see `src/allocator.rs`) unless its
-//! environment sets the variable, which is then kept as given.
+//! `cairn serve` runs with at most two glibc malloc arenas (`MALLOC_ARENA_MAX=2`; other commands one, see
+//! `src/allocator.rs`) unless its environment sets the variable, which is then kept as given.
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
@@ -31,7 +31,7 @@ fn arena_max_of_serve(given: Option<&str>) -> Option<String> {
 }
 
 #[test]
-fn cairn_runs_with_two_malloc_arenas_unless_told_otherwise() {
+fn cairn_serve_runs_with_two_malloc_arenas_unless_told_otherwise() {
     assert_eq!(arena_max_of_serve(None).as_deref(), Some("2"));
     assert_eq!(arena_max_of_serve(Some("4")).as_deref(), Some("4"));
 }

@@ -16,7 +16,7 @@ use crate::put::PutRun;
 use crate::record::RecordFence;
 use crate::record::iso_duration;
 use crate::service::{StackService, lease_name, store_error};
-use crate::state::{PendingOperation, StoredState};
+use crate::state::{PendingOperation, StackHeader, StoredState};
 
 /// The error an update that died before its deployment started ends with.
 pub const OPERATION_INTERRUPTED: &str = "DeploymentStackOperationInterrupted";
@@ -66,9 +66,13 @@ impl StackService {
             .filter(|record| {
                 record
                     .stack
-                    .pointer("/properties/provisioningState")
-                    .and_then(serde_json::Value::as_str)
-                    .map(DeploymentStackProvisioningState::parse)
+                    .parse::<StackHeader>()
+                    .ok()
+                    .and_then(|header| {
+                        header
+                            .provisioning_state()
+                            .map(DeploymentStackProvisioningState::parse)
+                    })
                     .is_some_and(|state| !state.is_terminal())
             })
             .map(|record| (record.scope, record.name))

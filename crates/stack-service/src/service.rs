@@ -10,12 +10,11 @@ use cairn_engine::{Engine, Providers};
 use cairn_host::ExtensionHost;
 use cairn_stacks::{Ownership, StackClaim};
 use cairn_store::{
-    InventoryChange, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError, Timestamp,
+    InventoryChange, JsonText, NewStack, PageRequest, Precondition, StackRecord, Store, StoreError,
+    Timestamp,
 };
-use serde::Deserialize as _;
-use serde_json::Value;
 
-use crate::state::{SHARE_TAG, StateRecord, StoredState};
+use crate::state::{StackHeader, StateRecord, StoredState};
 
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
@@ -163,8 +162,10 @@ impl StackService {
         else {
             return Ok(None);
         };
-        let stack =
-            DeploymentStack::deserialize(&record.stack).map_err(|e| stack_corrupt(name, e))?;
+        let stack = record
+            .stack
+            .parse::<DeploymentStack>()
+            .map_err(|e| stack_corrupt(name, e))?;
         Ok(Some((record, stack)))
     }
 
@@ -176,7 +177,7 @@ impl StackService {
         let Some((record, stack)) = self.load_stack(scope, name).await? else {
             return Ok(None);
         };
-        let state = StoredState::from_value(&record.managed_set).map_err(|e| {
+        let state = record.managed_set.parse::<StoredState>().map_err(|e| {
             ArmError::new(
                 500,
                 "StoreDataCorrupt",
@@ -195,8 +196,10 @@ impl StackService {
         precondition: Precondition,
         inventory: Vec<InventoryChange>,
     ) -> Result<StackRecord, ArmError> {
-        let stack_json = serde_json::to_value(stack)
-            .map_err(|e| ArmError::new(500, "InternalServerError", e.to_string()))?;
+        let internal =
+            |e: serde_json::Error| ArmError::new(500, "InternalServerError", e.to_string());
+        let stack_json = JsonText::of(stack).map_err(internal)?;
+        let managed_set = JsonText::of(&state).map_err(internal)?;
         self.inner
             .store
             .put_stack_with_inventory(
@@ -204,7 +207,7 @@ impl StackService {
                     scope: scope.trim_end_matches('/').to_owned(),
                     name: name.to_owned(),
                     stack: stack_json,
-                    managed_set: state.to_value(),
+                    managed_set,
                 },
                 precondition,
                 Timestamp::now(),
@@ -249,21 +252,14 @@ impl StackService {
             if me.as_deref() == Some(lease_name(&record.scope, &record.name).as_str()) {
                 continue;
             }
-            let Ok(state) = StoredState::from_value(&record.managed_set) else {
+            let (Ok(state), Ok(header)) = (
+                record.managed_set.parse::<StoredState>(),
+                record.stack.parse::<StackHeader>(),
+            ) else {
                 continue;
             };
-            let shared = record
-                .stack
-                .pointer("/tags")
-                .and_then(|t| t.get(SHARE_TAG))
-                .and_then(Value::as_str)
-                .is_some_and(|v| v.eq_ignore_ascii_case("true"));
-            let stack_id = record
-                .stack
-                .get("id")
-                .and_then(Value::as_str)
-                .unwrap_or(&record.name)
-                .to_owned();
+            let shared = header.shares_resources();
+            let stack_id = header.id.unwrap_or_else(|| record.name.clone());
             for resource in &state.managed_set {
                 ownership.claim(
                     resource.key().clone(),
@@ -280,14 +276,19 @@ impl StackService {
     /// The stack (`GET`); 404 `DeploymentStackNotFound`. Its managed set is not read: a client following an
     /// operation reads the stack again and again, and a big stack's set is thousands of records.
     pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
-        let stack = self
-            .inner
+        let stack = self.get_text(scope, name).await?;
+        serde_json::from_str(&stack).map_err(|e| stack_corrupt(name, e))
+    }
+
+    /// The stack resource as its stored JSON text, not parsed: a caller following an operation compares it with
+    /// the last read and parses only what changed.
+    pub async fn get_text(&self, scope: &str, name: &str) -> Result<String, ArmError> {
+        self.inner
             .store
             .get_stack_resource(scope, name)
             .await
             .map_err(store_error)?
-            .ok_or_else(|| ArmError::deployment_stack_not_found(name))?;
-        serde_json::from_str(&stack).map_err(|e| stack_corrupt(name, e))
+            .ok_or_else(|| ArmError::deployment_stack_not_found(name))
     }
 
     /// The stacks of a scope.
@@ -300,7 +301,7 @@ impl StackService {
             .map_err(store_error)?;
         let mut value = Vec::with_capacity(listed.items.len());
         for record in listed.items {
-            let stack = serde_json::from_value(record.stack).map_err(|e| {
+            let stack = record.stack.parse().map_err(|e| {
                 ArmError::new(
                     500,
                     "StoreDataCorrupt",

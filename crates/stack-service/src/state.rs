@@ -23,6 +23,40 @@ pub(crate) struct StoredState {
     pub(crate) pending: Option<PendingOperation>,
 }
 
+/// The parts of a stored stack resource that the ownership check and recovery read across every stack, parsed
+/// without the rest (a big stack's resource lists thousands of resources).
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct StackHeader {
+    #[serde(default)]
+    pub(crate) id: Option<String>,
+    #[serde(default)]
+    tags: Option<serde_json::Map<String, Value>>,
+    #[serde(default)]
+    properties: Option<HeaderProperties>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct HeaderProperties {
+    #[serde(default)]
+    provisioning_state: Option<String>,
+}
+
+impl StackHeader {
+    /// Whether the stack lets other stacks manage its resources too ([`SHARE_TAG`] set to `true`).
+    pub(crate) fn shares_resources(&self) -> bool {
+        self.tags
+            .as_ref()
+            .and_then(|tags| tags.get(SHARE_TAG))
+            .and_then(Value::as_str)
+            .is_some_and(|v| v.eq_ignore_ascii_case("true"))
+    }
+
+    pub(crate) fn provisioning_state(&self) -> Option<&str> {
+        self.properties.as_ref()?.provisioning_state.as_deref()
+    }
+}
+
 /// An operation a stack record says is under way: what recovery needs to finish it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "camelCase")]
@@ -58,12 +92,6 @@ impl StateRecord<'_> {
             ..self
         }
     }
-
-    pub(crate) fn to_value(self) -> Value {
-        // A managed set holds only strings, numbers and objects, so serialising cannot fail; fall back to an empty
-        // object rather than panic.
-        serde_json::to_value(self).unwrap_or_else(|_| Value::Object(Default::default()))
-    }
 }
 
 impl Serialize for StoredState {
@@ -80,10 +108,6 @@ impl StoredState {
             out_of_sync: self.out_of_sync,
             pending: self.pending.as_ref(),
         }
-    }
-
-    pub(crate) fn from_value(value: &Value) -> Result<Self, serde_json::Error> {
-        Self::deserialize(value)
     }
 }
 
@@ -111,7 +135,8 @@ mod tests {
     #[test]
     fn a_state_is_written_through_its_borrowed_record_and_reads_back_the_same() {
         let state = state();
-        let written = state.record().to_value();
+        let text = cairn_store::JsonText::of(&state.record()).unwrap();
+        let written: Value = text.parse().unwrap();
         assert_eq!(
             written,
             json!({
@@ -121,7 +146,7 @@ mod tests {
             })
         );
         assert_eq!(written, serde_json::to_value(&state).unwrap());
-        let read = StoredState::from_value(&written).unwrap();
+        let read: StoredState = text.parse().unwrap();
         assert_eq!(read.managed_set, state.managed_set);
         assert!(read.out_of_sync);
         assert_eq!(read.pending, state.pending);
@@ -130,9 +155,10 @@ mod tests {
     #[test]
     fn a_settled_record_has_no_operation_pending_and_keeps_the_rest() {
         let state = state();
-        let written = state.record().settled().to_value();
+        let text = cairn_store::JsonText::of(&state.record().settled()).unwrap();
+        let written: Value = text.parse().unwrap();
         assert!(written.get("pending").is_none(), "{written:#}");
-        let read = StoredState::from_value(&written).unwrap();
+        let read: StoredState = text.parse().unwrap();
         assert_eq!(read.managed_set, state.managed_set);
         assert!(read.out_of_sync);
         assert_eq!(read.pending, None);

@@ -17,7 +17,7 @@ use cairn_extension_contract::transport::{
 };
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
 use cairn_stack_service::{StackService, StackServiceSettings};
-use cairn_store::{Precondition, Store, Timestamp};
+use cairn_store::{JsonText, Precondition, Store, Timestamp};
 use serde_json::{Value, json};
 
 const SECRET: &str = "widget-token";
@@ -1157,16 +1157,20 @@ async fn leave_interrupted(
     pending: Value,
     lease_for: Option<Duration>,
 ) {
-    let mut record = env.store.get_stack(RG, name).await.unwrap().unwrap();
-    record.stack["properties"]["provisioningState"] = json!(state);
-    record.managed_set["pending"] = pending;
+    let record = env.store.get_stack(RG, name).await.unwrap().unwrap();
+    let (mut stack, mut managed_set): (Value, Value) = (
+        record.stack.parse().unwrap(),
+        record.managed_set.parse().unwrap(),
+    );
+    stack["properties"]["provisioningState"] = json!(state);
+    managed_set["pending"] = pending;
     env.store
         .put_stack(
             cairn_store::NewStack {
                 scope: record.scope.clone(),
                 name: record.name.clone(),
-                stack: record.stack.clone(),
-                managed_set: record.managed_set.clone(),
+                stack: JsonText::from(&stack),
+                managed_set: JsonText::from(&managed_set),
             },
             Precondition::Version(record.version),
             Timestamp::now(),
@@ -1491,7 +1495,8 @@ async fn an_operation_whose_stack_was_taken_over_does_not_overwrite_it() {
     // outcome.
     tokio::time::sleep(Duration::from_millis(50)).await;
     let record = env.store.get_stack(RG, "fenced").await.unwrap().unwrap();
-    let mut theirs = record.stack.clone();
+    let mut theirs: Value = record.stack.parse().unwrap();
+    let set: Value = record.managed_set.parse().unwrap();
     theirs["properties"]["provisioningState"] = json!("failed");
     theirs["properties"]["description"] = json!("taken over");
     env.store
@@ -1499,8 +1504,8 @@ async fn an_operation_whose_stack_was_taken_over_does_not_overwrite_it() {
             cairn_store::NewStack {
                 scope: record.scope.clone(),
                 name: record.name.clone(),
-                stack: theirs,
-                managed_set: json!({"managedSet": record.managed_set["managedSet"].clone()}),
+                stack: JsonText::from(&theirs),
+                managed_set: JsonText::from(&json!({"managedSet": set["managedSet"].clone()})),
             },
             Precondition::Any,
             Timestamp::now(),
@@ -1691,7 +1696,8 @@ async fn a_handed_over_delete_is_finished_by_another_service_without_waiting_for
         .await
         .unwrap()
         .expect("kept");
-    assert_eq!(left.stack["properties"]["provisioningState"], "deleting");
+    let left: Value = left.stack.parse().unwrap();
+    assert_eq!(left["properties"]["provisioningState"], "deleting");
     assert!(
         env.widgets.has("c") || env.widgets.has("b"),
         "stopped before every delete ran"

@@ -3,7 +3,7 @@
 //! cannot both succeed.
 
 use cairn_store::codec::{
-    self, check_precondition, current_format, fetch_limit, json_text, paginate, stack_display_key,
+    self, check_precondition, current_format, fetch_limit, paginate, stack_display_key,
     stack_page_key,
 };
 use cairn_store::{
@@ -81,8 +81,8 @@ impl PostgresStore {
         .bind(&name_key)
         .bind(&stack.scope)
         .bind(&stack.name)
-        .bind(json_text(&stack.stack))
-        .bind(json_text(&stack.managed_set))
+        .bind(stack.stack.as_str())
+        .bind(stack.managed_set.as_str())
         .bind(now.unix_millis())
         .bind(current_format(E))
         .fetch_one(&mut *tx)

@@ -15,9 +15,9 @@ use cairn_store::crypto::MasterKey;
 use cairn_store::transfer::{ExportRows, NOT_COPIED, Row, TABLES, Table};
 use cairn_store::{
     DeploymentOwner, DeploymentStatus, DeploymentStore, DeploymentUpdate, Entity, ExposeSecret,
-    InventoryStore, KeyVaultStore, LeaseStore, NewSecretVersion, NewStack, OperationJournal,
-    Precondition, ResourceGroupStore, ResourceKey, SecretOwner, SecretStore, SecretString,
-    StackStore, Store, StoreError, Tags, Vault,
+    InventoryStore, JsonText, KeyVaultStore, LeaseStore, NewSecretVersion, NewStack,
+    OperationJournal, Precondition, ResourceGroupStore, ResourceKey, SecretOwner, SecretStore,
+    SecretString, StackStore, Store, StoreError, Tags, Vault,
 };
 use cairn_store_postgres::{LATEST_SCHEMA_VERSION, Migrated, PostgresStore};
 use cairn_store_sqlite::{SqliteOptions, SqliteStore};
@@ -263,8 +263,8 @@ async fn two_handles_race_for_one_key_and_exactly_one_wins(cluster: &Cluster) {
         let stack = |marker: u32| NewStack {
             scope: SCOPE.into(),
             name: format!("stack-{round}"),
-            stack: json!({"marker": marker}),
-            managed_set: json!({"resources": []}),
+            stack: JsonText::from(&json!({"marker": marker})),
+            managed_set: JsonText::from(&json!({"resources": []})),
         };
         let first = a
             .put_stack(stack(0), Precondition::MustNotExist, at(1))
@@ -736,8 +736,8 @@ async fn filled_sqlite(
             NewStack {
                 scope: SCOPE.into(),
                 name: "stack".into(),
-                stack: json!({"properties": {"provisioningState": "succeeded"}}),
-                managed_set: json!({"resources": [{"id": "x"}]}),
+                stack: JsonText::from(&json!({"properties": {"provisioningState": "succeeded"}})),
+                managed_set: JsonText::from(&json!({"resources": [{"id": "x"}]})),
             },
             Precondition::MustNotExist,
             at(1),

@@ -2,7 +2,7 @@
 //! for optimistic concurrency.
 
 use cairn_store::codec::{
-    self, check_precondition, current_format, fetch_limit, json_text, paginate, stack_display_key,
+    self, check_precondition, current_format, fetch_limit, paginate, stack_display_key,
     stack_page_key,
 };
 use cairn_store::{
@@ -43,9 +43,12 @@ impl SqliteStore {
         let scope_key = fold_case(stack.scope.trim_end_matches('/'));
         let name_key = stack.name.to_lowercase();
         let display = stack_display_key(&stack.scope, &stack.name);
-        let (scope, name) = (stack.scope.clone(), stack.name.clone());
-        let (stack_text, managed_set_text) =
-            (json_text(&stack.stack), json_text(&stack.managed_set));
+        let NewStack {
+            scope,
+            name,
+            stack,
+            managed_set,
+        } = stack;
         let written = self.group.exclusive(&self.writer, move |conn| {
             let found = stack_version(conn, &scope_key, &name_key)?;
             check_precondition(E, &display, precondition, found)?;
@@ -66,8 +69,8 @@ impl SqliteStore {
                             name_key,
                             scope,
                             name,
-                            stack_text,
-                            managed_set_text,
+                            stack.as_str(),
+                            managed_set.as_str(),
                             now.unix_millis(),
                             current_format(E)
                         ],
@@ -78,14 +81,14 @@ impl SqliteStore {
             for change in &changes {
                 apply_change_directly(conn, change)?;
             }
-            Ok(written)
+            Ok((written, scope, name, stack, managed_set))
         });
-        let (created_at, version) = written.await?;
+        let ((created_at, version), scope, name, stack, managed_set) = written.await?;
         Ok(StackRecord {
-            scope: stack.scope,
-            name: stack.name,
-            stack: stack.stack,
-            managed_set: stack.managed_set,
+            scope,
+            name,
+            stack,
+            managed_set,
             created_at: Timestamp::from_unix_millis(created_at),
             updated_at: now,
             version: u64::try_from(version)

@@ -11,7 +11,7 @@ use crate::format;
 use crate::keys::{DeploymentId, DeploymentKey, ResourceKey};
 use crate::records::{
     DeploymentOwner, DeploymentRecord, DeploymentStatus, DeploymentSummary, ExtensionRef,
-    HostOperationRecord, Lease, ManagedResource, ManagedResourceRecord, OperationRecord,
+    HostOperationRecord, JsonText, Lease, ManagedResource, ManagedResourceRecord, OperationRecord,
     OperationResultRecord, OperationResultState, OperationStep, Precondition, ResourceGroup,
     ResourceGroupRecord, SecretVersionInfo, StackRecord, StackWhatIfRecord, Tags, Vault,
     VaultRecord, VaultSecret,
@@ -355,8 +355,8 @@ pub fn stack<C: Columns + ?Sized>(row: &Row<'_, C>) -> StoreResult<StackRecord> 
     Ok(StackRecord {
         scope: row.text("scope")?,
         name: row.text("name")?,
-        stack: row.json("stack")?,
-        managed_set: row.json("managed_set")?,
+        stack: JsonText::from_stored(row.text("stack")?),
+        managed_set: JsonText::from_stored(row.text("managed_set")?),
         created_at: row.timestamp("created_at")?,
         updated_at: row.timestamp("updated_at")?,
         version: row.unsigned("version")?,

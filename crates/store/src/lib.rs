@@ -53,12 +53,12 @@ pub use error::{Entity, StoreError, StoreResult};
 pub use keys::{DeploymentId, DeploymentKey, ResourceKey, fold_case, write_canonical_json};
 pub use records::{
     DeploymentFilter, DeploymentLookup, DeploymentOwner, DeploymentRecord, DeploymentStatus,
-    DeploymentSummary, DeploymentUpdate, ExtensionRef, HostOperationRecord, InventoryChange, Lease,
-    MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter, ManagedResourceRecord, NewDeployment,
-    NewHostOperation, NewOperationResult, NewSecretVersion, NewStack, NewStackWhatIf,
-    OperationRecord, OperationResultRecord, OperationResultState, OperationStep, Page, PageRequest,
-    Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo, StackRecord,
-    StackWhatIfRecord, Tags, UnknownStatus, Vault, VaultRecord, VaultSecret,
+    DeploymentSummary, DeploymentUpdate, ExtensionRef, HostOperationRecord, InventoryChange,
+    JsonText, Lease, MAX_PAGE_SIZE, ManagedResource, ManagedResourceFilter, ManagedResourceRecord,
+    NewDeployment, NewHostOperation, NewOperationResult, NewSecretVersion, NewStack,
+    NewStackWhatIf, OperationRecord, OperationResultRecord, OperationResultState, OperationStep,
+    Page, PageRequest, Precondition, ResourceGroup, ResourceGroupRecord, SecretVersionInfo,
+    StackRecord, StackWhatIfRecord, Tags, UnknownStatus, Vault, VaultRecord, VaultSecret,
 };
 pub use secrecy::{ExposeSecret, SecretString};
 pub use secret::{SECRET_REF_MEMBER, SecretOwner, SecretRef};

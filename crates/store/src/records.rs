@@ -577,9 +577,47 @@ pub struct NewStack {
     pub scope: String,
     pub name: String,
     /// The stack resource as the API returns it (`DeploymentStack` JSON; never secrets).
-    pub stack: Value,
+    pub stack: JsonText,
     /// The managed set in its persisted, versioned form (`cairn_stacks::ManagedSet::to_persisted`).
-    pub managed_set: Value,
+    pub managed_set: JsonText,
+}
+
+/// A JSON document kept as its text. A large stack's resource and managed set are thousands of records: they are
+/// written from their owners' types and read back into them without a `serde_json::Value` tree in between, and a
+/// reader that needs neither (another stack's ownership check skipping its own) does not parse them at all.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct JsonText(String);
+
+impl JsonText {
+    /// The JSON text of `value`.
+    pub fn of<T: serde::Serialize + ?Sized>(value: &T) -> serde_json::Result<Self> {
+        serde_json::to_string(value).map(JsonText)
+    }
+
+    /// Text read back from a store that wrote it with [`JsonText::of`]: not parsed here; [`JsonText::parse`]
+    /// reports text that is not JSON.
+    pub fn from_stored(text: String) -> Self {
+        JsonText(text)
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+
+    /// The document as `T`, parsed straight from the text.
+    pub fn parse<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
+        serde_json::from_str(&self.0)
+    }
+}
+
+impl From<&Value> for JsonText {
+    fn from(value: &Value) -> Self {
+        JsonText(value.to_string())
+    }
 }
 
 /// A stored deployment stack with its row version for optimistic concurrency.
@@ -587,8 +625,8 @@ pub struct NewStack {
 pub struct StackRecord {
     pub scope: String,
     pub name: String,
-    pub stack: Value,
-    pub managed_set: Value,
+    pub stack: JsonText,
+    pub managed_set: JsonText,
     pub created_at: Timestamp,
     pub updated_at: Timestamp,
     pub version: u64,

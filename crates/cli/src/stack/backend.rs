@@ -103,6 +103,28 @@ impl StackBackend {
         }
     }
 
+    /// The stack, or `None` when it reads the same as `last` (the text of the previous read, which this keeps up to
+    /// date): a follower polls a big stack every 200 ms while an operation leaves its record alone for seconds.
+    pub(crate) async fn get_changed(
+        &self,
+        scope: &str,
+        name: &str,
+        last: &mut Option<String>,
+    ) -> Result<Option<Value>, Failure> {
+        match self {
+            StackBackend::Local(l) => {
+                let text = l.service().get_text(scope, name).await?;
+                if last.as_deref() == Some(text.as_str()) {
+                    return Ok(None);
+                }
+                let stack = serde_json::from_str(&text).map_err(|e| Failure::Other(e.into()))?;
+                *last = Some(text);
+                Ok(Some(stack))
+            }
+            StackBackend::Remote(r) => Ok(Some(r.get_stack(scope, name).await?)),
+        }
+    }
+
     /// Every stack of the scope.
     pub(crate) async fn list(&self, scope: &str) -> Result<Vec<Value>, Failure> {
         match self {

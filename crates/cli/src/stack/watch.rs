@@ -360,13 +360,16 @@ pub(crate) async fn follow(
     let started = Instant::now();
     let mut failures = 0;
     let mut handed_over: Option<Value> = None;
+    let mut last_read = None;
     loop {
         let read = match handed_over.take() {
-            Some(stack) => Ok(stack),
-            None => backend.get(scope, name).await,
+            Some(stack) => Ok(Some(stack)),
+            None => backend.get_changed(scope, name, &mut last_read).await,
         };
         match read {
-            Ok(stack) => {
+            // The same as the last read: nothing to report, and not terminal (that read would have ended the loop).
+            Ok(None) => failures = 0,
+            Ok(Some(stack)) => {
                 failures = 0;
                 for line in watch.observe(&stack, started.elapsed()) {
                     eprintln!("{line}");

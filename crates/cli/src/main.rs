@@ -76,7 +76,10 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    allocator::limit_arenas(matches!(cli.command, Command::Serve(_)));
+    allocator::limit_arenas(match cli.command {
+        Command::Stack(_) => allocator::Workload::HoldsLargeSets,
+        _ => allocator::Workload::PassesThrough,
+    });
     let result = match cli.command {
         Command::Template(cmd) => template::run(cmd),
         Command::Extension(cmd) => extension::run(cmd),

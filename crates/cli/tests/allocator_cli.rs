@@ -1,4 +1,4 @@
-//! `cairn serve` runs with at most two glibc malloc arenas (`MALLOC_ARENA_MAX=2`; other commands one, see
+//! `cairn serve` runs with at most two glibc malloc arenas (`MALLOC_ARENA_MAX=2`; `cairn stack` commands one, see
 //! `src/allocator.rs`) unless its environment sets the variable, which is then kept as given.
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]

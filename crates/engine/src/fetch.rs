@@ -3,6 +3,7 @@
 
 use std::future::Future;
 use std::pin::Pin;
+use std::sync::OnceLock;
 use std::time::Duration;
 
 use reqwest::Url;
@@ -34,9 +35,11 @@ pub enum FetchError {
     Failed(String),
 }
 
-/// The default fetcher: HTTP(S) with `reqwest`.
+/// The default fetcher: HTTP(S) with `reqwest`. Its client is built at the first download: building one loads the
+/// system's root certificates (tens of milliseconds), which a deployment of an inline template never needs.
 pub struct HttpTemplateFetcher {
-    client: Result<reqwest::Client, String>,
+    timeout: Duration,
+    client: OnceLock<Result<reqwest::Client, String>>,
 }
 
 impl std::fmt::Debug for HttpTemplateFetcher {
@@ -51,25 +54,33 @@ const MAX_REDIRECTS: usize = 10;
 
 impl HttpTemplateFetcher {
     pub fn new(timeout: Duration) -> Self {
-        let policy = reqwest::redirect::Policy::custom(|attempt| {
-            if attempt.previous().len() >= MAX_REDIRECTS {
-                attempt.error("too many redirects")
-            } else if matches!(attempt.url().scheme(), "http" | "https") {
-                attempt.follow()
-            } else {
-                attempt.error("a redirect to a scheme other than http or https")
-            }
-        });
-        let client = reqwest::Client::builder()
-            .redirect(policy)
-            .timeout(timeout)
-            .connect_timeout(timeout)
-            .build()
-            .map_err(|e| {
-                tracing::warn!(error = %e.without_url(), "the linked-template HTTP client could not start");
-                "the HTTP client could not start".to_string()
+        HttpTemplateFetcher {
+            timeout,
+            client: OnceLock::new(),
+        }
+    }
+
+    fn client(&self) -> &Result<reqwest::Client, String> {
+        self.client.get_or_init(|| {
+            let policy = reqwest::redirect::Policy::custom(|attempt| {
+                if attempt.previous().len() >= MAX_REDIRECTS {
+                    attempt.error("too many redirects")
+                } else if matches!(attempt.url().scheme(), "http" | "https") {
+                    attempt.follow()
+                } else {
+                    attempt.error("a redirect to a scheme other than http or https")
+                }
             });
-        HttpTemplateFetcher { client }
+            reqwest::Client::builder()
+                .redirect(policy)
+                .timeout(self.timeout)
+                .connect_timeout(self.timeout)
+                .build()
+                .map_err(|e| {
+                    tracing::warn!(error = %e.without_url(), "the linked-template HTTP client could not start");
+                    "the HTTP client could not start".to_string()
+                })
+        })
     }
 }
 
@@ -94,7 +105,7 @@ impl TemplateFetcher for HttpTemplateFetcher {
     fn fetch<'a>(&'a self, uri: &'a Url, max_bytes: usize) -> FetchFuture<'a> {
         Box::pin(async move {
             let client = self
-                .client
+                .client()
                 .as_ref()
                 .map_err(|e| FetchError::Failed(e.clone()))?;
             let mut response = client

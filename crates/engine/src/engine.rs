@@ -577,7 +577,11 @@ impl Engine {
             .latest_operations(&record.id)
             .await
             .map_err(store_error)?;
-        Ok(rows.iter().map(|r| deployment_operation(&key, r)).collect())
+        // Each row goes as soon as it is converted: a big deployment has thousands.
+        Ok(rows
+            .into_iter()
+            .map(|r| deployment_operation(&key, &r))
+            .collect())
     }
 
     /// One operation.

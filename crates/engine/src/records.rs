@@ -55,7 +55,7 @@ impl EngineAnnotation {
     pub fn read(request: &Value) -> EngineAnnotation {
         request
             .get(ENGINE_MEMBER)
-            .and_then(|v| serde_json::from_value(v.clone()).ok())
+            .and_then(|v| EngineAnnotation::deserialize(v).ok())
             .unwrap_or_default()
     }
 }
@@ -80,8 +80,10 @@ pub fn provisioning_state(status: DeploymentStatus) -> DeploymentProvisioningSta
     }
 }
 
+/// `value` read as `T` straight from the tree it is part of (no copy of the tree first: a deployment's output
+/// resources are thousands of entries).
 fn from_json<T: serde::de::DeserializeOwned>(value: Option<&Value>) -> Option<T> {
-    value.and_then(|v| serde_json::from_value(v.clone()).ok())
+    value.and_then(|v| T::deserialize(v).ok())
 }
 
 /// The deployment as GET returns it. Secure parameter values are never in it: they are markers in the stored
@@ -89,9 +91,9 @@ fn from_json<T: serde::de::DeserializeOwned>(value: Option<&Value>) -> Option<T>
 pub fn deployment_extended(record: &DeploymentRecord) -> DeploymentExtended {
     let request = &record.request;
     let annotation = EngineAnnotation::read(request);
-    let template = request.get("template").cloned().unwrap_or(Value::Null);
+    let template = request.get("template").unwrap_or(&Value::Null);
     let parameters = from_json::<DeploymentParameters>(request.get("parameters"))
-        .map(|p| cairn_arm::secure::response_parameters(&p, &template));
+        .map(|p| cairn_arm::secure::response_parameters(&p, template));
     let end = record.finished_at.unwrap_or(record.updated_at);
     let start = record.started_at.unwrap_or(record.created_at);
     let duration =
@@ -108,7 +110,7 @@ pub fn deployment_extended(record: &DeploymentRecord) -> DeploymentExtended {
             None
         },
         providers: None,
-        dependencies: Some(annotation.dependencies.clone()),
+        dependencies: Some(annotation.dependencies),
         // A root request's query string is a sealed secret marker: never shown.
         template_link: from_json(
             request
@@ -131,7 +133,7 @@ pub fn deployment_extended(record: &DeploymentRecord) -> DeploymentExtended {
         ),
         debug_setting: from_json(request.get("debugSetting")),
         on_error_deployment: from_json(request.get("onErrorDeployment")),
-        template_hash: annotation.template_hash.clone(),
+        template_hash: annotation.template_hash,
         output_resources: from_json::<Vec<DeploymentResourceReference>>(
             record.output_resources.as_ref(),
         ),

@@ -308,9 +308,8 @@ impl StackService {
                 return Ok(stack);
             }
         };
-        let collected = collect_managed_set(&snapshot);
         p.outputs = snapshot.deployment.properties.outputs.take();
-        p.deployment_id = snapshot.deployment.id.take().or(p.deployment_id.take());
+        p.deployment_id = snapshot.deployment.id.clone().or(p.deployment_id.take());
         let deployment_error = snapshot.deployment.properties.error.take();
         let mut errors: Vec<ErrorDetail> = Vec::new();
         if let Some(error) = deployment_error {
@@ -323,7 +322,8 @@ impl StackService {
                 .with_details([error]),
             );
         }
-        drop(snapshot);
+        // The snapshot goes into the collection, which lets each deployment's records go once read.
+        let collected = collect_managed_set(snapshot);
         errors.extend(
             collected
                 .issues

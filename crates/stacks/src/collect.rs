@@ -125,10 +125,24 @@ impl ConfigError {
     }
 }
 
-/// Reads the managed set out of a deployment tree (see the module docs).
-pub fn collect_managed_set(root: &DeploymentSnapshot) -> CollectedSet {
+/// Reads the managed set out of a deployment tree (see the module docs). The tree is consumed: each deployment's
+/// records go as soon as what they hold is read, so a big stack's tree and the set read from it are not held in
+/// full at once.
+pub fn collect_managed_set(root: DeploymentSnapshot) -> CollectedSet {
     let mut snapshots = Vec::new();
-    flatten(root, &mut snapshots);
+    let mut children = Vec::new();
+    flatten(root, &mut snapshots, &mut children);
+    let deployment_keys: Vec<Option<ResourceKey>> = snapshots
+        .iter()
+        .map(|snapshot| {
+            snapshot
+                .deployment
+                .id
+                .as_deref()
+                .and_then(|id| ResourceId::parse(id).ok())
+                .map(|id| ResourceKey::arm(&id))
+        })
+        .collect();
     let mut collector = Collector {
         set: ManagedSet::new(),
         complete: true,
@@ -139,12 +153,15 @@ pub fn collect_managed_set(root: &DeploymentSnapshot) -> CollectedSet {
         collector.read_configs(index, snapshot);
     }
     let mut own_keys = Vec::with_capacity(snapshots.len());
-    for (index, snapshot) in snapshots.iter().enumerate() {
+    let mut edges = Vec::with_capacity(snapshots.len());
+    for (index, snapshot) in snapshots.iter_mut().enumerate() {
         own_keys.push(collector.read_resources(index, snapshot));
+        edges.push(dependency_edges(snapshot));
+        *snapshot = DeploymentSnapshot::default();
     }
-    let members = deployment_members(root, &snapshots, &own_keys);
-    for snapshot in &snapshots {
-        collector.read_dependencies(snapshot, &members);
+    let members = deployment_members(&children, &deployment_keys, &own_keys);
+    for edges in edges {
+        collector.add_dependencies(edges, &members);
     }
     CollectedSet {
         resources: collector.set,
@@ -153,47 +170,124 @@ pub fn collect_managed_set(root: &DeploymentSnapshot) -> CollectedSet {
     }
 }
 
-fn flatten<'s>(snapshot: &'s DeploymentSnapshot, out: &mut Vec<&'s DeploymentSnapshot>) {
+/// Moves the tree into `out` in pre-order (a deployment before those nested in it), with the indices of each one's
+/// nested deployments in `children`; returns `snapshot`'s index.
+fn flatten(
+    mut snapshot: DeploymentSnapshot,
+    out: &mut Vec<DeploymentSnapshot>,
+    children: &mut Vec<Vec<usize>>,
+) -> usize {
+    let index = out.len();
+    let nested = std::mem::take(&mut snapshot.nested);
     out.push(snapshot);
-    for nested in &snapshot.nested {
-        flatten(nested, out);
+    children.push(Vec::with_capacity(nested.len()));
+    for child in nested {
+        let child = flatten(child, out, children);
+        children[index].push(child);
     }
+    index
 }
 
 /// For each deployment ID in the tree, the keys of every resource it (or a deployment nested in it) deployed:
 /// what a `dependsOn` on a module means.
 fn deployment_members(
-    root: &DeploymentSnapshot,
-    snapshots: &[&DeploymentSnapshot],
+    children: &[Vec<usize>],
+    deployment_keys: &[Option<ResourceKey>],
     own_keys: &[Vec<ResourceKey>],
 ) -> HashMap<ResourceKey, Vec<ResourceKey>> {
     fn walk(
-        snapshot: &DeploymentSnapshot,
-        next_index: &mut usize,
+        index: usize,
+        children: &[Vec<usize>],
+        deployment_keys: &[Option<ResourceKey>],
         own_keys: &[Vec<ResourceKey>],
         members: &mut HashMap<ResourceKey, Vec<ResourceKey>>,
     ) -> Vec<ResourceKey> {
-        let index = *next_index;
-        *next_index += 1;
         let mut keys = own_keys.get(index).cloned().unwrap_or_default();
-        for nested in &snapshot.nested {
-            keys.extend(walk(nested, next_index, own_keys, members));
+        for &child in children.get(index).into_iter().flatten() {
+            keys.extend(walk(child, children, deployment_keys, own_keys, members));
         }
-        if let Some(id) = snapshot
-            .deployment
-            .id
-            .as_deref()
-            .and_then(|id| ResourceId::parse(id).ok())
-        {
-            members.insert(ResourceKey::arm(&id), keys.clone());
+        if let Some(Some(key)) = deployment_keys.get(index) {
+            members.insert(key.clone(), keys.clone());
         }
         keys
     }
     let mut members = HashMap::new();
-    let mut next_index = 0;
-    walk(root, &mut next_index, own_keys, &mut members);
-    debug_assert_eq!(next_index, snapshots.len());
+    if !own_keys.is_empty() {
+        walk(0, children, deployment_keys, own_keys, &mut members);
+    }
     members
+}
+
+/// The dependency edges one deployment records, `(dependent, dependency)`, with its nested deployments still
+/// named by their own keys (expanded later, once every deployment's resources are known).
+fn dependency_edges(snapshot: &DeploymentSnapshot) -> Vec<(ResourceKey, ResourceKey)> {
+    // An extension resource has no ARM id: `dependencies[]` names it by type and symbolic name
+    // (`resourceName`), which its operations' targets map to its key (to every instance of a copy loop).
+    let mut by_name: HashMap<(String, String), Vec<ResourceKey>> = HashMap::new();
+    for operation in &snapshot.operations {
+        let Some(target) = &operation.properties.target_resource else {
+            continue;
+        };
+        let (None, Some(extension), Some(resource_type), Some(name)) = (
+            &target.id,
+            &target.extension,
+            &target.resource_type,
+            &target.symbolic_name,
+        ) else {
+            continue;
+        };
+        let key = ManagedResource::extensible(
+            ExtensionIdentity::of(extension),
+            resource_type.as_str(),
+            target.identifiers.clone().unwrap_or(Value::Null),
+        )
+        .key()
+        .clone();
+        let keys = by_name
+            .entry((resource_type.to_lowercase(), name.clone()))
+            .or_default();
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    }
+    let named = |id: Option<&str>, resource_type: Option<&str>, name: Option<&str>| match id
+        .and_then(|id| ResourceId::parse(id).ok())
+    {
+        Some(id) => vec![ResourceKey::arm(&id)],
+        None => match (id, resource_type, name) {
+            (None, Some(resource_type), Some(name)) => by_name
+                .get(&(resource_type.to_lowercase(), name.to_owned()))
+                .cloned()
+                .unwrap_or_default(),
+            _ => Vec::new(),
+        },
+    };
+    let mut edges: Vec<(ResourceKey, ResourceKey)> = Vec::new();
+    for dependency in snapshot.deployment.properties.dependencies.iter().flatten() {
+        let dependents = named(
+            dependency.id.as_deref(),
+            dependency.resource_type.as_deref(),
+            dependency.resource_name.as_deref(),
+        );
+        for target in dependency.depends_on.iter().flatten() {
+            for target in named(
+                target.id.as_deref(),
+                target.resource_type.as_deref(),
+                target.resource_name.as_deref(),
+            ) {
+                for dependent in &dependents {
+                    edges.push((dependent.clone(), target.clone()));
+                }
+            }
+        }
+    }
+    edges.extend(
+        snapshot
+            .extra_dependencies
+            .iter()
+            .map(|d| (d.dependent.clone(), d.dependency.clone())),
+    );
+    edges
 }
 
 struct ConfigEntry {
@@ -494,77 +588,11 @@ impl Collector {
         keys
     }
 
-    fn read_dependencies(
+    fn add_dependencies(
         &mut self,
-        snapshot: &DeploymentSnapshot,
+        edges: Vec<(ResourceKey, ResourceKey)>,
         members: &HashMap<ResourceKey, Vec<ResourceKey>>,
     ) {
-        // An extension resource has no ARM id: `dependencies[]` names it by type and symbolic name
-        // (`resourceName`), which its operations' targets map to its key (to every instance of a copy loop).
-        let mut by_name: HashMap<(String, String), Vec<ResourceKey>> = HashMap::new();
-        for operation in &snapshot.operations {
-            let Some(target) = &operation.properties.target_resource else {
-                continue;
-            };
-            let (None, Some(extension), Some(resource_type), Some(name)) = (
-                &target.id,
-                &target.extension,
-                &target.resource_type,
-                &target.symbolic_name,
-            ) else {
-                continue;
-            };
-            let key = ManagedResource::extensible(
-                ExtensionIdentity::of(extension),
-                resource_type.as_str(),
-                target.identifiers.clone().unwrap_or(Value::Null),
-            )
-            .key()
-            .clone();
-            let keys = by_name
-                .entry((resource_type.to_lowercase(), name.clone()))
-                .or_default();
-            if !keys.contains(&key) {
-                keys.push(key);
-            }
-        }
-        let named = |id: Option<&str>, resource_type: Option<&str>, name: Option<&str>| match id
-            .and_then(|id| ResourceId::parse(id).ok())
-        {
-            Some(id) => vec![ResourceKey::arm(&id)],
-            None => match (id, resource_type, name) {
-                (None, Some(resource_type), Some(name)) => by_name
-                    .get(&(resource_type.to_lowercase(), name.to_owned()))
-                    .cloned()
-                    .unwrap_or_default(),
-                _ => Vec::new(),
-            },
-        };
-        let mut edges: Vec<(ResourceKey, ResourceKey)> = Vec::new();
-        for dependency in snapshot.deployment.properties.dependencies.iter().flatten() {
-            let dependents = named(
-                dependency.id.as_deref(),
-                dependency.resource_type.as_deref(),
-                dependency.resource_name.as_deref(),
-            );
-            for target in dependency.depends_on.iter().flatten() {
-                for target in named(
-                    target.id.as_deref(),
-                    target.resource_type.as_deref(),
-                    target.resource_name.as_deref(),
-                ) {
-                    for dependent in &dependents {
-                        edges.push((dependent.clone(), target.clone()));
-                    }
-                }
-            }
-        }
-        edges.extend(
-            snapshot
-                .extra_dependencies
-                .iter()
-                .map(|d| (d.dependent.clone(), d.dependency.clone())),
-        );
         let expand = |key: &ResourceKey| -> Vec<ResourceKey> {
             members
                 .get(key)
@@ -657,7 +685,7 @@ mod tests {
                 ..DeploymentSnapshot::default()
             }],
         };
-        let collected = collect_managed_set(&root);
+        let collected = collect_managed_set(root);
         assert!(collected.complete);
         assert!(collected.issues.is_empty(), "{:?}", collected.issues);
         assert_eq!(
@@ -716,7 +744,7 @@ mod tests {
             ])),
             ..DeploymentSnapshot::default()
         };
-        let collected = collect_managed_set(&root);
+        let collected = collect_managed_set(root);
         assert!(!collected.complete);
         let names: Vec<String> = keys(&collected)
             .into_iter()
@@ -742,7 +770,7 @@ mod tests {
             ),
             ..DeploymentSnapshot::default()
         };
-        let collected = collect_managed_set(&root);
+        let collected = collect_managed_set(root);
         assert_eq!(collected.resources.len(), 1);
         assert!(collected.resources.iter().next().unwrap().config.is_none());
         assert_eq!(collected.issues.len(), 2, "{:?}", collected.issues);
@@ -783,7 +811,7 @@ mod tests {
             ])),
             ..DeploymentSnapshot::default()
         };
-        let collected = collect_managed_set(&root);
+        let collected = collect_managed_set(root);
         assert_eq!(
             collected
                 .resources
@@ -830,7 +858,7 @@ mod tests {
             }],
             ..DeploymentSnapshot::default()
         };
-        let collected = collect_managed_set(&root);
+        let collected = collect_managed_set(root);
         assert_eq!(
             collected.resources.get(&ext_key("web")).unwrap().depends_on,
             vec![ext_key("db")]

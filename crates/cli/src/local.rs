@@ -295,7 +295,15 @@ impl LocalBackend {
         }
         let mut handle = self
             .engine()
-            .create_or_update(scope, name, request, DeployOptions::default())
+            .create_or_update(
+                scope,
+                name,
+                request,
+                DeployOptions {
+                    follow_events: true,
+                    ..DeployOptions::default()
+                },
+            )
             .await?;
         if let Some(mut events) = handle.take_events() {
             progress.start(name);

@@ -16,7 +16,7 @@ use cairn_host::ExtensionHost;
 use cairn_metrics::TakeoverKind;
 use cairn_store::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentLookup, DeploymentRecord,
-    DeploymentStatus, DeploymentSummary, DeploymentUpdate, NewDeployment, PageRequest,
+    DeploymentStatus, DeploymentSummary, DeploymentUpdate, JsonText, NewDeployment, PageRequest,
     Precondition, SecretOwner, Store, StoreError, Timestamp,
 };
 use serde_json::Value as Json;
@@ -63,6 +63,9 @@ pub struct DeployOptions {
     /// stack manages (see [`crate::ExistingResourceCheck`]). Its `adopt` is kept in the record, so a run resumed
     /// after a crash checks too (`ExistingResourceCheck::resumed`).
     pub existing_resources: Option<ExistingResourceCheck>,
+    /// The caller follows the run's progress events ([`DeploymentHandle::take_events`]). Off, the run sends none:
+    /// a queue nobody reads would hold several events per resource until the run ends.
+    pub follow_events: bool,
 }
 
 /// A page of deployments.
@@ -141,7 +144,8 @@ impl std::fmt::Debug for DeploymentHandle {
 }
 
 impl DeploymentHandle {
-    /// The progress events (once; the stream ends when the deployment does).
+    /// The progress events (once; the stream ends when the deployment does), when the deployment was started with
+    /// [`DeployOptions::follow_events`].
     pub fn take_events(&mut self) -> Option<mpsc::UnboundedReceiver<DeploymentEvent>> {
         self.events.take()
     }
@@ -447,7 +451,7 @@ impl Engine {
             record,
             request.properties,
             prepared.annotation,
-            true,
+            options.follow_events,
             false,
             options.existing_resources,
         )?;
@@ -1093,7 +1097,7 @@ impl Engine {
             status: Some(DeploymentStatus::Failed),
             finished_at: Some(now),
             error: serde_json::to_value(ArmError::deployment_failed([error]).into_detail()).ok(),
-            output_resources: serde_json::to_value(&resources).ok(),
+            output_resources: JsonText::of(&resources).ok(),
             extensions: serde_json::to_value(&extensions).ok(),
             ..DeploymentUpdate::at(now)
         };

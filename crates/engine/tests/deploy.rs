@@ -380,7 +380,10 @@ async fn events_report_progress() {
             RG,
             "events",
             request(template, json!({})),
-            DeployOptions::default(),
+            DeployOptions {
+                follow_events: true,
+                ..DeployOptions::default()
+            },
         )
         .await
         .unwrap();
@@ -398,6 +401,34 @@ async fn events_report_progress() {
             (EventKind::ResourceFinished, "Succeeded".to_string()),
             (EventKind::DeploymentFinished, "Succeeded".to_string()),
         ]
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_nobody_follows_queues_no_events() {
+    let env = setup().await;
+    let template = fake_template(json!({ "a": widget("a", json!({})) }), json!({}));
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "unfollowed",
+            request(template, json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    assert!(
+        handle.take_events().is_none(),
+        "no event stream for a caller that does not follow one"
+    );
+    let done = handle.wait().await.unwrap();
+    assert_eq!(
+        done.properties
+            .provisioning_state
+            .as_ref()
+            .map(|s| s.as_str()),
+        Some("Succeeded")
     );
 }
 

@@ -105,6 +105,7 @@ async fn secrets_never_reach_records_or_the_data_directory() {
             req,
             DeployOptions {
                 stack_initiated: true,
+                follow_events: true,
                 ..Default::default()
             },
         )

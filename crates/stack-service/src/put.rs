@@ -256,6 +256,8 @@ impl StackService {
                         stack_initiated: true,
                         correlation_id: Some(correlation_id.clone()),
                         existing_resources: Some(existing_resources),
+                        // Progress is read from the stack and the deployment's operations, not from events.
+                        follow_events: false,
                     },
                 )
                 .await

@@ -7,7 +7,7 @@ use cairn_store::codec::{
 };
 use cairn_store::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentLookup, DeploymentRecord,
-    DeploymentStatus, DeploymentSummary, DeploymentUpdate, Entity, NewDeployment, Page,
+    DeploymentStatus, DeploymentSummary, DeploymentUpdate, Entity, JsonText, NewDeployment, Page,
     Precondition, StoreError, StoreResult, Timestamp, fold_case,
 };
 use sqlx::PgConnection;
@@ -275,7 +275,7 @@ impl PostgresStore {
         .bind(update.finished_at.map(Timestamp::unix_millis))
         .bind(optional_json_text(update.outputs.as_ref()))
         .bind(optional_json_text(update.error.as_ref()))
-        .bind(optional_json_text(update.output_resources.as_ref()))
+        .bind(update.output_resources.as_ref().map(JsonText::as_str))
         .bind(optional_json_text(update.extensions.as_ref()))
         .bind(current_format(E))
         .execute(&mut *tx)

@@ -164,7 +164,7 @@ pub async fn simulate_deployment(
         status: Some(DeploymentStatus::Succeeded),
         finished_at: Some(Timestamp::from_unix_millis(millis)),
         outputs: Some(json!({"count": {"type": "Int", "value": resources.len()}})),
-        output_resources: Some(json!(output_resources)),
+        output_resources: Some(crate::JsonText::from(&json!(output_resources))),
         ..DeploymentUpdate::at(Timestamp::from_unix_millis(millis))
     };
     record = store

@@ -639,7 +639,7 @@ pub async fn deployment_updates_are_partial_and_versioned(store: &dyn Store) {
                 status: Some(DeploymentStatus::Succeeded),
                 finished_at: Some(at(20)),
                 outputs: Some(json!({"endpoint": {"type": "String", "value": "https://x"}})),
-                output_resources: Some(json!([{"id": format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/a")}])),
+                output_resources: Some(JsonText::from(&json!([{"id": format!("{SCOPE}/providers/Microsoft.Storage/storageAccounts/a")}]))),
                 extensions: Some(json!([{"alias": "k8s", "name": "Kubernetes", "version": "1.0.0", "configId": "3A7F"}])),
                 ..DeploymentUpdate::at(at(20))
             },

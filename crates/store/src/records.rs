@@ -272,7 +272,8 @@ pub struct DeploymentUpdate {
     pub finished_at: Option<Timestamp>,
     pub outputs: Option<Value>,
     pub error: Option<Value>,
-    pub output_resources: Option<Value>,
+    /// `outputResources[]`, as text: thousands of entries for a big deployment, written without a JSON tree.
+    pub output_resources: Option<JsonText>,
     pub extensions: Option<Value>,
 }
 

@@ -14,7 +14,7 @@ use cairn_deploy_core::{
 };
 use cairn_host::{CreateOrUpdateRequest, DeployedResource, ExtensionKey, ResourceLocator};
 use cairn_store::{
-    DeploymentKey, DeploymentStatus, DeploymentUpdate, ExtensionRef, InventoryChange,
+    DeploymentKey, DeploymentStatus, DeploymentUpdate, ExtensionRef, InventoryChange, JsonText,
     ManagedResource, ResourceKey,
 };
 use cairn_template::plan::PlannedExtensionRef;
@@ -195,15 +195,17 @@ impl Run {
                 extensions: Vec::new(),
             };
         }
-        let listed = match status {
-            DeploymentStatus::Succeeded => Some(output_resources.clone()),
+        let touched;
+        let listed: Option<&[DeploymentResourceReference]> = match status {
+            DeploymentStatus::Succeeded => Some(&output_resources),
             // A deployment a crash interrupted lists what it touched even when it fails (as recovery's fail
             // path does): the resources an earlier run was creating may exist whatever this run managed.
-            DeploymentStatus::Failed if self.tree.resumed && self.depth == 0 => Some(
-                touched_resources(self.env().store.as_ref(), &self.id, 0)
+            DeploymentStatus::Failed if self.tree.resumed && self.depth == 0 => {
+                touched = touched_resources(self.env().store.as_ref(), &self.id, 0)
                     .await
-                    .0,
-            ),
+                    .0;
+                Some(&touched)
+            }
             _ => None,
         };
         self.update(DeploymentUpdate {
@@ -211,7 +213,7 @@ impl Run {
             finished_at: Some(now()),
             outputs: outputs.as_deref().map(outputs_json),
             error: error.as_ref().and_then(|e| serde_json::to_value(e).ok()),
-            output_resources: listed.and_then(|listed| serde_json::to_value(&listed).ok()),
+            output_resources: listed.and_then(|listed| JsonText::of(listed).ok()),
             extensions: serde_json::to_value(&extensions).ok(),
             ..DeploymentUpdate::at(now())
         })

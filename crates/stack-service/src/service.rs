@@ -252,12 +252,23 @@ impl StackService {
             if me.as_deref() == Some(lease_name(&record.scope, &record.name).as_str()) {
                 continue;
             }
-            let (Ok(state), Ok(header)) = (
-                record.managed_set.parse::<StoredState>(),
-                record.stack.parse::<StackHeader>(),
-            ) else {
-                continue;
+            // A stack whose record cannot be read has claims nobody can see: refuse rather than let another
+            // stack take its resources over.
+            let unreadable = |e: serde_json::Error| {
+                ArmError::new(
+                    500,
+                    "StoreDataCorrupt",
+                    format!(
+                        "the stored stack '{}' cannot be read, so which resources it manages is unknown: {e}",
+                        record.name
+                    ),
+                )
             };
+            let state = record
+                .managed_set
+                .parse::<StoredState>()
+                .map_err(unreadable)?;
+            let header = record.stack.parse::<StackHeader>().map_err(unreadable)?;
             let shared = header.shares_resources();
             let stack_id = header.id.unwrap_or_else(|| record.name.clone());
             for resource in &state.managed_set {

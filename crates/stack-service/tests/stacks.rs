@@ -950,6 +950,56 @@ async fn a_changed_config_id_is_refused_and_nothing_is_unmanaged() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_whose_record_cannot_be_read_blocks_takeovers_instead_of_losing_its_claims() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(RG, "first", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    assert_eq!(
+        settle(&env.service, "first").await["properties"]["provisioningState"],
+        "succeeded"
+    );
+    let record = env.store.get_stack(RG, "first").await.unwrap().unwrap();
+    env.store
+        .put_stack(
+            cairn_store::NewStack {
+                scope: record.scope.clone(),
+                name: record.name.clone(),
+                stack: record.stack.clone(),
+                managed_set: JsonText::from_stored("{\"managedSet\": ".into()),
+            },
+            Precondition::Version(record.version),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+    // Another stack declaring the same resource: whether "first" manages it cannot be known, so it is refused.
+    env.service
+        .create_or_update(RG, "second", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    let second = settle(&env.service, "second").await;
+    assert_eq!(
+        second["properties"]["provisioningState"], "failed",
+        "{second:#}"
+    );
+    assert!(
+        second["properties"]["error"]
+            .to_string()
+            .contains("StoreDataCorrupt"),
+        "{second:#}"
+    );
+    assert!(
+        second["properties"]["resources"]
+            .as_array()
+            .is_none_or(Vec::is_empty),
+        "{second:#}"
+    );
+    assert!(env.widgets.has("a"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_bodies_are_refused_before_anything_runs() {
     let env = setup(fast()).await;
     let mut body = stack(&["a"], false, "delete", "c1");

@@ -2,6 +2,8 @@
 //! the end, read, list, delete, validate, what-if, cancel, export, and the operations of a deployment and of the
 //! deployments it nested.
 
+use std::collections::HashSet;
+
 use cairn_arm::models::deployment::{Deployment, DeploymentWhatIf};
 use reqwest::Method;
 use serde_json::Value;
@@ -64,6 +66,7 @@ impl Client {
     ) -> Result<Value, ClientError> {
         let path = deployment_path(scope, name);
         let mut delay = self.poll_delay(accepted.retry_after);
+        let mut settled = HashSet::new();
         loop {
             // The record is the truth; the async status only tells when to stop.
             let terminal = match &accepted.async_operation {
@@ -84,7 +87,7 @@ impl Client {
             };
             if let Ok(ops) = self.deployment_operations(scope, name).await {
                 watcher.operations(name, 0, &ops);
-                self.watch_nested(&ops, 1, watcher).await;
+                self.watch_nested(&ops, 1, watcher, &mut settled).await;
             }
             if terminal {
                 break;
@@ -95,8 +98,16 @@ impl Client {
         Ok(self.request(Method::GET, &path, None).await?.body)
     }
 
-    /// Reports the operations of nested deployments (one level per call, down to a fixed depth).
-    async fn watch_nested(&self, ops: &[Value], depth: usize, watcher: &mut dyn DeploymentWatcher) {
+    /// Reports the operations of nested deployments (one level per call, down to a fixed depth). A nested
+    /// deployment whose operation had ended when its operations were last read (`settled`, by id) is not read again:
+    /// nothing in it changes any more, and a big deployment's modules are thousands of operations a poll.
+    async fn watch_nested(
+        &self,
+        ops: &[Value],
+        depth: usize,
+        watcher: &mut dyn DeploymentWatcher,
+        settled: &mut HashSet<String>,
+    ) {
         if depth > MAX_WATCHED_DEPTH {
             return;
         }
@@ -111,9 +122,16 @@ impl Client {
             let Some((scope, child)) = split_deployment_id(id) else {
                 continue;
             };
+            if settled.contains(id) {
+                continue;
+            }
+            let ended = is_terminal(op["properties"]["provisioningState"].as_str());
             if let Ok(child_ops) = self.deployment_operations(&scope, &child).await {
                 watcher.operations(&child, depth, &child_ops);
-                Box::pin(self.watch_nested(&child_ops, depth + 1, watcher)).await;
+                Box::pin(self.watch_nested(&child_ops, depth + 1, watcher, settled)).await;
+                if ended {
+                    settled.insert(id.to_owned());
+                }
             }
         }
     }

@@ -123,14 +123,15 @@ async fn answer(
         ),
         ("GET", p) if p == format!("{deployments}/app/operations") => {
             if uri.query().is_some_and(|q| q.contains("page=2")) {
-                json_answer(
-                    StatusCode::OK,
-                    json!({"value": [operation(
-                        "Microsoft.Resources/deployments",
-                        &format!("{deployments}/child"),
-                    )]}),
-                    &[],
-                )
+                // The nested deployment runs during the first poll (pages 1 and 2) and has ended after.
+                let mut child = operation(
+                    "Microsoft.Resources/deployments",
+                    &format!("{deployments}/child"),
+                );
+                if call <= 2 {
+                    child["properties"]["provisioningState"] = json!("Running");
+                }
+                json_answer(StatusCode::OK, json!({"value": [child]}), &[])
             } else {
                 json_answer(
                     StatusCode::OK,
@@ -282,11 +283,19 @@ async fn a_deployment_is_followed_by_its_async_operation_and_the_watcher_sees_ne
         .unwrap();
     assert_eq!(record["properties"]["provisioningState"], "Succeeded");
     assert_eq!(calls(&script, "GET /status/app"), 3);
-    // After each of the three polls: the root's two operations (two pages), then the nested deployment's one.
-    let expected: Vec<(String, usize, usize)> = (0..3)
-        .flat_map(|_| [("app".to_string(), 0, 2), ("child".to_string(), 1, 1)])
-        .collect();
+    // After each of the three polls: the root's two operations (two pages), then the nested deployment's one —
+    // while it runs, and once more after it ended; then it is not read again.
+    let root = ("app".to_string(), 0, 2);
+    let child = ("child".to_string(), 1, 1);
+    let expected = vec![root.clone(), child.clone(), root.clone(), child, root];
     assert_eq!(watcher.operations, expected);
+    assert_eq!(
+        calls(
+            &script,
+            &format!("GET {RG}/providers/Microsoft.Resources/deployments/child/operations")
+        ),
+        2
+    );
     assert_eq!(
         watcher.ticks, 2,
         "a tick after each wait, none after the last poll"

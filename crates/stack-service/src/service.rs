@@ -312,13 +312,10 @@ impl StackService {
             .map_err(store_error)?;
         let mut value = Vec::with_capacity(listed.items.len());
         for record in listed.items {
-            let stack = record.stack.parse().map_err(|e| {
-                ArmError::new(
-                    500,
-                    "StoreDataCorrupt",
-                    format!("stored stack '{}': {e}", record.name),
-                )
-            })?;
+            let stack = record
+                .stack
+                .parse()
+                .map_err(|e| stack_corrupt(&record.name, e))?;
             value.push(stack);
         }
         Ok(StackPage {

@@ -605,10 +605,6 @@ impl JsonText {
         &self.0
     }
 
-    pub fn into_string(self) -> String {
-        self.0
-    }
-
     /// The document as `T`, parsed straight from the text.
     pub fn parse<T: serde::de::DeserializeOwned>(&self) -> serde_json::Result<T> {
         serde_json::from_str(&self.0)

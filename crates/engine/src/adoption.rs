@@ -12,11 +12,13 @@
 //! preview every create makes, and only for resources no stack manages yet (a stack's steady-state updates ask
 //! nothing more, nor does a stack that adopts what exists). A resource whose identifiers the extension cannot
 //! predict (its preview answers a 4xx such as `PreviewNotSupported`, or the identifiers are unknown before the
-//! deployment) cannot be looked up, so it is written as before. These lookups run in the create's admission slot;
-//! it then waits in a queue place (`Tree::queued`) for its durable `Running` step and a call slot (`Tree::calls`),
-//! so the next resources' lookups overlap the creates in flight.
+//! deployment) cannot be looked up, so it is written as before. The preview runs in the create's admission slot,
+//! the `get` in a lookup place (`Tree::lookups`) so the next resource's preview overlaps it; the create then waits
+//! in a queue place (`Tree::queued`) for its durable `Running` step and a call slot (`Tree::calls`), so the next
+//! resources' lookups overlap the creates in flight.
 
 use std::fmt;
+use std::future::Future;
 use std::sync::Arc;
 
 use cairn_arm::ErrorDetail;
@@ -126,7 +128,8 @@ pub(crate) enum Verdict {
 }
 
 /// Previews a create once for its target's identity and, when `check` is given (a stack's deployment) and the
-/// identity is one no stack manages, asks `get` whether it exists already (see the module docs). Without `check`
+/// identity is one no stack manages, asks `get` whether it exists already (see the module docs), once `before_get`
+/// is done (the engine moves the create to its lookup stage there). Without `check`
 /// an extension that cannot tell the identity (preview not supported, failing, identifiers empty or unknown) lets
 /// the create go ahead unnamed; with it, only a preview the extension refuses (4xx) does — any other failure fails
 /// the operation, as whether the resource exists cannot be known.
@@ -136,6 +139,7 @@ pub(crate) async fn identify(
     check: Option<&ExistingResourceCheck>,
     written_before: Option<&WrittenBefore>,
     context: &CallContext,
+    before_get: impl Future<Output = ()>,
 ) -> Identified {
     let unnamed = |verdict| Identified {
         identity: None,
@@ -186,7 +190,16 @@ pub(crate) async fn identify(
     };
     let verdict = match check {
         Some(check) => {
-            exists_check(host, check, written_before, &candidate, &identity, context).await
+            exists_check(
+                host,
+                check,
+                written_before,
+                &candidate,
+                &identity,
+                context,
+                before_get,
+            )
+            .await
         }
         None => Verdict::Write,
     };
@@ -204,6 +217,7 @@ async fn exists_check(
     candidate: &Candidate<'_>,
     identity: &PredictedIdentity,
     context: &CallContext,
+    before_get: impl Future<Output = ()>,
 ) -> Verdict {
     let resource = ExtensionResource {
         extension: &candidate.key.name,
@@ -242,6 +256,7 @@ async fn exists_check(
         config: candidate.config.cloned(),
         config_id: identity.config_id.clone(),
     };
+    before_get.await;
     match host.get(candidate.key, &locator, context).await {
         Ok(None) => Verdict::Write,
         Ok(Some(_)) => Verdict::ExistsUnmanaged(exists_unmanaged(&resource)),

@@ -79,11 +79,16 @@ pub(crate) struct Tree {
     /// Leaf operations in flight across the whole tree: a slot is taken when a node is admitted and held through
     /// its evaluation and its call.
     pub permits: Arc<Semaphore>,
+    /// Existence `get`s in flight across the tree (a stack's deployment), as many as `permits`. An extension
+    /// resource's create previews its target in its admission slot, then trades it for one of these for the
+    /// `get` whose identifiers the preview answered: the next resource's preview runs meanwhile, so the two
+    /// lookups, each one call long, pipeline instead of holding one slot for both.
+    pub lookups: Arc<Semaphore>,
     /// Extension creates looked up and not yet calling, across the tree, as many as `permits`. An extension
-    /// resource's create looks up its target first (`preview`, and in a stack's deployment the existence `get`)
-    /// in its admission slot, then moves to one of these while its `Running` step is made durable and it waits
-    /// for a call slot: the next resources' evaluation and lookups overlap the creates in flight instead of
-    /// waiting behind them, and how many creates have said `Running` without calling stays bounded.
+    /// resource's create looks up its target first (`preview`, and in a stack's deployment the existence `get`),
+    /// then moves to one of these while its `Running` step is made durable and it waits for a call slot: the next
+    /// resources' evaluation and lookups overlap the creates in flight instead of waiting behind them, and how
+    /// many creates have said `Running` without calling stays bounded.
     pub queued: Arc<Semaphore>,
     /// Extension creates' calls in flight across the tree, as many as `permits`: a queued create takes one only
     /// once its `Running` step is durable, so a call slot is never idle waiting for the disk.

@@ -277,3 +277,54 @@ async fn an_existing_unmanaged_extension_resource_is_written_only_when_adopted()
         "writes went through"
     );
 }
+
+/// A new resource's two lookups in a stack's deployment (its `preview`, then the existence `get`) each run in a
+/// stage of their own, `parallelism` wide: while one resource's `get` is in flight the next resource's preview
+/// runs, and neither kind of lookup ever exceeds the parallelism.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stacks_preview_and_existence_get_pipeline_each_within_the_parallelism() {
+    let settings = cairn_engine::EngineSettings {
+        parallelism: 1,
+        ..common::settings()
+    };
+    let env = setup_with(
+        settings,
+        Duration::from_millis(5),
+        cairn_engine::provider::Providers::empty(),
+    )
+    .await;
+    *env.fake.preview_latency.lock().unwrap() = Duration::from_millis(60);
+    *env.fake.get_latency.lock().unwrap() = Duration::from_millis(60);
+    let template = fake_template(
+        json!({
+            "many": { "extension": "fake", "type": "widget", "apiVersion": "v1",
+                      "copy": { "name": "many", "count": 5 },
+                      "properties": { "name": "[format('p{0}', copyIndex())]" } }
+        }),
+        json!({}),
+    );
+    let record = deploy_as_stack(
+        &env.engine,
+        "pipelined",
+        template,
+        ExistingResourceCheck {
+            adopt: false,
+            managed: Arc::new(Managed::default()),
+        },
+    )
+    .await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(env.fake.count(), 5);
+    let fake = &env.fake.state;
+    assert_eq!(fake.previews.most(), 1);
+    assert_eq!(fake.gets.most(), 1);
+    assert_eq!(
+        fake.lookups.most(),
+        2,
+        "a preview overlaps the get before it"
+    );
+    assert_eq!(
+        fake.max_in_flight.load(std::sync::atomic::Ordering::SeqCst),
+        1
+    );
+}

@@ -20,7 +20,7 @@ use cairn_store::{
 use cairn_template::plan::PlannedExtensionRef;
 use cairn_template::{Expansion, ResourceIdentity};
 use serde_json::{Value as Json, json};
-use tokio::sync::{OwnedSemaphorePermit, mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
 use super::{
@@ -111,14 +111,22 @@ impl From<ProviderError> for OpError {
 enum Progress {
     /// A slot was granted (`Some`) or the wait was canceled (`None`).
     Admitted(usize, Option<Slot>),
-    /// The node's evaluation, and for an extension create the queue place it moves to (`Tree::queued`).
+    /// The node's evaluation, and the slot a leaf's evaluation took from the driver (for an extension create
+    /// whose lookups are done, traded for a queue place: `Tree::queued`).
     Evaluated(
         usize,
         Evaluation<Call, OpError>,
         Box<TargetResource>,
-        Option<OwnedSemaphorePermit>,
+        Option<Handback>,
     ),
     Performed(usize, Result<Answer, Failure<OpError>>),
+}
+
+/// The slot an evaluated leaf hands back to the driver.
+struct Handback {
+    slot: Slot,
+    /// The slot is a queue place: the create's lookups are done and it takes a call slot once `Running` is durable.
+    queued: bool,
 }
 
 /// A nested deployment prepared its child and waits for its `Running` step to be journaled before running it.
@@ -289,7 +297,7 @@ impl Run {
                         inflight.push(if is_nested_deployment(identity) {
                             self.nested_future(expansion, hook, identity, ready_tx.clone())
                         } else {
-                            self.evaluate_leaf(expansion, hook, identity)
+                            self.evaluate_leaf(expansion, hook, identity, slots[node].permit.take())
                         });
                     }
                     Effect::Started(node) => {
@@ -439,12 +447,10 @@ impl Run {
                         Event::Admitted(node)
                     }
                     Some(Progress::Admitted(node, None)) => Event::NotAdmitted(node),
-                    Some(Progress::Evaluated(node, evaluation, target, queue_place)) => {
-                        if let Some(queue_place) = queue_place {
-                            // Frees the admission slot for the next resource's evaluation and lookups.
-                            slots[node].permit =
-                                slots[node].permit.take().map(|slot| slot.trade(queue_place));
-                            slots[node].queued = true;
+                    Some(Progress::Evaluated(node, evaluation, target, handback)) => {
+                        if let Some(Handback { slot, queued }) = handback {
+                            slots[node].permit = Some(slot);
+                            slots[node].queued = queued;
                         }
                         let mut target = *target;
                         // What the extension cannot tell now, the journal may have recorded.
@@ -666,30 +672,39 @@ impl Run {
         })
     }
 
-    /// A provider or extension resource's body, evaluated once its dependencies are deployed.
+    /// A provider or extension resource's body, evaluated once its dependencies are deployed, in the node's
+    /// admission `slot`. The slot comes back with the evaluation and moves into the node's call; an extension
+    /// create trades it along the way: for a lookup place before a stack's existence `get` (`Tree::lookups`), then
+    /// for a queue place once its lookups are done (`Tree::queued`), then for a call slot (`perform_leaf`).
     fn evaluate_leaf<'f>(
         &'f self,
         expansion: &'f Expansion<'_>,
         hook: &'f EngineHook,
         identity: &'f ResourceIdentity,
+        slot: Option<Slot>,
     ) -> LocalFuture<'f, Progress> {
         let target = match identity.extension {
             Some(_) => Self::extension_target(identity, None),
             None => Self::azure_target(identity),
         };
-        // The node's slot stays with the driver while it is evaluated and moves into its call; an extension
-        // create whose lookups are done moves to a queue place instead (`Tree::queued`), then to a call slot.
         Box::pin(async move {
             let mut target = target;
-            let mut queue_place = None;
+            let mut slot = slot;
+            let mut queued = false;
             let evaluation = match self.evaluate(expansion, hook, identity).await {
                 Ok(Some(body)) => {
-                    match self.identify(expansion, identity, &body, &mut target).await {
+                    match self
+                        .identify(expansion, identity, &body, &mut target, &mut slot)
+                        .await
+                    {
                         Ok(looked_up) => {
                             if looked_up {
                                 // Not canceled by a stop: an evaluated node performs its call, and the calls
                                 // holding the slots end on their own.
-                                queue_place = self.tree.queued.clone().acquire_owned().await.ok();
+                                if let Ok(place) = self.tree.queued.clone().acquire_owned().await {
+                                    slot = slot.map(|slot| slot.trade(place));
+                                    queued = true;
+                                }
                             }
                             Evaluation::Perform(Call::Leaf(body))
                         }
@@ -699,7 +714,8 @@ impl Run {
                 Ok(None) => Evaluation::Skip,
                 Err(error) => Evaluation::Fail(OpError::bad_request(error)),
             };
-            Progress::Evaluated(identity.index, evaluation, Box::new(target), queue_place)
+            let handback = slot.map(|slot| Handback { slot, queued });
+            Progress::Evaluated(identity.index, evaluation, Box::new(target), handback)
         })
     }
 
@@ -708,13 +724,15 @@ impl Run {
     /// not supported, failing, or identifiers unknown) leaves the target as it is: the create goes ahead. In a
     /// stack's deployment the same preview serves the existence check (`crate::adoption`): a resource that exists
     /// and no stack manages fails here, before its `Running` step inventories it, unless the stack adopts it.
-    /// Whether the extension was asked.
+    /// Whether the extension was asked. Before the existence `get`, `slot` is traded for a lookup place, so the
+    /// next resource's preview runs in the admission slot meanwhile.
     async fn identify(
         &self,
         expansion: &Expansion<'_>,
         identity: &ResourceIdentity,
         body: &Json,
         target: &mut TargetResource,
+        slot: &mut Option<Slot>,
     ) -> Result<bool, OpError> {
         let Some(ext) = identity.extension.as_ref().filter(|_| !identity.existing) else {
             return Ok(false);
@@ -735,6 +753,8 @@ impl Run {
         });
         let host = self.env().host.clone();
         let ctx = self.tree.call_context();
+        let lookups = self.tree.lookups.clone();
+        let mut held = slot.take();
         let identified = tokio::spawn(
             async move {
                 let candidate = Candidate {
@@ -744,20 +764,35 @@ impl Run {
                     properties: &properties,
                     config: config.as_ref(),
                 };
-                adoption::identify(
+                let to_lookup_place = async {
+                    if let Ok(place) = lookups.acquire_owned().await {
+                        held = held.take().map(|slot| slot.trade(place));
+                    }
+                };
+                let identified = adoption::identify(
                     &host,
                     candidate,
                     check.as_ref(),
                     written_before.as_ref(),
                     &ctx,
+                    to_lookup_place,
                 )
-                .await
+                .await;
+                (identified, held)
             }
             .in_current_span(),
         );
-        let Ok(identified) = identified.await else {
-            return Ok(true);
+        // Whether the resource exists is unknown: writing it could take over what no stack manages.
+        let Ok((identified, held)) = identified.await else {
+            return Err(OpError::new(
+                500,
+                ErrorDetail::new(
+                    "InternalServerError",
+                    "The lookup before the resource's create stopped unexpectedly.",
+                ),
+            ));
         };
+        *slot = held;
         if let Some(predicted) = identified.identity {
             target.identifiers = Some(predicted.identifiers);
             if let Some(extension) = &mut target.extension {

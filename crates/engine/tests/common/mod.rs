@@ -40,8 +40,10 @@ pub struct FakeState {
     pub in_flight: AtomicUsize,
     pub max_in_flight: AtomicUsize,
     pub creates: AtomicUsize,
-    /// Previews in flight (and their most), and calls of any kind in flight (and their most).
+    /// Previews in flight (and their most), `get`s, lookups of either kind, and calls of any kind.
     pub previews: InFlight,
+    pub gets: InFlight,
+    pub lookups: InFlight,
     pub calls: InFlight,
 }
 
@@ -86,6 +88,8 @@ pub struct FakeExtension {
     pub no_preview: std::sync::atomic::AtomicBool,
     /// How long a preview takes (none by default).
     pub preview_latency: Mutex<Duration>,
+    /// How long a `get` takes (none by default).
+    pub get_latency: Mutex<Duration>,
 }
 
 impl FakeExtension {
@@ -98,6 +102,7 @@ impl FakeExtension {
             down: Default::default(),
             no_preview: Default::default(),
             preview_latency: Mutex::new(Duration::ZERO),
+            get_latency: Mutex::new(Duration::ZERO),
         })
     }
 
@@ -227,6 +232,12 @@ impl FakeExtension {
                 TransportResponse::json(200, response.to_string().into_bytes())
             }
             Operation::Get => {
+                let _get = self.state.gets.enter();
+                let _lookup = self.state.lookups.enter();
+                let latency = *self.get_latency.lock().unwrap();
+                if !latency.is_zero() {
+                    tokio::time::sleep(latency).await;
+                }
                 let name = body
                     .pointer("/identifiers/name")
                     .and_then(Value::as_str)
@@ -249,6 +260,7 @@ impl FakeExtension {
             }
             Operation::Preview => {
                 let _preview = self.state.previews.enter();
+                let _lookup = self.state.lookups.enter();
                 let latency = *self.preview_latency.lock().unwrap();
                 if !latency.is_zero() {
                     tokio::time::sleep(latency).await;

@@ -20,9 +20,8 @@
 //! latency to apply the kept resources again plus ⌈deleted/16⌉ × latency to delete the rest (the deletes can only
 //! start once the deployment has ended, since the stack's diff needs its result). With 800 → 400 at 20 ms both
 //! are 1.0 s. Since each extension create also asks `preview` (and a stack's new resource `get`) first, each phase
-//! is also held to what the calls the extension saw allow: those lookups overlap the creates before them, so the
-//! creates take the waves of the slower stage (⌈lookups/creates⌉ calls per resource, at least 1), the deletes theirs
-//! after. The extension records every call, so each phase is also split into: before the first call (process
+//! is also held to what the calls the extension saw allow: those lookups run in stages of their own that overlap
+//! the creates before them, so the creates take the waves of the slowest stage, the deletes theirs after. The extension records every call, so each phase is also split into: before the first call (process
 //! start, store, template, records), the calls themselves (first start to last end; with the busiest concurrency
 //! seen), the pause between the update's last apply and its first delete, and after the last call (recording the
 //! outcome, the CLI noticing it, printing, exiting).
@@ -103,8 +102,9 @@ struct Phase {
     turnaround: Duration,
     counts: BTreeMap<&'static str, usize>,
     /// The least time the calls the extension saw allow, at `latency` each: an extension create's lookups
-    /// (`preview`, a stack's existence `get`) overlap the creates before it, so the creates take the waves of the
-    /// slower of the two stages (lookups or the create itself), and the deletes their own waves after them.
+    /// (`preview`, then a stack's existence `get`) each run in a stage of their own, `parallelism` wide, that
+    /// overlaps the creates before it, so the creates take the waves of the slowest stage, and the deletes their
+    /// own waves after them.
     bound: Duration,
 }
 
@@ -112,13 +112,14 @@ struct Phase {
 fn bound_of(counts: &BTreeMap<&'static str, usize>, latency: Duration) -> Duration {
     let count = |op: &str| counts.get(op).copied().unwrap_or(0);
     let creates = count("createOrUpdate");
-    let lookups = count("preview") + count("get");
-    let per_create = if creates == 0 {
+    let slowest_stage = if creates == 0 {
         0
     } else {
-        lookups.div_ceil(creates).max(1)
+        waves(creates)
+            .max(waves(count("preview")))
+            .max(waves(count("get")))
     };
-    latency * (waves(creates) * per_create as u32 + waves(count("delete")))
+    latency * (slowest_stage + waves(count("delete")))
 }
 
 impl Phase {

@@ -233,6 +233,10 @@ impl StackService {
             correlation_id,
             fence,
         } = job;
+        // The record written at the start lists the previous set's resources; the copy in hand does not need them
+        // while the deployment runs (a big stack's are thousands of references): they are listed again from the
+        // set each ending writes.
+        stack.properties.resources = None;
         let deployment_scope = stack
             .properties
             .deployment_scope
@@ -303,6 +307,7 @@ impl StackService {
             Ok(snapshot) => snapshot,
             Err(error) => {
                 // Nothing ran (or nothing can be read): the managed set stays as it was.
+                p.resources = Some(previous.managed_set.to_references());
                 p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
                 p.error = Some(update_failed(vec![error.into_detail()]));
                 p.duration = Some(iso_duration(started.elapsed()));
@@ -372,6 +377,10 @@ impl StackService {
             let mut publishing = stack.clone();
             publishing.properties.provisioning_state =
                 Some(DeploymentStackProvisioningState::DeletingResources);
+            publishing
+                .properties
+                .resources
+                .get_or_insert_with(|| previous.managed_set.to_references());
             let mut publishing_state = previous.clone();
             for resource in collected.resources.iter() {
                 publishing_state.managed_set.merge(resource.clone());

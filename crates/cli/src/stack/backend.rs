@@ -103,22 +103,24 @@ impl StackBackend {
         }
     }
 
-    /// The stack, or `None` when it reads the same as `last` (the text of the previous read, which this keeps up to
-    /// date): a follower polls a big stack every 200 ms while an operation leaves its record alone for seconds.
+    /// The stack, or `None` when it reads the same as `last` (the fingerprint of the previous read's text, which this
+    /// keeps up to date): a follower polls a big stack every 200 ms while an operation leaves its record alone for
+    /// seconds, and a fingerprint spares it holding a copy of a text of megabytes to compare with.
     pub(crate) async fn get_changed(
         &self,
         scope: &str,
         name: &str,
-        last: &mut Option<String>,
+        last: &mut Option<TextFingerprint>,
     ) -> Result<Option<Value>, Failure> {
         match self {
             StackBackend::Local(l) => {
                 let text = l.service().get_text(scope, name).await?;
-                if last.as_deref() == Some(text.as_str()) {
+                let fingerprint = TextFingerprint::of(&text);
+                if last.as_ref() == Some(&fingerprint) {
                     return Ok(None);
                 }
                 let stack = serde_json::from_str(&text).map_err(|e| Failure::Other(e.into()))?;
-                *last = Some(text);
+                *last = Some(fingerprint);
                 Ok(Some(stack))
             }
             StackBackend::Remote(r) => Ok(Some(r.get_stack(scope, name).await?)),
@@ -283,5 +285,40 @@ impl LocalStacks {
             }
         }
         Ok(())
+    }
+}
+
+/// A text's length and 64-bit hash: two reads of a stack with the same fingerprint read the same.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TextFingerprint {
+    len: usize,
+    hash: u64,
+}
+
+impl TextFingerprint {
+    pub(crate) fn of(text: &str) -> Self {
+        use std::hash::{Hash as _, Hasher as _};
+        let mut hasher = std::collections::hash_map::DefaultHasher::new();
+        text.hash(&mut hasher);
+        TextFingerprint {
+            len: text.len(),
+            hash: hasher.finish(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn texts_have_the_same_fingerprint_only_when_they_read_the_same() {
+        let stack = r#"{"properties":{"provisioningState":"deploying"}}"#;
+        let same = String::from(stack);
+        assert_eq!(TextFingerprint::of(stack), TextFingerprint::of(&same));
+        assert_ne!(
+            TextFingerprint::of(stack),
+            TextFingerprint::of(&stack.replace("deploying", "succeeded"))
+        );
     }
 }

@@ -2,6 +2,7 @@
 //! a `LocalSet`) where deployments run, since template expansion is single-threaded; calls from other runtimes
 //! send it jobs over a channel. Reads (get, list, operations) go straight to the store.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use cairn_arm::models::deployment::{
@@ -73,6 +74,27 @@ pub struct DeployOptions {
 pub struct DeploymentPage {
     pub value: Vec<DeploymentExtended>,
     pub continuation: Option<String>,
+}
+
+/// Where a caller's copy of a deployment's operations list stands: the run it lists and the journal sequence
+/// number it has read up to ([`Engine::operations_after`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OperationsCursor {
+    pub run: DeploymentId,
+    pub sequence: u64,
+}
+
+/// The operations that changed after a cursor ([`Engine::operations_after`]).
+#[derive(Clone, Debug)]
+pub struct OperationsDelta {
+    /// Where the list stands with the delta applied.
+    pub cursor: OperationsCursor,
+    /// Whether the delta continues the caller's list (same run); otherwise the list starts again from it.
+    pub continues: bool,
+    /// Each operation whose latest step is newer than the cursor, with that step's sequence number, in the order
+    /// the operations first appeared: replacing an operation already listed (by `operationId`) and appending the
+    /// others gives the list [`Engine::operations`] reads.
+    pub changed: Vec<(u64, DeploymentOperation)>,
 }
 
 /// What [`Engine::hand_over`] did.
@@ -586,6 +608,56 @@ impl Engine {
             .into_iter()
             .map(|r| deployment_operation(&key, &r))
             .collect())
+    }
+
+    /// The deployment's operations that changed after `known` (a caller's copy of the list; `None` for none): a
+    /// run's journal only grows and its sequence numbers follow its commits, so a caller that keeps the list it
+    /// read reads only the journal rows after it, not every operation again.
+    pub async fn operations_after(
+        &self,
+        scope: &str,
+        name: &str,
+        known: Option<&OperationsCursor>,
+    ) -> Result<OperationsDelta, EngineError> {
+        const PAGE: u32 = 1_000;
+        let key = Self::key(scope, name);
+        let record = self.summary(&key).await?;
+        let continues = known.is_some_and(|known| known.run == record.id);
+        let mut sequence = known.filter(|_| continues).map_or(0, |k| k.sequence);
+        let mut changed: Vec<(u64, DeploymentOperation)> = Vec::new();
+        let mut at: HashMap<String, usize> = HashMap::new();
+        loop {
+            let rows = self
+                .inner
+                .env
+                .store
+                .operation_journal(&record.id, sequence, PAGE)
+                .await
+                .map_err(store_error)?;
+            let full_page = rows.len() == PAGE as usize;
+            for row in rows {
+                sequence = sequence.max(row.sequence);
+                let operation = deployment_operation(&key, &row);
+                match at.get(&row.step.operation_id) {
+                    Some(&index) => changed[index] = (row.sequence, operation),
+                    None => {
+                        at.insert(row.step.operation_id.clone(), changed.len());
+                        changed.push((row.sequence, operation));
+                    }
+                }
+            }
+            if !full_page {
+                break;
+            }
+        }
+        Ok(OperationsDelta {
+            cursor: OperationsCursor {
+                run: record.id,
+                sequence,
+            },
+            continues,
+            changed,
+        })
     }
 
     /// One operation.

@@ -44,7 +44,8 @@ pub use adoption::{
 };
 pub use config::LocalResolver;
 pub use engine::{
-    DeployOptions, DeploymentHandle, DeploymentPage, Engine, HandOverReport, RecoveryReport,
+    DeployOptions, DeploymentHandle, DeploymentPage, Engine, HandOverReport, OperationsCursor,
+    OperationsDelta, RecoveryReport,
 };
 pub use error::EngineError;
 pub use events::{DeploymentEvent, EventKind};

@@ -623,3 +623,62 @@ async fn deployments_are_counted_in_the_metrics() {
         Some("cairn_deployments_in_flight 0")
     );
 }
+
+/// `operations_after` gives what changed after a cursor: from none, the whole list `operations` reads; from its
+/// own cursor, nothing; from a cursor of an earlier run, the new run's list from its start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn operations_after_a_cursor_are_what_changed_since() {
+    let env = setup().await;
+    let first = deploy(
+        &env.engine,
+        RG,
+        "delta",
+        request(widgets("d", 5), json!({})),
+    )
+    .await;
+    assert_eq!(state(&first), "Succeeded", "{first:#}");
+    let whole = env.engine.operations(RG, "delta").await.unwrap();
+    let from_start = env
+        .engine
+        .operations_after(RG, "delta", None)
+        .await
+        .unwrap();
+    assert!(!from_start.continues);
+    let listed: Vec<_> = from_start
+        .changed
+        .iter()
+        .map(|(_, op)| op.clone())
+        .collect();
+    assert_eq!(listed, whole);
+    assert!(
+        from_start.cursor.sequence >= from_start.changed.iter().map(|(s, _)| *s).max().unwrap()
+    );
+
+    let nothing = env
+        .engine
+        .operations_after(RG, "delta", Some(&from_start.cursor))
+        .await
+        .unwrap();
+    assert!(nothing.continues);
+    assert!(nothing.changed.is_empty());
+    assert_eq!(nothing.cursor, from_start.cursor);
+
+    let second = deploy(
+        &env.engine,
+        RG,
+        "delta",
+        request(widgets("e", 2), json!({})),
+    )
+    .await;
+    assert_eq!(state(&second), "Succeeded", "{second:#}");
+    let next_run = env
+        .engine
+        .operations_after(RG, "delta", Some(&from_start.cursor))
+        .await
+        .unwrap();
+    assert!(!next_run.continues, "another run");
+    assert_ne!(next_run.cursor.run, from_start.cursor.run);
+    let listed: Vec<_> = next_run.changed.into_iter().map(|(_, op)| op).collect();
+    assert_eq!(listed, env.engine.operations(RG, "delta").await.unwrap());
+    assert_eq!(listed.len(), 2);
+}

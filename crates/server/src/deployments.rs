@@ -25,7 +25,8 @@ use serde_json::Value;
 
 use crate::dispatch::{ApiResult, Call, accepted_with_location, parse_body, store_error};
 use crate::response::{
-    empty_response, encode_id_path, encode_query_value, json_response, with_header,
+    empty_response, encode_id_path, encode_query_value, json_bytes_response, json_response,
+    with_header,
 };
 use crate::state::AppState;
 
@@ -297,15 +298,31 @@ pub(crate) async fn list_operations(
     deployment: &ResourceId,
 ) -> ApiResult {
     let (scope, name) = scope_and_name(deployment)?;
-    let mut operations = state
+    let top = call.route.query.top()?.map(|top| top as usize);
+    // The list kept from the last request is brought up to date from the journal rows after it. Kept per spelling
+    // of the deployment's ID, which each operation's `id` repeats.
+    let kept = format!("{scope}|{name}");
+    let known = state.operations.cursor(&kept);
+    let delta = match state
         .engine
-        .operations(&scope, &name)
+        .operations_after(&scope, &name, known.as_ref())
         .await
-        .map_err(engine_error)?;
-    if let Some(top) = call.route.query.top()? {
-        operations.truncate(top as usize);
+    {
+        Ok(delta) => delta,
+        Err(error) => {
+            state.operations.forget(&kept);
+            return Err(engine_error(error));
+        }
+    };
+    match state.operations.apply(&kept, delta, top) {
+        Ok(body) => Ok(json_bytes_response(StatusCode::OK, body)),
+        Err(error) => {
+            tracing::error!(%error, "an operations list could not be serialised");
+            Err(ArmError::internal_server_error(
+                &uuid::Uuid::new_v4().to_string(),
+            ))
+        }
     }
-    Ok(json_response(StatusCode::OK, &ListResult::new(operations)))
 }
 
 /// GET `.../deployments/{name}/operations/{operationId}`.

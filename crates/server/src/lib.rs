@@ -22,6 +22,7 @@ pub mod listen;
 pub mod middleware;
 pub mod observe;
 mod operation_results;
+mod operations_cache;
 mod resources;
 pub mod response;
 pub mod serve;

@@ -37,6 +37,11 @@ pub fn json_response<T: Serialize>(status: StatusCode, body: &T) -> Response {
     }
 }
 
+/// A JSON response of a body already serialised.
+pub fn json_bytes_response(status: StatusCode, body: Vec<u8>) -> Response {
+    (status, [(header::CONTENT_TYPE, JSON)], body).into_response()
+}
+
 /// A response without a body.
 pub fn empty_response(status: StatusCode) -> Response {
     let mut response = Response::new(Body::empty());

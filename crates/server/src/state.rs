@@ -1,6 +1,7 @@
 //! What every request handler shares: the engine and its store, the options, the tokens, the extension host and the
 //! stack service. Nothing a request leaves behind lives here: results of operations polled through `Location` are in
-//! the store (`operation_results`), so any server sharing it answers the poll.
+//! the store (`operation_results`), so any server sharing it answers the poll; the operations lists kept between
+//! polls (`operations_cache`) are read from the store too, and only spare reading it all again.
 
 use std::sync::Arc;
 
@@ -10,6 +11,7 @@ use cairn_metrics::Metrics;
 use cairn_store::Store;
 
 use crate::auth::TokenSet;
+use crate::operations_cache::OperationsCache;
 
 /// The default request-size limit (ARM's): 4 MB.
 pub const DEFAULT_MAX_REQUEST_BYTES: usize = 4 * 1024 * 1024;
@@ -67,6 +69,8 @@ pub struct AppState {
     pub(crate) stacks: Option<cairn_stack_service::StackService>,
     /// Where requests are counted, and what `/metrics` shows.
     pub(crate) metrics: Metrics,
+    /// Deployment operations lists kept serialised between polls (derived from the store alone).
+    pub(crate) operations: Arc<OperationsCache>,
 }
 
 impl AppState {
@@ -81,6 +85,7 @@ impl AppState {
             host: None,
             stacks: None,
             metrics: Metrics::default(),
+            operations: Arc::default(),
         }
     }
 

@@ -7,6 +7,7 @@ mod common;
 use std::time::Duration;
 
 use axum::http::StatusCode;
+use cairn_arm::models::common::ListResult;
 use cairn_store::{
     DeploymentId, DeploymentKey, DeploymentStatus, NewDeployment, Precondition, Timestamp,
 };
@@ -325,6 +326,94 @@ async fn local_extension_resources_are_deployed_and_listed_as_operations() {
     assert!(root.path().join("a/note.txt").exists());
     let again = call(&app.router, "DELETE", &format!("{path}?{V}"), None, None).await;
     assert_eq!(again.status, StatusCode::NO_CONTENT);
+}
+
+/// The operations list a client polls is kept between requests and brought up to date from the journal: while
+/// the deployment runs, after it ended, and once it ran again (the new run's operations only), it reads as the
+/// engine's own list.
+#[tokio::test]
+async fn polled_operations_lists_read_as_the_engines_while_running_after_and_for_a_new_run() {
+    let app = TestApp::new().await;
+    let root = tempfile::tempdir().unwrap();
+    create_group(&app, "polled").await;
+    let template = |count: usize| {
+        json!({
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.0",
+            "contentVersion": "1.0.0.0",
+            "parameters": {"root": {"type": "string"}},
+            "imports": {"local": {"provider": "Local", "version": "1.0.0",
+                                   "config": {"rootDirectory": "[parameters('root')]"}}},
+            "resources": {"notes": {"import": "local", "type": "File",
+                                    "copy": {"name": "notes", "count": count},
+                                    "properties": {"path": "[format('n{0}.txt', copyIndex())]",
+                                                   "content": "polled"}}}
+        })
+    };
+    let path = deployment(&rg("polled"), "polled");
+    let parameters = json!({"root": {"value": root.path().to_str().unwrap()}});
+    let engines = |app: &TestApp| {
+        let engine = app.engine.clone();
+        async move {
+            // The scope as the server canonicalises the path's.
+            let operations = engine
+                .operations(&format!("{SUB}/resourceGroups/polled"), "polled")
+                .await
+                .expect("operations");
+            serde_json::to_value(ListResult::new(operations)).unwrap()
+        }
+    };
+    let listed = |app: &TestApp| {
+        let router = app.router.clone();
+        let path = path.clone();
+        async move {
+            call(
+                &router,
+                "GET",
+                &format!("{path}/operations?{V}"),
+                None,
+                None,
+            )
+            .await
+            .json
+        }
+    };
+
+    for count in [40, 3] {
+        let put = call(
+            &app.router,
+            "PUT",
+            &format!("{path}?{V}"),
+            Some(body(template(count), parameters.clone())),
+            None,
+        )
+        .await;
+        assert_eq!(put.status, StatusCode::CREATED, "{}", put.text);
+        // Polled while it runs: each list is a list the engine answered at some point, never older than the last.
+        let mut seen = 0;
+        for _ in 0..200 {
+            let list = listed(&app).await;
+            let value = list["value"].as_array().unwrap();
+            assert!(value.len() >= seen, "{list}");
+            seen = value.len();
+            let ended = app
+                .engine
+                .get(&rg("polled"), "polled")
+                .await
+                .ok()
+                .and_then(|d| d.properties.provisioning_state)
+                .is_some_and(|state| state.is_terminal());
+            if ended {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let status = poll_status(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+        assert_eq!(status.json["status"], "Succeeded", "{}", status.text);
+        let list = listed(&app).await;
+        assert_eq!(list, engines(&app).await);
+        assert_eq!(list["value"].as_array().unwrap().len(), count, "{list}");
+    }
 }
 
 #[tokio::test]

@@ -9,6 +9,13 @@ if [ ! -d ../shared/conformance ]; then
   exit 2
 fi
 
+# A fresh build of every test binary needs about 8 GB under target/ (more with the release builds of the benches):
+# say so up front, since a full disk otherwise shows up as some unrelated compiler or test error much later.
+free_kib=$(df -Pk . | awk 'NR == 2 { print $4 }')
+if [ -n "$free_kib" ] && [ "$free_kib" -lt $((12 * 1024 * 1024)) ]; then
+  echo "warning: only $((free_kib / 1024)) MiB free on the disk holding $(pwd); the build needs about 8 GB" >&2
+fi
+
 # --- PostgreSQL for the tests that need a real server (crates/testpg: the PostgreSql extension, the PostgreSQL
 # store and the CLI's store_* tests) -------------------------------------------------------------------------
 # The tests start throwaway clusters themselves (initdb, pg_ctl and postgres from the `postgresql` package); they

@@ -302,25 +302,36 @@ pub(crate) async fn list_operations(
     // The list kept from the last request is brought up to date from the journal rows after it. Kept per spelling
     // of the deployment's ID, which each operation's `id` repeats.
     let kept = format!("{scope}|{name}");
-    let known = state.operations.cursor(&kept);
-    let delta = match state
-        .engine
-        .operations_after(&scope, &name, known.as_ref())
-        .await
-    {
-        Ok(delta) => delta,
-        Err(error) => {
-            state.operations.forget(&kept);
-            return Err(engine_error(error));
-        }
-    };
-    match state.operations.apply(&kept, delta, top) {
-        Ok(body) => Ok(json_bytes_response(StatusCode::OK, body)),
-        Err(error) => {
-            tracing::error!(%error, "an operations list could not be serialised");
-            Err(ArmError::internal_server_error(
-                &uuid::Uuid::new_v4().to_string(),
-            ))
+    let mut known = state.operations.cursor(&kept);
+    loop {
+        let delta = match state
+            .engine
+            .operations_after(&scope, &name, known.as_ref())
+            .await
+        {
+            Ok(delta) => delta,
+            Err(error) => {
+                state.operations.forget(&kept);
+                return Err(engine_error(error));
+            }
+        };
+        let whole = !delta.continues;
+        match state.operations.apply(&kept, delta, top) {
+            Ok(Some(body)) => return Ok(json_bytes_response(StatusCode::OK, body)),
+            // What was read continues a list another request has since dropped or replaced: read it all. A whole
+            // list is always answered, so this goes round at most twice.
+            Ok(None) if !whole => known = None,
+            outcome => {
+                match outcome {
+                    Err(error) => {
+                        tracing::error!(%error, "an operations list could not be serialised")
+                    }
+                    Ok(_) => tracing::error!("a whole operations list was not kept"),
+                }
+                return Err(ArmError::internal_server_error(
+                    &uuid::Uuid::new_v4().to_string(),
+                ));
+            }
         }
     }
 }

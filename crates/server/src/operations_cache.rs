@@ -52,32 +52,43 @@ impl OperationsCache {
     }
 
     /// Brings the list kept for `deployment` up to date with `delta` and answers its first `top` operations as the
-    /// body of an ARM list (`{"value":[...]}`).
+    /// body of an ARM list (`{"value":[...]}`). `None` when `delta` continues a list that is no longer kept (dropped,
+    /// or replaced by another run's since the cursor was read): it holds only what changed after that list, so the
+    /// caller reads the whole list again (a delta read without a cursor is always answered).
     pub(crate) fn apply(
         &self,
         deployment: &str,
         delta: OperationsDelta,
         top: Option<usize>,
-    ) -> Result<Vec<u8>, serde_json::Error> {
+    ) -> Result<Option<Vec<u8>>, serde_json::Error> {
         let list = {
             let mut lists = self.lists();
             lists.clock += 1;
             let used = lists.clock;
-            let list = lists
-                .by_deployment
-                .entry(deployment.to_owned())
-                .or_insert_with(|| Arc::new(Mutex::new(KeptList::new(delta.cursor.clone()))))
-                .clone();
+            let list = match lists.by_deployment.get(deployment) {
+                Some(list) => list.clone(),
+                None if delta.continues => return Ok(None),
+                None => {
+                    let list = Arc::new(Mutex::new(KeptList::new(delta.cursor.clone())));
+                    lists
+                        .by_deployment
+                        .insert(deployment.to_owned(), list.clone());
+                    list
+                }
+            };
             list.lock().unwrap_or_else(PoisonError::into_inner).used = used;
             list
         };
         let body = {
             let mut list = list.lock().unwrap_or_else(PoisonError::into_inner);
+            if delta.continues && delta.cursor.run != list.cursor.run {
+                return Ok(None);
+            }
             list.merge(delta)?;
             list.body(top)
         };
         self.evict();
-        Ok(body)
+        Ok(Some(body))
     }
 
     /// Forgets the list of a deployment that is gone.
@@ -124,8 +135,9 @@ impl KeptList {
         }
     }
 
-    /// Applies `delta`. A delta of another run replaces the list; within a run each operation keeps the newest step
-    /// either has, so deltas applied in any order (two requests racing) never take the list back.
+    /// Applies `delta`. A whole list of another run replaces the list (a continuing delta of another run never gets
+    /// here: see `OperationsCache::apply`); within a run each operation keeps the newest step either has, so deltas
+    /// applied in any order (two requests racing) never take the list back.
     fn merge(&mut self, delta: OperationsDelta) -> Result<(), serde_json::Error> {
         if delta.cursor.run != self.cursor.run {
             *self = KeptList {
@@ -190,6 +202,7 @@ mod tests {
         }
     }
 
+    /// What changed after a kept list's cursor.
     fn delta(
         run: &str,
         sequence: u64,
@@ -205,6 +218,22 @@ mod tests {
         }
     }
 
+    /// A whole list, read without a cursor.
+    fn whole(
+        run: &str,
+        sequence: u64,
+        changed: Vec<(u64, DeploymentOperation)>,
+    ) -> OperationsDelta {
+        OperationsDelta {
+            continues: false,
+            ..delta(run, sequence, changed)
+        }
+    }
+
+    fn answered(body: Result<Option<Vec<u8>>, serde_json::Error>) -> Vec<DeploymentOperation> {
+        listed(&body.unwrap().expect("the delta continues the kept list"))
+    }
+
     fn listed(body: &[u8]) -> Vec<DeploymentOperation> {
         serde_json::from_slice::<ListResult<DeploymentOperation>>(body)
             .unwrap()
@@ -216,14 +245,13 @@ mod tests {
     #[test]
     fn a_kept_list_takes_changed_operations_in_place_and_new_ones_at_the_end() {
         let cache = OperationsCache::default();
-        let first = delta(
+        let first = whole(
             "r1",
             2,
             vec![(1, operation("a", Running)), (2, operation("b", Running))],
         );
-        let body = cache.apply("rg|d", first, None).unwrap();
         assert_eq!(
-            listed(&body),
+            answered(cache.apply("rg|d", first, None)),
             vec![operation("a", Running), operation("b", Running)]
         );
         assert_eq!(cache.cursor("rg|d").unwrap().sequence, 2);
@@ -233,18 +261,17 @@ mod tests {
             4,
             vec![(3, operation("a", Succeeded)), (4, operation("c", Running))],
         );
-        let body = cache.apply("rg|d", next, None).unwrap();
         let expected = vec![
             operation("a", Succeeded),
             operation("b", Running),
             operation("c", Running),
         ];
-        assert_eq!(listed(&body), expected);
+        assert_eq!(answered(cache.apply("rg|d", next, None)), expected);
         // `$top`: the first operations.
-        let body = cache
-            .apply("rg|d", delta("r1", 4, vec![]), Some(1))
-            .unwrap();
-        assert_eq!(listed(&body), vec![operation("a", Succeeded)]);
+        assert_eq!(
+            answered(cache.apply("rg|d", delta("r1", 4, vec![]), Some(1))),
+            vec![operation("a", Succeeded)]
+        );
     }
 
     #[test]
@@ -253,37 +280,63 @@ mod tests {
         cache
             .apply(
                 "rg|d",
-                delta("r1", 5, vec![(5, operation("a", Succeeded))]),
+                whole("r1", 5, vec![(5, operation("a", Succeeded))]),
                 None,
             )
             .unwrap();
         // A request that read before the one above applies after it.
-        let body = cache
-            .apply(
-                "rg|d",
-                delta("r1", 3, vec![(3, operation("a", Running))]),
-                None,
-            )
-            .unwrap();
-        assert_eq!(listed(&body), vec![operation("a", Succeeded)]);
+        let body = cache.apply(
+            "rg|d",
+            delta("r1", 3, vec![(3, operation("a", Running))]),
+            None,
+        );
+        assert_eq!(answered(body), vec![operation("a", Succeeded)]);
         assert_eq!(cache.cursor("rg|d").unwrap().sequence, 5);
 
         // The deployment ran again: its operations are the new run's only.
-        let body = cache
-            .apply(
-                "rg|d",
-                delta("r2", 9, vec![(9, operation("z", Running))]),
-                None,
-            )
-            .unwrap();
-        assert_eq!(listed(&body), vec![operation("z", Running)]);
+        let body = cache.apply(
+            "rg|d",
+            whole("r2", 9, vec![(9, operation("z", Running))]),
+            None,
+        );
+        assert_eq!(answered(body), vec![operation("z", Running)]);
         assert_eq!(
             cache.cursor("rg|d").unwrap().run,
             DeploymentId::from_string("r2")
         );
+    }
 
+    #[test]
+    fn a_delta_of_a_list_no_longer_kept_is_not_answered_from_what_is_kept() {
+        let cache = OperationsCache::default();
+        let first = whole(
+            "r1",
+            2,
+            vec![(1, operation("a", Running)), (2, operation("b", Running))],
+        );
+        cache.apply("rg|d", first, None).unwrap();
+        // A request read r1's changes after its cursor while another replaced the list with the new run's: what it
+        // read is only part of r1's list, and it must not take the new run's list back.
+        cache
+            .apply(
+                "rg|d",
+                whole("r2", 7, vec![(7, operation("z", Running))]),
+                None,
+            )
+            .unwrap();
+        let stale = delta("r1", 3, vec![(3, operation("a", Succeeded))]);
+        assert!(cache.apply("rg|d", stale, None).unwrap().is_none());
+        assert_eq!(
+            answered(cache.apply("rg|d", delta("r2", 7, vec![]), None)),
+            vec![operation("z", Running)]
+        );
+
+        // The list was dropped (evicted, or the deployment's read failed) after a request read its cursor.
         cache.forget("rg|d");
         assert!(cache.cursor("rg|d").is_none());
+        let orphan = delta("r2", 8, vec![(8, operation("z", Succeeded))]);
+        assert!(cache.apply("rg|d", orphan, None).unwrap().is_none());
+        assert!(cache.cursor("rg|d").is_none(), "nothing kept from a part");
     }
 
     #[test]
@@ -292,7 +345,7 @@ mod tests {
         for n in 0..=MAX_LISTS {
             let body = cache.apply(
                 &format!("rg|d{n}"),
-                delta("r", 1, vec![(1, operation("a", Running))]),
+                whole("r", 1, vec![(1, operation("a", Running))]),
                 None,
             );
             assert!(body.is_ok());

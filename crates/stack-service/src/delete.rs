@@ -184,11 +184,19 @@ impl StackService {
         correlation_id: &str,
     ) -> Result<DeploymentStack, ArmError> {
         let started = Instant::now();
-        let ownership = self.ownership(fence.scope(), fence.name()).await?;
-        let diff = match unmanage_all(&state.managed_set, action, &ownership) {
+        // What the other stacks manage must be known before anything is unmanaged: when it cannot be (a record
+        // that cannot be read), the delete fails with nothing unmanaged instead of staying `deleting`.
+        let diff = match self
+            .ownership(fence.scope(), fence.name())
+            .await
+            .map_err(ArmError::into_detail)
+            .and_then(|ownership| {
+                unmanage_all(&state.managed_set, action, &ownership)
+                    .map_err(|error| error.to_error_detail())
+            }) {
             Ok(diff) => diff,
             Err(error) => {
-                Self::mark_failed(&mut stack, &state, vec![error.to_error_detail()], started);
+                Self::mark_failed(&mut stack, &state, vec![error], started);
                 self.finish(fence, &stack, &state).await?;
                 return Ok(stack);
             }

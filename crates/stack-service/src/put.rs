@@ -348,7 +348,22 @@ impl StackService {
             errors.push(refused);
             return self.fail_with(fence, stack, state, errors, started).await;
         }
-        let ownership = self.ownership(scope, name).await?;
+        let ownership = match self.ownership(scope, name).await {
+            Ok(ownership) => ownership,
+            Err(error) => {
+                // The deployment ran, but what the other stacks manage cannot be known (a record that cannot be
+                // read): nothing is unmanaged, and everything before and everything the deployment wrote stays
+                // managed — the next update's diff checks ownership again before anything is deleted or
+                // detached. Failing the operation, rather than leaving it to recovery, keeps the stack from
+                // staying `deploying` for as long as the other record stays unreadable.
+                let mut state = previous;
+                for resource in collected.resources.into_vec() {
+                    state.managed_set.merge(resource);
+                }
+                errors.push(error.into_detail());
+                return self.fail_with(fence, stack, state, errors, started).await;
+            }
+        };
         let diff = match diff_collected(
             &previous.managed_set,
             &collected,

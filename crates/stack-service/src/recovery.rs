@@ -63,17 +63,22 @@ impl StackService {
             .all_stack_records()
             .await?
             .into_iter()
-            .filter(|record| {
-                record
-                    .stack
-                    .parse::<StackHeader>()
-                    .ok()
-                    .and_then(|header| {
-                        header
-                            .provisioning_state()
-                            .map(DeploymentStackProvisioningState::parse)
-                    })
-                    .is_some_and(|state| !state.is_terminal())
+            .filter(|record| match record.stack.parse::<StackHeader>() {
+                Ok(header) => header
+                    .provisioning_state()
+                    .map(DeploymentStackProvisioningState::parse)
+                    .is_some_and(|state| !state.is_terminal()),
+                Err(error) => {
+                    // Nothing can be finished from a record that cannot be read; say so at every sweep rather
+                    // than leave a stack silently in its last state.
+                    tracing::warn!(
+                        stack = %record.name,
+                        scope = %record.scope,
+                        %error,
+                        "a stored stack cannot be read; its operation, if any, cannot be recovered"
+                    );
+                    false
+                }
             })
             .map(|record| (record.scope, record.name))
             .collect();

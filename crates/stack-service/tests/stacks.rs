@@ -960,20 +960,7 @@ async fn a_stack_whose_record_cannot_be_read_blocks_takeovers_instead_of_losing_
         settle(&env.service, "first").await["properties"]["provisioningState"],
         "succeeded"
     );
-    let record = env.store.get_stack(RG, "first").await.unwrap().unwrap();
-    env.store
-        .put_stack(
-            cairn_store::NewStack {
-                scope: record.scope.clone(),
-                name: record.name.clone(),
-                stack: record.stack.clone(),
-                managed_set: JsonText::from_stored("{\"managedSet\": ".into()),
-            },
-            Precondition::Version(record.version),
-            Timestamp::now(),
-        )
-        .await
-        .unwrap();
+    spoil_record(&env, "first").await;
     // Another stack declaring the same resource: whether "first" manages it cannot be known, so it is refused.
     env.service
         .create_or_update(RG, "second", stack(&["a"], false, "delete", "c1"), None)
@@ -997,6 +984,88 @@ async fn a_stack_whose_record_cannot_be_read_blocks_takeovers_instead_of_losing_
         "{second:#}"
     );
     assert!(env.widgets.has("a"));
+}
+
+/// Makes the stored record of stack `name` unreadable (a corrupt or newer-format managed set).
+async fn spoil_record(env: &Env, name: &str) {
+    let record = env.store.get_stack(RG, name).await.unwrap().unwrap();
+    env.store
+        .put_stack(
+            cairn_store::NewStack {
+                scope: record.scope.clone(),
+                name: record.name.clone(),
+                stack: record.stack.clone(),
+                managed_set: JsonText::from_stored("{\"managedSet\": ".into()),
+            },
+            Precondition::Version(record.version),
+            Timestamp::now(),
+        )
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_unreadable_once_the_deployment_ran_fails_the_update_and_keeps_what_it_wrote() {
+    let env = setup(fast()).await;
+    env.service
+        .create_or_update(RG, "first", stack(&["a"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    settle(&env.service, "first").await;
+    env.widgets.latency_ms.store(150, Ordering::SeqCst);
+    env.service
+        .create_or_update(RG, "second", stack(&["b"], false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    // The deployment exists once the check before it passed; "first" becomes unreadable while it runs.
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while env.engine.get(RG, "second").await.is_err() {
+        assert!(std::time::Instant::now() < deadline, "no deployment");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    spoil_record(&env, "first").await;
+    // Failed, not left `deploying` for recovery to retry for as long as "first" stays unreadable; nothing is
+    // unmanaged, and what the deployment wrote is managed.
+    let second = settle(&env.service, "second").await;
+    assert_eq!(
+        second["properties"]["provisioningState"], "failed",
+        "{second:#}"
+    );
+    assert!(
+        second["properties"]["error"]
+            .to_string()
+            .contains("StoreDataCorrupt"),
+        "{second:#}"
+    );
+    assert_eq!(
+        second["properties"]["resources"].as_array().map(Vec::len),
+        Some(1),
+        "{second:#}"
+    );
+    assert!(env.widgets.has("a") && env.widgets.has("b"));
+
+    // A delete of "second" cannot tell what "first" manages either: it fails with nothing deleted.
+    env.service
+        .delete(
+            RG,
+            "second",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    let second = settle(&env.service, "second").await;
+    assert_eq!(
+        second["properties"]["provisioningState"], "failed",
+        "{second:#}"
+    );
+    assert!(
+        second["properties"]["error"]
+            .to_string()
+            .contains("StoreDataCorrupt"),
+        "{second:#}"
+    );
+    assert!(env.widgets.has("b"), "nothing deleted");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

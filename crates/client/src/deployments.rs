@@ -99,18 +99,21 @@ impl Client {
     }
 
     /// Reports the operations of nested deployments (one level per call, down to a fixed depth). A nested
-    /// deployment whose operation had ended when its operations were last read (`settled`, by id) is not read again:
-    /// nothing in it changes any more, and a big deployment's modules are thousands of operations a poll.
+    /// deployment whose operation had ended when its operations, and those of every deployment nested in it, were
+    /// last read (`settled`, by id) is not read again while its operation stays ended: nothing in it changes any
+    /// more, and a big deployment's modules are thousands of operations a poll. One whose read failed, or whose
+    /// operation runs again (a resumed run), is read at the next poll. Whether every nested deployment was read.
     async fn watch_nested(
         &self,
         ops: &[Value],
         depth: usize,
         watcher: &mut dyn DeploymentWatcher,
         settled: &mut HashSet<String>,
-    ) {
+    ) -> bool {
         if depth > MAX_WATCHED_DEPTH {
-            return;
+            return true;
         }
+        let mut all_read = true;
         for op in ops {
             let target = &op["properties"]["targetResource"];
             let is_deployment = target["resourceType"]
@@ -122,18 +125,26 @@ impl Client {
             let Some((scope, child)) = split_deployment_id(id) else {
                 continue;
             };
-            if settled.contains(id) {
+            let ended = is_terminal(op["properties"]["provisioningState"].as_str());
+            if !ended {
+                settled.remove(id);
+            } else if settled.contains(id) {
                 continue;
             }
-            let ended = is_terminal(op["properties"]["provisioningState"].as_str());
-            if let Ok(child_ops) = self.deployment_operations(&scope, &child).await {
-                watcher.operations(&child, depth, &child_ops);
-                Box::pin(self.watch_nested(&child_ops, depth + 1, watcher, settled)).await;
-                if ended {
-                    settled.insert(id.to_owned());
+            match self.deployment_operations(&scope, &child).await {
+                Ok(child_ops) => {
+                    watcher.operations(&child, depth, &child_ops);
+                    let below =
+                        Box::pin(self.watch_nested(&child_ops, depth + 1, watcher, settled)).await;
+                    if ended && below {
+                        settled.insert(id.to_owned());
+                    }
+                    all_read &= below;
                 }
+                Err(_) => all_read = false,
             }
         }
+        all_read
     }
 
     /// The deployment record, or 404 `DeploymentNotFound`.

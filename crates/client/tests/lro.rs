@@ -146,6 +146,45 @@ async fn answer(
             json!({"value": [operation("Microsoft.KeyVault/vaults", "/w")]}),
             &[],
         ),
+        // Its nested deployment ends, runs again (a resumed run) and ends again; one read of it fails.
+        ("PUT", p) if p == format!("{deployments}/again") => json_answer(
+            StatusCode::CREATED,
+            json!({"name": "again", "properties": {"provisioningState": "Running"}}),
+            &[
+                ("azure-asyncoperation", format!("{base}/status/again")),
+                ("retry-after", "0".into()),
+            ],
+        ),
+        ("GET", "/status/again") => {
+            let status = if call < 4 { "Running" } else { "Succeeded" };
+            json_answer(StatusCode::OK, json!({"status": status}), &[])
+        }
+        ("GET", p) if p == format!("{deployments}/again") => json_answer(
+            StatusCode::OK,
+            json!({"name": "again", "properties": {"provisioningState": "Succeeded"}}),
+            &[],
+        ),
+        ("GET", p) if p == format!("{deployments}/again/operations") => {
+            let mut child = operation(
+                "Microsoft.Resources/deployments",
+                &format!("{deployments}/again-child"),
+            );
+            if call == 2 {
+                child["properties"]["provisioningState"] = json!("Running");
+            }
+            json_answer(StatusCode::OK, json!({"value": [child]}), &[])
+        }
+        ("GET", p) if p == format!("{deployments}/again-child/operations") => {
+            if call == 3 {
+                StatusCode::SERVICE_UNAVAILABLE.into_response()
+            } else {
+                json_answer(
+                    StatusCode::OK,
+                    json!({"value": [operation("Microsoft.KeyVault/vaults", "/x")]}),
+                    &[],
+                )
+            }
+        }
         // No status URL: the record itself is polled.
         ("PUT", p) if p == format!("{deployments}/plain") => json_answer(
             StatusCode::CREATED,
@@ -299,6 +338,41 @@ async fn a_deployment_is_followed_by_its_async_operation_and_the_watcher_sees_ne
     assert_eq!(
         watcher.ticks, 2,
         "a tick after each wait, none after the last poll"
+    );
+}
+
+#[tokio::test]
+async fn a_nested_deployment_is_read_again_when_it_runs_again_or_its_last_read_failed() {
+    let (client, script) = start().await;
+    let accepted = client
+        .create_deployment(RG, "again", &deployment_request())
+        .await
+        .unwrap();
+    let mut watcher = Recorded::default();
+    client
+        .wait_for_deployment(RG, "again", &accepted, &mut watcher)
+        .await
+        .unwrap();
+    assert_eq!(calls(&script, "GET /status/again"), 4);
+    // Poll 1: ended and read (settled); poll 2: running again, read; poll 3: ended, its read fails; poll 4: read,
+    // settled.
+    assert_eq!(
+        calls(
+            &script,
+            &format!("GET {RG}/providers/Microsoft.Resources/deployments/again-child/operations")
+        ),
+        4
+    );
+    let child = ("again-child".to_string(), 1, 1);
+    assert_eq!(
+        watcher
+            .operations
+            .iter()
+            .filter(|seen| **seen == child)
+            .count(),
+        3,
+        "{:?}",
+        watcher.operations
     );
 }
 

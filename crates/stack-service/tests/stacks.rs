@@ -931,16 +931,7 @@ async fn a_changed_config_id_is_refused_and_nothing_is_unmanaged() {
         .await
         .expect("accepted");
     let moved = settle(&env.service, "moving").await;
-    assert_eq!(
-        moved["properties"]["provisioningState"], "failed",
-        "{moved:#}"
-    );
-    assert!(
-        moved["properties"]["error"]
-            .to_string()
-            .contains("DeploymentStackExtensionConfigIdChanged"),
-        "{moved:#}"
-    );
+    assert_failed_with(&moved, "DeploymentStackExtensionConfigIdChanged");
     assert!(
         moved["properties"]["deletedResources"]
             .as_array()
@@ -967,16 +958,7 @@ async fn a_stack_whose_record_cannot_be_read_blocks_takeovers_instead_of_losing_
         .await
         .expect("accepted");
     let second = settle(&env.service, "second").await;
-    assert_eq!(
-        second["properties"]["provisioningState"], "failed",
-        "{second:#}"
-    );
-    assert!(
-        second["properties"]["error"]
-            .to_string()
-            .contains("StoreDataCorrupt"),
-        "{second:#}"
-    );
+    assert_failed_with(&second, "StoreDataCorrupt");
     assert!(
         second["properties"]["resources"]
             .as_array()
@@ -984,6 +966,18 @@ async fn a_stack_whose_record_cannot_be_read_blocks_takeovers_instead_of_losing_
         "{second:#}"
     );
     assert!(env.widgets.has("a"));
+}
+
+/// The stack ended `failed`, with `code` in its error.
+fn assert_failed_with(stack: &Value, code: &str) {
+    assert_eq!(
+        stack["properties"]["provisioningState"], "failed",
+        "{stack:#}"
+    );
+    assert!(
+        stack["properties"]["error"].to_string().contains(code),
+        "{stack:#}"
+    );
 }
 
 /// Makes the stored record of stack `name` unreadable (a corrupt or newer-format managed set).
@@ -1027,16 +1021,7 @@ async fn a_record_unreadable_once_the_deployment_ran_fails_the_update_and_keeps_
     // Failed, not left `deploying` for recovery to retry for as long as "first" stays unreadable; nothing is
     // unmanaged, and what the deployment wrote is managed.
     let second = settle(&env.service, "second").await;
-    assert_eq!(
-        second["properties"]["provisioningState"], "failed",
-        "{second:#}"
-    );
-    assert!(
-        second["properties"]["error"]
-            .to_string()
-            .contains("StoreDataCorrupt"),
-        "{second:#}"
-    );
+    assert_failed_with(&second, "StoreDataCorrupt");
     assert_eq!(
         second["properties"]["resources"].as_array().map(Vec::len),
         Some(1),
@@ -1055,16 +1040,7 @@ async fn a_record_unreadable_once_the_deployment_ran_fails_the_update_and_keeps_
         .await
         .expect("accepted");
     let second = settle(&env.service, "second").await;
-    assert_eq!(
-        second["properties"]["provisioningState"], "failed",
-        "{second:#}"
-    );
-    assert!(
-        second["properties"]["error"]
-            .to_string()
-            .contains("StoreDataCorrupt"),
-        "{second:#}"
-    );
+    assert_failed_with(&second, "StoreDataCorrupt");
     assert!(env.widgets.has("b"), "nothing deleted");
 }
 

@@ -237,6 +237,16 @@ struct AliasSlot {
     config_id: RefCell<Option<String>>,
 }
 
+/// When the run needs a journal write durable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Wait {
+    /// Before the operation goes on: a `Running` step, settled ([`Run::settle_writes`]) before its call goes out.
+    Settled,
+    /// Written behind: only the run's end waits for it (a finished operation's step), so the store may commit it
+    /// with the next settled write.
+    Behind,
+}
+
 /// One deployment (one record) of a tree.
 pub(crate) struct Run {
     pub tree: Rc<Tree>,
@@ -479,14 +489,19 @@ impl Run {
         self.writes.borrow_mut().insert(op_id.to_string(), handle);
     }
 
-    fn journal(&self, step: OperationStep) {
+    /// Queues a journal step.
+    fn journal(&self, step: OperationStep, wait: Wait) {
         let store = self.env().store.clone();
         let key = self.key.to_string();
         let op_id = step.operation_id.clone();
         let writer = self.env().settings.owner_id.clone();
         let cancel = self.tree.cancel.clone();
         self.write(&op_id, async move {
-            if let Err(e) = store.append_operation(step, Some(&writer)).await {
+            let written = match wait {
+                Wait::Settled => store.append_operation(step, Some(&writer)).await,
+                Wait::Behind => store.append_operation_behind(step, Some(&writer)).await,
+            };
+            if let Err(e) = written {
                 lost_claim_stops_the_run(&e, &cancel, &key);
                 tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation");
             }
@@ -494,14 +509,18 @@ impl Run {
     }
 
     /// Queues a journal step together with its inventory effect, in one store transaction.
-    fn record(&self, step: OperationStep, change: InventoryChange) {
+    fn record(&self, step: OperationStep, change: InventoryChange, wait: Wait) {
         let store = self.env().store.clone();
         let key = self.key.to_string();
         let op_id = step.operation_id.clone();
         let writer = self.env().settings.owner_id.clone();
         let cancel = self.tree.cancel.clone();
         self.write(&op_id, async move {
-            if let Err(e) = store.record_step(step, change, Some(&writer)).await {
+            let written = match wait {
+                Wait::Settled => store.record_step(step, change, Some(&writer)).await,
+                Wait::Behind => store.record_step_behind(step, change, Some(&writer)).await,
+            };
+            if let Err(e) = written {
                 lost_claim_stops_the_run(&e, &cancel, &key);
                 tracing::warn!(deployment = %key, error = %e, "could not journal a deployment operation with its resource");
             }

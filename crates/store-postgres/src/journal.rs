@@ -105,6 +105,24 @@ impl PostgresStore {
         Ok(OperationRecord { sequence, step })
     }
 
+    /// Concurrent transactions share PostgreSQL's WAL flushes already: a step written behind commits at once.
+    pub(crate) async fn append_operation_behind_impl(
+        &self,
+        step: OperationStep,
+        writer: Option<&str>,
+    ) -> StoreResult<OperationRecord> {
+        self.append_operation_impl(step, writer).await
+    }
+
+    pub(crate) async fn record_step_behind_impl(
+        &self,
+        step: OperationStep,
+        change: InventoryChange,
+        writer: Option<&str>,
+    ) -> StoreResult<OperationRecord> {
+        self.record_step_impl(step, change, writer).await
+    }
+
     pub(crate) async fn latest_operations_impl(
         &self,
         deployment: &DeploymentId,

@@ -15,6 +15,12 @@
 //! write that gets the lock with its answer still pending commits the queue that formed meanwhile. The commit runs in
 //! its own task, so a caller that is dropped mid-commit does not abort the others' writes.
 //!
+//! A write its caller does not wait on before going on (a journal step written behind, [`Pace::Ride`]) does not
+//! lead a commit at once: it waits up to [`RIDE_WAIT`] for a leader to take it, so it commits together with the
+//! next write someone does wait on (the next operation's `Running` step) — one durable commit where there were
+//! two, and an operation that follows another waits for one commit, not two. Only when no such write comes does it
+//! lead a commit of its own.
+//!
 //! Where a group runs: in one call on a blocking thread, on the group commit's own connection (`rusqlite`), with
 //! its prepared statements cached, while the store's `sqlx` writer connection is held, so no other write of the
 //! store interleaves. Through `sqlx`, each statement was a round trip to its connection's thread.
@@ -38,6 +44,19 @@ use crate::rows::{backend, direct_backend};
 /// several transactions, one after the other, so no write waits behind an unbounded transaction and no
 /// transaction's undo state grows without bound.
 pub(crate) const MAX_GROUP_WRITES: usize = 256;
+
+/// How long a write that rides ([`Pace::Ride`]) waits for a leader before it leads a commit itself: about one
+/// commit's time on a disk that syncs, so a caller that goes on at once has its next write queued by then.
+pub(crate) const RIDE_WAIT: std::time::Duration = std::time::Duration::from_millis(3);
+
+/// When a write's commit should start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Pace {
+    /// Its caller waits for it: commit it now, with whatever else is waiting.
+    Lead,
+    /// Written behind (its caller went on): commit it with the next write that leads, or after [`RIDE_WAIT`].
+    Ride,
+}
 
 /// A write that may be committed together with others.
 pub(crate) enum GroupedWrite {
@@ -68,6 +87,8 @@ pub(crate) struct GroupCommit {
     /// The writer's own connection to the database, used on a blocking thread while the store's `sqlx` writer
     /// connection is held (so the two never write at once); `None` once the store is closed.
     connection: Arc<Mutex<Option<Connection>>>,
+    /// How long a riding write waits for a leader, in microseconds ([`RIDE_WAIT`]; tests lengthen it).
+    ride_wait_micros: std::sync::atomic::AtomicU64,
     /// Transactions committed (or attempted) for grouped writes, for tests.
     #[cfg(test)]
     pub(crate) transactions: std::sync::atomic::AtomicUsize,
@@ -84,6 +105,7 @@ impl GroupCommit {
             queue: Mutex::default(),
             leader: tokio::sync::Mutex::default(),
             connection: Arc::new(Mutex::new(Some(connection))),
+            ride_wait_micros: (RIDE_WAIT.as_micros() as u64).into(),
             #[cfg(test)]
             transactions: Default::default(),
             #[cfg(test)]
@@ -96,9 +118,20 @@ impl GroupCommit {
         &self,
         writer: &SqlitePool,
         write: GroupedWrite,
+        pace: Pace,
     ) -> StoreResult<Grouped> {
         let (reply, mut answer) = oneshot::channel();
         self.queued().push(Pending { write, reply });
+        if pace == Pace::Ride {
+            // Taken into a leader's group (committed or under way) or not, it goes on as any write after the wait.
+            let wait = self
+                .ride_wait_micros
+                .load(std::sync::atomic::Ordering::Relaxed);
+            let wait = std::time::Duration::from_micros(wait);
+            if let Ok(result) = tokio::time::timeout(wait, &mut answer).await {
+                return result.unwrap_or_else(|_| Err(abandoned()));
+            }
+        }
         loop {
             // A leader before us may commit ours: then the answer comes without taking the lock (the writes of a
             // group do not hand the lock on to each other just to find their answer).
@@ -197,6 +230,15 @@ impl GroupCommit {
     #[cfg(test)]
     pub(crate) fn waiting(&self) -> usize {
         self.queued().len()
+    }
+
+    /// Sets how long a riding write waits for a leader (for tests that need it not to lead on its own).
+    #[cfg(test)]
+    pub(crate) fn set_ride_wait(&self, wait: std::time::Duration) {
+        self.ride_wait_micros.store(
+            wait.as_micros() as u64,
+            std::sync::atomic::Ordering::Relaxed,
+        );
     }
 
     /// Holds the leader lock: writes queue up until the guard drops (for tests that build a group on purpose).
@@ -481,6 +523,75 @@ mod tests {
             let found = store.get_managed_resource(&key).await.expect("read");
             assert_eq!(found.map(|r| r.version), Some(1));
         }
+    }
+
+    /// A step written behind waits for the next write that leads and is committed in its transaction: one commit
+    /// for the two, the step that rode first in the journal.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_written_behind_rides_in_the_next_leading_write() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "a").await;
+        // Long enough that it cannot lead on its own, however slow the machine.
+        store
+            .group
+            .set_ride_wait(std::time::Duration::from_secs(600));
+        let before = store.group.transactions.load(Ordering::SeqCst);
+        let rider = {
+            let writer = store.clone();
+            let run = run.clone();
+            tokio::spawn(async move {
+                writer
+                    .append_operation_behind(step(&run, "op0", "Succeeded", 1), None)
+                    .await
+            })
+        };
+        // (Were it to lead at once, it would be committed and gone from the queue.)
+        while store.group.waiting() < 1 && !rider.is_finished() {
+            tokio::task::yield_now().await;
+        }
+        let leader = store
+            .append_operation(step(&run, "op1", "Running", 1), None)
+            .await
+            .expect("the leading write");
+        let rode = rider.await.expect("the rider's task").expect("the rider");
+        assert_eq!(
+            store.group.transactions.load(Ordering::SeqCst) - before,
+            1,
+            "one commit for both"
+        );
+        assert_eq!((rode.sequence, leader.sequence), (1, 2));
+    }
+
+    /// A step written behind that no leading write comes for commits on its own after `RIDE_WAIT`.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_step_written_behind_alone_commits_after_its_wait() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "a").await;
+        let before = store.group.transactions.load(Ordering::SeqCst);
+        let started = std::time::Instant::now();
+        let written = store
+            .record_step_behind(
+                step(&run, "op0", "Succeeded", 1),
+                InventoryChange::Put(Box::new(resource("r0"))),
+                None,
+            )
+            .await
+            .expect("the step");
+        assert!(
+            started.elapsed() >= RIDE_WAIT,
+            "it waited for a leader first"
+        );
+        assert_eq!(written.sequence, 1);
+        assert_eq!(store.group.transactions.load(Ordering::SeqCst) - before, 1);
+        let key = resource("r0").key;
+        let found = store.get_managed_resource(&key).await.expect("read");
+        assert_eq!(
+            found.map(|r| r.version),
+            Some(1),
+            "with its inventory change"
+        );
     }
 
     /// The process dying between a group's commit and its acknowledgements: no caller is told its write succeeded,

@@ -15,7 +15,7 @@ use sqlx::SqliteConnection;
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::group_commit::{Grouped, GroupedWrite};
+use crate::group_commit::{Grouped, GroupedWrite, Pace};
 use crate::rows::{backend, decode, direct_backend};
 
 const E: Entity = Entity::ManagedResource;
@@ -219,6 +219,7 @@ impl SqliteStore {
             .write(
                 &self.writer,
                 GroupedWrite::PutResource(resource, precondition),
+                Pace::Lead,
             )
             .await?
         {

@@ -9,7 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::group_commit::{Grouped, GroupedWrite};
+use crate::group_commit::{Grouped, GroupedWrite, Pace};
 use crate::rows::{backend, decode, direct_backend, direct_write_error};
 
 const E: Entity = Entity::DeploymentOperation;
@@ -106,8 +106,8 @@ impl SqliteStore {
         step: OperationStep,
         writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
-        self.grouped_step(GroupedWrite::AppendStep(step, writer.map(str::to_owned)))
-            .await
+        let write = GroupedWrite::AppendStep(step, writer.map(str::to_owned));
+        self.grouped_step(write, Pace::Lead).await
     }
 
     pub(crate) async fn record_step_impl(
@@ -116,16 +116,31 @@ impl SqliteStore {
         change: InventoryChange,
         writer: Option<&str>,
     ) -> StoreResult<OperationRecord> {
-        self.grouped_step(GroupedWrite::RecordStep(
-            step,
-            change,
-            writer.map(str::to_owned),
-        ))
-        .await
+        let write = GroupedWrite::RecordStep(step, change, writer.map(str::to_owned));
+        self.grouped_step(write, Pace::Lead).await
     }
 
-    async fn grouped_step(&self, write: GroupedWrite) -> StoreResult<OperationRecord> {
-        match self.group.write(&self.writer, write).await? {
+    pub(crate) async fn append_operation_behind_impl(
+        &self,
+        step: OperationStep,
+        writer: Option<&str>,
+    ) -> StoreResult<OperationRecord> {
+        let write = GroupedWrite::AppendStep(step, writer.map(str::to_owned));
+        self.grouped_step(write, Pace::Ride).await
+    }
+
+    pub(crate) async fn record_step_behind_impl(
+        &self,
+        step: OperationStep,
+        change: InventoryChange,
+        writer: Option<&str>,
+    ) -> StoreResult<OperationRecord> {
+        let write = GroupedWrite::RecordStep(step, change, writer.map(str::to_owned));
+        self.grouped_step(write, Pace::Ride).await
+    }
+
+    async fn grouped_step(&self, write: GroupedWrite, pace: Pace) -> StoreResult<OperationRecord> {
+        match self.group.write(&self.writer, write, pace).await? {
             Grouped::Step(record) => {
                 crate::failpoint::step_committed(&record.step);
                 Ok(*record)

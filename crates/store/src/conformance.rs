@@ -3217,6 +3217,22 @@ pub async fn journal_writes_are_fenced_by_the_claim(store: &dyn Store) {
             .await,
         "the old holder's step with an inventory delete",
     );
+    assert_conflict(
+        store
+            .append_operation_behind(step(&run.id, "late", "Succeeded", 5), Some("replica-a"))
+            .await,
+        "the old holder's step written behind",
+    );
+    assert_conflict(
+        store
+            .record_step_behind(
+                step(&run.id, "fenced", "Succeeded", 5),
+                InventoryChange::Put(Box::new(resource("stale"))),
+                Some("replica-a"),
+            )
+            .await,
+        "the old holder's step with an inventory write, written behind",
+    );
     assert_eq!(
         journal_length(store, &run.id).await,
         2,
@@ -3230,13 +3246,30 @@ pub async fn journal_writes_are_fenced_by_the_claim(store: &dyn Store) {
     assert_eq!(kept.resource.properties, json!({"written_by": "replica-a"}));
 
     store
-        .record_step(
+        .record_step_behind(
             step(&run.id, "fenced", "Succeeded", 6),
             InventoryChange::Put(Box::new(resource("replica-b"))),
             Some("replica-b"),
         )
         .await
-        .expect("the new holder writes");
+        .expect("the new holder writes (behind)");
+    let replaced = store
+        .get_managed_resource(&ResourceKey::arm(&id))
+        .await
+        .expect("get")
+        .expect("the resource stays");
+    assert_eq!(
+        replaced.resource.properties,
+        json!({"written_by": "replica-b"})
+    );
+    store
+        .append_operation_behind(
+            step(&run.id, "fenced-too", "Succeeded", 6),
+            Some("replica-b"),
+        )
+        .await
+        .expect("the new holder appends (behind)");
+    assert_eq!(journal_length(store, &run.id).await, 4);
     store
         .release_deployment(&run.id, "replica-b")
         .await
@@ -3251,7 +3284,7 @@ pub async fn journal_writes_are_fenced_by_the_claim(store: &dyn Store) {
         .append_operation(step(&run.id, "after", "Running", 7), None)
         .await
         .expect("an unclaimed writer is not fenced");
-    assert_eq!(journal_length(store, &run.id).await, 4);
+    assert_eq!(journal_length(store, &run.id).await, 5);
     assert_not_found(
         store
             .append_operation(

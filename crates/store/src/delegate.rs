@@ -184,6 +184,23 @@ macro_rules! impl_store_traits {
             ) -> $crate::StoreFuture<'a, $crate::OperationRecord> {
                 Box::pin(self.record_step_impl(step, change, writer))
             }
+
+            fn append_operation_behind<'a>(
+                &'a self,
+                step: $crate::OperationStep,
+                writer: Option<&'a str>,
+            ) -> $crate::StoreFuture<'a, $crate::OperationRecord> {
+                Box::pin(self.append_operation_behind_impl(step, writer))
+            }
+
+            fn record_step_behind<'a>(
+                &'a self,
+                step: $crate::OperationStep,
+                change: $crate::InventoryChange,
+                writer: Option<&'a str>,
+            ) -> $crate::StoreFuture<'a, $crate::OperationRecord> {
+                Box::pin(self.record_step_behind_impl(step, change, writer))
+            }
         }
 
         impl $crate::InventoryStore for $ty {

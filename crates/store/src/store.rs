@@ -197,6 +197,29 @@ pub trait OperationJournal: Send + Sync {
         change: InventoryChange,
         writer: Option<&'a str>,
     ) -> StoreFuture<'a, OperationRecord>;
+
+    /// [`append_operation`](Self::append_operation) for a step written behind: its caller goes on without waiting
+    /// for it (a finished operation's step; its dependents start at once), so the store may hold it for a moment
+    /// to commit it together with the next write someone does wait for — one durable commit instead of two. Once
+    /// the future completes, the step is as durable as any other.
+    fn append_operation_behind<'a>(
+        &'a self,
+        step: OperationStep,
+        writer: Option<&'a str>,
+    ) -> StoreFuture<'a, OperationRecord> {
+        self.append_operation(step, writer)
+    }
+
+    /// [`record_step`](Self::record_step) for a step written behind (see
+    /// [`append_operation_behind`](Self::append_operation_behind)).
+    fn record_step_behind<'a>(
+        &'a self,
+        step: OperationStep,
+        change: InventoryChange,
+        writer: Option<&'a str>,
+    ) -> StoreFuture<'a, OperationRecord> {
+        self.record_step(step, change, writer)
+    }
 }
 
 /// The managed-resource inventory of local providers and extension resources.

@@ -24,7 +24,7 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
 use super::{
-    Done, Finished, NestedChild, Run, Slot, elapsed_ms, first_unevaluated, host_error,
+    Done, Finished, NestedChild, Run, Slot, Wait, elapsed_ms, first_unevaluated, host_error,
     is_nested_deployment, now, operation_id, outputs_json,
 };
 use crate::adoption::{self, Candidate, Verdict, WrittenBefore};
@@ -316,10 +316,12 @@ impl Run {
                         // The target is inventoried with the step that says its create is under way, before the
                         // call: a crash during the call leaves it tracked, whatever happens after the restart.
                         match self.pending_resource(identity, &slot.target) {
-                            Some(pending) => {
-                                self.record(step, InventoryChange::PutIfAbsent(Box::new(pending)))
-                            }
-                            None => self.journal(step),
+                            Some(pending) => self.record(
+                                step,
+                                InventoryChange::PutIfAbsent(Box::new(pending)),
+                                Wait::Settled,
+                            ),
+                            None => self.journal(step, Wait::Settled),
                         }
                         self.event(
                             EventKind::ResourceStarted,
@@ -365,10 +367,12 @@ impl Run {
                             None,
                         );
                         match self.pending_resource(identity, &slot.target) {
-                            Some(pending) if failure.confirmed_absent => {
-                                self.record(step, InventoryChange::Delete(pending.key))
-                            }
-                            _ => self.journal(step),
+                            Some(pending) if failure.confirmed_absent => self.record(
+                                step,
+                                InventoryChange::Delete(pending.key),
+                                Wait::Behind,
+                            ),
+                            _ => self.journal(step, Wait::Behind),
                         }
                         self.event(
                             EventKind::ResourceFinished,
@@ -403,16 +407,19 @@ impl Run {
                     Effect::Canceled(node) => {
                         let identity = &identities[node];
                         let slot = &slots[node];
-                        self.journal(self.step(
-                            &operation_id(&self.id, &identity.key),
-                            &slot.target,
-                            operation_name(identity),
-                            "Canceled",
-                            None,
-                            None,
-                            Some(elapsed_ms(slot.started)),
-                            None,
-                        ));
+                        self.journal(
+                            self.step(
+                                &operation_id(&self.id, &identity.key),
+                                &slot.target,
+                                operation_name(identity),
+                                "Canceled",
+                                None,
+                                None,
+                                Some(elapsed_ms(slot.started)),
+                                None,
+                            ),
+                            Wait::Behind,
+                        );
                     }
                     Effect::NotStarted(node) => slots[node].permit = None,
                     Effect::Finish(verdict) => finished = Some(verdict),
@@ -492,16 +499,19 @@ impl Run {
                 "The operation was in flight when the engine running the deployment stopped, and the resumed \
                  deployment ended before performing it again.",
             );
-            self.journal(self.step(
-                &operation_id(&self.id, &identity.key),
-                &slots[node].target,
-                operation_name(identity),
-                "Failed",
-                Some(status_name(500)),
-                Some(&error),
-                None,
-                None,
-            ));
+            self.journal(
+                self.step(
+                    &operation_id(&self.id, &identity.key),
+                    &slots[node].target,
+                    operation_name(identity),
+                    "Failed",
+                    Some(status_name(500)),
+                    Some(&error),
+                    None,
+                    None,
+                ),
+                Wait::Behind,
+            );
         }
 
         let mut output_resources = Vec::new();
@@ -1090,8 +1100,10 @@ impl Run {
                     None,
                 );
                 match created {
-                    Some(resource) => self.record(step, InventoryChange::Put(Box::new(resource))),
-                    None => self.journal(step),
+                    Some(resource) => {
+                        self.record(step, InventoryChange::Put(Box::new(resource)), Wait::Behind)
+                    }
+                    None => self.journal(step, Wait::Behind),
                 }
             }
             Answer::Extension { deployed, applied } => {
@@ -1154,25 +1166,28 @@ impl Run {
                         // The identity the extension predicted was not the one it created under: the row the
                         // `Running` step wrote names nothing.
                         let stale = pending.map(|p| p.key).filter(|key| key != &resource.key);
-                        self.record(step, InventoryChange::Put(Box::new(resource)));
+                        self.record(step, InventoryChange::Put(Box::new(resource)), Wait::Behind);
                         if let Some(stale) = stale {
                             self.forget(&op_id, stale);
                         }
                     }
-                    None => self.journal(step),
+                    None => self.journal(step, Wait::Behind),
                 }
             }
             Answer::Nested(nested) => {
-                self.journal(self.step(
-                    &op_id,
-                    &slot.target,
-                    "Create",
-                    "Succeeded",
-                    Some("OK"),
-                    None,
-                    Some(elapsed_ms(slot.started)),
-                    None,
-                ));
+                self.journal(
+                    self.step(
+                        &op_id,
+                        &slot.target,
+                        "Create",
+                        "Succeeded",
+                        Some("OK"),
+                        None,
+                        Some(elapsed_ms(slot.started)),
+                        None,
+                    ),
+                    Wait::Behind,
+                );
                 done = *nested;
             }
         }

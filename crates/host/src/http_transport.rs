@@ -24,13 +24,32 @@ pub enum TransportSetupError {
 
 /// Builds the reqwest client the host shares between HTTP transports (rustls, connection pooling).
 pub fn default_http_client() -> Result<Client, TransportSetupError> {
+    http_client(true)
+}
+
+/// The host's client for extensions reached over plain `http` only: it loads no root certificates, so it cannot
+/// verify (and refuses) any `https` server. Reading the system's certificate store takes tens of milliseconds,
+/// which every `cairn` command paid at its start.
+pub fn plain_http_client() -> Result<Client, TransportSetupError> {
+    http_client(false)
+}
+
+fn http_client(verifies_tls: bool) -> Result<Client, TransportSetupError> {
     Client::builder()
         // Redirects would send config to another origin: extensions must answer directly.
         .redirect(reqwest::redirect::Policy::none())
+        .tls_built_in_root_certs(verifies_tls)
         .build()
         .map_err(|error| TransportSetupError::Client {
             message: error.to_string(),
         })
+}
+
+/// Whether `url` names an `https` server (and so needs a client that verifies TLS).
+pub fn is_https(url: &str) -> bool {
+    url.trim_start()
+        .get(..6)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https:"))
 }
 
 /// Parses a base URL, requiring http(s), and ensures its path ends with `/` so joins keep the prefix.
@@ -240,6 +259,15 @@ mod tests {
             headers: Vec::new(),
             max_response_bytes: 1,
         }
+    }
+
+    #[test]
+    fn only_https_urls_need_a_client_that_verifies_tls() {
+        assert!(is_https("https://h/"));
+        assert!(is_https("  HTTPS://h/"));
+        assert!(!is_https("http://h/"));
+        assert!(!is_https("http"));
+        assert!(!is_https(""));
     }
 
     #[test]

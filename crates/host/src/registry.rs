@@ -27,7 +27,9 @@
 //! - Relative `binary` and `bearerTokenFile` paths are resolved against the registry file's directory.
 
 use crate::draft_transport::RestDraftTransport;
-use crate::http_transport::{HttpV2Transport, TransportSetupError, default_http_client};
+use crate::http_transport::{
+    HttpV2Transport, TransportSetupError, default_http_client, is_https, plain_http_client,
+};
 use crate::secret::Redacted;
 use cairn_extension_contract::transport::{
     BoxFuture, ExtensionTransport, TransportError, TransportRequest, TransportResponse,
@@ -355,9 +357,18 @@ impl Registry {
                 line: error.line(),
                 column: error.column(),
             })?;
+        let reaches_https = file.extensions.iter().any(|entry| match &entry.transport {
+            TransportSpec::Http { url } | TransportSpec::RestDraft { url } => is_https(url),
+            _ => false,
+        });
         let client = match &factories.http_client {
             Some(client) => client.clone(),
-            None => default_http_client().map_err(|error| RegistryError::InvalidEntry {
+            None => if reaches_https {
+                default_http_client()
+            } else {
+                plain_http_client()
+            }
+            .map_err(|error| RegistryError::InvalidEntry {
                 index: 0,
                 name: String::new(),
                 message: error.to_string(),

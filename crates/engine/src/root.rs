@@ -266,34 +266,69 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
     }
     let heartbeat_stop = CancellationToken::new();
     let heartbeat = tokio::task::spawn_local(tree.clone().heartbeat(heartbeat_stop.clone()));
-    run_tree(&tree, &record, &start.properties, &start.annotation).await;
-    heartbeat_stop.cancel();
-    let _ = heartbeat.await;
-    if tree.handed_over.get() {
-        // Released only now that the heartbeat has stopped, so it cannot renew a claim released under it.
-        for id in tree.active.ids() {
-            if let Err(e) = tree
-                .env
-                .store
-                .release_deployment(&id, &tree.env.settings.owner_id)
-                .await
-            {
-                tracing::warn!(deployment = %id, error = %e, "could not hand the deployment claim over");
-            }
-        }
-        tracing::info!(deployment = %record.key, "deployment handed over: stopped at a safe point, claim released for recovery");
+    let mut ending = Some(Ending {
+        heartbeat_stop,
+        heartbeat,
+        in_flight,
+        registry: start.registry,
+        done: start.done,
+    });
+    run_tree(
+        &tree,
+        &record,
+        &start.properties,
+        &start.annotation,
+        &mut ending,
+    )
+    .await;
+    if let Some(ending) = ending {
+        ending.end(&tree, &record).await;
     }
-    // Out of the gauge before anyone waiting on `done` looks at it.
-    drop(in_flight);
-    start.registry.finish(&record.key);
-    let _ = start.done.send(true);
 }
 
+/// What ends a root run once its record is final: the heartbeat stops, a handed-over run's claims are released,
+/// and whoever waits on `done` is told. It runs before the run's template, expansion and values are dropped: for a
+/// deployment of thousands of resources, freeing them takes milliseconds that the caller need not wait for.
+struct Ending {
+    heartbeat_stop: CancellationToken,
+    heartbeat: tokio::task::JoinHandle<()>,
+    in_flight: cairn_metrics::DeploymentInFlight,
+    registry: Arc<crate::registry::RunRegistry>,
+    done: watch::Sender<bool>,
+}
+
+impl Ending {
+    async fn end(self, tree: &Tree, record: &DeploymentRecord) {
+        self.heartbeat_stop.cancel();
+        let _ = self.heartbeat.await;
+        if tree.handed_over.get() {
+            // Released only now that the heartbeat has stopped, so it cannot renew a claim released under it.
+            for id in tree.active.ids() {
+                if let Err(e) = tree
+                    .env
+                    .store
+                    .release_deployment(&id, &tree.env.settings.owner_id)
+                    .await
+                {
+                    tracing::warn!(deployment = %id, error = %e, "could not hand the deployment claim over");
+                }
+            }
+            tracing::info!(deployment = %record.key, "deployment handed over: stopped at a safe point, claim released for recovery");
+        }
+        // Out of the gauge before anyone waiting on `done` looks at it.
+        drop(self.in_flight);
+        self.registry.finish(&record.key);
+        let _ = self.done.send(true);
+    }
+}
+
+/// Runs the tree; ends it (`ending`, taken) before its large state is dropped when it got that far.
 async fn run_tree(
     tree: &Rc<Tree>,
     record: &DeploymentRecord,
     properties: &DeploymentProperties,
     annotation: &EngineAnnotation,
+    ending: &mut Option<Ending>,
 ) {
     let env = tree.env.clone();
     let properties_json = serde_json::to_value(properties).unwrap_or(Json::Null);
@@ -350,6 +385,9 @@ async fn run_tree(
             run.execute(&expansion, &hook).await;
         }
         Err(error) => run.fail_record(error).await,
+    }
+    if let Some(ending) = ending.take() {
+        ending.end(tree, record).await;
     }
 }
 

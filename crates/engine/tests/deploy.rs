@@ -168,9 +168,10 @@ async fn a_create_waiting_for_a_call_slot_does_not_hold_up_the_next_lookups() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn serial_copy_with_batch_size_runs_in_batches() {
+    // Long enough that a batch's second call starts before its first ends even on a loaded machine.
     let env = setup_with(
         common::settings(),
-        Duration::from_millis(30),
+        Duration::from_millis(100),
         Providers::empty(),
     )
     .await;

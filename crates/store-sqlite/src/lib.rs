@@ -2,7 +2,8 @@
 //!
 //! # Layout of a data directory
 //!
-//! - `cairn.db` (+ `cairn.db-wal`, `cairn.db-shm`): the database, in WAL mode.
+//! - `cairn.db` (+ `cairn.db-wal`, `cairn.db-shm`): the database, in WAL mode. Closing does not checkpoint: the WAL
+//!   stays for the next open (see `close_impl`).
 //! - `cairn.key`: the master key (base64, mode 0600), created on first open unless `CAIRN_STORE_KEY` is set.
 //!   Losing it makes the stored secrets unreadable; everything else stays readable.
 //!
@@ -51,6 +52,7 @@ use cairn_store::crypto::{DATA_KEY_ID, DataKey, MasterKey, load_master_key};
 use cairn_store::schema::Migrated;
 use cairn_store::{Entity, StoreError, StoreResult, Timestamp};
 use rusqlite::OpenFlags;
+use rusqlite::config::DbConfig;
 use sqlx::sqlite::{
     SqliteConnectOptions, SqliteJournalMode, SqlitePool, SqlitePoolOptions, SqliteSynchronous,
 };
@@ -337,19 +339,20 @@ impl SqliteStore {
         cairn_store::schema::check_ready(version, LATEST_SCHEMA_VERSION)
     }
 
+    /// Closes the `sqlx` pools, then the group commit's connection, which SQLite does not let checkpoint as the
+    /// last one out: the WAL stays beside the database for the next open instead of being copied into it and synced
+    /// at every close (a command's last tens of milliseconds). Every commit in it is already durable; the checkpoint
+    /// interval bounds it as it does in a running server.
     async fn close_impl(&self) -> StoreResult<()> {
-        if self.data_dir.is_some() && !self.writer.is_closed() {
-            self.checkpoint().await?;
-        }
-        self.group.close().await?;
         self.reader.close().await;
         self.writer.close().await;
-        Ok(())
+        self.group.close().await
     }
 }
 
 /// The group commit writer's own connection to the database at `path` (created and migrated already), set up as
-/// the `sqlx` connections are: `synchronous`, foreign keys, busy timeout, checkpoint interval.
+/// the `sqlx` connections are: `synchronous`, foreign keys, busy timeout, checkpoint interval; and, as the store's
+/// last connection to close, no checkpoint on close.
 fn group_connection(
     path: &Path,
     flags: OpenFlags,
@@ -371,6 +374,12 @@ fn group_connection(
     connection
         .pragma_update(None, "foreign_keys", true)
         .and_then(|()| connection.pragma_update(None, "synchronous", synchronous))
+        // Closed last (see `close_impl`): no checkpoint as it goes.
+        .and_then(|()| {
+            connection
+                .set_db_config(DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, true)
+                .map(drop)
+        })
         .and_then(|()| {
             connection.pragma_update(None, "wal_autocheckpoint", options.wal_autocheckpoint_pages)
         })
@@ -451,5 +460,44 @@ mod tests {
             -i64::from(READER_CACHE_KIB)
         );
         assert_eq!(cache_size(&store.writer).await, -2000, "SQLite's default");
+    }
+
+    /// Closing copies nothing back into the database file: the WAL, with every commit in it, stays for the next
+    /// open, which reads them all. (With a checkpoint on close, the WAL would be gone.)
+    #[tokio::test]
+    async fn closing_leaves_the_wal_for_the_next_open() {
+        use cairn_store::{DeploymentStore, Precondition, Store};
+
+        let dir = tempfile::tempdir().expect("a directory");
+        let key = MasterKey::generate().expect("a key");
+        let wal = dir.path().join(format!("{DATABASE_FILE_NAME}-wal"));
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await
+            .expect("open");
+        let written = store
+            .put_deployment(
+                cairn_store::conformance::new_deployment(
+                    "/subscriptions/00000000-0000-0000-0000-000000000001/resourceGroups/rg",
+                    "kept",
+                    None,
+                ),
+                Precondition::MustNotExist,
+            )
+            .await
+            .expect("a deployment");
+        store.close().await.expect("close");
+        drop(store);
+        let kept = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
+        assert!(kept > 0, "the WAL was checkpointed away on close");
+
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await
+            .expect("reopen");
+        let read = store
+            .get_deployment(&written.key)
+            .await
+            .expect("read")
+            .expect("the deployment written before the close");
+        assert_eq!(read.id, written.id);
     }
 }

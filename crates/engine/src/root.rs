@@ -1,6 +1,7 @@
 //! Root deployments on the coordinator: preparing a request (parse, expand phase one, dependencies), running a
 //! root deployment tree with its heartbeat, and the recovery of runs whose engine died.
 
+use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -252,7 +253,7 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         cancel: start.cancel,
         suspend: start.suspend,
         handed_over: std::cell::Cell::new(false),
-        events: start.events,
+        events: RefCell::new(start.events),
         stack_initiated: record.stack_initiated,
         existing_resources: start.existing_resources,
         correlation_id: record.correlation_id.clone(),
@@ -287,7 +288,7 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
 }
 
 /// What ends a root run once its record is final: the heartbeat stops, a handed-over run's claims are released,
-/// and whoever waits on `done` is told. It runs before the run's template, expansion and values are dropped: for a
+/// the progress events' stream ends and whoever waits on `done` is told. It runs before the run's template, expansion and values are dropped: for a
 /// deployment of thousands of resources, freeing them takes milliseconds that the caller need not wait for.
 struct Ending {
     heartbeat_stop: CancellationToken,
@@ -318,6 +319,7 @@ impl Ending {
         // Out of the gauge before anyone waiting on `done` looks at it.
         drop(self.in_flight);
         self.registry.finish(&record.key);
+        tree.end_events();
         let _ = self.done.send(true);
     }
 }

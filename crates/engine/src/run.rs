@@ -99,7 +99,8 @@ pub(crate) struct Tree {
     pub suspend: CancellationToken,
     /// The tree stopped because of `suspend` (not a user's cancel): nothing terminal is written.
     pub handed_over: Cell<bool>,
-    pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
+    /// Progress events for a live view; `None` once the root run has ended (the stream ends with it).
+    pub events: RefCell<Option<mpsc::UnboundedSender<DeploymentEvent>>>,
     pub stack_initiated: bool,
     /// A stack's deployment: what to do with extension resources that exist before their first write.
     pub existing_resources: Option<ExistingResourceCheck>,
@@ -113,9 +114,14 @@ pub(crate) struct Tree {
 
 impl Tree {
     pub(crate) fn emit(&self, event: DeploymentEvent) {
-        if let Some(tx) = &self.events {
+        if let Some(tx) = self.events.borrow().as_ref() {
             let _ = tx.send(event);
         }
+    }
+
+    /// Ends the progress events' stream: whoever follows it goes on.
+    pub(crate) fn end_events(&self) {
+        self.events.borrow_mut().take();
     }
 
     fn claim(&self) -> DeploymentOwner {

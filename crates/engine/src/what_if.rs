@@ -91,7 +91,7 @@ pub(crate) async fn what_if(
         cancel: CancellationToken::new(),
         suspend: CancellationToken::new(),
         handed_over: std::cell::Cell::new(false),
-        events: None,
+        events: RefCell::new(None),
         stack_initiated: false,
         existing_resources: None,
         correlation_id: tracking.clone(),

@@ -174,12 +174,17 @@ impl DeploymentHandle {
 
     /// Waits for the deployment to end and returns its record.
     pub async fn wait(&mut self) -> Result<DeploymentExtended, EngineError> {
+        self.ended().await;
+        self.engine.get(&self.key.scope, &self.key.name).await
+    }
+
+    /// Waits for the deployment to end, for a caller that reads what it needs of it itself.
+    pub async fn ended(&mut self) {
         while !*self.done.borrow() {
             if self.done.changed().await.is_err() {
                 break;
             }
         }
-        self.engine.get(&self.key.scope, &self.key.name).await
     }
 }
 

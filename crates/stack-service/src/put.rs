@@ -267,9 +267,8 @@ impl StackService {
                 .await
                 .map_err(|e| e.to_arm())?;
             stack.properties.deployment_id = handle.accepted.id.clone();
-            let deployment = handle.wait().await.map_err(|e| e.to_arm())?;
-            self.snapshot_of(deployment, &deployment_scope, &deployment_name, 0)
-                .await
+            handle.ended().await;
+            self.snapshot(&deployment_scope, &deployment_name, 0).await
         }
         .await;
         let run = PutRun {

@@ -63,37 +63,19 @@ impl<'a> EntryName<'a> {
 }
 
 impl StackService {
-    /// The deployment tree of a finished deployment, with nested deployments found through its operations.
+    /// The deployment tree of a finished deployment, with nested deployments found through its operations. The
+    /// record and the operations are read side by side (for a big deployment, each is thousands of entries).
     pub(crate) async fn snapshot(
         &self,
         scope: &str,
         name: &str,
         depth: u32,
     ) -> Result<DeploymentSnapshot, ArmError> {
-        let deployment = self
-            .inner
-            .engine
-            .get(scope, name)
-            .await
-            .map_err(|e| e.to_arm())?;
-        self.snapshot_of(deployment, scope, name, depth).await
-    }
-
-    /// [`StackService::snapshot`] of a deployment whose record was just read (as the engine's handle returns it when
-    /// the deployment ends): a big deployment's record is not read twice.
-    pub(crate) async fn snapshot_of(
-        &self,
-        mut deployment: DeploymentExtended,
-        scope: &str,
-        name: &str,
-        depth: u32,
-    ) -> Result<DeploymentSnapshot, ArmError> {
-        let operations = self
-            .inner
-            .engine
-            .operations(scope, name)
-            .await
-            .map_err(|e| e.to_arm())?;
+        let engine = &self.inner.engine;
+        let (deployment, operations) =
+            tokio::join!(engine.get(scope, name), engine.operations(scope, name));
+        let mut deployment = deployment.map_err(|e| e.to_arm())?;
+        let operations = operations.map_err(|e| e.to_arm())?;
         let mut nested = Vec::new();
         if depth < 32 {
             for operation in &operations {

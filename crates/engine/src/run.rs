@@ -243,10 +243,37 @@ struct AliasSlot {
     config_id: RefCell<Option<String>>,
 }
 
+/// The start of a leaf's call, awaited on the I/O runtime by the call's task ([`Run::call_start`]): the operation's
+/// `Running` step made durable, then a call slot traded for the create's queue place. Waiting there rather than on
+/// the coordinator, a call that ends hands its slot straight to the next create waiting for one, without a round
+/// trip through the coordinator, which is busy with the wave of calls that ended with it.
+pub(crate) struct CallStart {
+    written: Option<tokio::task::JoinHandle<()>>,
+    calls: Option<Arc<Semaphore>>,
+    place: Option<Slot>,
+}
+
+impl CallStart {
+    /// Waits until the call may go out; the slot it holds meanwhile.
+    pub(crate) async fn ready(self) -> Option<Slot> {
+        if let Some(written) = self.written {
+            let _ = written.await;
+        }
+        match (self.place, self.calls) {
+            // A closed semaphore (the tree ending) lets the call go out in its queue place, as before it waited.
+            (Some(place), Some(calls)) => match calls.acquire_owned().await {
+                Ok(call_slot) => Some(place.trade(call_slot)),
+                Err(_) => Some(place),
+            },
+            (place, _) => place,
+        }
+    }
+}
+
 /// When the run needs a journal write durable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum Wait {
-    /// Before the operation goes on: a `Running` step, settled ([`Run::settle_writes`]) before its call goes out.
+    /// Before the operation goes on: a `Running` step, settled before its call goes out ([`Run::call_start`]).
     Settled,
     /// Written behind: only the run's end waits for it (a finished operation's step), so the store may commit it
     /// with the next settled write.
@@ -553,6 +580,16 @@ impl Run {
         let pending = self.writes.borrow_mut().remove(op_id);
         if let Some(handle) = pending {
             let _ = handle.await;
+        }
+    }
+
+    /// What a leaf's call waits for before it goes out, handed to the call's own task: the queued writes of
+    /// operation `op_id` (its `Running` step), then, for a `queued` create, a call slot for its queue place.
+    pub(crate) fn call_start(&self, op_id: &str, place: Option<Slot>, queued: bool) -> CallStart {
+        CallStart {
+            written: self.writes.borrow_mut().remove(op_id),
+            calls: queued.then(|| self.tree.calls.clone()),
+            place,
         }
     }
 

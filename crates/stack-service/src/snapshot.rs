@@ -71,10 +71,22 @@ impl StackService {
         name: &str,
         depth: u32,
     ) -> Result<DeploymentSnapshot, ArmError> {
-        let engine = &self.inner.engine;
-        let (deployment, operations) =
-            tokio::join!(engine.get(scope, name), engine.operations(scope, name));
-        let mut deployment = deployment.map_err(|e| e.to_arm())?;
+        // Side by side on two threads: each is milliseconds of decoding for a big deployment (its record's output
+        // resources, its operations), which one task would run one after the other.
+        let engine = self.inner.engine.clone();
+        let (record_scope, record_name) = (scope.to_owned(), name.to_owned());
+        let record = tokio::spawn(async move { engine.get(&record_scope, &record_name).await });
+        let operations = self.inner.engine.operations(scope, name).await;
+        let mut deployment = match record.await {
+            Ok(deployment) => deployment.map_err(|e| e.to_arm())?,
+            Err(_) => {
+                return Err(ArmError::new(
+                    500,
+                    "InternalServerError",
+                    "The read of the stack's deployment stopped unexpectedly.",
+                ));
+            }
+        };
         let operations = operations.map_err(|e| e.to_arm())?;
         let mut nested = Vec::new();
         if depth < 32 {

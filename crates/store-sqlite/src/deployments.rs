@@ -14,6 +14,7 @@ use sqlx::sqlite::SqliteRow;
 use sqlx::{Sqlite, SqliteConnection, Transaction};
 
 use crate::SqliteStore;
+use crate::direct_reads::query_one;
 use crate::rows::{backend, decode, write_error};
 
 const E: Entity = Entity::Deployment;
@@ -165,22 +166,32 @@ impl SqliteStore {
         })
     }
 
+    #[expect(
+        clippy::redundant_closure,
+        reason = "the closure takes rows of any lifetime; the generic decoder named alone is fixed to one"
+    )]
     pub(crate) async fn get_deployment_impl(
         &self,
         key: &DeploymentKey,
     ) -> StoreResult<Option<DeploymentRecord>> {
+        const BY_KEY: &str = select_deployments!("WHERE d.scope_key = ?1 AND d.name_key = ?2");
         let (scope_key, name_key) = key.folded();
-        sqlx::query(select_deployments!(
-            "WHERE d.scope_key = ?1 AND d.name_key = ?2"
-        ))
-        .bind(scope_key)
-        .bind(name_key)
-        .fetch_optional(&self.reader)
-        .await
-        .map_err(backend)?
-        .as_ref()
-        .map(record_from_row)
-        .transpose()
+        if let Some(direct) = &self.direct {
+            // A finished run's record holds its template and output resources: one text each, read in one call.
+            let params = (scope_key, name_key);
+            return direct
+                .read(move |conn| query_one(conn, BY_KEY, params, E, |row| codec::deployment(row)))
+                .await;
+        }
+        sqlx::query(BY_KEY)
+            .bind(scope_key)
+            .bind(name_key)
+            .fetch_optional(&self.reader)
+            .await
+            .map_err(backend)?
+            .as_ref()
+            .map(record_from_row)
+            .transpose()
     }
 
     pub(crate) async fn get_deployment_by_id_impl(
@@ -195,19 +206,36 @@ impl SqliteStore {
         &self,
         lookup: DeploymentLookup<'_>,
     ) -> StoreResult<Option<DeploymentSummary>> {
+        const BY_KEY: &str = select_summaries!("WHERE d.scope_key = ?1 AND d.name_key = ?2");
+        const BY_ID: &str = select_summaries!("WHERE d.id = ?1");
+        if let Some(direct) = &self.direct {
+            // Polled while runs go on: on a connection of its own, it does not queue behind the pool's reads.
+            let (sql, params) = match lookup {
+                DeploymentLookup::Key(key) => {
+                    let (scope_key, name_key) = key.folded();
+                    (BY_KEY, vec![scope_key, name_key])
+                }
+                DeploymentLookup::Id(id) => (BY_ID, vec![id.as_str().to_owned()]),
+            };
+            return direct
+                .read(move |conn| {
+                    query_one(conn, sql, rusqlite::params_from_iter(params), E, |row| {
+                        codec::deployment_summary(row)
+                    })
+                })
+                .await;
+        }
         let row = match lookup {
             DeploymentLookup::Key(key) => {
                 let (scope_key, name_key) = key.folded();
-                sqlx::query(select_summaries!(
-                    "WHERE d.scope_key = ?1 AND d.name_key = ?2"
-                ))
-                .bind(scope_key)
-                .bind(name_key)
-                .fetch_optional(&self.reader)
-                .await
+                sqlx::query(BY_KEY)
+                    .bind(scope_key)
+                    .bind(name_key)
+                    .fetch_optional(&self.reader)
+                    .await
             }
             DeploymentLookup::Id(id) => {
-                sqlx::query(select_summaries!("WHERE d.id = ?1"))
+                sqlx::query(BY_ID)
                     .bind(id.as_str())
                     .fetch_optional(&self.reader)
                     .await

@@ -9,6 +9,7 @@ use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
+use crate::direct_reads::query_all;
 use crate::group_commit::{Grouped, GroupedWrite, Pace};
 use crate::rows::{backend, decode, direct_backend, direct_write_error};
 
@@ -152,19 +153,32 @@ impl SqliteStore {
         }
     }
 
+    #[expect(
+        clippy::redundant_closure,
+        reason = "the closure takes rows of any lifetime; the generic decoder named alone is fixed to one"
+    )]
     pub(crate) async fn latest_operations_impl(
         &self,
         deployment: &DeploymentId,
     ) -> StoreResult<Vec<OperationRecord>> {
-        let rows = sqlx::query(select_operations!(
+        const LATEST: &str = select_operations!(
             "JOIN (SELECT operation_id, MAX(seq) AS last_seq, MIN(seq) AS first_seq FROM deployment_operations \
              WHERE deployment_id = ?1 GROUP BY operation_id) latest ON o.seq = latest.last_seq \
              WHERE o.deployment_id = ?1 ORDER BY latest.first_seq"
-        ))
-        .bind(deployment.as_str())
-        .fetch_all(&self.reader)
-        .await
-        .map_err(backend)?;
+        );
+        if let Some(direct) = &self.direct {
+            let deployment = deployment.as_str().to_owned();
+            return direct
+                .read(move |conn| {
+                    query_all(conn, LATEST, [deployment], E, |row| codec::operation(row))
+                })
+                .await;
+        }
+        let rows = sqlx::query(LATEST)
+            .bind(deployment.as_str())
+            .fetch_all(&self.reader)
+            .await
+            .map_err(backend)?;
         rows.iter().map(record_from_row).collect()
     }
 
@@ -186,21 +200,32 @@ impl SqliteStore {
         .transpose()
     }
 
+    #[expect(
+        clippy::redundant_closure,
+        reason = "the closure takes rows of any lifetime; the generic decoder named alone is fixed to one"
+    )]
     pub(crate) async fn operation_journal_impl(
         &self,
         deployment: &DeploymentId,
         after_sequence: u64,
         limit: u32,
     ) -> StoreResult<Vec<OperationRecord>> {
-        let rows = sqlx::query(select_operations!(
-            "WHERE o.deployment_id = ?1 AND o.seq > ?2 ORDER BY o.seq LIMIT ?3"
-        ))
-        .bind(deployment.as_str())
-        .bind(signed(after_sequence))
-        .bind(i64::from(limit))
-        .fetch_all(&self.reader)
-        .await
-        .map_err(backend)?;
+        const JOURNAL: &str =
+            select_operations!("WHERE o.deployment_id = ?1 AND o.seq > ?2 ORDER BY o.seq LIMIT ?3");
+        if let Some(direct) = &self.direct {
+            let deployment = deployment.as_str().to_owned();
+            let params = (deployment, signed(after_sequence), i64::from(limit));
+            return direct
+                .read(move |conn| query_all(conn, JOURNAL, params, E, |row| codec::operation(row)))
+                .await;
+        }
+        let rows = sqlx::query(JOURNAL)
+            .bind(deployment.as_str())
+            .bind(signed(after_sequence))
+            .bind(i64::from(limit))
+            .fetch_all(&self.reader)
+            .await
+            .map_err(backend)?;
         rows.iter().map(record_from_row).collect()
     }
 }

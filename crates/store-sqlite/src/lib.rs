@@ -27,6 +27,7 @@
 //!   `bytes_per_resource` bench measures it; `docs/store.md` and `docs/benchmarks-store.md` explain the choices.
 
 mod deployments;
+mod direct_reads;
 mod failpoint;
 mod group_commit;
 mod groups;
@@ -112,6 +113,8 @@ pub struct SqliteStore {
     /// The per-operation writes of running deployments, committed in groups on `writer`.
     group: group_commit::GroupCommit,
     reader: SqlitePool,
+    /// Reads of many rows, on connections of their own (`None` in memory: there, `reader` is the one connection).
+    direct: Option<direct_reads::DirectReads>,
     data_key: DataKey,
     data_dir: Option<PathBuf>,
 }
@@ -180,10 +183,12 @@ impl SqliteStore {
             .map_err(rows::backend)?;
         let data_key = load_data_key(&writer, master_key).await?;
         let group = group_connection(&path, OpenFlags::empty(), &options)?;
+        let direct = direct_reads::DirectReads::new(path, options.busy_timeout, READER_CACHE_KIB);
         Ok(SqliteStore {
             writer,
             group: group_commit::GroupCommit::new(group),
             reader,
+            direct: Some(direct),
             data_key,
             data_dir: Some(data_dir.to_owned()),
         })
@@ -245,6 +250,7 @@ impl SqliteStore {
             writer: pool.clone(),
             group: group_commit::GroupCommit::new(group),
             reader: pool,
+            direct: None,
             data_key,
             data_dir: Some(data_dir.to_owned()),
         })
@@ -277,6 +283,7 @@ impl SqliteStore {
             writer: pool.clone(),
             group: group_commit::GroupCommit::new(group),
             reader: pool,
+            direct: None,
             data_key,
             data_dir: None,
         })
@@ -344,6 +351,9 @@ impl SqliteStore {
     /// at every close (a command's last tens of milliseconds). Every commit in it is already durable; the checkpoint
     /// interval bounds it as it does in a running server.
     async fn close_impl(&self) -> StoreResult<()> {
+        if let Some(direct) = &self.direct {
+            direct.close();
+        }
         self.reader.close().await;
         self.writer.close().await;
         self.group.close().await
@@ -460,6 +470,43 @@ mod tests {
             -i64::from(READER_CACHE_KIB)
         );
         assert_eq!(cache_size(&store.writer).await, -2000, "SQLite's default");
+        let direct = store
+            .direct
+            .as_ref()
+            .expect("a file store reads many rows directly");
+        let direct_cache: i64 = direct
+            .read(|conn| {
+                conn.query_row("PRAGMA cache_size", [], |row| row.get(0))
+                    .map_err(rows::direct_backend)
+            })
+            .await
+            .expect("cache_size");
+        assert_eq!(direct_cache, -i64::from(READER_CACHE_KIB));
+    }
+
+    #[tokio::test]
+    async fn a_closed_store_refuses_direct_reads() {
+        use cairn_store::{DeploymentId, OperationJournal, Store};
+
+        let dir = tempfile::tempdir().expect("a directory");
+        let key = MasterKey::generate().expect("a key");
+        let store = SqliteStore::open_with(dir.path(), &key, SqliteOptions::default())
+            .await
+            .expect("open");
+        let run = DeploymentId::generate();
+        assert!(
+            store
+                .latest_operations(&run)
+                .await
+                .expect("a read")
+                .is_empty()
+        );
+        store.close().await.expect("close");
+        let refused = store.latest_operations(&run).await;
+        assert!(
+            matches!(refused, Err(StoreError::Backend(ref message)) if message.contains("closed")),
+            "{refused:?}"
+        );
     }
 
     /// Closing copies nothing back into the database file: the WAL, with every commit in it, stays for the next
@@ -485,6 +532,13 @@ mod tests {
             )
             .await
             .expect("a deployment");
+        // A read of its own connection (`direct_reads`), idle when the store closes, which must not checkpoint
+        // either.
+        store
+            .get_deployment(&written.key)
+            .await
+            .expect("read")
+            .expect("the deployment just written");
         store.close().await.expect("close");
         drop(store);
         let kept = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);

@@ -24,8 +24,8 @@ use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
 use super::{
-    Done, Finished, NestedChild, Run, Slot, Wait, elapsed_ms, first_unevaluated, host_error,
-    is_nested_deployment, now, operation_id, outputs_json,
+    CallStart, Done, Finished, NestedChild, Run, Slot, Wait, elapsed_ms, first_unevaluated,
+    host_error, is_nested_deployment, now, operation_id, outputs_json,
 };
 use crate::adoption::{self, Candidate, Verdict, WrittenBefore};
 use crate::applied::applied;
@@ -871,21 +871,13 @@ impl Run {
         queued: bool,
     ) -> LocalFuture<'f, Progress> {
         Box::pin(async move {
-            self.settle_writes(&operation_id(&self.id, &identity.key))
-                .await;
-            let permit = match permit {
-                Some(place) if queued => match self.tree.calls.clone().acquire_owned().await {
-                    Ok(call_slot) => Some(place.trade(call_slot)),
-                    Err(_) => Some(place),
-                },
-                other => other,
-            };
+            let start = || self.call_start(&operation_id(&self.id, &identity.key), permit, queued);
             let result = match &identity.extension {
                 Some(ext) => {
-                    self.call_extension(expansion, identity, ext, body, target, permit)
+                    self.call_extension(expansion, identity, ext, body, target, start)
                         .await
                 }
-                None => self.call_provider(identity, body, permit).await,
+                None => self.call_provider(identity, body, start).await,
             };
             Progress::Performed(identity.index, result.map_err(Failure::Failed))
         })
@@ -898,7 +890,7 @@ impl Run {
         ext: &PlannedExtensionRef,
         body: Json,
         target: TargetResource,
-        permit: Option<Slot>,
+        start: impl FnOnce() -> CallStart,
     ) -> Result<Answer, OpError> {
         let resolved = self
             .alias_config(expansion, &ext.alias)
@@ -912,9 +904,10 @@ impl Run {
         let resource_type = identity.resource_type.clone();
         let api_version = identity.api_version.clone();
         let existing = identity.existing;
+        let start = start();
         let call = tokio::spawn(
             async move {
-                let _permit = permit;
+                let _permit = start.ready().await;
                 if existing {
                     let locator = ResourceLocator {
                         resource_type,
@@ -998,7 +991,7 @@ impl Run {
         &self,
         identity: &ResourceIdentity,
         body: Json,
-        permit: Option<Slot>,
+        start: impl FnOnce() -> CallStart,
     ) -> Result<Answer, OpError> {
         let Some(id_text) = identity.id.clone() else {
             return Err(OpError::bad_request(ErrorDetail::new(
@@ -1021,9 +1014,10 @@ impl Run {
             .clone();
         let existing = identity.existing;
         let resource_type = identity.resource_type.clone();
+        let start = start();
         let call = tokio::spawn(
             async move {
-                let _permit = permit;
+                let _permit = start.ready().await;
                 if existing {
                     match provider.get(&id, &api).await {
                         Ok(Some(r)) => Ok((r, 200, None)),

@@ -333,7 +333,6 @@ async fn run_tree(
     ending: &mut Option<Ending>,
 ) {
     let env = tree.env.clone();
-    let properties_json = serde_json::to_value(properties).unwrap_or(Json::Null);
     let template_value = match template_json(properties) {
         Ok(t) => t,
         Err(e) => {
@@ -349,7 +348,7 @@ async fn run_tree(
         record.key.clone(),
         0,
         record.version,
-        secure_config(Some(&template), request_secure_items(&properties_json)),
+        secure_config(Some(&template), request_config_secure_items(properties)),
     );
     if diags.iter().any(|d| d.is_error()) {
         run.fail_record(template_error(&diags)).await;
@@ -391,6 +390,15 @@ async fn run_tree(
     if let Some(ending) = ending.take() {
         ending.end(tree, record).await;
     }
+}
+
+/// The config items the request itself types as secure, by alias. Only its extension configs are read: the rest of
+/// the properties (the template among them) is not turned into JSON again for it.
+fn request_config_secure_items(
+    properties: &DeploymentProperties,
+) -> std::collections::HashMap<String, Vec<String>> {
+    let configs = serde_json::to_value(&properties.extension_configs).unwrap_or(Json::Null);
+    request_secure_items(&serde_json::json!({ "extensionConfigs": configs }))
 }
 
 fn bare_run(tree: &Rc<Tree>, record: &DeploymentRecord) -> Run {
@@ -450,5 +458,31 @@ impl Run {
             duration: None,
             error: Some(error),
         });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_request_config_item_typed_secure_is_read_from_the_extension_configs_alone() {
+        let properties: DeploymentProperties = serde_json::from_value(serde_json::json!({
+            "mode": "Incremental",
+            "template": { "resources": {} },
+            "extensionConfigs": { "K8s": {
+                "token": { "type": "secureString", "value": "x" },
+                "namespace": { "value": "default" }
+            } }
+        }))
+        .expect("properties");
+        let secure = request_config_secure_items(&properties);
+        assert_eq!(secure.get("k8s"), Some(&vec!["token".to_owned()]));
+        assert_eq!(secure.len(), 1);
+
+        let none: DeploymentProperties =
+            serde_json::from_value(serde_json::json!({ "mode": "Incremental" }))
+                .expect("properties");
+        assert!(request_config_secure_items(&none).is_empty());
     }
 }

@@ -383,7 +383,13 @@ async fn run_tree(
         .await;
     match expansion {
         Ok(expansion) => {
-            run.execute(&expansion, &hook).await;
+            let finished = run.execute(&expansion, &hook).await;
+            // Whoever waits is told before the run's results and its expansion are freed (thousands of entries
+            // each for a big deployment: milliseconds).
+            if let Some(ending) = ending.take() {
+                ending.end(tree, record).await;
+            }
+            drop(finished);
         }
         Err(error) => run.fail_record(error).await,
     }
@@ -437,7 +443,7 @@ impl Run {
             ArmError::deployment_failed([error]).into_detail()
         };
         let now = Timestamp::now();
-        self.update(DeploymentUpdate {
+        self.finish_record(DeploymentUpdate {
             status: Some(DeploymentStatus::Failed),
             started_at: Some(now),
             finished_at: Some(now),
@@ -446,7 +452,6 @@ impl Run {
             ..DeploymentUpdate::at(now)
         })
         .await;
-        self.release().await;
         self.count_end(DeploymentStatus::Failed);
         self.tree.emit(DeploymentEvent {
             kind: EventKind::DeploymentFinished,

@@ -826,15 +826,29 @@ impl Run {
         }
     }
 
-    pub(crate) async fn release(&self) {
+    /// Writes the run's final record and drops its claim in the same write. The heartbeat stops renewing the claim
+    /// first; should the write fail, the claim is released on its own (a finished record cannot be claimed again,
+    /// so a renewal racing the write cannot take it back either).
+    pub(crate) async fn finish_record(&self, update: DeploymentUpdate) {
         self.tree.active.remove(&self.id);
-        if let Err(e) = self
+        let owner = &self.env().settings.owner_id;
+        let update = DeploymentUpdate {
+            release_claim_of: Some(owner.clone()),
+            ..update
+        };
+        match self
             .env()
             .store
-            .release_deployment(&self.id, &self.env().settings.owner_id)
+            .update_deployment(&self.id, self.version.get(), update)
             .await
         {
-            tracing::warn!(deployment = %self.key, error = %e, "could not release the deployment claim");
+            Ok(record) => self.version.set(record.version),
+            Err(e) => {
+                tracing::warn!(deployment = %self.key, error = %e, "could not update the deployment record");
+                if let Err(e) = self.env().store.release_deployment(&self.id, owner).await {
+                    tracing::warn!(deployment = %self.key, error = %e, "could not release the deployment claim");
+                }
+            }
         }
     }
 

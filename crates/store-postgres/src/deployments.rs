@@ -264,6 +264,8 @@ impl PostgresStore {
              started_at = COALESCE($5, started_at), finished_at = COALESCE($6, finished_at), \
              outputs = COALESCE($7, outputs), error = COALESCE($8, error), \
              output_resources = COALESCE($9, output_resources), extensions = COALESCE($10, extensions), \
+             owner = CASE WHEN owner = $12 THEN NULL ELSE owner END, \
+             owner_expires_at = CASE WHEN owner = $12 THEN NULL ELSE owner_expires_at END, \
              version = version + 1, format_version = $11 \
              WHERE id = $1 AND version = $2",
         )
@@ -278,6 +280,7 @@ impl PostgresStore {
         .bind(update.output_resources.as_ref().map(JsonText::as_str))
         .bind(optional_json_text(update.extensions.as_ref()))
         .bind(current_format(E))
+        .bind(update.release_claim_of.as_deref())
         .execute(&mut *tx)
         .await
         .map_err(backend)?;

@@ -114,7 +114,7 @@ fn closed() -> StoreError {
 }
 
 /// A `rusqlite` result row's columns, by name.
-pub(crate) struct DirectColumns<'r, 's>(&'r rusqlite::Row<'s>);
+pub(crate) struct DirectColumns<'r, 's>(pub(crate) &'r rusqlite::Row<'s>);
 
 impl Columns for DirectColumns<'_, '_> {
     fn text(&self, column: &str) -> Result<Option<String>, String> {

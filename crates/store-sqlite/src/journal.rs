@@ -2,14 +2,16 @@
 //! of each operation or as raw rows.
 
 use cairn_store::InventoryChange;
-use cairn_store::codec::{self, current_format, extension_text, optional_json_text, signed};
+use std::collections::HashMap;
+
+use cairn_store::codec::{self, Row, current_format, extension_text, optional_json_text, signed};
 use cairn_store::{DeploymentId, Entity, OperationRecord, OperationStep, StoreError, StoreResult};
 use rusqlite::types::Value;
 use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::direct_reads::query_all;
+use crate::direct_reads::{DirectColumns, query_all};
 use crate::group_commit::{Grouped, GroupedWrite, Pace};
 use crate::rows::{backend, decode, direct_backend, direct_write_error};
 
@@ -28,6 +30,36 @@ macro_rules! select_operations {
 
 fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
     decode(row, E, codec::operation)
+}
+
+/// The latest step of each operation of `deployment`, in the order the operations started: the run's rows read
+/// newest first along the primary key, each operation's first row seen (its latest) decoded and the ones after it
+/// only counted for where the operation started. The same answer as the `GROUP BY` query the `sqlx` path runs,
+/// without its two temporary B-trees or decoding a step that a later one replaced.
+fn latest_newest_first(conn: &Connection, deployment: &str) -> StoreResult<Vec<OperationRecord>> {
+    const NEWEST_FIRST: &str = select_operations!("WHERE o.deployment_id = ?1 ORDER BY o.seq DESC");
+    let mut statement = conn.prepare_cached(NEWEST_FIRST).map_err(direct_backend)?;
+    let mut rows = statement.query([deployment]).map_err(direct_backend)?;
+    // Per operation: the sequence number of its first step, and its latest step.
+    let mut latest: Vec<(i64, OperationRecord)> = Vec::new();
+    let mut seen: HashMap<String, usize> = HashMap::new();
+    while let Some(row) = rows.next().map_err(direct_backend)? {
+        let seq: i64 = row.get("seq").map_err(direct_backend)?;
+        let operation = row.get_ref("operation_id").map_err(direct_backend)?;
+        let operation = operation
+            .as_str()
+            .map_err(|e| StoreError::Backend(format!("operation_id: {e}")))?;
+        match seen.get(operation) {
+            Some(&index) => latest[index].0 = seq,
+            None => {
+                seen.insert(operation.to_owned(), latest.len());
+                let record = codec::operation(&Row::new(&DirectColumns(row), E))?;
+                latest.push((seq, record));
+            }
+        }
+    }
+    latest.sort_unstable_by_key(|(first, _)| *first);
+    Ok(latest.into_iter().map(|(_, record)| record).collect())
 }
 
 /// The claim on a run, read inside a journal write's transaction (see [`check_writer`]).
@@ -153,10 +185,6 @@ impl SqliteStore {
         }
     }
 
-    #[expect(
-        clippy::redundant_closure,
-        reason = "the closure takes rows of any lifetime; the generic decoder named alone is fixed to one"
-    )]
     pub(crate) async fn latest_operations_impl(
         &self,
         deployment: &DeploymentId,
@@ -169,9 +197,7 @@ impl SqliteStore {
         if let Some(direct) = &self.direct {
             let deployment = deployment.as_str().to_owned();
             return direct
-                .read(move |conn| {
-                    query_all(conn, LATEST, [deployment], E, |row| codec::operation(row))
-                })
+                .read(move |conn| latest_newest_first(conn, &deployment))
                 .await;
         }
         let rows = sqlx::query(LATEST)

@@ -1129,8 +1129,16 @@ pub async fn deployment_takeover_fences_the_old_holder(store: &dyn Store) {
         "the old holder's release",
     );
 
-    let done = store
-        .update_deployment(&created.id, taken.version, finished)
+    // An update that names another owner's claim to release leaves the holder's claim as it is.
+    let progressed = store
+        .update_deployment(
+            &created.id,
+            taken.version,
+            DeploymentUpdate {
+                release_claim_of: Some("replica-a".into()),
+                ..running(1_050)
+            },
+        )
         .await
         .expect("the new holder updates");
     let stored = store
@@ -1139,17 +1147,34 @@ pub async fn deployment_takeover_fences_the_old_holder(store: &dyn Store) {
         .expect("get")
         .expect("present");
     assert_eq!(
-        (stored.status, stored.owner.map(|o| o.owner), stored.version),
-        (
-            DeploymentStatus::Succeeded,
-            Some("replica-b".to_owned()),
-            done.version
+        (stored.owner.map(|o| o.owner), stored.version),
+        (Some("replica-b".to_owned()), progressed.version)
+    );
+    // The holder's last update drops its claim in the same write.
+    let done = store
+        .update_deployment(
+            &created.id,
+            progressed.version,
+            DeploymentUpdate {
+                release_claim_of: Some("replica-b".into()),
+                ..finished
+            },
         )
+        .await
+        .expect("the new holder finishes");
+    let stored = store
+        .get_deployment_by_id(&created.id)
+        .await
+        .expect("get")
+        .expect("present");
+    assert_eq!(
+        (stored.status, stored.owner, stored.version),
+        (DeploymentStatus::Succeeded, None, done.version)
     );
     store
         .release_deployment(&created.id, "replica-b")
         .await
-        .expect("release");
+        .expect("a release after the last update's is fine");
     // A finished run cannot be claimed: the old holder's late heartbeat would otherwise take the released run and
     // pass the journal's fence again.
     assert_conflict(

@@ -275,6 +275,9 @@ pub struct DeploymentUpdate {
     /// `outputResources[]`, as text: thousands of entries for a big deployment, written without a JSON tree.
     pub output_resources: Option<JsonText>,
     pub extensions: Option<Value>,
+    /// The owner whose claim the same write drops when it still holds it: a run's last update releases its claim
+    /// without a write of its own (a claim held by someone else stays; a takeover also fails the version check).
+    pub release_claim_of: Option<String>,
 }
 
 impl DeploymentUpdate {
@@ -289,6 +292,7 @@ impl DeploymentUpdate {
             error: None,
             output_resources: None,
             extensions: None,
+            release_claim_of: None,
         }
     }
 }

@@ -216,7 +216,7 @@ impl Run {
             }
             _ => None,
         };
-        self.update(DeploymentUpdate {
+        self.finish_record(DeploymentUpdate {
             status: Some(status),
             finished_at: Some(now()),
             outputs: outputs.as_deref().map(outputs_json),
@@ -226,7 +226,6 @@ impl Run {
             ..DeploymentUpdate::at(now())
         })
         .await;
-        self.release().await;
         self.count_end(status);
         self.event(
             EventKind::DeploymentFinished,

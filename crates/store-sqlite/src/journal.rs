@@ -1,9 +1,9 @@
 //! The deployment operation journal: one appended row per step, numbered per run, read back as the latest step
 //! of each operation or as raw rows.
 
-use cairn_store::InventoryChange;
 use std::collections::HashMap;
 
+use cairn_store::InventoryChange;
 use cairn_store::codec::{self, Row, current_format, extension_text, optional_json_text, signed};
 use cairn_store::{DeploymentId, Entity, OperationRecord, OperationStep, StoreError, StoreResult};
 use rusqlite::types::Value;

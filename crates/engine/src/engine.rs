@@ -2,6 +2,7 @@
 //! a `LocalSet`) where deployments run, since template expansion is single-threaded; calls from other runtimes
 //! send it jobs over a channel. Reads (get, list, operations) go straight to the store.
 
+use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
@@ -40,7 +41,7 @@ use crate::records::{
 use crate::recovery::{end_running_operations, journal_progress, touched_resources};
 use crate::registry::{Claims, RunControl, RunRegistry};
 use crate::request::scope_key;
-use crate::root::{RootStart, prepare, resource_group_location, run_root};
+use crate::root::{Prepared, RootStart, prepare, resource_group_location, run_root};
 use crate::secrets::{seal_request, unseal};
 use crate::settings::{EngineSettings, RecoveryPolicy};
 
@@ -279,6 +280,46 @@ impl Engine {
         reply_rx.await.map_err(|_| EngineError::ShutDown)
     }
 
+    /// [`prepare`]s a request on the coordinator. The outcome comes back as soon as it is known; the coordinator
+    /// frees the template and expansion it built after that, while the caller goes on. `for_run`: a run is to start
+    /// for this request (`properties`, the same `Arc`), which takes the parsed template over.
+    #[allow(clippy::too_many_arguments)]
+    async fn prepare_on_coordinator(
+        &self,
+        key: DeploymentKey,
+        properties: Arc<cairn_arm::models::deployment::DeploymentProperties>,
+        (location, rg_location): (Option<String>, Option<String>),
+        annotation: EngineAnnotation,
+        tracking: String,
+        stack_initiated: bool,
+        for_run: bool,
+    ) -> Result<Result<(Prepared, Vec<cairn_template::ResourceIdentity>), ArmError>, EngineError>
+    {
+        let (reply_tx, reply_rx) = oneshot::channel();
+        let job: Job = Box::new(move |env| {
+            Box::pin(async move {
+                prepare(
+                    &env,
+                    &key,
+                    &properties,
+                    for_run,
+                    (location.as_deref(), rg_location.as_deref()),
+                    annotation,
+                    &tracking,
+                    stack_initiated,
+                    |outcome| {
+                        let _ = reply_tx.send(outcome);
+                    },
+                );
+            })
+        });
+        self.inner
+            .commands
+            .send(Command::Job(job))
+            .map_err(|_| EngineError::ShutDown)?;
+        reply_rx.await.map_err(|_| EngineError::ShutDown)
+    }
+
     fn key(scope: &str, name: &str) -> DeploymentKey {
         DeploymentKey::new(scope_key(scope), name)
     }
@@ -377,29 +418,20 @@ impl Engine {
                 .map(|check| ExistingResourcesAnnotation { adopt: check.adopt }),
             ..EngineAnnotation::default()
         };
-        let properties = request.properties.clone();
-        let (prepared, _) = {
-            let key = key.clone();
-            let correlation = correlation_id.clone();
-            let location = location.clone();
-            let rg_location = rg_location.clone();
-            self.on_coordinator(move |env| {
-                Box::pin(async move {
-                    prepare(
-                        &env,
-                        &key,
-                        &properties,
-                        (location.as_deref(), rg_location.as_deref()),
-                        annotation,
-                        &correlation,
-                        options.stack_initiated,
-                    )
-                })
-            })
-            .await??
-        };
+        let properties = Arc::new(request.properties);
+        let (prepared, _) = self
+            .prepare_on_coordinator(
+                key.clone(),
+                properties.clone(),
+                (location.clone(), rg_location.clone()),
+                annotation,
+                correlation_id.clone(),
+                options.stack_initiated,
+                true,
+            )
+            .await??;
         let id = DeploymentId::generate();
-        let mut sealed = serde_json::to_value(&request.properties).unwrap_or(Json::Null);
+        let mut sealed = serde_json::to_value(&*properties).unwrap_or(Json::Null);
         seal_request(
             env.store.as_ref(),
             &SecretOwner::Deployment(id.clone()),
@@ -417,8 +449,8 @@ impl Engine {
         .map_err(store_error)?;
         if let Json::Object(p) = &mut sealed {
             // A template sent as a JSON string (or behind a link) is stored parsed, so records can read its
-            // declarations and exportTemplate returns it.
-            if let Ok(template) = crate::request::template_json(&request.properties) {
+            // declarations and exportTemplate returns it; an object is stored as it came, with the request.
+            if let Ok(Cow::Owned(template)) = crate::request::template_json(&properties) {
                 p.insert("template".into(), template);
             }
             p.insert(
@@ -476,7 +508,7 @@ impl Engine {
         let accepted = deployment_extended(&record);
         let handle = self.start(
             record,
-            request.properties,
+            properties,
             prepared.annotation,
             options.follow_events,
             false,
@@ -498,7 +530,7 @@ impl Engine {
     fn start(
         &self,
         record: DeploymentRecord,
-        properties: cairn_arm::models::deployment::DeploymentProperties,
+        properties: Arc<cairn_arm::models::deployment::DeploymentProperties>,
         annotation: EngineAnnotation,
         with_events: bool,
         resumed: bool,
@@ -782,7 +814,7 @@ impl Engine {
         properties: &DeploymentProperties,
     ) -> Result<(Json, Option<DeploymentParameters>), ArmError> {
         let (resolved, _) = resolve_request(&self.inner.env, properties).await?;
-        let template = crate::request::template_json(&resolved)?;
+        let template = crate::request::template_json(&resolved)?.into_owned();
         Ok((template, resolved.parameters))
     }
 
@@ -817,25 +849,19 @@ impl Engine {
             ..request
         };
         let tracking = uuid::Uuid::new_v4().to_string();
-        let properties = request.properties.clone();
-        let prepare_key = key.clone();
         let (prepared, identities) = self
-            .on_coordinator(move |env| {
-                Box::pin(async move {
-                    prepare(
-                        &env,
-                        &prepare_key,
-                        &properties,
-                        (location.as_deref(), rg_location.as_deref()),
-                        EngineAnnotation {
-                            utc_now: cairn_arm::time::format_timestamp(std::time::SystemTime::now()),
-                            ..EngineAnnotation::default()
-                        },
-                        &tracking,
-                        false,
-                    )
-                })
-            })
+            .prepare_on_coordinator(
+                key.clone(),
+                Arc::new(request.properties.clone()),
+                (location, rg_location),
+                EngineAnnotation {
+                    utc_now: cairn_arm::time::format_timestamp(std::time::SystemTime::now()),
+                    ..EngineAnnotation::default()
+                },
+                tracking,
+                false,
+                false,
+            )
             .await??;
         let template = crate::request::template_json(&request.properties)?;
         let validated: Vec<DeploymentResourceReference> = identities
@@ -1068,7 +1094,7 @@ impl Engine {
                         .map(|a| ExistingResourceCheck::resumed(a.adopt));
                     self.start(
                         claimed,
-                        properties,
+                        Arc::new(properties),
                         annotation,
                         false,
                         true,

@@ -1,6 +1,8 @@
 //! A deployment request's pure facts: its template and parameters (extension configs read once into typed
 //! values), its scope, template hash and store keys, and the deployment context it runs in.
 
+use std::borrow::Cow;
+
 use cairn_arm::models::deployment::DeploymentProperties;
 use cairn_arm::models::extension::{ExtensionConfig, ExtensionConfigs};
 use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
@@ -46,8 +48,9 @@ pub(crate) fn scope_name(kind: ScopeKind) -> &'static str {
 }
 
 /// The template JSON of a request (an object, or a JSON string holding one). A linked request is resolved first
-/// ([`crate::link::resolve_request`]): its `template` then holds the downloaded template beside the link.
-pub(crate) fn template_json(properties: &DeploymentProperties) -> Result<Json, ArmError> {
+/// ([`crate::link::resolve_request`]): its `template` then holds the downloaded template beside the link. An object
+/// is lent, not copied (a big template's copy is milliseconds); a string is parsed.
+pub(crate) fn template_json(properties: &DeploymentProperties) -> Result<Cow<'_, Json>, ArmError> {
     if properties.template.is_none() && properties.template_link.is_some() {
         return Err(ArmError::new(
             400,
@@ -56,10 +59,11 @@ pub(crate) fn template_json(properties: &DeploymentProperties) -> Result<Json, A
         ));
     }
     match &properties.template {
-        Some(Json::Object(_)) => Ok(properties.template.clone().unwrap_or(Json::Null)),
+        Some(template @ Json::Object(_)) => Ok(Cow::Borrowed(template)),
         Some(Json::String(text)) => serde_json::from_str::<Json>(text)
             .ok()
             .filter(Json::is_object)
+            .map(Cow::Owned)
             .ok_or_else(|| {
                 ArmError::new(
                     400,

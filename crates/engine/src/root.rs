@@ -4,7 +4,7 @@
 use std::cell::RefCell;
 use std::collections::HashMap;
 use std::rc::Rc;
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use cairn_arm::models::deployment::DeploymentProperties;
 use cairn_arm::{ArmError, ErrorDetail, ResourceId};
@@ -29,6 +29,31 @@ use crate::request::{
     template_hash, template_json,
 };
 use crate::run::{Run, Tree, dependencies, request_secure_items, secure_config};
+
+thread_local! {
+    /// The template the coordinator's last `prepare` for a run parsed, with the request it came from: the run
+    /// started for that request takes it instead of parsing the template again. One slot: a request whose run
+    /// never starts (its record could not be stored) is replaced by the next. The request is held weakly and
+    /// compared by address, which cannot be reused while the weak reference keeps its allocation.
+    static PARSED_FOR_RUN: RefCell<Option<(Weak<DeploymentProperties>, Rc<Template>)>> =
+        const { RefCell::new(None) };
+}
+
+/// The template `prepare` parsed for `properties`, when it is the last one it parsed for a run.
+fn parsed_for_run(properties: &Arc<DeploymentProperties>) -> Option<Rc<Template>> {
+    PARSED_FOR_RUN.with(|slot| {
+        let mut slot = slot.borrow_mut();
+        match slot.take() {
+            Some((request, template)) if Weak::ptr_eq(&request, &Arc::downgrade(properties)) => {
+                Some(template)
+            }
+            other => {
+                *slot = other;
+                None
+            }
+        }
+    })
+}
 
 /// What `prepare` learned about a request.
 pub(crate) struct Prepared {
@@ -119,113 +144,148 @@ fn preflight(
 /// Validates a request for a deployment at `key` and computes what is stored beside it. Runs phase one of the
 /// expansion with no runtime values (so `reference()`-dependent parts stay open) and the [`preflight`], in stacks
 /// mode when `stack_initiated`. `locations`: the deployment's and its resource group's.
-pub(crate) fn prepare(
+///
+/// The outcome goes to `then` before the template, its expansion and the rest are freed (a big template's are
+/// milliseconds to free, which a caller waiting on the outcome need not wait for): `then` may hand it on (a channel
+/// to the caller) and the freeing follows. `for_run`: a run is to start for this very request (`properties`), which
+/// takes the parsed template over from here (`PARSED_FOR_RUN`) instead of parsing it again.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn prepare<R>(
     env: &EngineEnv,
     key: &DeploymentKey,
-    properties: &DeploymentProperties,
+    properties: &Arc<DeploymentProperties>,
+    for_run: bool,
     (location, resource_group_location): (Option<&str>, Option<&str>),
     annotation: EngineAnnotation,
     tracking: &str,
     stack_initiated: bool,
-) -> Result<(Prepared, Vec<cairn_template::ResourceIdentity>), ArmError> {
-    let template_value = template_json(properties)?;
-    let root = Node::from_json(&template_value);
-    // ARM's static validation first (limits such as the expression length, expression syntax, references),
-    // as `cairn template validate` does: a template it refuses never reaches evaluation.
-    let static_diags = cairn_template::checks::check_template(&root);
-    let (template, model_diags) = Template::parse(root);
-    // The model reports some of the same findings (duplicate names, section shapes): one list, not both.
-    let diags = if static_diags.iter().any(Diagnostic::is_error) {
-        static_diags
-    } else {
-        model_diags
+    then: impl FnOnce(Result<(Prepared, Vec<cairn_template::ResourceIdentity>), ArmError>) -> R,
+) -> R {
+    // Declared out here so that they outlive `then` (dropped in reverse order: the expansion before what it
+    // borrows).
+    let template_value;
+    let template;
+    let file;
+    let hook;
+    let expansion;
+    let outcome = 'prepared: {
+        template_value = match template_json(properties) {
+            Ok(value) => value,
+            Err(error) => break 'prepared Err(error),
+        };
+        let root = Node::from_json(&template_value);
+        // ARM's static validation first (limits such as the expression length, expression syntax, references),
+        // as `cairn template validate` does: a template it refuses never reaches evaluation.
+        let static_diags = cairn_template::checks::check_template(&root);
+        let (parsed, model_diags) = Template::parse(root);
+        template = Rc::new(parsed);
+        // The model reports some of the same findings (duplicate names, section shapes): one list, not both.
+        let diags = if static_diags.iter().any(Diagnostic::is_error) {
+            static_diags
+        } else {
+            model_diags
+        };
+        let errors: Vec<ErrorDetail> = diags
+            .iter()
+            .filter(|d| d.is_error())
+            .map(diagnostic_detail)
+            .collect();
+        if !errors.is_empty() {
+            break 'prepared Err(invalid(&key.name, tracking, errors));
+        }
+        let kind = match scope_kind_of(&key.scope) {
+            Ok(kind) => kind,
+            Err(error) => break 'prepared Err(error),
+        };
+        let template_kind = match template.scope {
+            ScopeKind::Local => ScopeKind::ResourceGroup,
+            other => other,
+        };
+        if template_kind != kind {
+            break 'prepared Err(invalid(
+                &key.name,
+                tracking,
+                vec![ErrorDetail::new(
+                    "InvalidDeploymentScope",
+                    format!(
+                        "The template is for {} deployments ($schema), but the deployment is at {} scope.",
+                        scope_name(template_kind),
+                        scope_name(kind)
+                    ),
+                )],
+            ));
+        }
+        if !matches!(kind, ScopeKind::ResourceGroup) && location.is_none() {
+            break 'prepared Err(ArmError::new(
+                400,
+                "LocationRequired",
+                "The location property is required for this definition.",
+            ));
+        }
+        let errors;
+        (file, errors) = parameters_file(properties);
+        if !errors.is_empty() {
+            break 'prepared Err(invalid(&key.name, tracking, errors));
+        }
+        let ctx = context_for(
+            key,
+            location,
+            resource_group_location,
+            &annotation,
+            &env.settings,
+        );
+        hook = EngineHook::new(Rc::new(RuntimeValues::default()));
+        let input = DeploymentInput::new(&template, &file, ctx);
+        expansion = match Expansion::start(input, &hook) {
+            Ok(expansion) => expansion,
+            Err(diags) => {
+                break 'prepared Err(invalid(&key.name, tracking, vec![template_error(&diags)]));
+            }
+        };
+        // Preflight, as ARM's: every body must evaluate (runtime values may stay open; hard errors may not).
+        let mut errors = Vec::new();
+        preflight(&expansion, &hook, stack_initiated, "", &mut errors);
+        drop(hook.take_misses());
+        if !errors.is_empty() {
+            break 'prepared Err(invalid(&key.name, tracking, errors));
+        }
+        let identities = expansion.resources();
+        let secure_parameters = template
+            .parameters
+            .iter()
+            .filter(|p| {
+                cairn_arm::secure::template_parameter_type(&template_value, &p.name)
+                    .is_some_and(|t| cairn_arm::secure::is_secure_type(&t))
+            })
+            .map(|p| p.name.clone())
+            .collect();
+        let annotation = EngineAnnotation {
+            dependencies: dependencies(&identities),
+            template_hash: Some(template_hash(&template_value)),
+            location: location.map(str::to_string),
+            ..annotation
+        };
+        if for_run {
+            PARSED_FOR_RUN.with(|slot| {
+                *slot.borrow_mut() = Some((Arc::downgrade(properties), template.clone()));
+            });
+        }
+        Ok((
+            Prepared {
+                annotation,
+                secure_parameters,
+            },
+            identities,
+        ))
     };
-    let errors: Vec<ErrorDetail> = diags
-        .iter()
-        .filter(|d| d.is_error())
-        .map(diagnostic_detail)
-        .collect();
-    if !errors.is_empty() {
-        return Err(invalid(&key.name, tracking, errors));
-    }
-    let kind = scope_kind_of(&key.scope)?;
-    let template_kind = match template.scope {
-        ScopeKind::Local => ScopeKind::ResourceGroup,
-        other => other,
-    };
-    if template_kind != kind {
-        return Err(invalid(
-            &key.name,
-            tracking,
-            vec![ErrorDetail::new(
-                "InvalidDeploymentScope",
-                format!(
-                    "The template is for {} deployments ($schema), but the deployment is at {} scope.",
-                    scope_name(template_kind),
-                    scope_name(kind)
-                ),
-            )],
-        ));
-    }
-    if !matches!(kind, ScopeKind::ResourceGroup) && location.is_none() {
-        return Err(ArmError::new(
-            400,
-            "LocationRequired",
-            "The location property is required for this definition.",
-        ));
-    }
-    let (file, errors) = parameters_file(properties);
-    if !errors.is_empty() {
-        return Err(invalid(&key.name, tracking, errors));
-    }
-    let ctx = context_for(
-        key,
-        location,
-        resource_group_location,
-        &annotation,
-        &env.settings,
-    );
-    let hook = EngineHook::new(Rc::new(RuntimeValues::default()));
-    let input = DeploymentInput::new(&template, &file, ctx);
-    let expansion = Expansion::start(input, &hook)
-        .map_err(|diags| invalid(&key.name, tracking, vec![template_error(&diags)]))?;
-    // Preflight, as ARM's: every body must evaluate (runtime values may stay open; hard errors may not).
-    let mut errors = Vec::new();
-    preflight(&expansion, &hook, stack_initiated, "", &mut errors);
-    drop(hook.take_misses());
-    if !errors.is_empty() {
-        return Err(invalid(&key.name, tracking, errors));
-    }
-    let identities = expansion.resources();
-    let secure_parameters = template
-        .parameters
-        .iter()
-        .filter(|p| {
-            cairn_arm::secure::template_parameter_type(&template_value, &p.name)
-                .is_some_and(|t| cairn_arm::secure::is_secure_type(&t))
-        })
-        .map(|p| p.name.clone())
-        .collect();
-    let annotation = EngineAnnotation {
-        dependencies: dependencies(&identities),
-        template_hash: Some(template_hash(&template_value)),
-        location: location.map(str::to_string),
-        ..annotation
-    };
-    Ok((
-        Prepared {
-            annotation,
-            secure_parameters,
-        },
-        identities,
-    ))
+    then(outcome)
 }
 
 /// Everything a root run needs.
 pub(crate) struct RootStart {
     pub record: DeploymentRecord,
     /// The request with its secrets (in memory only).
-    pub properties: DeploymentProperties,
+    pub properties: Arc<DeploymentProperties>,
     pub annotation: EngineAnnotation,
     pub events: Option<mpsc::UnboundedSender<DeploymentEvent>>,
     pub cancel: CancellationToken,
@@ -328,20 +388,27 @@ impl Ending {
 async fn run_tree(
     tree: &Rc<Tree>,
     record: &DeploymentRecord,
-    properties: &DeploymentProperties,
+    properties: &Arc<DeploymentProperties>,
     annotation: &EngineAnnotation,
     ending: &mut Option<Ending>,
 ) {
     let env = tree.env.clone();
-    let template_value = match template_json(properties) {
-        Ok(t) => t,
-        Err(e) => {
-            let run = bare_run(tree, record);
-            run.fail_record(e.into_detail()).await;
-            return;
+    let (template, diags) = match parsed_for_run(properties) {
+        // Parsed and checked by `prepare` a moment ago: it found no errors.
+        Some(template) => (template, Vec::new()),
+        None => {
+            let template_value = match template_json(properties) {
+                Ok(t) => t,
+                Err(e) => {
+                    let run = bare_run(tree, record);
+                    run.fail_record(e.into_detail()).await;
+                    return;
+                }
+            };
+            let (template, diags) = Template::parse(Node::from_json(&template_value));
+            (Rc::new(template), diags)
         }
     };
-    let (template, diags) = Template::parse(Node::from_json(&template_value));
     let mut run = Run::new(
         tree.clone(),
         record.id.clone(),
@@ -469,6 +536,41 @@ impl Run {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_takes_the_template_prepared_for_its_own_request_once_and_no_other() {
+        let request = |template: Json| {
+            Arc::new(
+                serde_json::from_value::<DeploymentProperties>(json!({
+                    "mode": "Incremental",
+                    "template": template
+                }))
+                .unwrap(),
+            )
+        };
+        let parse = |properties: &Arc<DeploymentProperties>| {
+            let value = template_json(properties).unwrap();
+            Rc::new(Template::parse(Node::from_json(&value)).0)
+        };
+        let prepared = request(json!({ "resources": {}, "variables": { "v": 1 } }));
+        let other = request(json!({ "resources": {} }));
+        PARSED_FOR_RUN.with(|slot| {
+            *slot.borrow_mut() = Some((Arc::downgrade(&prepared), parse(&prepared)));
+        });
+        // Another request (even an equal one) does not take it, and leaves it for its own run.
+        assert!(parsed_for_run(&other).is_none());
+        assert!(
+            parsed_for_run(&request(
+                json!({ "resources": {}, "variables": { "v": 1 } })
+            ))
+            .is_none()
+        );
+        let taken =
+            parsed_for_run(&prepared).expect("the run of the prepared request takes its template");
+        assert_eq!(taken.variables.len(), 1);
+        // Once: a second run of the same request (a resume) parses again.
+        assert!(parsed_for_run(&prepared).is_none());
+    }
 
     #[test]
     fn a_request_config_item_typed_secure_is_read_from_the_extension_configs_alone() {

@@ -380,7 +380,13 @@ impl Engine {
         cairn_arm::names::validate_deployment_name(name)?;
         let env = self.inner.env.clone();
         let key = Self::key(scope, name);
-        let existing = env.store.get_deployment(&key).await.map_err(store_error)?;
+        // Its status, times and version are all this needs: not the previous request (a big deployment's template)
+        // or its output resources, which would be read and held through the whole accept.
+        let existing = env
+            .store
+            .get_deployment_summary(DeploymentLookup::Key(&key))
+            .await
+            .map_err(store_error)?;
         if let Some(old) = &existing
             && !old.status.is_terminal()
         {

@@ -79,6 +79,23 @@ pub(crate) fn template_json(properties: &DeploymentProperties) -> Result<Cow<'_,
     }
 }
 
+/// The parameters `template` declares secure (`secureString`, `secureObject`), read from its JSON (`template_json`):
+/// their values are sealed before a request is stored.
+pub(crate) fn secure_parameter_names(
+    template: &cairn_template::Template,
+    template_json: &Json,
+) -> Vec<String> {
+    template
+        .parameters
+        .iter()
+        .filter(|p| {
+            cairn_arm::secure::template_parameter_type(template_json, &p.name)
+                .is_some_and(|t| cairn_arm::secure::is_secure_type(&t))
+        })
+        .map(|p| p.name.clone())
+        .collect()
+}
+
 /// The parameters file a request amounts to: its `parameters`, and its `extensionConfigs` read once into typed
 /// config values (each property on its own, so every invalid one is reported).
 pub(crate) fn parameters_file(
@@ -288,6 +305,20 @@ pub(crate) fn deployment_key_of(id: &str) -> Option<DeploymentKey> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_secure_parameters_are_those_typed_secure() {
+        let template = json!({ "parameters": {
+            "password": { "type": "secureString" },
+            "settings": { "type": "SecureObject" },
+            "name": { "type": "string" }
+        }, "resources": [] });
+        let parsed = cairn_template::Template::parse(Node::from_json(&template)).0;
+        assert_eq!(
+            secure_parameter_names(&parsed, &template),
+            ["password", "settings"]
+        );
+    }
 
     #[test]
     fn deployment_ids_become_keys() {

@@ -25,8 +25,8 @@ use crate::hook::{EngineHook, RuntimeValues};
 use crate::link::TemplateOrigin;
 use crate::records::EngineAnnotation;
 use crate::request::{
-    context_for, diagnostic_detail, parameters_file, scope_kind_of, scope_name, template_error,
-    template_hash, template_json,
+    context_for, diagnostic_detail, parameters_file, scope_kind_of, scope_name,
+    secure_parameter_names, template_error, template_hash, template_json,
 };
 use crate::run::{Run, Tree, dependencies, request_secure_items, secure_config};
 
@@ -250,15 +250,7 @@ pub(crate) fn prepare<R>(
             break 'prepared Err(invalid(&key.name, tracking, errors));
         }
         let identities = expansion.resources();
-        let secure_parameters = template
-            .parameters
-            .iter()
-            .filter(|p| {
-                cairn_arm::secure::template_parameter_type(&template_value, &p.name)
-                    .is_some_and(|t| cairn_arm::secure::is_secure_type(&t))
-            })
-            .map(|p| p.name.clone())
-            .collect();
+        let secure_parameters = secure_parameter_names(&template, &template_value);
         let annotation = EngineAnnotation {
             dependencies: dependencies(&identities),
             template_hash: Some(template_hash(&template_value)),

@@ -40,7 +40,7 @@ use crate::link::TemplateOrigin;
 use crate::provider::ProviderError;
 use crate::records::{ENGINE_MEMBER, EngineAnnotation};
 use crate::registry::Claims;
-use crate::request::template_error;
+use crate::request::{secure_parameter_names, template_error};
 use crate::secrets::{read_key_vault_secret, seal_request};
 
 mod drive;
@@ -956,16 +956,7 @@ impl Run {
             _ => json!({}),
         };
         let template_json = nested.template.root.to_json();
-        let secure: Vec<String> = nested
-            .template
-            .parameters
-            .iter()
-            .filter(|p| {
-                cairn_arm::secure::template_parameter_type(&template_json, &p.name)
-                    .is_some_and(|t| cairn_arm::secure::is_secure_type(&t))
-            })
-            .map(|p| p.name.clone())
-            .collect();
+        let secure = secure_parameter_names(&nested.template, &template_json);
         seal_request(
             store.as_ref(),
             &SecretOwner::Deployment(id.clone()),

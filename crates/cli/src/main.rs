@@ -76,7 +76,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    allocator::limit_arenas(match cli.command {
+    allocator::tune_malloc(match cli.command {
         Command::Stack(_) => allocator::Workload::HoldsLargeSets,
         _ => allocator::Workload::PassesThrough,
     });

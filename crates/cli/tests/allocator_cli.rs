@@ -1,5 +1,6 @@
 //! `cairn serve` runs with at most two glibc malloc arenas (`MALLOC_ARENA_MAX=2`; `cairn stack` commands one, see
-//! `src/allocator.rs`) unless its environment sets the variable, which is then kept as given.
+//! `src/allocator.rs`) and a fixed mmap threshold (`MALLOC_MMAP_THRESHOLD_`) unless its environment sets the
+//! variables, which are then kept as given.
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
@@ -7,31 +8,48 @@ mod common;
 
 use common::serve_with;
 
-/// `MALLOC_ARENA_MAX` in the environment of a running `cairn serve` started with `given` (unset when `None`).
-fn arena_max_of_serve(given: Option<&str>) -> Option<String> {
+/// `MALLOC_ARENA_MAX` and `MALLOC_MMAP_THRESHOLD_` in the environment of a running `cairn serve` started with
+/// `given` (arena count, threshold; both unset when `None`).
+fn malloc_variables_of_serve(given: Option<(&str, &str)>) -> (Option<String>, Option<String>) {
     let data_dir = tempfile::tempdir().unwrap();
     let server = serve_with(|command| {
         command
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir.path())
-            .env_remove("MALLOC_ARENA_MAX");
-        if let Some(value) = given {
-            command.env("MALLOC_ARENA_MAX", value);
+            .env_remove("MALLOC_ARENA_MAX")
+            .env_remove("MALLOC_MMAP_THRESHOLD_");
+        if let Some((arena_max, mmap_threshold)) = given {
+            command
+                .env("MALLOC_ARENA_MAX", arena_max)
+                .env("MALLOC_MMAP_THRESHOLD_", mmap_threshold);
         }
     });
     // The process that serves is the one started again with the variable (same process ID).
     let address = server.url.trim_start_matches("http://");
     std::net::TcpStream::connect(address).expect("the re-started cairn serves");
     let environ = std::fs::read(format!("/proc/{}/environ", server.child.id())).unwrap();
-    environ
-        .split(|b| *b == 0)
-        .filter_map(|entry| entry.strip_prefix(b"MALLOC_ARENA_MAX="))
-        .map(|value| String::from_utf8_lossy(value).into_owned())
-        .next()
+    let variable = |name: &str| {
+        let prefix = format!("{name}=");
+        environ
+            .split(|b| *b == 0)
+            .filter_map(|entry| entry.strip_prefix(prefix.as_bytes()))
+            .map(|value| String::from_utf8_lossy(value).into_owned())
+            .next()
+    };
+    (
+        variable("MALLOC_ARENA_MAX"),
+        variable("MALLOC_MMAP_THRESHOLD_"),
+    )
 }
 
 #[test]
-fn cairn_serve_runs_with_two_malloc_arenas_unless_told_otherwise() {
-    assert_eq!(arena_max_of_serve(None).as_deref(), Some("2"));
-    assert_eq!(arena_max_of_serve(Some("4")).as_deref(), Some("4"));
+fn cairn_serve_runs_with_two_malloc_arenas_and_a_fixed_mmap_threshold_unless_told_otherwise() {
+    assert_eq!(
+        malloc_variables_of_serve(None),
+        (Some("2".to_owned()), Some("131072".to_owned()))
+    );
+    assert_eq!(
+        malloc_variables_of_serve(Some(("4", "1048576"))),
+        (Some("4".to_owned()), Some("1048576".to_owned()))
+    );
 }

@@ -197,6 +197,10 @@ impl StackService {
         id: &str,
     ) -> Result<DeploymentStackDriftResult, ArmError> {
         let stack_resource_id = stack_id(scope, name)?.to_string();
+        // The lease before the result: a detection writes its final result before it releases its lease, so a
+        // lease found gone here means the result read next is final, or its process died. Read the other way
+        // round, a detection ending between the two reads looked interrupted, and its result was overwritten.
+        let alive = self.detection_alive(scope, name, id).await?;
         let record = self
             .inner
             .store
@@ -205,9 +209,7 @@ impl StackService {
             .map_err(store_error)?
             .ok_or_else(|| result_not_found(id))?;
         let mut result = stored_result(id, record.result)?;
-        if result.properties.status == OperationStatus::Running
-            && !self.detection_alive(scope, name, id).await?
-        {
+        if result.properties.status == OperationStatus::Running && !alive {
             result.properties.status = OperationStatus::Failed;
             result.properties.end_time = Some(now_text());
             result.properties.error = Some(ErrorDetail::new(

@@ -14,10 +14,11 @@ use serde_json::json;
 use crate::InventoryChange;
 use crate::{
     DeploymentFilter, DeploymentId, DeploymentKey, DeploymentLookup, DeploymentOwner,
-    DeploymentStatus, DeploymentSummary, DeploymentUpdate, ExtensionRef, JsonText, ManagedResource,
-    ManagedResourceFilter, NewDeployment, NewHostOperation, NewOperationResult, NewSecretVersion,
-    NewStack, NewStackWhatIf, OperationResultState, OperationStep, PageRequest, Precondition,
-    ResourceGroup, ResourceKey, SecretOwner, SecretRef, Store, StoreError, Tags, Timestamp, Vault,
+    DeploymentRecord, DeploymentStatus, DeploymentSummary, DeploymentUpdate, ExtensionRef,
+    JsonText, ManagedResource, ManagedResourceFilter, NewDeployment, NewHostOperation,
+    NewOperationResult, NewSecretVersion, NewStack, NewStackWhatIf, OperationResultState,
+    OperationStep, PageRequest, Precondition, ResourceGroup, ResourceKey, SecretOwner, SecretRef,
+    Store, StoreError, Tags, Timestamp, Vault,
 };
 
 /// Every case, by name, in the order [`store_conformance_tests!`](crate::store_conformance_tests) generates them.
@@ -606,11 +607,7 @@ pub async fn deployment_updates_are_partial_and_versioned(store: &dyn Store) {
         ),
         (DeploymentStatus::Running, 2, Some(at(10)), at(10))
     );
-    let reread = store
-        .get_deployment_by_id(&created.id)
-        .await
-        .expect("get")
-        .expect("present");
+    let reread = stored_deployment(store, &created.id).await;
     assert_eq!(
         reread.request, created.request,
         "the request is never rewritten"
@@ -654,11 +651,7 @@ pub async fn deployment_updates_are_partial_and_versioned(store: &dyn Store) {
     );
     assert_eq!(finished.finished_at, Some(at(20)));
     assert_eq!(finished.error, None);
-    let reread = store
-        .get_deployment_by_id(&created.id)
-        .await
-        .expect("get")
-        .expect("present");
+    let reread = stored_deployment(store, &created.id).await;
     assert_eq!(DeploymentSummary::from(&reread), finished);
     assert_eq!(
         reread.outputs,
@@ -1037,11 +1030,7 @@ pub async fn deployment_claims_and_orphans(store: &dyn Store) {
         .release_deployment(&claimed.id, "replica-b")
         .await
         .expect("release when unclaimed");
-    let released = store
-        .get_deployment_by_id(&claimed.id)
-        .await
-        .expect("get")
-        .expect("present");
+    let released = stored_deployment(store, &claimed.id).await;
     assert_eq!(released.owner, None);
     store
         .claim_deployment(&unclaimed.id, "replica-c", at(9_000), at(1))
@@ -1141,11 +1130,7 @@ pub async fn deployment_takeover_fences_the_old_holder(store: &dyn Store) {
         )
         .await
         .expect("the new holder updates");
-    let stored = store
-        .get_deployment_by_id(&created.id)
-        .await
-        .expect("get")
-        .expect("present");
+    let stored = stored_deployment(store, &created.id).await;
     assert_eq!(
         (stored.owner.map(|o| o.owner), stored.version),
         (Some("replica-b".to_owned()), progressed.version)
@@ -1162,11 +1147,7 @@ pub async fn deployment_takeover_fences_the_old_holder(store: &dyn Store) {
         )
         .await
         .expect("the new holder finishes");
-    let stored = store
-        .get_deployment_by_id(&created.id)
-        .await
-        .expect("get")
-        .expect("present");
+    let stored = stored_deployment(store, &created.id).await;
     assert_eq!(
         (stored.status, stored.owner, stored.version),
         (DeploymentStatus::Succeeded, None, done.version)
@@ -2255,11 +2236,7 @@ pub async fn concurrent_updates_conflict(store: &dyn Store) {
     };
     let loser = if a.is_ok() { b } else { a };
     assert_conflict(loser, "losing update");
-    let stored = store
-        .get_deployment_by_id(&run.id)
-        .await
-        .expect("get")
-        .expect("present");
+    let stored = stored_deployment(store, &run.id).await;
     assert_eq!((stored.status, stored.version), (winner.status, 2));
 }
 
@@ -2394,11 +2371,7 @@ pub async fn read_canary_everywhere(store: &dyn Store, refs: &CanaryRefs, canary
         !format!("{stored:?}").contains(canary),
         "Debug output leaks the vault secret"
     );
-    let run = store
-        .get_deployment_by_id(&refs.deployment)
-        .await
-        .expect("get")
-        .expect("present");
+    let run = stored_deployment(store, &refs.deployment).await;
     assert!(
         !run.request.to_string().contains(canary),
         "the request holds references only"
@@ -3319,6 +3292,15 @@ pub async fn journal_writes_are_fenced_by_the_claim(store: &dyn Store) {
             .await,
         "a claimed write to an unknown run",
     );
+}
+
+/// The stored record of a deployment the case knows exists.
+async fn stored_deployment(store: &dyn Store, id: &DeploymentId) -> DeploymentRecord {
+    store
+        .get_deployment_by_id(id)
+        .await
+        .expect("get")
+        .expect("present")
 }
 
 async fn journal_length(store: &dyn Store, run: &DeploymentId) -> usize {

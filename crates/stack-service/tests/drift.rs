@@ -474,6 +474,41 @@ async fn a_detection_whose_process_stopped_reads_as_interrupted() {
         .expect("a new detection starts");
 }
 
+/// A detection that ends while it is polled reads as it ended: its final result is written before its lease is
+/// released, and a poll that read the result before the lease took the ending in between for a dead process (and
+/// wrote `Failed` over the result).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_detection_polled_as_it_ends_reads_as_it_ended() {
+    let env = setup(fast_settings()).await;
+    put(&env, "polled").await;
+    for round in 0..80 {
+        let started = env
+            .service
+            .detect_drift(RG, "polled", DeploymentStackDriftRequest::default())
+            .await
+            .expect("started");
+        let id = started.name.expect("an operation id");
+        let mut polls = 0;
+        let ended = loop {
+            let read = env.service.drift_result(RG, "polled", &id).await.unwrap();
+            if read.properties.status.is_terminal() {
+                break read;
+            }
+            polls += 1;
+            assert!(polls < 100_000, "round {round}: the detection did not end");
+            tokio::task::yield_now().await;
+        };
+        assert_eq!(
+            ended.properties.status.as_str(),
+            "Succeeded",
+            "round {round}: {ended:#?}"
+        );
+        // What a later poll reads is what the detection wrote, not an interruption written over it.
+        let again = env.service.drift_result(RG, "polled", &id).await.unwrap();
+        assert_eq!(again.properties.status.as_str(), "Succeeded");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_requests_are_refused() {
     let env = setup(fast_settings()).await;

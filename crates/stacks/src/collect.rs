@@ -20,10 +20,11 @@ use std::sync::Arc;
 use cairn_arm::ErrorDetail;
 use cairn_arm::ResourceId;
 use cairn_arm::models::deployment::{
-    DeploymentExtended, DeploymentProvisioningState, DeploymentResourceReference,
+    Dependency, DeploymentExtended, DeploymentProvisioningState, DeploymentResourceReference,
 };
 use cairn_arm::models::operation::{DeploymentOperation, ProvisioningOperation, TargetResource};
 use cairn_extension_contract::ReferenceId;
+use indexmap::IndexSet;
 use serde_json::Value;
 
 use crate::directive::{ConfigError, PersistedConfig};
@@ -221,9 +222,42 @@ fn deployment_members(
 /// The dependency edges one deployment records, `(dependent, dependency)`, with its nested deployments still
 /// named by their own keys (expanded later, once every deployment's resources are known).
 fn dependency_edges(snapshot: &DeploymentSnapshot) -> Vec<(ResourceKey, ResourceKey)> {
+    let mut edges: Vec<(ResourceKey, ResourceKey)> = Vec::new();
+    let dependencies: Vec<&Dependency> = snapshot
+        .deployment
+        .properties
+        .dependencies
+        .iter()
+        .flatten()
+        .filter(|dependency| {
+            dependency
+                .depends_on
+                .as_ref()
+                .is_some_and(|on| !on.is_empty())
+        })
+        .collect();
+    // Naming extension resources costs a key per operation: only a deployment that records dependencies needs it.
+    if !dependencies.is_empty() {
+        edges = named_dependency_edges(snapshot, &dependencies);
+    }
+    edges.extend(
+        snapshot
+            .extra_dependencies
+            .iter()
+            .map(|d| (d.dependent.clone(), d.dependency.clone())),
+    );
+    edges
+}
+
+/// The edges of `dependencies` (entries of `snapshot`'s record that depend on something), their ends named by key.
+fn named_dependency_edges(
+    snapshot: &DeploymentSnapshot,
+    dependencies: &[&Dependency],
+) -> Vec<(ResourceKey, ResourceKey)> {
     // An extension resource has no ARM id: `dependencies[]` names it by type and symbolic name
-    // (`resourceName`), which its operations' targets map to its key (to every instance of a copy loop).
-    let mut by_name: HashMap<(String, String), Vec<ResourceKey>> = HashMap::new();
+    // (`resourceName`), which its operations' targets map to its key (to every instance of a copy loop: a set, as
+    // a loop of thousands would make a list's membership test quadratic).
+    let mut by_name: HashMap<(String, String), IndexSet<ResourceKey>> = HashMap::new();
     for operation in &snapshot.operations {
         let Some(target) = &operation.properties.target_resource else {
             continue;
@@ -243,12 +277,10 @@ fn dependency_edges(snapshot: &DeploymentSnapshot) -> Vec<(ResourceKey, Resource
         )
         .key()
         .clone();
-        let keys = by_name
+        by_name
             .entry((resource_type.to_lowercase(), name.clone()))
-            .or_default();
-        if !keys.contains(&key) {
-            keys.push(key);
-        }
+            .or_default()
+            .insert(key);
     }
     let named = |id: Option<&str>, resource_type: Option<&str>, name: Option<&str>| match id
         .and_then(|id| ResourceId::parse(id).ok())
@@ -257,13 +289,13 @@ fn dependency_edges(snapshot: &DeploymentSnapshot) -> Vec<(ResourceKey, Resource
         None => match (id, resource_type, name) {
             (None, Some(resource_type), Some(name)) => by_name
                 .get(&(resource_type.to_lowercase(), name.to_owned()))
-                .cloned()
+                .map(|keys| keys.iter().cloned().collect())
                 .unwrap_or_default(),
             _ => Vec::new(),
         },
     };
     let mut edges: Vec<(ResourceKey, ResourceKey)> = Vec::new();
-    for dependency in snapshot.deployment.properties.dependencies.iter().flatten() {
+    for dependency in dependencies {
         let dependents = named(
             dependency.id.as_deref(),
             dependency.resource_type.as_deref(),
@@ -281,12 +313,6 @@ fn dependency_edges(snapshot: &DeploymentSnapshot) -> Vec<(ResourceKey, Resource
             }
         }
     }
-    edges.extend(
-        snapshot
-            .extra_dependencies
-            .iter()
-            .map(|d| (d.dependent.clone(), d.dependency.clone())),
-    );
     edges
 }
 
@@ -804,9 +830,11 @@ mod tests {
                                     output("PostgreSql/grants", "g")],
                 "dependencies": [{"resourceType": "PostgreSql/grants", "resourceName": "grant",
                                   "dependsOn": [{"resourceType": "PostgreSql/roles", "resourceName": "roles"}]}]}})),
+            // An instance met twice (a retried operation) is one dependency.
             operations: operations(json!([
                 op("roles", "PostgreSql/roles", "app"),
                 op("roles", "PostgreSql/roles", "ops"),
+                op("roles", "PostgreSql/roles", "app"),
                 op("grant", "PostgreSql/grants", "g")
             ])),
             ..DeploymentSnapshot::default()

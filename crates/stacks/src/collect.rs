@@ -625,17 +625,29 @@ impl Collector {
                 .cloned()
                 .unwrap_or_else(|| vec![key.clone()])
         };
+        // Each resource's dependencies as a set while edges are added (its recorded ones first, then new ones in
+        // the order met): a resource deployed after a module of thousands gets an edge to each of its members,
+        // which a membership test on the list would make quadratic.
+        let mut grown: HashMap<ResourceKey, IndexSet<ResourceKey>> = HashMap::new();
         for (dependent, dependency) in edges {
             let targets = expand(&dependency);
             for from in expand(&dependent) {
-                let Some(resource) = self.set.get_mut(&from) else {
+                let Some(resource) = self.set.get(&from) else {
                     continue;
                 };
+                let depends_on = grown
+                    .entry(from.clone())
+                    .or_insert_with(|| resource.depends_on.iter().cloned().collect());
                 for to in &targets {
-                    if *to != from && !resource.depends_on.contains(to) {
-                        resource.depends_on.push(to.clone());
+                    if *to != from {
+                        depends_on.insert(to.clone());
                     }
                 }
+            }
+        }
+        for (from, depends_on) in grown {
+            if let Some(resource) = self.set.get_mut(&from) {
+                resource.depends_on = depends_on.into_iter().collect();
             }
         }
     }
@@ -808,6 +820,41 @@ mod tests {
             Some("extensionConfigs.k8s.kubeConfig")
         );
         assert!(!detail.message().contains("c2VjcmV0LWt1YmVjb25maWc="));
+    }
+
+    #[test]
+    fn a_resource_after_a_module_and_its_members_depends_on_each_member_once_in_order() {
+        let module_id = format!("{RG}/providers/Microsoft.Resources/deployments/storage");
+        let root = DeploymentSnapshot {
+            deployment: deployment(json!({
+                "id": format!("{RG}/providers/Microsoft.Resources/deployments/root"),
+                "properties": {
+                    "provisioningState": "Succeeded",
+                    "outputResources": [{"id": resource("app")}, {"id": module_id}],
+                    "dependencies": [{"id": resource("app"), "dependsOn": [
+                        {"id": module_id}, {"id": resource("a")}, {"id": resource("app")}]}]
+                }
+            })),
+            nested: vec![DeploymentSnapshot {
+                deployment: deployment(json!({
+                    "id": module_id,
+                    "properties": {"provisioningState": "Succeeded",
+                                   "outputResources": [{"id": resource("a")}, {"id": resource("b")}]}
+                })),
+                ..DeploymentSnapshot::default()
+            }],
+            ..DeploymentSnapshot::default()
+        };
+        let collected = collect_managed_set(root);
+        assert_eq!(
+            collected
+                .resources
+                .get(&key(&resource("app")))
+                .unwrap()
+                .depends_on,
+            vec![key(&resource("a")), key(&resource("b"))],
+            "the module's members in order, `a` once, never itself"
+        );
     }
 
     #[test]

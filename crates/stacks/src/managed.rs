@@ -340,11 +340,7 @@ impl ManagedResource {
         if self.symbolic_name_path.is_empty() {
             self.symbolic_name_path = other.symbolic_name_path;
         }
-        for key in other.depends_on {
-            if !self.depends_on.contains(&key) {
-                self.depends_on.push(key);
-            }
-        }
+        extend_unique(&mut self.depends_on, other.depends_on);
         for source in other.credential_sources {
             if !self.credential_sources.contains(&source) {
                 self.credential_sources.push(source);
@@ -352,6 +348,29 @@ impl ManagedResource {
         }
         if self.config.is_none() {
             self.config = other.config;
+        }
+    }
+}
+
+/// Appends the keys of `more` that `list` lacks, in order. A resource deployed after a module lists every member,
+/// thousands of them: past a few, membership goes through a set, as scanning the list for each would be quadratic.
+fn extend_unique(list: &mut Vec<ResourceKey>, more: Vec<ResourceKey>) {
+    const SCANNED: usize = 16;
+    if more.is_empty() {
+        return;
+    }
+    if list.len() + more.len() <= SCANNED {
+        for key in more {
+            if !list.contains(&key) {
+                list.push(key);
+            }
+        }
+        return;
+    }
+    let mut present: std::collections::HashSet<ResourceKey> = list.iter().cloned().collect();
+    for key in more {
+        if present.insert(key.clone()) {
+            list.push(key);
         }
     }
 }
@@ -659,6 +678,27 @@ mod tests {
 
     const VAULT: &str =
         "/subscriptions/s/resourceGroups/ops/providers/Microsoft.KeyVault/vaults/kv";
+
+    #[test]
+    fn absorbing_keeps_each_dependency_once_in_order_for_short_and_long_lists() {
+        let key = |n: usize| {
+            ResourceKey::arm(
+                &ResourceId::parse(&format!(
+                    "/subscriptions/s/resourceGroups/g/providers/Microsoft.Storage/storageAccounts/sa{n}"
+                ))
+                .unwrap(),
+            )
+        };
+        for size in [3, 40] {
+            let mut resource = ManagedResource::arm(ResourceId::parse(VAULT).unwrap());
+            resource.depends_on = (0..size).map(key).collect();
+            let mut other = resource.clone();
+            other.depends_on = (size / 2..size + 2).rev().map(key).collect();
+            resource.absorb(other);
+            let expected: Vec<ResourceKey> = (0..size).chain([size + 1, size]).map(key).collect();
+            assert_eq!(resource.depends_on, expected, "{size}");
+        }
+    }
 
     fn kubernetes() -> ExtensionIdentity {
         ExtensionIdentity {

@@ -222,7 +222,6 @@ fn deployment_members(
 /// The dependency edges one deployment records, `(dependent, dependency)`, with its nested deployments still
 /// named by their own keys (expanded later, once every deployment's resources are known).
 fn dependency_edges(snapshot: &DeploymentSnapshot) -> Vec<(ResourceKey, ResourceKey)> {
-    let mut edges: Vec<(ResourceKey, ResourceKey)> = Vec::new();
     let dependencies: Vec<&Dependency> = snapshot
         .deployment
         .properties
@@ -237,9 +236,11 @@ fn dependency_edges(snapshot: &DeploymentSnapshot) -> Vec<(ResourceKey, Resource
         })
         .collect();
     // Naming extension resources costs a key per operation: only a deployment that records dependencies needs it.
-    if !dependencies.is_empty() {
-        edges = named_dependency_edges(snapshot, &dependencies);
-    }
+    let mut edges = if dependencies.is_empty() {
+        Vec::new()
+    } else {
+        named_dependency_edges(snapshot, &dependencies)
+    };
     edges.extend(
         snapshot
             .extra_dependencies

@@ -63,12 +63,21 @@ impl Slot {
         }
     }
 
-    /// The same place with another permit of the tree's (an extension create's queue place for its admission
-    /// slot, then its call slot for its queue place): the engine-wide slot stays held.
+    /// The same place with another permit of the tree's (an extension create's lookup or queue place for its
+    /// admission slot, a leaf's call slot for its place): the engine-wide slot stays held.
     pub(crate) fn trade(self, own: tokio::sync::OwnedSemaphorePermit) -> Self {
         Slot {
             _own: own,
             _shared: self._shared,
+        }
+    }
+
+    /// Waits for one of `places` and trades this place for it; a closed semaphore (the tree ending) leaves the
+    /// place as it is.
+    pub(crate) async fn trade_for(self, places: &Arc<Semaphore>) -> Self {
+        match places.clone().acquire_owned().await {
+            Ok(place) => self.trade(place),
+            Err(_) => self,
         }
     }
 }
@@ -76,8 +85,9 @@ impl Slot {
 /// State shared by a root deployment and every deployment nested in it.
 pub(crate) struct Tree {
     pub env: Arc<EngineEnv>,
-    /// Leaf operations in flight across the whole tree: a slot is taken when a node is admitted and held through
-    /// its evaluation and its call.
+    /// Leaf operations admitted across the whole tree and not yet further along: a slot is taken when a node is
+    /// admitted and held through its evaluation (and an extension create's `preview`) until the node has the next
+    /// place on its way (a lookup or queue place, or a call slot).
     pub permits: Arc<Semaphore>,
     /// Existence `get`s in flight across the tree (a stack's deployment), as many as `permits`. An extension
     /// resource's create previews its target in its admission slot, then trades it for one of these for the
@@ -90,8 +100,8 @@ pub(crate) struct Tree {
     /// resources' evaluation and lookups overlap the creates in flight instead of waiting behind them, and how
     /// many creates have said `Running` without calling stays bounded.
     pub queued: Arc<Semaphore>,
-    /// Extension creates' calls in flight across the tree, as many as `permits`: a queued create takes one only
-    /// once its `Running` step is durable, so a call slot is never idle waiting for the disk.
+    /// Leaf calls in flight across the tree (provider and extension writes and reads), as many as `permits`: a
+    /// leaf takes one only once its `Running` step is durable, so a call slot is never idle waiting for the disk.
     pub calls: Arc<Semaphore>,
     pub cancel: CancellationToken,
     /// Fired when the engine hands its runs over ([`crate::Engine::hand_over`]): stop at a safe point, leave the
@@ -244,12 +254,13 @@ struct AliasSlot {
 }
 
 /// The start of a leaf's call, awaited on the I/O runtime by the call's task ([`Run::call_start`]): the operation's
-/// `Running` step made durable, then a call slot traded for the create's queue place. Waiting there rather than on
-/// the coordinator, a call that ends hands its slot straight to the next create waiting for one, without a round
-/// trip through the coordinator, which is busy with the wave of calls that ended with it.
+/// `Running` step made durable, then a call slot traded for the leaf's place (its admission slot, or an extension
+/// create's queue place). Waiting there rather than on the coordinator, a call that ends hands its slot straight to
+/// the next leaf waiting for one, without a round trip through the coordinator, which is busy with the wave of
+/// calls that ended with it.
 pub(crate) struct CallStart {
     written: Option<tokio::task::JoinHandle<()>>,
-    calls: Option<Arc<Semaphore>>,
+    calls: Arc<Semaphore>,
     place: Option<Slot>,
 }
 
@@ -259,13 +270,9 @@ impl CallStart {
         if let Some(written) = self.written {
             let _ = written.await;
         }
-        match (self.place, self.calls) {
-            // A closed semaphore (the tree ending) lets the call go out in its queue place, as before it waited.
-            (Some(place), Some(calls)) => match calls.acquire_owned().await {
-                Ok(call_slot) => Some(place.trade(call_slot)),
-                Err(_) => Some(place),
-            },
-            (place, _) => place,
+        match self.place {
+            Some(place) => Some(place.trade_for(&self.calls).await),
+            None => None,
         }
     }
 }
@@ -584,11 +591,11 @@ impl Run {
     }
 
     /// What a leaf's call waits for before it goes out, handed to the call's own task: the queued writes of
-    /// operation `op_id` (its `Running` step), then, for a `queued` create, a call slot for its queue place.
-    pub(crate) fn call_start(&self, op_id: &str, place: Option<Slot>, queued: bool) -> CallStart {
+    /// operation `op_id` (its `Running` step), then a call slot for its `place`.
+    pub(crate) fn call_start(&self, op_id: &str, place: Option<Slot>) -> CallStart {
         CallStart {
             written: self.writes.borrow_mut().remove(op_id),
-            calls: queued.then(|| self.tree.calls.clone()),
+            calls: self.tree.calls.clone(),
             place,
         }
     }

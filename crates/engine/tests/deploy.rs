@@ -119,6 +119,111 @@ async fn shared_operation_slots_cap_concurrent_deployments_together() {
     assert_eq!(env.fake.state.max_in_flight.load(Ordering::SeqCst), 3);
 }
 
+/// A provider for `Test.Rp/slow` whose PUTs take 40 ms; counts its calls and, with the fake extension's
+/// creates, every write in flight.
+struct SlowProvider {
+    fake: std::sync::Arc<FakeExtension>,
+    puts: std::sync::atomic::AtomicUsize,
+    in_flight: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
+}
+
+impl cairn_engine::ResourceProvider for SlowProvider {
+    fn put<'a>(
+        &'a self,
+        id: &'a cairn_arm::ResourceId,
+        _api_version: &'a str,
+        _body: &'a Value,
+    ) -> cairn_engine::provider::ProviderFuture<'a, cairn_engine::PutOutcome> {
+        Box::pin(async move {
+            let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+            // Writes of both kinds at once: this provider's and the extension's creates.
+            let writes = now + self.fake.state.in_flight.load(Ordering::SeqCst);
+            self.most.fetch_max(writes, Ordering::SeqCst);
+            tokio::time::sleep(Duration::from_millis(40)).await;
+            self.in_flight.fetch_sub(1, Ordering::SeqCst);
+            self.puts.fetch_add(1, Ordering::SeqCst);
+            let resource = json!({"id": id.to_string(), "name": id.name(), "type": "Test.Rp/slow",
+                                  "properties": {"provisioningState": "Succeeded"}});
+            Ok(cairn_engine::PutOutcome {
+                resource,
+                created: true,
+            })
+        })
+    }
+
+    fn get<'a>(
+        &'a self,
+        _id: &'a cairn_arm::ResourceId,
+        _api_version: &'a str,
+    ) -> cairn_engine::provider::ProviderFuture<'a, Option<Value>> {
+        Box::pin(async { Ok(None) })
+    }
+
+    fn delete<'a>(
+        &'a self,
+        _id: &'a cairn_arm::ResourceId,
+        _api_version: &'a str,
+    ) -> cairn_engine::provider::ProviderFuture<'a, bool> {
+        Box::pin(async { Ok(false) })
+    }
+}
+
+/// Provider resources and extension creates take their call slots from one pool: while the next resources are
+/// evaluated and looked up ahead of their calls, at most `parallelism` writes of either kind are in flight.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn provider_and_extension_writes_share_the_parallelism() {
+    let settings = EngineSettings {
+        parallelism: 2,
+        ..common::settings()
+    };
+    let fake = FakeExtension::new(Duration::from_millis(40));
+    let slow = std::sync::Arc::new(SlowProvider {
+        fake: fake.clone(),
+        puts: Default::default(),
+        in_flight: Default::default(),
+        most: Default::default(),
+    });
+    let dir = tempfile::tempdir().expect("temp dir");
+    let store = open_store(dir.path()).await;
+    create_group(&store, "rg1").await;
+    let engine = cairn_engine::Engine::new(
+        store,
+        host_with(&fake),
+        Providers::empty().with("Test.Rp/slow", slow.clone()),
+        settings,
+    )
+    .expect("engine");
+    let mut resources = serde_json::Map::new();
+    for i in 0..6 {
+        resources.insert(format!("w{i}"), widget(&format!("w{i}"), json!({})));
+        resources.insert(
+            format!("s{i}"),
+            json!({ "type": "Test.Rp/slow", "apiVersion": "2024-01-01", "name": format!("s{i}"),
+                    "properties": {} }),
+        );
+    }
+    let record = deploy(
+        &engine,
+        RG,
+        "shared",
+        request(
+            fake_template(Value::Object(resources), json!({})),
+            json!({}),
+        ),
+    )
+    .await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    assert_eq!(slow.puts.load(Ordering::SeqCst), 6);
+    assert_eq!(fake.count(), 6);
+    assert!(
+        slow.most.load(Ordering::SeqCst) <= 2,
+        "writes in flight at most {}",
+        slow.most.load(Ordering::SeqCst)
+    );
+    assert_eq!(fake.state.max_in_flight.load(Ordering::SeqCst), 2);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn lookups_before_creates_overlap_the_creates_in_flight() {
     let env = with_parallelism(3, Duration::from_millis(40)).await;

@@ -111,22 +111,15 @@ impl From<ProviderError> for OpError {
 enum Progress {
     /// A slot was granted (`Some`) or the wait was canceled (`None`).
     Admitted(usize, Option<Slot>),
-    /// The node's evaluation, and the slot a leaf's evaluation took from the driver (for an extension create
+    /// The node's evaluation, and the place a leaf's evaluation took from the driver (for an extension create
     /// whose lookups are done, traded for a queue place: `Tree::queued`).
     Evaluated(
         usize,
         Evaluation<Call, OpError>,
         Box<TargetResource>,
-        Option<Handback>,
+        Option<Slot>,
     ),
     Performed(usize, Result<Answer, Failure<OpError>>),
-}
-
-/// The slot an evaluated leaf hands back to the driver.
-struct Handback {
-    slot: Slot,
-    /// The slot is a queue place: the create's lookups are done and it takes a call slot once `Running` is durable.
-    queued: bool,
 }
 
 /// A nested deployment prepared its child and waits for its `Running` step to be journaled before running it.
@@ -141,8 +134,6 @@ struct NodeSlot {
     started: Instant,
     target: TargetResource,
     permit: Option<Slot>,
-    /// An extension create holding a queue place: it takes a call slot once its `Running` step is durable.
-    queued: bool,
     done: Option<Done>,
 }
 
@@ -272,7 +263,6 @@ impl Run {
                     None => Self::azure_target(identity),
                 },
                 permit: None,
-                queued: false,
                 done: None,
             })
             .collect();
@@ -340,7 +330,6 @@ impl Run {
                             body,
                             locator,
                             permit,
-                            slots[node].queued,
                         ));
                     }
                     // The nested future runs its child once told to go (after its `Running` step).
@@ -453,10 +442,9 @@ impl Run {
                         Event::Admitted(node)
                     }
                     Some(Progress::Admitted(node, None)) => Event::NotAdmitted(node),
-                    Some(Progress::Evaluated(node, evaluation, target, handback)) => {
-                        if let Some(Handback { slot, queued }) = handback {
-                            slots[node].permit = Some(slot);
-                            slots[node].queued = queued;
+                    Some(Progress::Evaluated(node, evaluation, target, place)) => {
+                        if let Some(place) = place {
+                            slots[node].permit = Some(place);
                         }
                         let mut target = *target;
                         // What the extension cannot tell now, the journal may have recorded.
@@ -682,9 +670,10 @@ impl Run {
     }
 
     /// A provider or extension resource's body, evaluated once its dependencies are deployed, in the node's
-    /// admission `slot`. The slot comes back with the evaluation and moves into the node's call; an extension
-    /// create trades it along the way: for a lookup place before a stack's existence `get` (`Tree::lookups`), then
-    /// for a queue place once its lookups are done (`Tree::queued`), then for a call slot (`perform_leaf`).
+    /// admission `slot`. The slot comes back with the evaluation and moves into the node's call, which trades it
+    /// for a call slot (`perform_leaf`); an extension create trades it along the way: for a lookup place before a
+    /// stack's existence `get` (`Tree::lookups`), then for a queue place once its lookups are done
+    /// (`Tree::queued`).
     fn evaluate_leaf<'f>(
         &'f self,
         expansion: &'f Expansion<'_>,
@@ -699,32 +688,20 @@ impl Run {
         Box::pin(async move {
             let mut target = target;
             let mut slot = slot;
-            let mut queued = false;
             let evaluation = match self.evaluate(expansion, hook, identity).await {
                 Ok(Some(body)) => {
                     match self
                         .identify(expansion, identity, &body, &mut target, &mut slot)
                         .await
                     {
-                        Ok(looked_up) => {
-                            if looked_up {
-                                // Not canceled by a stop: an evaluated node performs its call, and the calls
-                                // holding the slots end on their own.
-                                if let Ok(place) = self.tree.queued.clone().acquire_owned().await {
-                                    slot = slot.map(|slot| slot.trade(place));
-                                    queued = true;
-                                }
-                            }
-                            Evaluation::Perform(Call::Leaf(body))
-                        }
+                        Ok(()) => Evaluation::Perform(Call::Leaf(body)),
                         Err(error) => Evaluation::Fail(error),
                     }
                 }
                 Ok(None) => Evaluation::Skip,
                 Err(error) => Evaluation::Fail(OpError::bad_request(error)),
             };
-            let handback = slot.map(|slot| Handback { slot, queued });
-            Progress::Evaluated(identity.index, evaluation, Box::new(target), handback)
+            Progress::Evaluated(identity.index, evaluation, Box::new(target), slot)
         })
     }
 
@@ -733,8 +710,12 @@ impl Run {
     /// not supported, failing, or identifiers unknown) leaves the target as it is: the create goes ahead. In a
     /// stack's deployment the same preview serves the existence check (`crate::adoption`): a resource that exists
     /// and no stack manages fails here, before its `Running` step inventories it, unless the stack adopts it.
-    /// Whether the extension was asked. Before the existence `get`, `slot` is traded for a lookup place, so the
-    /// next resource's preview runs in the admission slot meanwhile.
+    ///
+    /// The lookups run on a task of their own, which moves `slot` from place to place as it goes: the admission
+    /// slot (the preview runs in it) for a lookup place before the existence `get`, then for a queue place once the
+    /// create may go ahead. Each place is handed on there as soon as its call ends, not once the coordinator has
+    /// seen the lookups' outcome: the coordinator is busy at that moment with the wave of calls that ended with
+    /// them.
     async fn identify(
         &self,
         expansion: &Expansion<'_>,
@@ -742,13 +723,13 @@ impl Run {
         body: &Json,
         target: &mut TargetResource,
         slot: &mut Option<Slot>,
-    ) -> Result<bool, OpError> {
+    ) -> Result<(), OpError> {
         let Some(ext) = identity.extension.as_ref().filter(|_| !identity.existing) else {
-            return Ok(false);
+            return Ok(());
         };
         // A config that cannot be resolved fails the call itself, as before.
         let Ok(resolved) = self.alias_config(expansion, &ext.alias).await else {
-            return Ok(false);
+            return Ok(());
         };
         let properties = body.get("properties").cloned().unwrap_or_else(|| json!({}));
         let config = (!resolved.config.is_empty()).then(|| resolved.config.clone());
@@ -762,7 +743,7 @@ impl Run {
         });
         let host = self.env().host.clone();
         let ctx = self.tree.call_context();
-        let lookups = self.tree.lookups.clone();
+        let (lookups, queued) = (self.tree.lookups.clone(), self.tree.queued.clone());
         let mut held = slot.take();
         let identified = tokio::spawn(
             async move {
@@ -774,8 +755,8 @@ impl Run {
                     config: config.as_ref(),
                 };
                 let to_lookup_place = async {
-                    if let Ok(place) = lookups.acquire_owned().await {
-                        held = held.take().map(|slot| slot.trade(place));
+                    if let Some(previewed) = held.take() {
+                        held = Some(previewed.trade_for(&lookups).await);
                     }
                 };
                 let identified = adoption::identify(
@@ -787,6 +768,13 @@ impl Run {
                     to_lookup_place,
                 )
                 .await;
+                // Not canceled by a stop: a create that may go ahead performs its call, and the calls holding
+                // the places end on their own.
+                if matches!(identified.verdict, Verdict::Write)
+                    && let Some(looked_up) = held.take()
+                {
+                    held = Some(looked_up.trade_for(&queued).await);
+                }
                 (identified, held)
             }
             .in_current_span(),
@@ -809,7 +797,7 @@ impl Run {
             }
         }
         match identified.verdict {
-            Verdict::Write => Ok(true),
+            Verdict::Write => Ok(()),
             Verdict::ExistsUnmanaged(error) => Err(OpError::new(409, error)),
             Verdict::Failed(error) => {
                 let (status, error) = host_error(&error);
@@ -858,8 +846,8 @@ impl Run {
     }
 
     /// Calls the provider or extension of a leaf whose `Running` step (naming `target`) is journaled, once the
-    /// step is durable. A `queued` create trades its queue place for a call slot only then: waiting for the disk
-    /// holds no call slot.
+    /// step is durable. Its place (the admission slot, or a create's queue place) is traded for a call slot only
+    /// then: waiting for the disk holds no call slot.
     fn perform_leaf<'f>(
         &'f self,
         expansion: &'f Expansion<'_>,
@@ -867,10 +855,9 @@ impl Run {
         body: Json,
         target: TargetResource,
         permit: Option<Slot>,
-        queued: bool,
     ) -> LocalFuture<'f, Progress> {
         Box::pin(async move {
-            let start = || self.call_start(&operation_id(&self.id, &identity.key), permit, queued);
+            let start = || self.call_start(&operation_id(&self.id, &identity.key), permit);
             let result = match &identity.extension {
                 Some(ext) => {
                     self.call_extension(expansion, identity, ext, body, target, start)

@@ -63,20 +63,15 @@ impl Slot {
         }
     }
 
-    /// The same place with another permit of the tree's (an extension create's lookup or queue place for its
-    /// admission slot, a leaf's call slot for its place): the engine-wide slot stays held.
-    pub(crate) fn trade(self, own: tokio::sync::OwnedSemaphorePermit) -> Self {
-        Slot {
-            _own: own,
-            _shared: self._shared,
-        }
-    }
-
-    /// Waits for one of `places` and trades this place for it; a closed semaphore (the tree ending) leaves the
-    /// place as it is.
+    /// Waits for one of `places` (an extension create's lookup or queue place for its admission slot, a leaf's
+    /// call slot for its place) and trades this place's own permit for it: the engine-wide slot stays held. A
+    /// closed semaphore (the tree ending) leaves the place as it is.
     pub(crate) async fn trade_for(self, places: &Arc<Semaphore>) -> Self {
         match places.clone().acquire_owned().await {
-            Ok(place) => self.trade(place),
+            Ok(own) => Slot {
+                _own: own,
+                _shared: self._shared,
+            },
             Err(_) => self,
         }
     }

@@ -1,6 +1,6 @@
 //! `cairn serve` runs with at most two glibc malloc arenas (`MALLOC_ARENA_MAX=2`; `cairn stack` commands one, see
 //! `src/allocator.rs`) and a fixed mmap threshold (`MALLOC_MMAP_THRESHOLD_`) unless its environment sets the
-//! variables, which are then kept as given.
+//! variables, which are then kept as given; it does not ask for huge pages (`GLIBC_TUNABLES`, a stack command's).
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
@@ -17,7 +17,8 @@ fn malloc_variables_of_serve(given: Option<(&str, &str)>) -> (Option<String>, Op
             .args(["--listen", "127.0.0.1:0", "--data-dir"])
             .arg(data_dir.path())
             .env_remove("MALLOC_ARENA_MAX")
-            .env_remove("MALLOC_MMAP_THRESHOLD_");
+            .env_remove("MALLOC_MMAP_THRESHOLD_")
+            .env_remove("GLIBC_TUNABLES");
         if let Some((arena_max, mmap_threshold)) = given {
             command
                 .env("MALLOC_ARENA_MAX", arena_max)
@@ -36,6 +37,11 @@ fn malloc_variables_of_serve(given: Option<(&str, &str)>) -> (Option<String>, Op
             .map(|value| String::from_utf8_lossy(value).into_owned())
             .next()
     };
+    assert_eq!(
+        variable("GLIBC_TUNABLES"),
+        None,
+        "huge pages are a stack command's, not the server's"
+    );
     (
         variable("MALLOC_ARENA_MAX"),
         variable("MALLOC_MMAP_THRESHOLD_"),

@@ -72,14 +72,13 @@ fn command() -> clap::Command {
 }
 
 fn main() -> ExitCode {
+    // Before the command line is parsed: the process is started again for its allocator settings, and parsing
+    // (building every command's arguments) would be done twice. `stack` can only be the first argument.
+    allocator::tune_malloc(workload_of(std::env::args_os().nth(1).as_deref()));
     let cli = match Cli::from_arg_matches(&command().get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
-    allocator::tune_malloc(match cli.command {
-        Command::Stack(_) => allocator::Workload::HoldsLargeSets,
-        _ => allocator::Workload::PassesThrough,
-    });
     let result = match cli.command {
         Command::Template(cmd) => template::run(cmd),
         Command::Extension(cmd) => extension::run(cmd),
@@ -102,9 +101,38 @@ fn main() -> ExitCode {
     }
 }
 
+/// What the command named by the first argument allocates most (see `allocator`).
+fn workload_of(first_argument: Option<&std::ffi::OsStr>) -> allocator::Workload {
+    if first_argument.is_some_and(|command| command == "stack") {
+        allocator::Workload::HoldsLargeSets
+    } else {
+        allocator::Workload::PassesThrough
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_the_stack_command_is_told_apart_before_parsing() {
+        for sub in command().get_subcommands() {
+            let name = sub.get_name();
+            let expected = if name == "stack" {
+                allocator::Workload::HoldsLargeSets
+            } else {
+                allocator::Workload::PassesThrough
+            };
+            assert_eq!(workload_of(Some(name.as_ref())), expected, "{name}");
+            assert!(
+                sub.get_all_aliases().next().is_none(),
+                "{name} has an alias"
+            );
+        }
+        let parsed = Cli::try_parse_from(["cairn", "stack", "group", "list", "-g", "rg"]).unwrap();
+        assert!(matches!(parsed.command, Command::Stack(_)));
+        assert_eq!(workload_of(None), allocator::Workload::PassesThrough);
+    }
 
     /// The words of the `cairn ...` command in an example line (after `source <(`, before a pipe or redirection),
     /// quotes removed.

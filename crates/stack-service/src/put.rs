@@ -22,7 +22,7 @@ use crate::ending::{Ending, OperationEnded};
 use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration, update_failed};
 use crate::request::{
-    check_location, deployment_of, deployment_scope_of, link_without_credentials,
+    check_location, deployment_scope_of, into_deployment, link_without_credentials,
     parameters_link_without_credentials, public_parameters, stack_id, validate_body,
 };
 use crate::service::{StackService, store_error};
@@ -255,7 +255,7 @@ impl StackService {
                 .create_or_update(
                     &deployment_scope,
                     &deployment_name,
-                    deployment_of(&request),
+                    into_deployment(request.location, request.properties),
                     DeployOptions {
                         stack_initiated: true,
                         correlation_id: Some(correlation_id.clone()),
@@ -267,8 +267,11 @@ impl StackService {
                 .await
                 .map_err(|e| e.to_arm())?;
             stack.properties.deployment_id = handle.accepted.id.clone();
-            handle.ended().await;
-            self.snapshot(&deployment_scope, &deployment_name, 0).await
+            let followed = self
+                .follow_operations(&deployment_scope, &deployment_name, handle.ended())
+                .await;
+            self.snapshot(&deployment_scope, &deployment_name, 0, followed)
+                .await
         }
         .await;
         let run = PutRun {

@@ -266,7 +266,7 @@ impl StackService {
         self.spawn_leased(
             operation,
             async move {
-                let snapshot = service.snapshot(&deployment_scope, &name, 0).await;
+                let snapshot = service.snapshot(&deployment_scope, &name, 0, None).await;
                 let run = PutRun {
                     scope: &scope,
                     name: &name,

@@ -200,19 +200,27 @@ fn uri_without_query(uri: &str) -> String {
 
 /// The deployment a stack runs.
 pub(crate) fn deployment_of(stack: &DeploymentStack) -> Deployment {
-    let p = &stack.properties;
+    into_deployment(stack.location.clone(), stack.properties.clone())
+}
+
+/// [`deployment_of`] for a request no longer needed: its template moves into the deployment instead of being copied
+/// (a big stack's is megabytes).
+pub(crate) fn into_deployment(
+    location: Option<String>,
+    p: DeploymentStackProperties,
+) -> Deployment {
     let mut properties = DeploymentProperties::new(DeploymentMode::Incremental);
-    properties.template = p.template.clone();
-    properties.template_link = p.template_link.clone();
-    properties.parameters = p.parameters.clone();
-    properties.parameters_link = p.parameters_link.clone();
-    properties.extension_configs = p.extension_configs.clone();
-    properties.external_inputs = p.external_inputs.clone();
-    properties.external_input_definitions = p.external_input_definitions.clone();
-    properties.debug_setting = p.debug_setting.clone();
-    properties.validation_level = p.validation_level.clone();
+    properties.template = p.template;
+    properties.template_link = p.template_link;
+    properties.parameters = p.parameters;
+    properties.parameters_link = p.parameters_link;
+    properties.extension_configs = p.extension_configs;
+    properties.external_inputs = p.external_inputs;
+    properties.external_input_definitions = p.external_input_definitions;
+    properties.debug_setting = p.debug_setting;
+    properties.validation_level = p.validation_level;
     Deployment {
-        location: stack.location.clone(),
+        location,
         properties,
         tags: None,
         identity: None,

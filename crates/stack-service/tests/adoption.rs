@@ -1,7 +1,9 @@
 //! Adoption end to end: a stack PUT that finds an extension resource already existing that no stack manages leaves
 //! it unchanged and unmanaged and reports it (`DeploymentStackResourceExistsUnmanaged`), unless the request sets
 //! `adoptExistingResources` — then the stack takes it over and manages it from then on; stack what-if shows such a
-//! resource as "exists, unmanaged". A resource another stack manages is never taken over, adoption or not.
+//! resource as "exists, unmanaged". A resource another stack manages is never taken over, adoption or not. And what
+//! a stack finds its deployment created when the lookups before the creates are slow (the deployment's operations
+//! read while it runs).
 
 mod common;
 use common::gadgets::{GadgetTransport, Gadgets};
@@ -478,5 +480,40 @@ async fn a_resource_another_stack_manages_is_never_taken_over() {
         managed_names(&serde_json::to_value(owner).unwrap()),
         ["shared"],
         "the owner keeps it"
+    );
+}
+
+/// A stack's deployment that outlasts several of the reads that follow its operations while it runs (one every 100
+/// ms; each lookup here takes 250 ms) and fails: what a failed deployment manages is read from its operations, so the
+/// resources whose steps came only after the last read while it ran are managed too (the read at its end).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deployment_followed_while_it_runs_gives_the_whole_managed_set() {
+    let env = setup().await;
+    let root_text = env.root.path().to_string_lossy().into_owned();
+    env.gadgets
+        .get_latency_ms
+        .store(250, std::sync::atomic::Ordering::SeqCst);
+    let gadgets = [("one", 1), ("two", 2), ("three", 3)];
+    // The Local extension refuses a path outside its root: that create fails, the others go on.
+    let files = [("a.txt", "A"), ("a/../../outside.txt", "B")];
+    let started = std::time::Instant::now();
+    let stack = put(
+        &env.service,
+        "followed",
+        stack(&root_text, &files, &gadgets, false),
+    )
+    .await;
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(250),
+        "the deployment ran past several follow reads"
+    );
+    assert_eq!(
+        stack["properties"]["provisioningState"], "failed",
+        "{stack:#}"
+    );
+    assert_eq!(
+        managed_names(&stack),
+        ["a.txt", "one", "three", "two"],
+        "{stack:#}"
     );
 }

@@ -415,7 +415,7 @@ impl<'a> TemplateEnv<'a> {
             tmpl.insert("metadata", Value::from_node(m));
         }
         props.insert("template", Value::Object(tmpl));
-        props.insert("templateHash", Value::from(template_hash(&template.root)));
+        props.insert("templateHash", Value::from(template.text_hash()));
         props.insert("parameters", Value::Object(Object::new()));
         props.insert("mode", Value::from("Incremental"));
         props.insert("provisioningState", Value::from("Accepted"));
@@ -1968,18 +1968,6 @@ fn collect_expression_strings<'n>(node: &'n Node, top: bool, out: &mut Vec<&'n s
         }
         _ => {}
     }
-}
-
-/// A stable hash of the template text, shaped like ARM's `templateHash` (a decimal u64).
-fn template_hash(root: &Node) -> String {
-    let text = root.to_json().to_string();
-    // FNV-1a: stable across runs and platforms.
-    let mut h: u64 = 0xcbf29ce484222325;
-    for b in text.bytes() {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x100000001b3);
-    }
-    h.to_string()
 }
 
 impl Environment for TemplateEnv<'_> {

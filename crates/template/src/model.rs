@@ -122,6 +122,26 @@ pub struct Template {
     pub resources: Vec<ResourceDecl>,
     pub outputs: Vec<OutputDecl>,
     pub extensions: Vec<ExtensionDecl>,
+    /// [`Template::text_hash`], once asked for.
+    text_hash: std::cell::OnceCell<String>,
+}
+
+impl Template {
+    /// A stable hash of the template's text, shaped like ARM's `templateHash` (a decimal u64): FNV-1a over its
+    /// compact JSON. Computed once per parsed template: a deployment's preflight and its run both expand it, and
+    /// each turned the whole template into text again for it.
+    pub fn text_hash(&self) -> &str {
+        self.text_hash.get_or_init(|| {
+            let text = self.root.to_json().to_string();
+            // FNV-1a: stable across runs and platforms.
+            let mut h: u64 = 0xcbf29ce484222325;
+            for b in text.bytes() {
+                h ^= u64::from(b);
+                h = h.wrapping_mul(0x100000001b3);
+            }
+            h.to_string()
+        })
+    }
 }
 
 /// The deployment scope named by a `$schema` URL; `None` when it is not a deployment template schema.
@@ -167,6 +187,7 @@ impl Template {
             outputs: Vec::new(),
             extensions: Vec::new(),
             root: Node::synthetic(NodeKind::Null),
+            text_hash: std::cell::OnceCell::new(),
         };
         if root.as_object().is_none() {
             diags.push(
@@ -536,6 +557,28 @@ fn object_section<'n>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_templates_text_hash_is_its_compact_texts_and_kept() {
+        let parse = |text: &str| Template::parse(cairn_json::parse(text).unwrap()).0;
+        let template = parse(r#"{ "contentVersion": "1.0.0.0", "resources": [] }"#);
+        // FNV-1a of `{"contentVersion":"1.0.0.0","resources":[]}`: the value ARM-shaped `templateHash` shows.
+        let mut expected: u64 = 0xcbf29ce484222325;
+        for b in br#"{"contentVersion":"1.0.0.0","resources":[]}"# {
+            expected ^= u64::from(*b);
+            expected = expected.wrapping_mul(0x100000001b3);
+        }
+        assert_eq!(template.text_hash(), expected.to_string());
+        assert!(std::ptr::eq(template.text_hash(), template.text_hash()));
+        assert_eq!(
+            template.clone().text_hash(),
+            parse(r#"{"contentVersion":"1.0.0.0","resources":[]}"#).text_hash()
+        );
+        assert_ne!(
+            template.text_hash(),
+            parse(r#"{ "contentVersion": "1.0.0.1", "resources": [] }"#).text_hash()
+        );
+    }
 
     #[test]
     fn scopes_from_schema() {

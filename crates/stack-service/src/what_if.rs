@@ -19,9 +19,7 @@
 use std::time::Duration;
 
 use cairn_arm::models::deployment::{DeploymentWhatIf, DeploymentWhatIfProperties};
-use cairn_arm::models::stack::{
-    DeploymentStack, DeploymentStackProperties, DeploymentStackProvisioningState,
-};
+use cairn_arm::models::stack::{DeploymentStackProperties, DeploymentStackProvisioningState};
 use cairn_arm::models::stack_what_if::{
     DeploymentStacksDiagnostic, DeploymentStacksWhatIfResult, StackDiagnosticLevel,
 };
@@ -34,7 +32,7 @@ use cairn_store::{
 use serde_json::Value;
 
 use crate::request::{
-    deployment_of, link_without_credentials, parameters_link_without_credentials,
+    into_deployment, link_without_credentials, parameters_link_without_credentials,
     public_parameters, stack_id, validate_body,
 };
 use crate::service::{StackService, last_modified, store_error};
@@ -254,10 +252,9 @@ impl StackService {
             .unwrap_or_else(|| stack_scope.trim_end_matches('/').to_owned());
         next.deployment_scope = Some(deployment_scope.clone());
         let existing = self.load(&stack_scope, &stack_name).await?;
-        let mut stack =
-            DeploymentStack::for_id(&stack_id(&stack_scope, &stack_name)?, next.clone());
-        stack.location = request.location.clone();
-        let deployment = deployment_of(&stack);
+        // The stack's ID is checked as a PUT of it would be; the deployment is the one that PUT would run.
+        stack_id(&stack_scope, &stack_name)?;
+        let deployment = into_deployment(request.location.clone(), next.clone());
         let what_if_properties: DeploymentWhatIfProperties =
             serde_json::from_value(serde_json::to_value(&deployment.properties).map_err(internal)?)
                 .map_err(internal)?;

@@ -119,14 +119,21 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<Migra
         .execute(pool)
         .await
         .map_err(backend)?;
-    let from = current_version(pool).await?;
+    // Every command opens the store: a database already at `target` is told by one read, without taking the write
+    // lock once per migration (a dozen round trips to the connection's thread).
+    let applied = applied_migrations(pool).await?;
+    let newest = applied.last().map(|(newest, _)| *newest);
+    let from = schema::version_of(newest)?;
+    schema::refuse_newer(newest, LATEST_SCHEMA_VERSION)?;
+    if all_applied(&applied, target)? {
+        return Ok(Migrated { from, to: from });
+    }
     for migration in MIGRATIONS.iter().filter(|m| m.version <= target) {
         let mut tx = pool.begin_with("BEGIN IMMEDIATE").await.map_err(backend)?;
-        let applied: Vec<(i64, String)> =
-            sqlx::query_as("SELECT version, checksum FROM schema_migrations ORDER BY version")
-                .fetch_all(&mut *tx)
-                .await
-                .map_err(backend)?;
+        let applied: Vec<(i64, String)> = sqlx::query_as(APPLIED)
+            .fetch_all(&mut *tx)
+            .await
+            .map_err(backend)?;
         schema::refuse_newer(
             applied.last().map(|(newest, _)| *newest),
             LATEST_SCHEMA_VERSION,
@@ -155,6 +162,27 @@ pub(crate) async fn migrate(pool: &SqlitePool, target: u32) -> StoreResult<Migra
         from,
         to: current_version(pool).await?,
     })
+}
+
+const APPLIED: &str = "SELECT version, checksum FROM schema_migrations ORDER BY version";
+
+/// The applied migrations' versions and checksums, oldest first.
+async fn applied_migrations(pool: &SqlitePool) -> StoreResult<Vec<(i64, String)>> {
+    sqlx::query_as(APPLIED)
+        .fetch_all(pool)
+        .await
+        .map_err(backend)
+}
+
+/// Whether every migration up to `target` is among `applied`; one applied with another checksum is
+/// [`cairn_store::StoreError::Corrupt`].
+fn all_applied(applied: &[(i64, String)], target: u32) -> StoreResult<bool> {
+    for migration in MIGRATIONS.iter().filter(|m| m.version <= target) {
+        if !schema::is_applied(applied, migration.version, migration.name, migration.sql)? {
+            return Ok(false);
+        }
+    }
+    Ok(true)
 }
 
 /// The highest applied migration (0 for an empty database).
@@ -519,6 +547,54 @@ mod tests {
                 from: LATEST_SCHEMA_VERSION,
                 to: LATEST_SCHEMA_VERSION
             }
+        );
+        Ok(())
+    }
+
+    /// Opening a database already at the latest schema only reads: it neither waits for nor takes the write lock,
+    /// which a running server's commits hold.
+    #[tokio::test]
+    async fn a_current_database_is_migrated_without_the_write_lock() -> anyhow::Result<()> {
+        let dir = tempfile::tempdir()?;
+        let pool = raw_pool(dir.path()).await;
+        migrate(&pool, LATEST_SCHEMA_VERSION).await?;
+        let mut writer = pool.acquire().await?;
+        sqlx::query("BEGIN IMMEDIATE").execute(&mut *writer).await?;
+        let impatient = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(dir.path().join(DATABASE_FILE_NAME))
+                    .busy_timeout(std::time::Duration::ZERO),
+            )
+            .await?;
+        assert_eq!(
+            migrate(&impatient, LATEST_SCHEMA_VERSION).await?,
+            Migrated {
+                from: LATEST_SCHEMA_VERSION,
+                to: LATEST_SCHEMA_VERSION
+            }
+        );
+        // A database that is behind does take it, and says so while another writer holds it.
+        let behind = tempfile::tempdir()?;
+        let old = raw_pool(behind.path()).await;
+        migrate(&old, 5).await?;
+        let mut old_writer = old.acquire().await?;
+        sqlx::query("BEGIN IMMEDIATE")
+            .execute(&mut *old_writer)
+            .await?;
+        let impatient_behind = SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(behind.path().join(DATABASE_FILE_NAME))
+                    .busy_timeout(std::time::Duration::ZERO),
+            )
+            .await?;
+        assert!(
+            migrate(&impatient_behind, LATEST_SCHEMA_VERSION)
+                .await
+                .is_err()
         );
         Ok(())
     }

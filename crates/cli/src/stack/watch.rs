@@ -361,9 +361,13 @@ pub(crate) async fn follow(
     let mut failures = 0;
     let mut handed_over: Option<Value> = None;
     let mut last_read = None;
+    // A create or update in this process was shown as accepted a moment ago: reading it back at once would only
+    // repeat it (an update's lists a whole managed set) while its deployment is being accepted beside it.
+    let mut skip_read = ended.is_some() && delete.is_none();
     loop {
         let read = match handed_over.take() {
             Some(stack) => Ok(Some(stack)),
+            None if std::mem::take(&mut skip_read) => Ok(None),
             None => backend.get_changed(scope, name, &mut last_read).await,
         };
         match read {

@@ -551,6 +551,18 @@ mod tests {
         Ok(())
     }
 
+    /// A connection that gives up at once when the database is locked.
+    async fn impatient_pool(dir: &std::path::Path) -> sqlx::Result<SqlitePool> {
+        SqlitePoolOptions::new()
+            .max_connections(1)
+            .connect_with(
+                SqliteConnectOptions::new()
+                    .filename(dir.join(DATABASE_FILE_NAME))
+                    .busy_timeout(std::time::Duration::ZERO),
+            )
+            .await
+    }
+
     /// Opening a database already at the latest schema only reads: it neither waits for nor takes the write lock,
     /// which a running server's commits hold.
     #[tokio::test]
@@ -560,14 +572,7 @@ mod tests {
         migrate(&pool, LATEST_SCHEMA_VERSION).await?;
         let mut writer = pool.acquire().await?;
         sqlx::query("BEGIN IMMEDIATE").execute(&mut *writer).await?;
-        let impatient = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(dir.path().join(DATABASE_FILE_NAME))
-                    .busy_timeout(std::time::Duration::ZERO),
-            )
-            .await?;
+        let impatient = impatient_pool(dir.path()).await?;
         assert_eq!(
             migrate(&impatient, LATEST_SCHEMA_VERSION).await?,
             Migrated {
@@ -583,14 +588,7 @@ mod tests {
         sqlx::query("BEGIN IMMEDIATE")
             .execute(&mut *old_writer)
             .await?;
-        let impatient_behind = SqlitePoolOptions::new()
-            .max_connections(1)
-            .connect_with(
-                SqliteConnectOptions::new()
-                    .filename(behind.path().join(DATABASE_FILE_NAME))
-                    .busy_timeout(std::time::Duration::ZERO),
-            )
-            .await?;
+        let impatient_behind = impatient_pool(behind.path()).await?;
         assert!(
             migrate(&impatient_behind, LATEST_SCHEMA_VERSION)
                 .await

@@ -336,7 +336,11 @@ const STACK_COLUMNS: &[(&str, &str)] = &[
 ];
 
 pub(crate) fn run(args: StackArgs) -> anyhow::Result<ExitCode> {
+    // One worker: the command follows an operation that runs on the engine's own threads (or a server's), and each
+    // thread that allocates holds pages of its own (see `allocator`): a second worker only added to a big stack's
+    // resident memory.
     let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
         .enable_all()
         .build()?;
     Ok(runtime.block_on(async move {

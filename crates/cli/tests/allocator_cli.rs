@@ -1,6 +1,7 @@
-//! `cairn serve` runs with at most two glibc malloc arenas (`MALLOC_ARENA_MAX=2`; `cairn stack` commands one, see
-//! `src/allocator.rs`) and a fixed mmap threshold (`MALLOC_MMAP_THRESHOLD_`) unless its environment sets the
-//! variables, which are then kept as given; it does not ask for huge pages (`GLIBC_TUNABLES`, a stack command's).
+//! `cairn serve` runs with mimalloc set to give freed memory back at once (`MIMALLOC_PURGE_DELAY=0`,
+//! `MIMALLOC_ALLOW_THP=0`, `MIMALLOC_PAGE_FULL_RETAIN=0`), at most two glibc malloc arenas for its C code
+//! (`MALLOC_ARENA_MAX=2`; `cairn stack` commands one, see `src/allocator.rs`) and a fixed mmap threshold
+//! (`MALLOC_MMAP_THRESHOLD_`) unless its environment sets the variables, which are then kept as given.
 
 #![cfg(all(target_os = "linux", target_env = "gnu"))]
 
@@ -18,7 +19,9 @@ fn malloc_variables_of_serve(given: Option<(&str, &str)>) -> (Option<String>, Op
             .arg(data_dir.path())
             .env_remove("MALLOC_ARENA_MAX")
             .env_remove("MALLOC_MMAP_THRESHOLD_")
-            .env_remove("GLIBC_TUNABLES");
+            .env_remove("MIMALLOC_PURGE_DELAY")
+            .env_remove("MIMALLOC_ALLOW_THP")
+            .env_remove("MIMALLOC_PAGE_FULL_RETAIN");
         if let Some((arena_max, mmap_threshold)) = given {
             command
                 .env("MALLOC_ARENA_MAX", arena_max)
@@ -37,11 +40,17 @@ fn malloc_variables_of_serve(given: Option<(&str, &str)>) -> (Option<String>, Op
             .map(|value| String::from_utf8_lossy(value).into_owned())
             .next()
     };
-    assert_eq!(
-        variable("GLIBC_TUNABLES"),
-        None,
-        "huge pages are a stack command's, not the server's"
-    );
+    for mimalloc_setting in [
+        "MIMALLOC_PURGE_DELAY",
+        "MIMALLOC_ALLOW_THP",
+        "MIMALLOC_PAGE_FULL_RETAIN",
+    ] {
+        assert_eq!(
+            variable(mimalloc_setting).as_deref(),
+            Some("0"),
+            "{mimalloc_setting}"
+        );
+    }
     (
         variable("MALLOC_ARENA_MAX"),
         variable("MALLOC_MMAP_THRESHOLD_"),
@@ -49,7 +58,7 @@ fn malloc_variables_of_serve(given: Option<(&str, &str)>) -> (Option<String>, Op
 }
 
 #[test]
-fn cairn_serve_runs_with_two_malloc_arenas_and_a_fixed_mmap_threshold_unless_told_otherwise() {
+fn cairn_serve_runs_with_its_allocator_settings_and_two_malloc_arenas_unless_told_otherwise() {
     assert_eq!(
         malloc_variables_of_serve(None),
         (Some("2".to_owned()), Some("131072".to_owned()))

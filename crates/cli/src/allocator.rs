@@ -8,8 +8,8 @@
 //! for a second before returning it (`purge_delay`), backs its memory with transparent huge pages where the kernel
 //! allows (`allow_thp`: a 2 MiB page stays resident while any of it is used) and retains free pages per size class
 //! (`page_full_retain`); with those defaults a 5,000-resource stack was resident at twice its glibc size (about 30
-//! KiB per managed resource). Set to zero, its resident memory stays within the memory target and the time gain
-//! stays: every command runs with them.
+//! KiB per managed resource). Set to zero, it is resident at what glibc's malloc was, and the time gain stays: every
+//! command runs with them.
 //!
 //! glibc's malloc still serves C code: it gives each thread that allocates an arena of its own (up to eight per
 //! core), and memory freed in one arena serves only that arena's threads, so a process's SQLite connections would

@@ -36,7 +36,7 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<ManagedResourceRecord> {
 
 /// `INSERT` of every column of a resource (parameters from [`resource_values`]), then `$tail`.
 macro_rules! insert_resource {
-    ($tail:literal) => {
+    ($tail:expr) => {
         concat!(
             "INSERT INTO managed_resources (key, resource_id, resource_id_key, resource_type, resource_type_key, ",
             "api_version, properties, deployment_scope, deployment_name, deployment_scope_key, deployment_name_key, ",
@@ -47,26 +47,35 @@ macro_rules! insert_resource {
     };
 }
 
+/// `ON CONFLICT` clause overwriting every column of an inventoried resource (its version counts up), then `$tail`.
+macro_rules! overwrite_resource {
+    ($tail:literal) => {
+        concat!(
+            "ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, ",
+            "resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, ",
+            "resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, ",
+            "properties = excluded.properties, deployment_scope = excluded.deployment_scope, ",
+            "deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, ",
+            "deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, ",
+            "updated_at = excluded.updated_at, version = managed_resources.version + 1, ",
+            "format_version = excluded.format_version, applied = excluded.applied",
+            $tail
+        )
+    };
+}
+
 /// Inserts or overwrites a resource; returns its new version and creation time.
-const UPSERT_RESOURCE: &str = insert_resource!(
-    "ON CONFLICT (key) DO UPDATE SET resource_id = excluded.resource_id, \
-     resource_id_key = excluded.resource_id_key, resource_type = excluded.resource_type, \
-     resource_type_key = excluded.resource_type_key, api_version = excluded.api_version, \
-     properties = excluded.properties, deployment_scope = excluded.deployment_scope, \
-     deployment_name = excluded.deployment_name, deployment_scope_key = excluded.deployment_scope_key, \
-     deployment_name_key = excluded.deployment_name_key, extension = excluded.extension, \
-     updated_at = excluded.updated_at, version = managed_resources.version + 1, \
-     format_version = excluded.format_version, applied = excluded.applied \
-     RETURNING version, created_at"
-);
+const UPSERT_RESOURCE: &str =
+    insert_resource!(overwrite_resource!(" RETURNING version, created_at"));
+
+/// A journal step's inventory write: inserts or overwrites a resource, which a deployment writing it again manages
+/// (no longer detached). Nothing is returned: SQLite buffers a `RETURNING` row in a temporary table of its own, which
+/// cost more than the write.
+const PUT_RESOURCE: &str = insert_resource!(overwrite_resource!(", detached = 0"));
 
 /// Inserts a resource unless its key is inventoried already (then the row is left alone).
-const INSERT_RESOURCE_IF_ABSENT: &str =
-    insert_resource!("ON CONFLICT (key) DO NOTHING RETURNING version, created_at");
+const INSERT_RESOURCE_IF_ABSENT: &str = insert_resource!("ON CONFLICT (key) DO NOTHING");
 
-/// A deployment wrote the resource again: it is managed, no longer detached.
-const UNDETACH_RESOURCE: &str =
-    "UPDATE managed_resources SET detached = 0 WHERE key = ?1 AND detached <> 0";
 const DETACH_RESOURCE: &str = "UPDATE managed_resources SET detached = 1 WHERE key = ?1";
 const DELETE_RESOURCE: &str = "DELETE FROM managed_resources WHERE key = ?1";
 const RESOURCE_VERSION: &str = "SELECT version FROM managed_resources WHERE key = ?1";
@@ -139,26 +148,20 @@ pub(crate) fn apply_change_directly(
     conn: &Connection,
     change: &InventoryChange,
 ) -> StoreResult<()> {
-    let execute = |sql: &str, values: Vec<Value>| {
+    let execute = |sql: &str, values: &[Value]| {
         conn.prepare_cached(sql)
-            .and_then(|mut statement| {
-                let mut rows = statement.query(params_from_iter(values))?;
-                while rows.next()?.is_some() {}
-                Ok(())
-            })
+            .and_then(|mut statement| statement.execute(params_from_iter(values)))
+            .map(drop)
             .map_err(direct_backend)
     };
-    let key = |key: &ResourceKey| vec![Value::Text(key.as_str().to_owned())];
+    let key = |key: &ResourceKey| [Value::Text(key.as_str().to_owned())];
     match change {
-        InventoryChange::Put(resource) => {
-            upsert_resource(conn, resource)?;
-            execute(UNDETACH_RESOURCE, key(&resource.key))
-        }
+        InventoryChange::Put(resource) => execute(PUT_RESOURCE, &resource_values(resource)?),
         InventoryChange::PutIfAbsent(resource) => {
-            execute(INSERT_RESOURCE_IF_ABSENT, resource_values(resource)?.into())
+            execute(INSERT_RESOURCE_IF_ABSENT, &resource_values(resource)?)
         }
-        InventoryChange::Delete(resource) => execute(DELETE_RESOURCE, key(resource)),
-        InventoryChange::Detach(resource) => execute(DETACH_RESOURCE, key(resource)),
+        InventoryChange::Delete(resource) => execute(DELETE_RESOURCE, &key(resource)),
+        InventoryChange::Detach(resource) => execute(DETACH_RESOURCE, &key(resource)),
     }
 }
 

@@ -65,13 +65,17 @@ fn latest_newest_first(conn: &Connection, deployment: &str) -> StoreResult<Vec<O
 /// The claim on a run, read inside a journal write's transaction (see [`check_writer`]).
 pub(crate) const RUN_OWNER: &str = "SELECT owner FROM deployments WHERE id = ?1";
 
-/// Appends one journal row (parameters from [`step_values`]) and returns its sequence number (the run's highest
-/// plus one).
+/// The sequence number a run's next journal row takes: its highest plus one.
+pub(crate) const NEXT_SEQUENCE: &str =
+    "SELECT COALESCE(MAX(seq), 0) + 1 FROM deployment_operations WHERE deployment_id = ?1";
+
+/// Appends one journal row: parameters from [`step_values`], then its sequence number (from [`NEXT_SEQUENCE`], read
+/// in the same transaction). No `RETURNING`: SQLite buffers a returned row in a temporary table of its own, which cost
+/// more than the insert.
 pub(crate) const INSERT_STEP: &str = "INSERT INTO deployment_operations (deployment_id, seq, operation_id, \
      provisioning_operation, provisioning_state, status_code, status_message, target_resource, service_request_id, \
      timestamp, duration_ms, extension, request_content, response_content, format_version) \
-     VALUES (?1, (SELECT COALESCE(MAX(seq), 0) + 1 FROM deployment_operations WHERE deployment_id = ?1), \
-     ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14) RETURNING seq";
+     VALUES (?1, ?15, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14)";
 
 /// The parameters of [`INSERT_STEP`].
 pub(crate) fn step_values(step: &OperationStep) -> StoreResult<[Value; 14]> {
@@ -119,17 +123,23 @@ pub(crate) fn check_writer(
 /// Appends one journal row and returns its sequence number.
 pub(crate) fn insert_step(conn: &Connection, step: &OperationStep) -> StoreResult<u64> {
     let values = step_values(step)?;
+    let not_found = |e| match direct_write_error(E, step.deployment_id.as_str(), e) {
+        StoreError::NotFound { .. } => {
+            StoreError::not_found(Entity::Deployment, step.deployment_id.as_str())
+        }
+        other => other,
+    };
     let sequence: i64 = conn
-        .prepare_cached(INSERT_STEP)
-        .and_then(|mut insert| insert.query_row(params_from_iter(values), |row| row.get(0)))
-        .map_err(
-            |e| match direct_write_error(E, step.deployment_id.as_str(), e) {
-                StoreError::NotFound { .. } => {
-                    StoreError::not_found(Entity::Deployment, step.deployment_id.as_str())
-                }
-                other => other,
-            },
-        )?;
+        .prepare_cached(NEXT_SEQUENCE)
+        .and_then(|mut next| next.query_row([step.deployment_id.as_str()], |row| row.get(0)))
+        .map_err(not_found)?;
+    conn.prepare_cached(INSERT_STEP)
+        .and_then(|mut insert| {
+            insert.execute(params_from_iter(
+                values.into_iter().chain([Value::Integer(sequence)]),
+            ))
+        })
+        .map_err(not_found)?;
     u64::try_from(sequence).map_err(|_| StoreError::corrupt(E, "negative sequence number"))
 }
 

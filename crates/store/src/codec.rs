@@ -453,7 +453,9 @@ pub fn operation_result_columns(
 // Column values from records.
 
 pub fn json_text(value: &Value) -> String {
-    value.to_string()
+    // Straight into a buffer: `Display` writes through a formatter, a call per token. Writing a `Value` cannot fail
+    // (its keys are strings).
+    serde_json::to_string(value).unwrap_or_else(|_| value.to_string())
 }
 
 pub fn optional_json_text(value: Option<&Value>) -> Option<String> {
@@ -471,9 +473,8 @@ pub fn extension_text(
     extension: Option<&ExtensionRef>,
 ) -> StoreResult<Option<String>> {
     extension
-        .map(serde_json::to_value)
+        .map(serde_json::to_string)
         .transpose()
-        .map(|value| optional_json_text(value.as_ref()))
         .map_err(|e| StoreError::corrupt(entity, format!("extension reference: {e}")))
 }
 

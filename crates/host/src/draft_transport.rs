@@ -14,7 +14,7 @@
 //! responses use the same OData shape and pass through unchanged. `Retry-After` is clamped to the draft's
 //! 10..600 s unless configured otherwise (tests); a `Location` outside the extension's origin is refused.
 
-use crate::http_transport::{HttpCore, TransportSetupError, parse_base_url};
+use crate::http_transport::{HttpCore, TransportSetupError};
 use crate::secret::Redacted;
 use cairn_extension_contract::draft::{
     self, DraftOperationStatus, DraftResource, ReferenceIdResponse,
@@ -51,11 +51,7 @@ impl RestDraftTransport {
         bearer_token: Option<Redacted<String>>,
     ) -> Result<Self, TransportSetupError> {
         Ok(Self {
-            core: HttpCore {
-                client,
-                base: parse_base_url(base_url)?,
-                bearer_token,
-            },
+            core: HttpCore::new(client, base_url, bearer_token)?,
             retry_after_seconds: draft::RETRY_AFTER_MIN_SECONDS..=draft::RETRY_AFTER_MAX_SECONDS,
         })
     }

@@ -2,13 +2,19 @@
 //! `{base}/{extensionVersion}/longRunningOperation/get`, with an optional bearer token.
 //!
 //! The base URL may carry a path prefix (`http://host:8080/extension/apis`). Response bodies are read in
-//! chunks and abandoned as soon as they pass the request's `max_response_bytes`.
+//! chunks and abandoned as soon as they pass the request's `max_response_bytes`. An extension on this machine
+//! (plain `http` to a loopback address) is called through hyper's pooled client directly (see [`LoopbackClient`]);
+//! any other through the shared reqwest client.
 
 use crate::secret::Redacted;
+use bytes::Bytes;
 use cairn_extension_contract::headers;
 use cairn_extension_contract::transport::{
     BoxFuture, ExtensionTransport, TransportError, TransportRequest, TransportResponse,
 };
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::{TokioExecutor, TokioTimer};
 use reqwest::{Client, Method, Url};
 
 /// Why a transport could not be built.
@@ -73,15 +79,59 @@ pub(crate) fn parse_base_url(url: &str) -> Result<Url, TransportSetupError> {
     Ok(parsed)
 }
 
+/// hyper's pooled HTTP/1 client, for an extension on this machine. reqwest's layers around the same client
+/// (redirect policy, retry policy, proxy matching, the URL parsed again for each response) cost more per call than
+/// the call to a local extension itself; none of them applies there: redirects are refused anyway, and a proxy has no
+/// business between two processes of one machine.
+pub(crate) type LoopbackClient = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
+
+/// The client for `base` when it is plain `http` to a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
+fn loopback_client(base: &Url) -> Option<LoopbackClient> {
+    let host = base.host_str()?;
+    let loopback = host.eq_ignore_ascii_case("localhost")
+        || host
+            .trim_start_matches('[')
+            .trim_end_matches(']')
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback());
+    if base.scheme() != "http" || !loopback {
+        return None;
+    }
+    let mut connector = HttpConnector::new();
+    // As reqwest does: a request is written in one go, so Nagle's algorithm would only delay it.
+    connector.set_nodelay(true);
+    Some(
+        hyper_util::client::legacy::Client::builder(TokioExecutor::new())
+            .pool_timer(TokioTimer::new())
+            .build(connector),
+    )
+}
+
 /// The HTTP plumbing shared by the v2 and REST-draft transports.
 #[derive(Clone)]
 pub(crate) struct HttpCore {
     pub(crate) client: Client,
     pub(crate) base: Url,
     pub(crate) bearer_token: Option<Redacted<String>>,
+    /// Set when `base` is on this machine: requests go through it instead of `client`.
+    pub(crate) loopback: Option<LoopbackClient>,
 }
 
 impl HttpCore {
+    pub(crate) fn new(
+        client: Client,
+        base_url: &str,
+        bearer_token: Option<Redacted<String>>,
+    ) -> Result<Self, TransportSetupError> {
+        let base = parse_base_url(base_url)?;
+        Ok(Self {
+            client,
+            loopback: loopback_client(&base),
+            base,
+            bearer_token,
+        })
+    }
+
     /// `{base}{segments joined by '/'}`, each segment percent-encoded as one path segment.
     pub(crate) fn url(&self, segments: &[&str]) -> Url {
         let mut url = self.base.clone();
@@ -116,6 +166,18 @@ impl HttpCore {
         request_headers: &[(String, String)],
         max_response_bytes: usize,
     ) -> Result<TransportResponse, TransportError> {
+        if let Some(loopback) = &self.loopback {
+            return self
+                .execute_loopback(
+                    loopback,
+                    method,
+                    url,
+                    body,
+                    request_headers,
+                    max_response_bytes,
+                )
+                .await;
+        }
         let mut builder = self.client.request(method, url);
         for (name, value) in request_headers {
             builder = builder.header(name.as_str(), value.as_str());
@@ -152,6 +214,97 @@ impl HttpCore {
         while let Some(chunk) = response.chunk().await.map_err(map_reqwest_error)? {
             if body.len() + chunk.len() > max_response_bytes {
                 // Dropping the response here closes the connection without reading the rest.
+                return Err(TransportError::ResponseTooLarge {
+                    limit: max_response_bytes,
+                });
+            }
+            body.extend_from_slice(&chunk);
+        }
+        Ok(TransportResponse {
+            status,
+            headers: response_headers,
+            body,
+        })
+    }
+}
+
+impl HttpCore {
+    /// [`Self::execute`] through the loopback client: the same request (headers, bearer token marked sensitive, JSON
+    /// content type, reqwest's `accept: */*`) and the same reading of the response.
+    async fn execute_loopback(
+        &self,
+        client: &LoopbackClient,
+        method: Method,
+        url: Url,
+        body: Option<Vec<u8>>,
+        request_headers: &[(String, String)],
+        max_response_bytes: usize,
+    ) -> Result<TransportResponse, TransportError> {
+        let invalid = |error: http::Error| TransportError::Io {
+            message: format!("the request could not be built: {}", error_chain(&error)),
+        };
+        let mut builder = http::Request::builder().method(method).uri(url.as_str());
+        for (name, value) in request_headers {
+            builder = builder.header(name.as_str(), value.as_str());
+        }
+        if let Some(token) = &self.bearer_token {
+            let mut value = http::HeaderValue::try_from(format!("Bearer {}", token.expose()))
+                .map_err(|error| invalid(error.into()))?;
+            value.set_sensitive(true);
+            builder = builder.header(http::header::AUTHORIZATION, value);
+        }
+        let has_body = body.is_some();
+        if has_body {
+            builder = builder.header(http::header::CONTENT_TYPE, "application/json");
+        }
+        if !request_headers
+            .iter()
+            .any(|(name, _)| name.eq_ignore_ascii_case("accept"))
+        {
+            builder = builder.header(http::header::ACCEPT, "*/*");
+        }
+        let request = builder
+            .body(Full::new(Bytes::from(body.unwrap_or_default())))
+            .map_err(invalid)?;
+        let response = client.request(request).await.map_err(|error| {
+            let message = error_chain(&error);
+            if error.is_connect() {
+                TransportError::Connect { message }
+            } else {
+                TransportError::Io { message }
+            }
+        })?;
+        let status = response.status().as_u16();
+        let response_headers: Vec<(String, String)> = response
+            .headers()
+            .iter()
+            .filter_map(|(name, value)| {
+                value
+                    .to_str()
+                    .ok()
+                    .map(|value| (name.as_str().to_owned(), value.to_owned()))
+            })
+            .collect();
+        let declared_length = response
+            .headers()
+            .get(http::header::CONTENT_LENGTH)
+            .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
+        if declared_length.is_some_and(|length| length > max_response_bytes as u64) {
+            return Err(TransportError::ResponseTooLarge {
+                limit: max_response_bytes,
+            });
+        }
+        let mut incoming = response.into_body();
+        let mut body = Vec::new();
+        while let Some(frame) = incoming.frame().await {
+            let frame = frame.map_err(|error| TransportError::Io {
+                message: error_chain(&error),
+            })?;
+            let Ok(chunk) = frame.into_data() else {
+                continue;
+            };
+            if body.len() + chunk.len() > max_response_bytes {
+                // Dropping the body here closes the connection without reading the rest.
                 return Err(TransportError::ResponseTooLarge {
                     limit: max_response_bytes,
                 });
@@ -205,11 +358,7 @@ impl HttpV2Transport {
         bearer_token: Option<Redacted<String>>,
     ) -> Result<Self, TransportSetupError> {
         Ok(Self {
-            core: HttpCore {
-                client,
-                base: parse_base_url(base_url)?,
-                bearer_token,
-            },
+            core: HttpCore::new(client, base_url, bearer_token)?,
         })
     }
 
@@ -305,6 +454,29 @@ mod tests {
                 transport.url_for(&request(operation, version)).as_str(),
                 expected
             );
+        }
+    }
+
+    #[test]
+    fn only_plain_http_to_this_machine_takes_the_loopback_client() {
+        let loopback = |url: &str| loopback_client(&parse_base_url(url).unwrap()).is_some();
+        for url in [
+            "http://127.0.0.1:9/",
+            "http://127.8.0.1/p",
+            "http://[::1]:8080/",
+            "http://LocalHost:1/",
+        ] {
+            assert!(loopback(url), "{url}");
+        }
+        for url in [
+            "https://127.0.0.1:9/",
+            "https://localhost/",
+            "http://10.0.0.1/",
+            "http://[::2]/",
+            "http://localhost.example.com/",
+            "http://h/",
+        ] {
+            assert!(!loopback(url), "{url}");
         }
     }
 

@@ -27,11 +27,12 @@
 //! its prepared statements cached, while the store's `sqlx` writer connection is held, so no other write of the
 //! store interleaves. Through `sqlx`, each statement was a round trip to its connection's thread.
 
+use std::collections::{HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use cairn_store::codec::check_precondition;
 use cairn_store::{
-    Entity, InventoryChange, ManagedResource, ManagedResourceRecord, OperationRecord,
+    DeploymentId, Entity, InventoryChange, ManagedResource, ManagedResourceRecord, OperationRecord,
     OperationStep, Precondition, StoreError, StoreResult,
 };
 use rusqlite::{Connection, TransactionBehavior};
@@ -39,7 +40,7 @@ use sqlx::SqlitePool;
 use tokio::sync::oneshot;
 
 use crate::inventory::{apply_change_directly, resource_version, upsert_resource};
-use crate::journal::{check_writer, insert_step};
+use crate::journal::{check_writer, insert_step, next_sequence};
 use crate::rows::{backend, direct_backend};
 
 /// The most writes one transaction commits: a larger queue (many deployments writing at once) is committed in
@@ -339,6 +340,7 @@ fn apply_all(
         .transaction_with_behavior(TransactionBehavior::Immediate)
         .map_err(direct_backend)?;
     let mut results = Vec::with_capacity(writes.len());
+    let mut memo = GroupMemo::default();
     for write in writes {
         let statements = match write {
             GroupedWrite::RecordStep(..) => Statements::Several,
@@ -347,12 +349,20 @@ fn apply_all(
         if statements == Statements::Several {
             statement(&tx, "SAVEPOINT grouped_write")?;
         }
-        let result = apply(&tx, write);
+        let run = match &write {
+            GroupedWrite::RecordStep(step, ..) => Some(step.deployment_id.clone()),
+            _ => None,
+        };
+        let result = apply(&tx, &mut memo, write);
         match (&result, statements) {
             (Ok(_), _) => {}
             (Err(error), Statements::One) if refused(error) => {}
             (Err(_), Statements::Several) => {
                 statement(&tx, "ROLLBACK TO SAVEPOINT grouped_write")?;
+                // The step may have been written before the rollback took it back.
+                if let Some(run) = run {
+                    memo.next_sequence.remove(&run);
+                }
             }
             // The database failed mid-transaction: nothing of the group is trusted to commit.
             (Err(error), Statements::One) => return Err(StoreError::Backend(error.to_string())),
@@ -389,16 +399,57 @@ fn statement(conn: &Connection, sql: &'static str) -> StoreResult<()> {
         .map_err(direct_backend)
 }
 
-fn apply(conn: &Connection, write: GroupedWrite) -> StoreResult<Grouped> {
+/// What a group's transaction has learnt of the runs it writes to. No other write runs inside it (and no grouped
+/// write changes a run's claim), so a claim checked once holds for the rest of the group, and a run's next journal
+/// row is the one after the last the group wrote: one query each per run and group instead of one per step.
+#[derive(Default)]
+struct GroupMemo {
+    /// Runs whose claim by the writer was checked, with that writer.
+    claimed: HashSet<(DeploymentId, String)>,
+    /// The sequence number each run's next journal row takes, for runs this group wrote a row of.
+    next_sequence: HashMap<DeploymentId, i64>,
+}
+
+impl GroupMemo {
+    fn check_writer(
+        &mut self,
+        conn: &Connection,
+        deployment: &DeploymentId,
+        writer: Option<&str>,
+    ) -> StoreResult<()> {
+        let Some(writer) = writer else {
+            return Ok(());
+        };
+        let key = (deployment.clone(), writer.to_owned());
+        if !self.claimed.contains(&key) {
+            check_writer(conn, deployment, Some(writer))?;
+            self.claimed.insert(key);
+        }
+        Ok(())
+    }
+
+    fn insert_step(&mut self, conn: &Connection, step: &OperationStep) -> StoreResult<u64> {
+        let run = &step.deployment_id;
+        let sequence = match self.next_sequence.get(run) {
+            Some(next) => *next,
+            None => next_sequence(conn, run)?,
+        };
+        let written = insert_step(conn, step, sequence)?;
+        self.next_sequence.insert(run.clone(), sequence + 1);
+        Ok(written)
+    }
+}
+
+fn apply(conn: &Connection, memo: &mut GroupMemo, write: GroupedWrite) -> StoreResult<Grouped> {
     match write {
         GroupedWrite::AppendStep(step, writer) => {
-            check_writer(conn, &step.deployment_id, writer.as_deref())?;
-            let sequence = insert_step(conn, &step)?;
+            memo.check_writer(conn, &step.deployment_id, writer.as_deref())?;
+            let sequence = memo.insert_step(conn, &step)?;
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
         }
         GroupedWrite::RecordStep(step, change, writer) => {
-            check_writer(conn, &step.deployment_id, writer.as_deref())?;
-            let sequence = insert_step(conn, &step)?;
+            memo.check_writer(conn, &step.deployment_id, writer.as_deref())?;
+            let sequence = memo.insert_step(conn, &step)?;
             apply_change_directly(conn, &change)?;
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
         }
@@ -823,6 +874,58 @@ mod tests {
             Some(1),
             "the refused write changed nothing"
         );
+    }
+
+    /// A run's claim checked once in a group holds for the group's other steps of that writer, not for another
+    /// writer's, nor for the next group: a claim taken over between two groups refuses the old writer's next step.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_claim_checked_in_a_group_holds_for_that_group_only() {
+        let dir = tempfile::tempdir().expect("temp dir");
+        let store = store(dir.path()).await;
+        let run = deployment(&store, "a").await;
+        let at = Timestamp::from_unix_millis;
+        store
+            .claim_deployment(&run, "replica-a", at(1_000), at(0))
+            .await
+            .expect("claimed");
+        let held = store.group.hold().await;
+        let mut writes = Vec::new();
+        for (i, writer) in ["replica-a", "replica-b", "replica-a"]
+            .into_iter()
+            .enumerate()
+        {
+            let (writing, run) = (store.clone(), run.clone());
+            writes.push(tokio::spawn(async move {
+                writing
+                    .append_operation(step(&run, &format!("op{i}"), "Running", 1), Some(writer))
+                    .await
+            }));
+            queued(&store, i + 1).await;
+        }
+        drop(held);
+        let mut results = Vec::new();
+        for write in writes {
+            results.push(write.await.unwrap());
+        }
+        assert_eq!(results[0].as_ref().expect("claimed by a").sequence, 1);
+        let refused = results[1].as_ref().expect_err("not claimed by b");
+        assert!(refused.is_conflict(), "{refused}");
+        assert_eq!(results[2].as_ref().expect("claimed by a").sequence, 2);
+
+        store
+            .claim_deployment(&run, "replica-b", at(3_000), at(2_000))
+            .await
+            .expect("taken over once a's claim expired");
+        let stale = store
+            .append_operation(step(&run, "op3", "Running", 1), Some("replica-a"))
+            .await
+            .expect_err("a's claim was taken over");
+        assert!(stale.is_conflict(), "{stale}");
+        let taken_over = store
+            .append_operation(step(&run, "op3", "Running", 1), Some("replica-b"))
+            .await
+            .expect("claimed by b");
+        assert_eq!(taken_over.sequence, 3);
     }
 
     /// A group is committed on the writer's own connection only while no other write of the store is under way: a

@@ -121,25 +121,34 @@ pub(crate) fn check_writer(
 }
 
 /// Appends one journal row and returns its sequence number.
-pub(crate) fn insert_step(conn: &Connection, step: &OperationStep) -> StoreResult<u64> {
+/// The sequence number `deployment`'s next journal row takes, read in the write's transaction.
+pub(crate) fn next_sequence(conn: &Connection, deployment: &DeploymentId) -> StoreResult<i64> {
+    conn.prepare_cached(NEXT_SEQUENCE)
+        .and_then(|mut next| next.query_row([deployment.as_str()], |row| row.get(0)))
+        .map_err(direct_backend)
+}
+
+/// Appends `step` as its run's row `sequence` (see [`next_sequence`]).
+pub(crate) fn insert_step(
+    conn: &Connection,
+    step: &OperationStep,
+    sequence: i64,
+) -> StoreResult<u64> {
     let values = step_values(step)?;
-    let not_found = |e| match direct_write_error(E, step.deployment_id.as_str(), e) {
-        StoreError::NotFound { .. } => {
-            StoreError::not_found(Entity::Deployment, step.deployment_id.as_str())
-        }
-        other => other,
-    };
-    let sequence: i64 = conn
-        .prepare_cached(NEXT_SEQUENCE)
-        .and_then(|mut next| next.query_row([step.deployment_id.as_str()], |row| row.get(0)))
-        .map_err(not_found)?;
     conn.prepare_cached(INSERT_STEP)
         .and_then(|mut insert| {
             insert.execute(params_from_iter(
                 values.into_iter().chain([Value::Integer(sequence)]),
             ))
         })
-        .map_err(not_found)?;
+        .map_err(
+            |e| match direct_write_error(E, step.deployment_id.as_str(), e) {
+                StoreError::NotFound { .. } => {
+                    StoreError::not_found(Entity::Deployment, step.deployment_id.as_str())
+                }
+                other => other,
+            },
+        )?;
     u64::try_from(sequence).map_err(|_| StoreError::corrupt(E, "negative sequence number"))
 }
 

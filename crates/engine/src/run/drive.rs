@@ -131,6 +131,8 @@ struct NestedReady {
 
 /// The driver's own state of one node.
 struct NodeSlot {
+    /// Its operation's ID ([`operation_id`]: a hash, so computed once).
+    operation_id: String,
     started: Instant,
     target: TargetResource,
     permit: Option<Slot>,
@@ -257,6 +259,7 @@ impl Run {
         let mut slots: Vec<NodeSlot> = identities
             .iter()
             .map(|identity| NodeSlot {
+                operation_id: operation_id(&self.id, &identity.key),
                 started: Instant::now(),
                 target: match identity.extension {
                     Some(_) => Self::extension_target(identity, None),
@@ -293,7 +296,7 @@ impl Run {
                         let identity = &identities[node];
                         let slot = &slots[node];
                         let step = self.step(
-                            &operation_id(&self.id, &identity.key),
+                            &slot.operation_id,
                             &slot.target,
                             operation_name(identity),
                             "Running",
@@ -327,6 +330,7 @@ impl Run {
                         inflight.push(self.perform_leaf(
                             expansion,
                             &identities[node],
+                            slots[node].operation_id.clone(),
                             body,
                             locator,
                             permit,
@@ -345,7 +349,7 @@ impl Run {
                         let slot = &mut slots[node];
                         slot.permit = None;
                         let step = self.step(
-                            &operation_id(&self.id, &identity.key),
+                            &slot.operation_id,
                             &slot.target,
                             operation_name(identity),
                             "Failed",
@@ -397,7 +401,7 @@ impl Run {
                         let slot = &slots[node];
                         self.journal(
                             self.step(
-                                &operation_id(&self.id, &identity.key),
+                                &slot.operation_id,
                                 &slot.target,
                                 operation_name(identity),
                                 "Canceled",
@@ -488,7 +492,7 @@ impl Run {
             );
             self.journal(
                 self.step(
-                    &operation_id(&self.id, &identity.key),
+                    &slots[node].operation_id,
                     &slots[node].target,
                     operation_name(identity),
                     "Failed",
@@ -852,12 +856,13 @@ impl Run {
         &'f self,
         expansion: &'f Expansion<'_>,
         identity: &'f ResourceIdentity,
+        operation_id: String,
         body: Json,
         target: TargetResource,
         permit: Option<Slot>,
     ) -> LocalFuture<'f, Progress> {
         Box::pin(async move {
-            let start = || self.call_start(&operation_id(&self.id, &identity.key), permit);
+            let start = || self.call_start(&operation_id, permit);
             let result = match &identity.extension {
                 Some(ext) => {
                     self.call_extension(expansion, identity, ext, body, target, start)
@@ -1040,7 +1045,7 @@ impl Run {
         slot: &mut NodeSlot,
         answer: Answer,
     ) -> Done {
-        let op_id = operation_id(&self.id, &identity.key);
+        let op_id = slot.operation_id.clone();
         let operation = operation_name(identity);
         let mut done = Done::default();
         match answer {

@@ -818,19 +818,12 @@ impl Run {
         identity: &ResourceIdentity,
         target: &TargetResource,
     ) -> Option<ManagedResource> {
-        if identity.existing {
-            return None;
-        }
+        let key = self.pending_key(identity, target)?;
         let ext = identity.extension.as_ref()?;
         let identifiers = target.identifiers.clone()?;
         let config_id = target.extension.as_ref().and_then(|e| e.config_id.clone());
         Some(ManagedResource {
-            key: ResourceKey::extension(
-                &ext.name,
-                config_id.as_deref(),
-                &identity.resource_type,
-                &identifiers,
-            ),
+            key,
             resource_id: None,
             resource_type: identity.resource_type.clone(),
             api_version: identity.api_version.clone(),
@@ -847,6 +840,29 @@ impl Run {
             }),
             updated_at: now(),
         })
+    }
+
+    /// The key of [`Self::pending_resource`]'s row.
+    fn pending_key(
+        &self,
+        identity: &ResourceIdentity,
+        target: &TargetResource,
+    ) -> Option<ResourceKey> {
+        if identity.existing {
+            return None;
+        }
+        let ext = identity.extension.as_ref()?;
+        let identifiers = target.identifiers.as_ref()?;
+        let config_id = target
+            .extension
+            .as_ref()
+            .and_then(|e| e.config_id.as_deref());
+        Some(ResourceKey::extension(
+            &ext.name,
+            config_id,
+            &identity.resource_type,
+            identifiers,
+        ))
     }
 
     /// Calls the provider or extension of a leaf whose `Running` step (naming `target`) is journaled, once the
@@ -1098,7 +1114,7 @@ impl Run {
                     .as_ref()
                     .expect("an extension answer comes from an extension resource");
                 let extension_ref = self.extension_deployed(identity, ext, &deployed, hook);
-                let pending = self.pending_resource(identity, &slot.target);
+                let pending = self.pending_key(identity, &slot.target);
                 let written = applied.is_some();
                 let created = applied.map(|applied| ManagedResource {
                     key: ResourceKey::extension(
@@ -1130,7 +1146,7 @@ impl Run {
                         resource_type: Some(identity.resource_type.clone()),
                         identifiers: Some(deployed.identifiers.clone()),
                         api_version: identity.api_version.clone(),
-                        reference_id: Some(deployed.reference_id.to_string()),
+                        reference_id: extension_ref.reference_id.clone(),
                         ..DeploymentResourceReference::default()
                     });
                 }
@@ -1150,7 +1166,7 @@ impl Run {
                     Some(resource) => {
                         // The identity the extension predicted was not the one it created under: the row the
                         // `Running` step wrote names nothing.
-                        let stale = pending.map(|p| p.key).filter(|key| key != &resource.key);
+                        let stale = pending.filter(|key| key != &resource.key);
                         self.record(step, InventoryChange::Put(Box::new(resource)), Wait::Behind);
                         if let Some(stale) = stale {
                             self.forget(&op_id, stale);

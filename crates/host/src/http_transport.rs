@@ -3,7 +3,7 @@
 //!
 //! The base URL may carry a path prefix (`http://host:8080/extension/apis`). Response bodies are read in
 //! chunks and abandoned as soon as they pass the request's `max_response_bytes`. An extension on this machine
-//! (plain `http` to a loopback address) is called through hyper's pooled client directly (see [`LoopbackClient`]);
+//! (plain `http` to a loopback address) is called through hyper's pooled client directly (see `LoopbackClient`);
 //! any other through the shared reqwest client.
 
 use crate::secret::Redacted;
@@ -85,8 +85,12 @@ pub(crate) fn parse_base_url(url: &str) -> Result<Url, TransportSetupError> {
 /// business between two processes of one machine.
 pub(crate) type LoopbackClient = hyper_util::client::legacy::Client<HttpConnector, Full<Bytes>>;
 
-/// The client for `base` when it is plain `http` to a loopback address (`127.0.0.0/8`, `::1`, `localhost`).
+/// The client for `base` when it is plain `http` to a loopback address (`127.0.0.0/8`, `::1`, `localhost`) with no
+/// user info (which reqwest turns into basic authentication).
 fn loopback_client(base: &Url) -> Option<LoopbackClient> {
+    if !base.username().is_empty() || base.password().is_some() {
+        return None;
+    }
     let host = base.host_str()?;
     let loopback = host.eq_ignore_ascii_case("localhost")
         || host
@@ -475,6 +479,8 @@ mod tests {
             "http://[::2]/",
             "http://localhost.example.com/",
             "http://h/",
+            "http://user:secret@127.0.0.1:9/",
+            "http://user@localhost/",
         ] {
             assert!(!loopback(url), "{url}");
         }

@@ -659,6 +659,33 @@ async fn required_headers_and_bearer_token_are_sent() {
     assert_eq!(call.headers["content-type"], "application/json");
 }
 
+/// An extension URL with user info is called through reqwest's client (the path of every extension not on this
+/// machine), which sends the user info as basic authentication; the contract's headers are the same as through the
+/// loopback client above.
+#[tokio::test]
+async fn an_extension_url_with_user_info_is_called_through_reqwest_with_basic_authentication() {
+    let fake = FakeExtension::start().await;
+    fake.script(
+        &route("POST", "resource/get"),
+        vec![Reply::json(200, queue(None))],
+    );
+    let origin = fake.origin.replacen("http://", "http://cairn:pa55@", 1);
+    let url = format!("{origin}{PREFIX}");
+    let client = cairn_host::http_transport::default_http_client().unwrap();
+    let transport = cairn_host::http_transport::HttpV2Transport::new(client, &url, None).unwrap();
+    let host = host_with(std::sync::Arc::new(transport), fast_settings());
+    host.get(&key(), &locator(), &CallContext::default())
+        .await
+        .unwrap();
+    let call = &fake.calls(&route("POST", "resource/get"))[0];
+    for name in ["x-ms-client-request-id", "traceparent", "accept"] {
+        assert!(call.headers.contains_key(name), "{name}");
+    }
+    assert_eq!(call.headers["content-type"], "application/json");
+    // base64("cairn:pa55")
+    assert_eq!(call.headers["authorization"], "Basic Y2Fpcm46cGE1NQ==");
+}
+
 #[tokio::test]
 async fn unregistered_versions_are_not_found() {
     let fake = FakeExtension::start().await;

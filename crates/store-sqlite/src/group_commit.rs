@@ -27,7 +27,7 @@
 //! its prepared statements cached, while the store's `sqlx` writer connection is held, so no other write of the
 //! store interleaves. Through `sqlx`, each statement was a round trip to its connection's thread.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use cairn_store::codec::check_precondition;
@@ -349,20 +349,12 @@ fn apply_all(
         if statements == Statements::Several {
             statement(&tx, "SAVEPOINT grouped_write")?;
         }
-        let run = match &write {
-            GroupedWrite::RecordStep(step, ..) => Some(step.deployment_id.clone()),
-            _ => None,
-        };
         let result = apply(&tx, &mut memo, write);
         match (&result, statements) {
             (Ok(_), _) => {}
             (Err(error), Statements::One) if refused(error) => {}
             (Err(_), Statements::Several) => {
                 statement(&tx, "ROLLBACK TO SAVEPOINT grouped_write")?;
-                // The step may have been written before the rollback took it back.
-                if let Some(run) = run {
-                    memo.next_sequence.remove(&run);
-                }
             }
             // The database failed mid-transaction: nothing of the group is trusted to commit.
             (Err(error), Statements::One) => return Err(StoreError::Backend(error.to_string())),
@@ -404,8 +396,8 @@ fn statement(conn: &Connection, sql: &'static str) -> StoreResult<()> {
 /// row is the one after the last the group wrote: one query each per run and group instead of one per step.
 #[derive(Default)]
 struct GroupMemo {
-    /// Runs whose claim by the writer was checked, with that writer.
-    claimed: HashSet<(DeploymentId, String)>,
+    /// Runs whose claim was checked, with the writer it was checked for.
+    claimed: HashMap<DeploymentId, String>,
     /// The sequence number each run's next journal row takes, for runs this group wrote a row of.
     next_sequence: HashMap<DeploymentId, i64>,
 }
@@ -420,10 +412,9 @@ impl GroupMemo {
         let Some(writer) = writer else {
             return Ok(());
         };
-        let key = (deployment.clone(), writer.to_owned());
-        if !self.claimed.contains(&key) {
+        if self.claimed.get(deployment).map(String::as_str) != Some(writer) {
             check_writer(conn, deployment, Some(writer))?;
-            self.claimed.insert(key);
+            self.claimed.insert(deployment.clone(), writer.to_owned());
         }
         Ok(())
     }
@@ -450,7 +441,11 @@ fn apply(conn: &Connection, memo: &mut GroupMemo, write: GroupedWrite) -> StoreR
         GroupedWrite::RecordStep(step, change, writer) => {
             memo.check_writer(conn, &step.deployment_id, writer.as_deref())?;
             let sequence = memo.insert_step(conn, &step)?;
-            apply_change_directly(conn, &change)?;
+            if let Err(error) = apply_change_directly(conn, &change) {
+                // The savepoint's rollback takes the step back: the run's next row is read again.
+                memo.next_sequence.remove(&step.deployment_id);
+                return Err(error);
+            }
             Ok(Grouped::Step(Box::new(OperationRecord { sequence, step })))
         }
         GroupedWrite::PutResource(resource, precondition) => {

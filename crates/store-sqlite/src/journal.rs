@@ -120,7 +120,6 @@ pub(crate) fn check_writer(
     codec::check_journal_writer(deployment, writer, holder)
 }
 
-/// Appends one journal row and returns its sequence number.
 /// The sequence number `deployment`'s next journal row takes, read in the write's transaction.
 pub(crate) fn next_sequence(conn: &Connection, deployment: &DeploymentId) -> StoreResult<i64> {
     conn.prepare_cached(NEXT_SEQUENCE)

@@ -818,7 +818,7 @@ impl Run {
         identity: &ResourceIdentity,
         target: &TargetResource,
     ) -> Option<ManagedResource> {
-        let key = self.pending_key(identity, target)?;
+        let key = Self::pending_key(identity, target)?;
         let ext = identity.extension.as_ref()?;
         let identifiers = target.identifiers.clone()?;
         let config_id = target.extension.as_ref().and_then(|e| e.config_id.clone());
@@ -843,11 +843,7 @@ impl Run {
     }
 
     /// The key of [`Self::pending_resource`]'s row.
-    fn pending_key(
-        &self,
-        identity: &ResourceIdentity,
-        target: &TargetResource,
-    ) -> Option<ResourceKey> {
+    fn pending_key(identity: &ResourceIdentity, target: &TargetResource) -> Option<ResourceKey> {
         if identity.existing {
             return None;
         }
@@ -1114,7 +1110,7 @@ impl Run {
                     .as_ref()
                     .expect("an extension answer comes from an extension resource");
                 let extension_ref = self.extension_deployed(identity, ext, &deployed, hook);
-                let pending = self.pending_key(identity, &slot.target);
+                let pending = Self::pending_key(identity, &slot.target);
                 let written = applied.is_some();
                 let created = applied.map(|applied| ManagedResource {
                     key: ResourceKey::extension(

@@ -196,33 +196,12 @@ impl HttpCore {
         }
         let mut response = builder.send().await.map_err(map_reqwest_error)?;
         let status = response.status().as_u16();
-        let response_headers: Vec<(String, String)> = response
-            .headers()
-            .iter()
-            .filter_map(|(name, value)| {
-                value
-                    .to_str()
-                    .ok()
-                    .map(|value| (name.as_str().to_owned(), value.to_owned()))
-            })
-            .collect();
-        if response
-            .content_length()
-            .is_some_and(|length| length > max_response_bytes as u64)
-        {
-            return Err(TransportError::ResponseTooLarge {
-                limit: max_response_bytes,
-            });
-        }
+        let response_headers = text_headers(response.headers());
+        refuse_declared_length(response.content_length(), max_response_bytes)?;
         let mut body = Vec::new();
         while let Some(chunk) = response.chunk().await.map_err(map_reqwest_error)? {
-            if body.len() + chunk.len() > max_response_bytes {
-                // Dropping the response here closes the connection without reading the rest.
-                return Err(TransportError::ResponseTooLarge {
-                    limit: max_response_bytes,
-                });
-            }
-            body.extend_from_slice(&chunk);
+            // Dropping the response on an error closes the connection without reading the rest.
+            append_within(&mut body, &chunk, max_response_bytes)?;
         }
         Ok(TransportResponse {
             status,
@@ -279,41 +258,22 @@ impl HttpCore {
             }
         })?;
         let status = response.status().as_u16();
-        let response_headers: Vec<(String, String)> = response
-            .headers()
-            .iter()
-            .filter_map(|(name, value)| {
-                value
-                    .to_str()
-                    .ok()
-                    .map(|value| (name.as_str().to_owned(), value.to_owned()))
-            })
-            .collect();
+        let response_headers = text_headers(response.headers());
         let declared_length = response
             .headers()
             .get(http::header::CONTENT_LENGTH)
             .and_then(|value| value.to_str().ok()?.parse::<u64>().ok());
-        if declared_length.is_some_and(|length| length > max_response_bytes as u64) {
-            return Err(TransportError::ResponseTooLarge {
-                limit: max_response_bytes,
-            });
-        }
+        refuse_declared_length(declared_length, max_response_bytes)?;
         let mut incoming = response.into_body();
         let mut body = Vec::new();
         while let Some(frame) = incoming.frame().await {
             let frame = frame.map_err(|error| TransportError::Io {
                 message: error_chain(&error),
             })?;
-            let Ok(chunk) = frame.into_data() else {
-                continue;
-            };
-            if body.len() + chunk.len() > max_response_bytes {
-                // Dropping the body here closes the connection without reading the rest.
-                return Err(TransportError::ResponseTooLarge {
-                    limit: max_response_bytes,
-                });
+            if let Ok(chunk) = frame.into_data() {
+                // Dropping the body on an error closes the connection without reading the rest.
+                append_within(&mut body, &chunk, max_response_bytes)?;
             }
-            body.extend_from_slice(&chunk);
         }
         Ok(TransportResponse {
             status,
@@ -321,6 +281,47 @@ impl HttpCore {
             body,
         })
     }
+}
+
+/// A response's headers whose values are text, as a transport reports them.
+fn text_headers(headers: &http::HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .filter_map(|(name, value)| {
+            value
+                .to_str()
+                .ok()
+                .map(|value| (name.as_str().to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+/// Refuses a response whose declared length passes `max_response_bytes`, before reading it.
+fn refuse_declared_length(
+    length: Option<u64>,
+    max_response_bytes: usize,
+) -> Result<(), TransportError> {
+    if length.is_some_and(|length| length > max_response_bytes as u64) {
+        return Err(TransportError::ResponseTooLarge {
+            limit: max_response_bytes,
+        });
+    }
+    Ok(())
+}
+
+/// Adds a chunk to a response body, refusing one that would make it pass `max_response_bytes`.
+fn append_within(
+    body: &mut Vec<u8>,
+    chunk: &[u8],
+    max_response_bytes: usize,
+) -> Result<(), TransportError> {
+    if body.len() + chunk.len() > max_response_bytes {
+        return Err(TransportError::ResponseTooLarge {
+            limit: max_response_bytes,
+        });
+    }
+    body.extend_from_slice(chunk);
+    Ok(())
 }
 
 /// Maps a reqwest failure; the URL is stripped so a base URL with user info never reaches a message.

@@ -409,10 +409,9 @@ impl GroupMemo {
         deployment: &DeploymentId,
         writer: Option<&str>,
     ) -> StoreResult<()> {
-        let Some(writer) = writer else {
-            return Ok(());
-        };
-        if self.claimed.get(deployment).map(String::as_str) != Some(writer) {
+        if let Some(writer) = writer
+            && self.claimed.get(deployment).map(String::as_str) != Some(writer)
+        {
             check_writer(conn, deployment, Some(writer))?;
             self.claimed.insert(deployment.clone(), writer.to_owned());
         }

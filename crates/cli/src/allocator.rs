@@ -9,7 +9,7 @@
 //! allows (`allow_thp`: a 2 MiB page stays resident while any of it is used) and retains free pages per size class
 //! (`page_full_retain`); with those defaults a 5,000-resource stack was resident at twice its glibc size (about 30
 //! KiB per managed resource). Set to zero, it is resident at what glibc's malloc was, and the time gain stays: every
-//! command runs with them.
+//! command runs with them but a client of a server (`--server`), which holds little and lives briefly.
 //!
 //! glibc's malloc still serves C code: it gives each thread that allocates an arena of its own (up to eight per
 //! core), and memory freed in one arena serves only that arena's threads, so a process's SQLite connections would
@@ -20,7 +20,7 @@
 //!
 //! mimalloc and glibc read their settings only when the process starts (`mi_option_set` and `mallopt` would need
 //! `unsafe`, forbidden in this workspace): so `cairn` starts itself once more with the variables set, unless its
-//! environment already sets them (a value set there is respected). The variables are inherited by what `cairn`
+//! environment already sets them (a value set there is respected) or it is a server's client. The variables are inherited by what `cairn`
 //! starts.
 
 /// Not with the `system-allocator` feature, for heap profilers that intercept `malloc`.
@@ -33,6 +33,9 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 pub(crate) enum Workload {
     HoldsLargeSets,
     PassesThrough,
+    /// A client of a server (`--server`): it holds little and lives briefly, so the allocators' defaults serve it,
+    /// and starting it again for settings would cost it a tenth of its time.
+    Client,
 }
 
 /// Replaces the process with itself run with its workload's [`malloc_settings`], when any of those variables is not
@@ -63,11 +66,14 @@ pub(crate) fn tune_malloc(workload: Workload) {
 
 /// The environment variables a workload runs with: mimalloc's memory settings, glibc's arena count and mmap threshold.
 fn malloc_settings(workload: Workload) -> Vec<(&'static str, &'static str)> {
+    let Some(arenas) = arena_max(workload) else {
+        return Vec::new();
+    };
     vec![
         ("MIMALLOC_PURGE_DELAY", "0"),
         ("MIMALLOC_ALLOW_THP", "0"),
         ("MIMALLOC_PAGE_FULL_RETAIN", "0"),
-        (ARENA_MAX_VARIABLE, arena_max(workload)),
+        (ARENA_MAX_VARIABLE, arenas),
         (MMAP_THRESHOLD_VARIABLE, MMAP_THRESHOLD_BYTES),
     ]
 }
@@ -78,11 +84,12 @@ const MMAP_THRESHOLD_VARIABLE: &str = "MALLOC_MMAP_THRESHOLD_";
 /// glibc's starting threshold (128 KiB); set, it no longer rises.
 const MMAP_THRESHOLD_BYTES: &str = "131072";
 
-/// The arenas a process gets for its workload.
-fn arena_max(workload: Workload) -> &'static str {
+/// The arenas a process gets for its workload; none set for a client, which runs with the defaults.
+fn arena_max(workload: Workload) -> Option<&'static str> {
     match workload {
-        Workload::HoldsLargeSets => "1",
-        Workload::PassesThrough => "2",
+        Workload::HoldsLargeSets => Some("1"),
+        Workload::PassesThrough => Some("2"),
+        Workload::Client => None,
     }
 }
 
@@ -96,8 +103,13 @@ mod tests {
 
     #[test]
     fn a_command_holding_large_sets_gets_one_arena_any_other_two() {
-        assert_eq!(arena_max(Workload::HoldsLargeSets), "1");
-        assert_eq!(arena_max(Workload::PassesThrough), "2");
+        assert_eq!(arena_max(Workload::HoldsLargeSets), Some("1"));
+        assert_eq!(arena_max(Workload::PassesThrough), Some("2"));
+    }
+
+    #[test]
+    fn a_client_of_a_server_is_not_started_again() {
+        assert!(malloc_settings(Workload::Client).is_empty());
     }
 
     #[test]

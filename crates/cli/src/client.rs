@@ -49,6 +49,10 @@ impl DeploymentWatcher for Progress {
     fn tick(&mut self) {
         Progress::tick(self);
     }
+
+    fn wants_operations(&self) -> bool {
+        self.shows_operations()
+    }
 }
 
 /// Starts a deployment on the server; with `wait`, follows it to the end (showing `progress`) and returns the

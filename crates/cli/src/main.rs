@@ -74,7 +74,11 @@ fn command() -> clap::Command {
 fn main() -> ExitCode {
     // Before the command line is parsed: the process is started again for its allocator settings, and parsing
     // (building every command's arguments) would be done twice. `stack` can only be the first argument.
-    allocator::tune_malloc(workload_of(std::env::args_os().nth(1).as_deref()));
+    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    allocator::tune_malloc(workload_of(
+        &args,
+        std::env::var_os("CAIRN_SERVER").as_deref(),
+    ));
     let cli = match Cli::from_arg_matches(&command().get_matches()) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
@@ -101,9 +105,21 @@ fn main() -> ExitCode {
     }
 }
 
-/// What the command named by the first argument allocates most (see `allocator`).
-fn workload_of(first_argument: Option<&std::ffi::OsStr>) -> allocator::Workload {
-    if first_argument.is_some_and(|command| command == "stack") {
+/// What the command allocates most (see `allocator`), told from its arguments (after the program's name) before
+/// they are parsed: a client of a server (`--server URL`, `--server=URL` or a non-empty `CAIRN_SERVER`; `serve`
+/// never is), else what the command named by the first argument holds.
+fn workload_of(
+    args: &[std::ffi::OsString],
+    server_variable: Option<&std::ffi::OsStr>,
+) -> allocator::Workload {
+    let first = args.first().map(std::ffi::OsString::as_os_str);
+    let names_a_server = args
+        .iter()
+        .any(|arg| arg == "--server" || arg.as_encoded_bytes().starts_with(b"--server="))
+        || server_variable.is_some_and(|url| !url.is_empty());
+    if names_a_server && first.is_none_or(|command| command != "serve") {
+        allocator::Workload::Client
+    } else if first.is_some_and(|command| command == "stack") {
         allocator::Workload::HoldsLargeSets
     } else {
         allocator::Workload::PassesThrough
@@ -123,7 +139,7 @@ mod tests {
             } else {
                 allocator::Workload::PassesThrough
             };
-            assert_eq!(workload_of(Some(name.as_ref())), expected, "{name}");
+            assert_eq!(workload_of(&[name.into()], None), expected, "{name}");
             assert!(
                 sub.get_all_aliases().next().is_none(),
                 "{name} has an alias"
@@ -131,7 +147,57 @@ mod tests {
         }
         let parsed = Cli::try_parse_from(["cairn", "stack", "group", "list", "-g", "rg"]).unwrap();
         assert!(matches!(parsed.command, Command::Stack(_)));
-        assert_eq!(workload_of(None), allocator::Workload::PassesThrough);
+        assert_eq!(workload_of(&[], None), allocator::Workload::PassesThrough);
+    }
+
+    #[test]
+    fn a_command_naming_a_server_is_a_client_whatever_it_does() {
+        let words = |line: &str| -> Vec<std::ffi::OsString> {
+            line.split_whitespace().map(Into::into).collect()
+        };
+        let url = Some(std::ffi::OsStr::new("http://127.0.0.1:8080"));
+        for (line, variable, expected) in [
+            (
+                "stack group create -n s -g rg -f t.json --server http://h",
+                None,
+                allocator::Workload::Client,
+            ),
+            (
+                "deployment group list -g rg --server=http://h",
+                None,
+                allocator::Workload::Client,
+            ),
+            ("stack group list -g rg", url, allocator::Workload::Client),
+            (
+                "deployment group list -g rg",
+                url,
+                allocator::Workload::Client,
+            ),
+            (
+                "stack group list -g rg",
+                Some(std::ffi::OsStr::new("")),
+                allocator::Workload::HoldsLargeSets,
+            ),
+            (
+                "serve --listen 127.0.0.1:0",
+                url,
+                allocator::Workload::PassesThrough,
+            ),
+            (
+                "deployment group list -g rg --servers",
+                None,
+                allocator::Workload::PassesThrough,
+            ),
+        ] {
+            assert_eq!(workload_of(&words(line), variable), expected, "{line}");
+        }
+        // Each client line parses: `--server` is a global option and `CAIRN_SERVER` its variable.
+        let parsed = Cli::try_parse_from(
+            ["cairn"]
+                .into_iter()
+                .chain("stack group list -g rg --server http://h".split(' ')),
+        );
+        assert!(parsed.is_ok());
     }
 
     /// The words of the `cairn ...` command in an example line (after `source <(`, before a pipe or redirection),

@@ -97,6 +97,11 @@ impl Progress {
         }
     }
 
+    /// Whether operations show at all (`--server` mode need not poll them when not).
+    pub(crate) fn shows_operations(&self) -> bool {
+        self.mode != Mode::Off
+    }
+
     pub(crate) fn start(&mut self, deployment: &str) {
         self.title = format!("Deployment '{deployment}'");
         if self.mode == Mode::Lines {

@@ -25,9 +25,20 @@ pub trait DeploymentWatcher {
 
     /// Called after each wait between polls (a live view refreshes its clocks).
     fn tick(&mut self) {}
+
+    /// Whether it is shown operations at all. When not, a poll reads only the deployment's status: listing a big
+    /// deployment's operations at every poll is most of what a poll costs, the server and the client alike.
+    fn wants_operations(&self) -> bool {
+        true
+    }
 }
 
-impl DeploymentWatcher for () {}
+/// Follows a deployment without showing its operations.
+impl DeploymentWatcher for () {
+    fn wants_operations(&self) -> bool {
+        false
+    }
+}
 
 /// The terminal states of a deployment and of an `Azure-AsyncOperation` status.
 fn is_terminal(state: Option<&str>) -> bool {
@@ -85,7 +96,9 @@ impl Client {
                     )
                 }
             };
-            if let Ok(ops) = self.deployment_operations(scope, name).await {
+            if watcher.wants_operations()
+                && let Ok(ops) = self.deployment_operations(scope, name).await
+            {
                 watcher.operations(name, 0, &ops);
                 self.watch_nested(&ops, 1, watcher, &mut settled).await;
             }

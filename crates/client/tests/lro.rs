@@ -86,6 +86,21 @@ async fn answer(
     let stacks = format!("{RG}/providers/Microsoft.Resources/deploymentStacks");
     match (method.as_str(), path.as_str()) {
         ("PUT", RG) => json_answer(StatusCode::CREATED, json!({"id": RG, "name": "rg"}), &[]),
+        ("GET", RG) => json_answer(StatusCode::OK, json!({"id": RG, "name": "rg"}), &[]),
+        // A plain http server that moved: to another http address, and to https.
+        ("GET", "/subscriptions/moved/resourceGroups/rg") => json_answer(
+            StatusCode::TEMPORARY_REDIRECT,
+            Value::Null,
+            &[("location", format!("{base}{RG}"))],
+        ),
+        ("GET", "/subscriptions/secure/resourceGroups/rg") => json_answer(
+            StatusCode::TEMPORARY_REDIRECT,
+            Value::Null,
+            &[(
+                "location",
+                format!("https://127.0.0.1:1{RG}?token=not-for-errors"),
+            )],
+        ),
         ("DELETE", RG) => json_answer(
             StatusCode::ACCEPTED,
             Value::Null,
@@ -397,6 +412,41 @@ async fn without_a_status_url_the_deployment_record_is_polled() {
         ),
         4
     );
+    // Nobody is shown operations: none were listed.
+    assert_eq!(
+        calls(
+            &script,
+            &format!("GET {RG}/providers/Microsoft.Resources/deployments/plain/operations")
+        ),
+        0
+    );
+}
+
+#[tokio::test]
+async fn a_plain_http_server_is_followed_to_http_and_refused_to_https_with_what_to_do() {
+    let (client, script) = start().await;
+    let group = client
+        .get_group("/subscriptions/moved/resourceGroups/rg")
+        .await
+        .unwrap();
+    assert_eq!(group["id"], RG);
+    assert_eq!(calls(&script, &format!("GET {RG}")), 1);
+    let error = client
+        .get_group("/subscriptions/secure/resourceGroups/rg")
+        .await
+        .unwrap_err();
+    let message = error.to_string();
+    assert!(
+        matches!(error, ClientError::Unreachable { .. }),
+        "{error:?}"
+    );
+    assert!(
+        message.contains(
+            "the server redirects to https://127.0.0.1:1: give that address as the server URL"
+        ),
+        "{message}"
+    );
+    assert!(!message.contains("not-for-errors"), "{message}");
 }
 
 #[tokio::test]

@@ -50,8 +50,8 @@ impl DeploymentWatcher for Progress {
         Progress::tick(self);
     }
 
-    fn wants_operations(&self) -> bool {
-        self.shows_operations()
+    fn operations_interval(&self) -> Option<std::time::Duration> {
+        Progress::operations_interval(self)
     }
 }
 

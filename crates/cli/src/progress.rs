@@ -10,6 +10,9 @@ use std::time::{Duration, Instant};
 use cairn_engine::{DeploymentEvent, EventKind};
 use serde_json::Value;
 
+/// The least time between two listings of a deployment's operations for the line-by-line view in `--server` mode.
+const LINES_LISTING_INTERVAL: Duration = Duration::from_secs(1);
+
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Mode {
     /// Nothing is shown.
@@ -97,9 +100,15 @@ impl Progress {
         }
     }
 
-    /// Whether operations show at all (`--server` mode need not poll them when not).
-    pub(crate) fn shows_operations(&self) -> bool {
-        self.mode != Mode::Off
+    /// How often `--server` mode lists the operations it shows: at every poll for the live view, about once a
+    /// second line by line (a log wants each change, not each fifth of a second, and each listing is the whole
+    /// deployment's operations on the server and here), never when nothing is shown.
+    pub(crate) fn operations_interval(&self) -> Option<Duration> {
+        match self.mode {
+            Mode::Off => None,
+            Mode::Lines => Some(LINES_LISTING_INTERVAL),
+            Mode::Live => Some(Duration::ZERO),
+        }
     }
 
     pub(crate) fn start(&mut self, deployment: &str) {

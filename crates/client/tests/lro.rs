@@ -356,6 +356,52 @@ async fn a_deployment_is_followed_by_its_async_operation_and_the_watcher_sees_ne
     );
 }
 
+/// A watcher shown operations at most once an hour.
+#[derive(Default)]
+struct Hourly(Recorded);
+
+impl DeploymentWatcher for Hourly {
+    fn operations(&mut self, deployment: &str, depth: usize, operations: &[Value]) {
+        self.0.operations(deployment, depth, operations);
+    }
+
+    fn operations_interval(&self) -> Option<Duration> {
+        Some(Duration::from_secs(3600))
+    }
+}
+
+#[tokio::test]
+async fn operations_are_listed_as_often_as_the_watcher_asks_and_once_the_deployment_has_ended() {
+    let (client, script) = start().await;
+    let accepted = client
+        .create_deployment(RG, "app", &deployment_request())
+        .await
+        .unwrap();
+    let mut watcher = Hourly::default();
+    let record = client
+        .wait_for_deployment(RG, "app", &accepted, &mut watcher)
+        .await
+        .unwrap();
+    assert_eq!(record["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(calls(&script, "GET /status/app"), 3);
+    // The first poll's listing, none at the second, and the last once the deployment ended (the nested one had
+    // not ended at the first, so it is read again).
+    let root = ("app".to_string(), 0, 2);
+    let child = ("child".to_string(), 1, 1);
+    assert_eq!(
+        watcher.0.operations,
+        vec![root.clone(), child.clone(), root, child]
+    );
+    // Two listings of two pages each.
+    assert_eq!(
+        calls(
+            &script,
+            &format!("GET {RG}/providers/Microsoft.Resources/deployments/app/operations")
+        ),
+        4
+    );
+}
+
 #[tokio::test]
 async fn a_nested_deployment_is_read_again_when_it_runs_again_or_its_last_read_failed() {
     let (client, script) = start().await;

@@ -9,7 +9,9 @@
 //! allows (`allow_thp`: a 2 MiB page stays resident while any of it is used) and retains free pages per size class
 //! (`page_full_retain`); with those defaults a 5,000-resource stack was resident at twice its glibc size (about 30
 //! KiB per managed resource). Set to zero, it is resident at what glibc's malloc was, and the time gain stays: every
-//! command runs with them but a client of a server (`--server`), which holds little and lives briefly.
+//! command runs with them but a client of a server (`--server`), which holds little and lives briefly, except that
+//! only a stack command returns freed memory at once; the others keep it 10 ms for their next allocations
+//! (`purge_delay`).
 //!
 //! glibc's malloc still serves C code: it gives each thread that allocates an arena of its own (up to eight per
 //! core), and memory freed in one arena serves only that arena's threads, so a process's SQLite connections would
@@ -20,8 +22,8 @@
 //!
 //! mimalloc and glibc read their settings only when the process starts (`mi_option_set` and `mallopt` would need
 //! `unsafe`, forbidden in this workspace): so `cairn` starts itself once more with the variables set, unless its
-//! environment already sets them (a value set there is respected) or it is a server's client. The variables are inherited by what `cairn`
-//! starts.
+//! environment already sets them (a value set there is respected) or it is a server's client. The variables are
+//! inherited by what `cairn` starts.
 
 /// Not with the `system-allocator` feature, for heap profilers that intercept `malloc`.
 #[cfg(not(feature = "system-allocator"))]
@@ -87,7 +89,7 @@ fn malloc_settings(workload: Workload) -> Vec<(&'static str, &'static str)> {
         return Vec::new();
     };
     vec![
-        ("MIMALLOC_PURGE_DELAY", "0"),
+        ("MIMALLOC_PURGE_DELAY", purge_delay(workload)),
         (ALLOW_THP_VARIABLE, "0"),
         ("MIMALLOC_PAGE_FULL_RETAIN", "0"),
         (ARENA_MAX_VARIABLE, arenas),
@@ -101,6 +103,18 @@ const ARENA_MAX_VARIABLE: &str = "MALLOC_ARENA_MAX";
 const MMAP_THRESHOLD_VARIABLE: &str = "MALLOC_MMAP_THRESHOLD_";
 /// glibc's starting threshold (128 KiB); set, it no longer rises.
 const MMAP_THRESHOLD_BYTES: &str = "131072";
+
+/// How long mimalloc keeps freed memory before it returns it to the kernel, in milliseconds. A stack command returns
+/// it at once: its peak is its managed sets. Anything else keeps it for 10 ms, enough to serve the next allocations
+/// without the kernel: returned at once, `cairn serve` under twenty concurrent deployments took a third more page
+/// faults, faulted pages the kernel clears again, and about 10% more CPU, at the same peak memory
+/// (`docs/benchmarks.md`).
+fn purge_delay(workload: Workload) -> &'static str {
+    match workload {
+        Workload::HoldsLargeSets => "0",
+        Workload::PassesThrough | Workload::Client => "10",
+    }
+}
 
 /// The arenas a process gets for its workload; none set for a client, which runs with the defaults.
 fn arena_max(workload: Workload) -> Option<&'static str> {
@@ -145,14 +159,17 @@ mod tests {
     }
 
     #[test]
-    fn every_command_returns_freed_memory_at_once_and_takes_no_huge_pages() {
-        for workload in [Workload::HoldsLargeSets, Workload::PassesThrough] {
+    fn every_command_returns_freed_memory_soon_and_takes_no_huge_pages() {
+        for (workload, purge_delay) in [
+            (Workload::HoldsLargeSets, "0"),
+            (Workload::PassesThrough, "10"),
+        ] {
             let settings = malloc_settings(workload);
-            for variable in [
-                "MIMALLOC_PURGE_DELAY",
-                "MIMALLOC_ALLOW_THP",
-                "MIMALLOC_PAGE_FULL_RETAIN",
-            ] {
+            assert!(
+                settings.contains(&("MIMALLOC_PURGE_DELAY", purge_delay)),
+                "{workload:?}"
+            );
+            for variable in ["MIMALLOC_ALLOW_THP", "MIMALLOC_PAGE_FULL_RETAIN"] {
                 assert!(settings.contains(&(variable, "0")), "{variable}");
             }
             let names: Vec<&str> = settings.iter().map(|(v, _)| *v).collect();

@@ -1,4 +1,4 @@
-//! `cairn serve` runs with mimalloc set to give freed memory back at once (`MIMALLOC_PURGE_DELAY=0`,
+//! `cairn serve` runs with mimalloc set to give freed memory back soon (`MIMALLOC_PURGE_DELAY=10`,
 //! `MIMALLOC_ALLOW_THP=0`, `MIMALLOC_PAGE_FULL_RETAIN=0`), at most two glibc malloc arenas for its C code
 //! (`MALLOC_ARENA_MAX=2`; `cairn stack` commands one, see `src/allocator.rs`) and a fixed mmap threshold
 //! (`MALLOC_MMAP_THRESHOLD_`) unless its environment sets the variables, which are then kept as given.
@@ -40,11 +40,8 @@ fn malloc_variables_of_serve(given: Option<(&str, &str)>) -> (Option<String>, Op
             .map(|value| String::from_utf8_lossy(value).into_owned())
             .next()
     };
-    for mimalloc_setting in [
-        "MIMALLOC_PURGE_DELAY",
-        "MIMALLOC_ALLOW_THP",
-        "MIMALLOC_PAGE_FULL_RETAIN",
-    ] {
+    assert_eq!(variable("MIMALLOC_PURGE_DELAY").as_deref(), Some("10"));
+    for mimalloc_setting in ["MIMALLOC_ALLOW_THP", "MIMALLOC_PAGE_FULL_RETAIN"] {
         assert_eq!(
             variable(mimalloc_setting).as_deref(),
             Some("0"),

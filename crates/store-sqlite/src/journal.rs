@@ -11,7 +11,7 @@ use rusqlite::{Connection, OptionalExtension, params_from_iter};
 use sqlx::sqlite::SqliteRow;
 
 use crate::SqliteStore;
-use crate::direct_reads::{DirectColumns, query_all};
+use crate::direct_reads::{ColumnNames, DirectColumns, query_all};
 use crate::group_commit::{Grouped, GroupedWrite, Pace};
 use crate::rows::{backend, decode, direct_backend, direct_write_error};
 
@@ -39,6 +39,7 @@ fn record_from_row(row: &SqliteRow) -> StoreResult<OperationRecord> {
 fn latest_newest_first(conn: &Connection, deployment: &str) -> StoreResult<Vec<OperationRecord>> {
     const NEWEST_FIRST: &str = select_operations!("WHERE o.deployment_id = ?1 ORDER BY o.seq DESC");
     let mut statement = conn.prepare_cached(NEWEST_FIRST).map_err(direct_backend)?;
+    let names = ColumnNames::of(&statement);
     let mut rows = statement.query([deployment]).map_err(direct_backend)?;
     // Per operation: the sequence number of its first step, and its latest step.
     let mut latest: Vec<(i64, OperationRecord)> = Vec::new();
@@ -53,7 +54,7 @@ fn latest_newest_first(conn: &Connection, deployment: &str) -> StoreResult<Vec<O
             Some(&index) => latest[index].0 = seq,
             None => {
                 seen.insert(operation.to_owned(), latest.len());
-                let record = codec::operation(&Row::new(&DirectColumns(row), E))?;
+                let record = codec::operation(&Row::new(&DirectColumns::new(row, &names), E))?;
                 latest.push((seq, record));
             }
         }

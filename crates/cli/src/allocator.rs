@@ -73,8 +73,11 @@ pub(crate) fn tune_malloc(workload: Workload) {
 
 /// A client is not started again for mimalloc's settings, but one of them matters to it: mimalloc backs its memory
 /// with transparent huge pages by default (`allow_thp`), and the kernel clears 2 MiB at each first touch of one,
-/// which made a client following a deployment spend three quarters of its time in the kernel. The process asks the
-/// kernel for none instead (`PR_SET_THP_DISABLE`), unless its environment sets `MIMALLOC_ALLOW_THP`.
+/// which made a client following a deployment spend three quarters of its time in the kernel. mimalloc is built
+/// not to ask for them (the `no_thp` feature: it would otherwise do so before `main`, in every process), and where
+/// the kernel hands them out unasked (`transparent_hugepage=always`) the process asks it for none
+/// (`PR_SET_THP_DISABLE`, what `MIMALLOC_ALLOW_THP=0` does in the commands started again), unless its environment
+/// sets `MIMALLOC_ALLOW_THP`.
 #[cfg(all(target_os = "linux", target_env = "gnu"))]
 fn keep_off_huge_pages() {
     if std::env::var_os(ALLOW_THP_VARIABLE).is_none() {

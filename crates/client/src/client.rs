@@ -251,6 +251,9 @@ pub struct Response {
     pub location: Option<String>,
     /// `Retry-After`, in whole seconds.
     pub retry_after: Option<Duration>,
+    /// The server waited for the operation to end before answering, as `Prefer: wait` asked
+    /// (`Preference-Applied: wait=N`): the next poll need not wait again.
+    pub waited: bool,
 }
 
 impl Client {
@@ -315,10 +318,30 @@ impl Client {
         url: &str,
         body: Option<&Value>,
     ) -> Result<Response, ClientError> {
+        self.send_preferring(method, url, body, None).await
+    }
+
+    /// GETs an operation status `url` asking the server to answer once the operation has ended or `wait` has passed
+    /// (`Prefer: wait=N`, RFC 7240, whole seconds); a server that does not wait answers at once, `waited` false.
+    pub async fn poll_waiting(&self, url: &str, wait: Duration) -> Result<Response, ClientError> {
+        self.send_preferring(Method::GET, url, None, Some(wait))
+            .await
+    }
+
+    async fn send_preferring(
+        &self,
+        method: Method,
+        url: &str,
+        body: Option<&Value>,
+        wait: Option<Duration>,
+    ) -> Result<Response, ClientError> {
         let mut request = self
             .http
             .request(method.clone(), url)
             .header("x-ms-client-request-id", uuid::Uuid::new_v4().to_string());
+        if let Some(wait) = wait {
+            request = request.header("prefer", format!("wait={}", wait.as_secs().max(1)));
+        }
         if let Some(body) = body {
             request = request.json(body);
         }
@@ -339,6 +362,12 @@ impl Client {
         let retry_after = header("retry-after")
             .and_then(|v| v.trim().parse::<u64>().ok())
             .map(Duration::from_secs);
+        let waited = wait.is_some()
+            && header("preference-applied").is_some_and(|applied| {
+                applied
+                    .split(',')
+                    .any(|p| p.trim().to_ascii_lowercase().starts_with("wait"))
+            });
         let bytes = response
             .bytes()
             .await
@@ -363,6 +392,7 @@ impl Client {
             async_operation,
             location,
             retry_after,
+            waited,
         })
     }
 

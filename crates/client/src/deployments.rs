@@ -12,6 +12,9 @@ use serde_json::Value;
 use crate::client::{Client, Response};
 use crate::error::ClientError;
 
+/// How long [`Client::wait_for_deployment`] asks the server to hold a status poll (`Prefer: wait=1`).
+const STATUS_HOLD: Duration = Duration::from_secs(1);
+
 /// How deep [`Client::wait_for_deployment`] reads the operations of nested deployments.
 const MAX_WATCHED_DEPTH: usize = 4;
 
@@ -83,11 +86,22 @@ impl Client {
         let mut delay = self.poll_delay(accepted.retry_after);
         let mut settled = HashSet::new();
         let mut listed: Option<Instant> = None;
+        // Unless operations are shown more often than that, the server is asked to hold each status poll until the
+        // deployment ends or a second has passed: the end is seen as it happens, not up to a poll interval later.
+        let hold = watcher
+            .operations_interval()
+            .is_none_or(|interval| interval >= STATUS_HOLD);
         loop {
+            let mut waited = false;
             // The record is the truth; the async status only tells when to stop.
             let terminal = match &accepted.async_operation {
                 Some(url) => {
-                    let status = self.send(Method::GET, url, None).await?;
+                    let status = if hold {
+                        self.poll_waiting(url, STATUS_HOLD).await?
+                    } else {
+                        self.send(Method::GET, url, None).await?
+                    };
+                    waited = status.waited;
                     delay = self.poll_delay(status.retry_after.or(Some(delay)));
                     is_terminal(status.body["status"].as_str())
                 }
@@ -112,7 +126,10 @@ impl Client {
             if terminal {
                 break;
             }
-            tokio::time::sleep(delay).await;
+            // A poll the server held has waited already.
+            if !waited {
+                tokio::time::sleep(delay).await;
+            }
             watcher.tick();
         }
         Ok(self.request(Method::GET, &path, None).await?.body)

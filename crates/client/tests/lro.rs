@@ -26,6 +26,7 @@ struct Seen {
     query: String,
     authorization: Option<String>,
     request_id: Option<String>,
+    prefer: Option<String>,
 }
 
 #[derive(Default)]
@@ -76,6 +77,7 @@ async fn answer(
             query: uri.query().unwrap_or_default().to_string(),
             authorization: header("authorization"),
             request_id: header("x-ms-client-request-id"),
+            prefer: header("prefer"),
         });
         let count = s.calls.entry(format!("{method} {path}")).or_default();
         *count += 1;
@@ -126,6 +128,28 @@ async fn answer(
                 ("azure-asyncoperation", format!("{base}/status/app")),
                 ("retry-after", "0".into()),
             ],
+        ),
+        // A server that holds a status poll asked to wait (`Prefer: wait=N`) and says so.
+        ("PUT", p) if p == format!("{deployments}/held") => json_answer(
+            StatusCode::CREATED,
+            json!({"name": "held", "properties": {"provisioningState": "Running"}}),
+            &[
+                ("azure-asyncoperation", format!("{base}/status/held")),
+                ("retry-after", "2".into()),
+            ],
+        ),
+        ("GET", "/status/held") => {
+            let status = if call < 3 { "Running" } else { "Succeeded" };
+            let applied: Vec<(&'static str, String)> = header("prefer")
+                .filter(|prefer| prefer == "wait=1")
+                .map(|_| vec![("preference-applied", "wait=1".to_string())])
+                .unwrap_or_default();
+            json_answer(StatusCode::OK, json!({"status": status}), &applied)
+        }
+        ("GET", p) if p == format!("{deployments}/held") => json_answer(
+            StatusCode::OK,
+            json!({"name": "held", "properties": {"provisioningState": "Succeeded"}}),
+            &[],
         ),
         ("GET", "/status/app") => {
             let status = if call < 3 { "Running" } else { "Succeeded" };
@@ -400,6 +424,58 @@ async fn operations_are_listed_as_often_as_the_watcher_asks_and_once_the_deploym
         ),
         4
     );
+}
+
+#[tokio::test]
+async fn a_status_poll_the_server_held_is_not_followed_by_a_wait() {
+    let (_, script) = start().await;
+    let base = script.lock().unwrap().base.clone();
+    // Waits of two seconds between polls, whatever the server says: three polls would take four seconds.
+    let client = Client::builder(base)
+        .polling(Polling {
+            default: Duration::from_secs(2),
+            min: Duration::from_secs(2),
+            max: Duration::from_secs(2),
+        })
+        .build()
+        .unwrap();
+    let accepted = client
+        .create_deployment(RG, "held", &deployment_request())
+        .await
+        .unwrap();
+    let started = Instant::now();
+    let record = client
+        .wait_for_deployment(RG, "held", &accepted, &mut ())
+        .await
+        .unwrap();
+    assert_eq!(record["properties"]["provisioningState"], "Succeeded");
+    assert_eq!(calls(&script, "GET /status/held"), 3);
+    assert!(started.elapsed() < Duration::from_millis(1500));
+    // A watcher shown operations at every poll is not held: it polls at the client's pace.
+    let accepted = client
+        .create_deployment(RG, "app", &deployment_request())
+        .await
+        .unwrap();
+    let fast = Client::builder(script.lock().unwrap().base.clone())
+        .polling(Polling {
+            default: Duration::from_millis(10),
+            min: Duration::from_millis(1),
+            max: Duration::from_millis(20),
+        })
+        .build()
+        .unwrap();
+    fast.wait_for_deployment(RG, "app", &accepted, &mut Recorded::default())
+        .await
+        .unwrap();
+    let seen = script.lock().unwrap().seen.clone();
+    let prefer = |path: &str| -> Vec<Option<String>> {
+        seen.iter()
+            .filter(|s| s.path == path)
+            .map(|s| s.prefer.clone())
+            .collect()
+    };
+    assert_eq!(prefer("/status/held"), vec![Some("wait=1".to_string()); 3]);
+    assert_eq!(prefer("/status/app"), vec![None; 3]);
 }
 
 #[tokio::test]

@@ -1006,6 +1006,13 @@ impl Engine {
         }
     }
 
+    /// Told whenever a deployment starts or ends running on this engine (a run ends once its record is final):
+    /// for whoever waits for a deployment's end, who then reads its record again. Runs on other engines sharing
+    /// the store are not told of: such a waiter reads the record again now and then too.
+    pub fn run_changes(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.inner.registry.changes()
+    }
+
     /// Root deployments running on this engine now.
     pub fn running_deployments(&self) -> usize {
         self.inner.registry.running()

@@ -98,6 +98,11 @@ impl RunRegistry {
         *self.running.borrow()
     }
 
+    /// A receiver told of every run registered or finished from now on.
+    pub(crate) fn changes(&self) -> watch::Receiver<usize> {
+        self.running.subscribe()
+    }
+
     /// Resolves once no run is registered.
     pub(crate) async fn wait_until_empty(&self) {
         let mut running = self.running.subscribe();

@@ -6,7 +6,7 @@
 //! The `Azure-AsyncOperation` id of a PUT is the id of the deployment run it started, so its status is
 //! read from the store and survives a server restart.
 
-use axum::http::StatusCode;
+use axum::http::{HeaderValue, StatusCode};
 use cairn_arm::api_version::ApiKind;
 use cairn_arm::models::common::ListResult;
 use cairn_arm::models::deployment::{
@@ -351,9 +351,20 @@ pub(crate) async fn get_operation(
     Ok(json_response(StatusCode::OK, &operation))
 }
 
-/// GET `.../deployments/{name}/operationStatuses/{id}`: the status of the run a PUT started.
+/// The longest a status poll waits for its operation to end (`Prefer: wait=N` asks for N seconds).
+const MAX_STATUS_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often a waiting status poll reads the record again when no run of this server has ended: the run may be
+/// another replica's.
+const STATUS_RECHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// GET `.../deployments/{name}/operationStatuses/{id}`: the status of the run a PUT started. With `Prefer: wait=N`
+/// (RFC 7240) a run still going is waited for, up to N seconds (at most [`MAX_STATUS_WAIT`]), and the answer says so
+/// (`Preference-Applied: wait=N`): a client polling that way learns of the end as it happens rather than up to one
+/// poll interval later, and polls less.
 pub(crate) async fn operation_status(
     state: &AppState,
+    call: &Call,
     deployment: &ResourceId,
     operation_id: &str,
 ) -> ApiResult {
@@ -365,20 +376,43 @@ pub(crate) async fn operation_status(
             format!("The operation '{operation_id}' of deployment '{name}' could not be found."),
         )
     };
-    // A status poll reads no more than the status: the run's request (its template) can be megabytes.
-    let record = state
-        .store
-        .get_deployment_summary(DeploymentLookup::Id(&DeploymentId::from_string(
-            operation_id,
-        )))
-        .await
-        .map_err(store_error)?
-        .filter(|record| {
-            record
-                .key
-                .matches(&DeploymentKey::new(scope.clone(), name.clone()))
-        })
-        .ok_or_else(not_found)?;
+    let key = DeploymentKey::new(scope.clone(), name.clone());
+    let id = DeploymentId::from_string(operation_id);
+    let wait = call.wait.map(|wait| wait.min(MAX_STATUS_WAIT));
+    let until = wait.map(|wait| tokio::time::Instant::now() + wait);
+    // Told before the first read, so an end between that read and the wait is not missed.
+    let mut run_changes = state.engine.run_changes();
+    let record = loop {
+        // A status poll reads no more than the status: the run's request (its template) can be megabytes.
+        let record = state
+            .store
+            .get_deployment_summary(DeploymentLookup::Id(&id))
+            .await
+            .map_err(store_error)?
+            .filter(|record| record.key.matches(&key))
+            .ok_or_else(not_found)?;
+        let ended = matches!(
+            record.status,
+            DeploymentStatus::Succeeded | DeploymentStatus::Failed | DeploymentStatus::Canceled
+        );
+        let left = until.map_or(std::time::Duration::ZERO, |until| {
+            until.saturating_duration_since(tokio::time::Instant::now())
+        });
+        if ended || left.is_zero() {
+            break record;
+        }
+        let recheck = tokio::time::sleep(left.min(STATUS_RECHECK));
+        tokio::pin!(recheck);
+        tokio::select! {
+            changed = run_changes.changed() => {
+                // The engine is closing: read again at the recheck's pace.
+                if changed.is_err() {
+                    recheck.await;
+                }
+            }
+            () = &mut recheck => {}
+        }
+    };
     let status = match record.status {
         DeploymentStatus::Accepted => OperationStatus::Accepted,
         DeploymentStatus::Running => OperationStatus::Running,
@@ -412,7 +446,13 @@ pub(crate) async fn operation_status(
     result.end_time = record.finished_at.map(timestamp);
     result.error = error;
     result.resource_id = Some(record.key.to_string());
-    Ok(json_response(StatusCode::OK, &result))
+    let mut response = json_response(StatusCode::OK, &result);
+    if let Some(wait) = wait
+        && let Ok(applied) = HeaderValue::from_str(&format!("wait={}", wait.as_secs()))
+    {
+        response.headers_mut().insert("preference-applied", applied);
+    }
+    Ok(response)
 }
 
 /// `POST /providers/Microsoft.Resources/calculateTemplateHash`: the body is the template; the answer is

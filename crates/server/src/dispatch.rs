@@ -29,6 +29,8 @@ pub(crate) struct Call {
     pub ids: RequestIds,
     /// The (checked) api-version, echoed in the URLs the response hands out.
     pub api_version: String,
+    /// `Prefer: wait=N` (RFC 7240): how long the client would have a status poll wait for the operation to end.
+    pub wait: Option<std::time::Duration>,
 }
 
 pub(crate) type ApiResult = Result<Response, ArmError>;
@@ -105,14 +107,33 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
             request_id: uuid::Uuid::new_v4().to_string(),
             correlation_id: uuid::Uuid::new_v4().to_string(),
         });
+    let wait = parts
+        .headers
+        .get_all("prefer")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find_map(preferred_wait);
     let call = Call {
         route,
         body,
         base_url,
         ids,
         api_version,
+        wait,
     };
     dispatch(state, &call).await
+}
+
+/// The `wait` preference of a `Prefer` header's value (RFC 7240: `wait=N`, whole seconds, among other preferences).
+fn preferred_wait(value: &str) -> Option<std::time::Duration> {
+    value.split(',').find_map(|preference| {
+        let (name, seconds) = preference.split(';').next()?.split_once('=')?;
+        if !name.trim().eq_ignore_ascii_case("wait") {
+            return None;
+        }
+        let seconds = seconds.trim().trim_matches('"').parse::<u64>().ok()?;
+        Some(std::time::Duration::from_secs(seconds))
+    })
 }
 
 async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
@@ -158,7 +179,7 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
         Target::DeploymentOperationStatus {
             deployment,
             operation_id,
-        } => deployments::operation_status(state, deployment, operation_id).await,
+        } => deployments::operation_status(state, call, deployment, operation_id).await,
         Target::DeploymentStacks { scope } => stacks::list(state, call, scope).await,
         Target::DeploymentStack { id } => match method {
             Get => stacks::get(state, id).await,

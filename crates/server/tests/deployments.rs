@@ -843,3 +843,80 @@ async fn provider_configs_in_the_body_and_extensions_with_their_deployment_ids()
     let gone = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
     assert_eq!(gone.status, StatusCode::NOT_FOUND);
 }
+
+#[tokio::test]
+async fn a_status_poll_that_prefers_to_wait_is_held_until_the_deployment_ends_or_the_wait_is_over()
+{
+    let app = TestApp::new().await;
+    create_group(&app, "held").await;
+    let scope = format!("{SUB}/resourceGroups/held");
+    let run = DeploymentId::generate();
+    app.store
+        .put_deployment(
+            NewDeployment {
+                id: run.clone(),
+                key: DeploymentKey::new(scope.clone(), "long"),
+                parent: None,
+                location: None,
+                tags: Default::default(),
+                request: json!({"mode": "Incremental", "template": outputs_template()}),
+                status: DeploymentStatus::Running,
+                correlation_id: "c".into(),
+                stack_initiated: false,
+                created_at: Timestamp::now(),
+                owner: None,
+            },
+            Precondition::MustNotExist,
+        )
+        .await
+        .unwrap();
+    let path = deployment(&scope, "long");
+    let status_url = format!("{path}/operationStatuses/{run}?{V}");
+
+    // Without the preference: answered at once, as ARM does.
+    let started = std::time::Instant::now();
+    let plain = call(&app.router, "GET", &status_url, None, None).await;
+    assert_eq!(plain.json["status"], "Running", "{}", plain.text);
+    assert!(plain.headers.get("preference-applied").is_none());
+    assert!(started.elapsed() < Duration::from_millis(900));
+
+    // Still running after the wait: answered once it is over, saying the wait was applied.
+    let started = std::time::Instant::now();
+    let held = call_with_headers(
+        &app.router,
+        "GET",
+        &status_url,
+        None,
+        &[("prefer", "respond-async, wait=1")],
+    )
+    .await;
+    assert_eq!(held.json["status"], "Running", "{}", held.text);
+    assert_eq!(held.headers["preference-applied"], "wait=1");
+    assert!(started.elapsed() >= Duration::from_millis(950));
+
+    // Ended while held (by a cancel from elsewhere): answered with the end, long before the wait is over.
+    let router = app.router.clone();
+    let waiting = tokio::spawn({
+        let status_url = status_url.clone();
+        async move {
+            let started = std::time::Instant::now();
+            let answer =
+                call_with_headers(&router, "GET", &status_url, None, &[("prefer", "wait=8")]).await;
+            (answer, started.elapsed())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cancel = call(
+        &app.router,
+        "POST",
+        &format!("{path}/cancel?{V}"),
+        None,
+        None,
+    )
+    .await;
+    assert_eq!(cancel.status, StatusCode::NO_CONTENT, "{}", cancel.text);
+    let (answer, waited) = waiting.await.unwrap();
+    assert_eq!(answer.json["status"], "Canceled", "{}", answer.text);
+    assert_eq!(answer.headers["preference-applied"], "wait=8");
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+}

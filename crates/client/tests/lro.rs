@@ -296,15 +296,18 @@ async fn start() -> (Client, Shared) {
     tokio::spawn(async move { axum::serve(listener, app).await });
     let client = Client::builder(base)
         .bearer_token("test-token")
-        .polling(Polling {
-            default: Duration::from_millis(10),
-            min: Duration::from_millis(1),
-            max: Duration::from_millis(20),
-        })
+        .polling(FAST_POLLING)
         .build()
         .unwrap();
     (client, script)
 }
+
+/// Polls 10 ms apart without `Retry-After`, at most 20 ms.
+const FAST_POLLING: Polling = Polling {
+    default: Duration::from_millis(10),
+    min: Duration::from_millis(1),
+    max: Duration::from_millis(20),
+};
 
 fn calls(script: &Shared, key: &str) -> usize {
     script.lock().unwrap().calls.get(key).copied().unwrap_or(0)
@@ -457,11 +460,7 @@ async fn a_status_poll_the_server_held_is_not_followed_by_a_wait() {
         .await
         .unwrap();
     let fast = Client::builder(script.lock().unwrap().base.clone())
-        .polling(Polling {
-            default: Duration::from_millis(10),
-            min: Duration::from_millis(1),
-            max: Duration::from_millis(20),
-        })
+        .polling(FAST_POLLING)
         .build()
         .unwrap();
     fast.wait_for_deployment(RG, "app", &accepted, &mut Recorded::default())

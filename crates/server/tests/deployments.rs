@@ -484,17 +484,14 @@ fn uuid_like() -> String {
     "0b5f2f8e-0000-4000-8000-000000000000".to_owned()
 }
 
-#[tokio::test]
-async fn running_deployments_block_deletes() {
-    let app = TestApp::new().await;
-    create_group(&app, "busy").await;
-    let scope = format!("{SUB}/resourceGroups/busy");
+/// A deployment record `Running` with no engine run behind it (as after its engine died), its run ID.
+async fn put_running(app: &TestApp, scope: &str, name: &str) -> DeploymentId {
     let run = DeploymentId::generate();
     app.store
         .put_deployment(
             NewDeployment {
                 id: run.clone(),
-                key: DeploymentKey::new(scope.clone(), "long"),
+                key: DeploymentKey::new(scope, name),
                 parent: None,
                 location: None,
                 tags: Default::default(),
@@ -509,6 +506,15 @@ async fn running_deployments_block_deletes() {
         )
         .await
         .unwrap();
+    run
+}
+
+#[tokio::test]
+async fn running_deployments_block_deletes() {
+    let app = TestApp::new().await;
+    create_group(&app, "busy").await;
+    let scope = format!("{SUB}/resourceGroups/busy");
+    let run = put_running(&app, &scope, "long").await;
     let path = deployment(&scope, "long");
     let delete = call(&app.router, "DELETE", &format!("{path}?{V}"), None, None).await;
     assert_eq!(delete.status, StatusCode::CONFLICT);
@@ -850,26 +856,7 @@ async fn a_status_poll_that_prefers_to_wait_is_held_until_the_deployment_ends_or
     let app = TestApp::new().await;
     create_group(&app, "held").await;
     let scope = format!("{SUB}/resourceGroups/held");
-    let run = DeploymentId::generate();
-    app.store
-        .put_deployment(
-            NewDeployment {
-                id: run.clone(),
-                key: DeploymentKey::new(scope.clone(), "long"),
-                parent: None,
-                location: None,
-                tags: Default::default(),
-                request: json!({"mode": "Incremental", "template": outputs_template()}),
-                status: DeploymentStatus::Running,
-                correlation_id: "c".into(),
-                stack_initiated: false,
-                created_at: Timestamp::now(),
-                owner: None,
-            },
-            Precondition::MustNotExist,
-        )
-        .await
-        .unwrap();
+    let run = put_running(&app, &scope, "long").await;
     let path = deployment(&scope, "long");
     let status_url = format!("{path}/operationStatuses/{run}?{V}");
 

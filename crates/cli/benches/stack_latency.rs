@@ -3,10 +3,13 @@
 //! answers every call after a fixed latency, compared with the ideal the engine's parallelism allows.
 //!
 //! `cargo bench -p cairn --bench stack_latency -- [--runs 3] [--count 800] [--update-to 400] [--latency-ms 20]
-//! [--baseline PATH]`
+//! [--baseline PATH] [--calls PATH]`
 //!
 //! With `--baseline PATH` (another build of the `cairn` binary, e.g. of an earlier commit), every run measures both
 //! binaries, alternating which goes first, so a before/after comparison shares the machine's load of the moment.
+//! With `--calls PATH`, every call the extension answered is appended to PATH, a phase at a time (a `#` line naming
+//! the binary and the phase, then one line a call: operation, connection, start and end in microseconds since the
+//! extension started), for a closer look at how the calls were spaced.
 //!
 //! Per run, on a fresh data directory with one resource group:
 //! 1. **create**: a stack of `count` independent extension resources (`--action-on-unmanage deleteAll`);
@@ -35,7 +38,7 @@ use std::process::Output;
 use std::time::Duration;
 
 mod loopback;
-use loopback::{Call, Extension, Home, cairn, seconds, stdout_json, template};
+use loopback::{Call, Extension, Home, cairn_timed, seconds, stdout_json, template};
 
 /// The engine's default parallelism, which the ideal assumes (the CLI runs with the defaults).
 const PARALLELISM: usize = 16;
@@ -49,6 +52,8 @@ struct Options {
     latency: Duration,
     /// Another `cairn` binary measured in the same runs.
     baseline: Option<PathBuf>,
+    /// Where to append every call the extension answered.
+    calls: Option<PathBuf>,
 }
 
 fn options() -> Options {
@@ -71,6 +76,11 @@ fn options() -> Options {
         baseline: args
             .iter()
             .position(|a| a == "--baseline")
+            .and_then(|i| args.get(i + 1))
+            .map(PathBuf::from),
+        calls: args
+            .iter()
+            .position(|a| a == "--calls")
             .and_then(|i| args.get(i + 1))
             .map(PathBuf::from),
     }
@@ -218,7 +228,9 @@ impl Phase {
     }
 }
 
-/// Runs `cairn args` and accounts for it against the extension's calls.
+/// Runs `cairn args` and accounts for it against the extension's calls (appended to `log` when given, under
+/// `label`).
+#[allow(clippy::too_many_arguments)]
 fn timed(
     binary: &Path,
     home: &Path,
@@ -226,15 +238,43 @@ fn timed(
     extension: &Extension,
     ideal: Duration,
     latency: Duration,
+    log: Option<&Path>,
+    label: &str,
 ) -> (Output, Phase) {
     extension.take();
     let origin = extension.origin.elapsed();
-    let ran = cairn(binary, home, args);
+    let ran = cairn_timed(binary, home, args);
     let (calls, busiest) = extension.take();
+    if let Some(log) = log {
+        log_calls(log, &format!("{} {label}", binary.display()), &calls);
+    }
     (
         ran.output,
         Phase::of(ran.wall, ideal, latency, origin, &calls, busiest),
     )
+}
+
+/// Appends `calls` to the file at `log`, under a `# heading` line.
+fn log_calls(log: &Path, heading: &str, calls: &[Call]) {
+    use std::fmt::Write as _;
+    use std::io::Write as _;
+    let mut text = format!("# {heading}\n");
+    for call in calls {
+        let _ = writeln!(
+            text,
+            "{} {} {} {}",
+            call.operation,
+            call.connection,
+            call.start.as_micros(),
+            call.end.as_micros()
+        );
+    }
+    std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log)
+        .and_then(|mut file| file.write_all(text.as_bytes()))
+        .expect("the call log is written");
 }
 
 struct Run {
@@ -250,7 +290,7 @@ fn run(options: &Options, binary: &Path, extension: &Extension, url: &str) -> Ru
     let full = bench_home.file("full.json", &template("r", count));
     let smaller = bench_home.file("smaller.json", &template("r", kept));
     let deployment = bench_home.file("deployment.json", &template("d", count));
-    cairn(
+    cairn_timed(
         binary,
         &home,
         &["group", "create", "-n", GROUP, "-l", "local"],
@@ -281,6 +321,8 @@ fn run(options: &Options, binary: &Path, extension: &Extension, url: &str) -> Ru
         extension,
         latency * waves(count),
         latency,
+        options.calls.as_deref(),
+        "stack create",
     );
     check_stack(&out, count);
     assert_eq!(extension.existing().len(), count, "every item was created");
@@ -294,6 +336,8 @@ fn run(options: &Options, binary: &Path, extension: &Extension, url: &str) -> Ru
         extension,
         ideal,
         latency,
+        options.calls.as_deref(),
+        "stack update",
     );
     check_stack(&out, kept);
     let left = extension.existing();
@@ -326,6 +370,8 @@ fn run(options: &Options, binary: &Path, extension: &Extension, url: &str) -> Ru
         extension,
         latency * waves(count),
         latency,
+        options.calls.as_deref(),
+        "deployment",
     );
     let deployed = stdout_json(&out);
     assert_eq!(

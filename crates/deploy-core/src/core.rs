@@ -16,6 +16,9 @@ pub enum Evaluation<C, E> {
     Perform(C),
     /// The body could not be evaluated (or the call could not be prepared): the node fails before any call.
     Fail(E),
+    /// The driver withdrew the node before its call because the run is being stopped (it was still waiting for
+    /// its turn behind other calls): it never starts, and the run ends canceled.
+    Withdrawn,
 }
 
 /// Why a performed call did not succeed.
@@ -271,6 +274,12 @@ impl<E: Clone> Core<E> {
                         effects.push(Effect::Perform(node, call));
                     }
                     Evaluation::Fail(error) => self.fail(node, error, &mut effects),
+                    Evaluation::Withdrawn => {
+                        // Only a stop withdraws a node, whichever of its event and this one came first.
+                        self.canceled = true;
+                        self.settle(node, State::NotStarted);
+                        effects.push(Effect::NotStarted(node));
+                    }
                 }
             }
             Event::Performed(node, result) => {

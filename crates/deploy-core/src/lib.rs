@@ -9,7 +9,8 @@
 //!     for effect in effects.drain(..) {
 //!         match effect {
 //!             Effect::Admit(n)        => wait for a parallelism slot, then feed Event::Admitted(n),
-//!             Effect::Evaluate(n)     => evaluate the body, feed Event::Evaluated(n, Skip | Perform(call) | Fail(e)),
+//!             Effect::Evaluate(n)     => evaluate the body, feed Event::Evaluated(n, Skip | Perform(call) | Fail(e)
+//!                                        | Withdrawn),
 //!             Effect::Started(n)      => journal "Running" (before the call),
 //!             Effect::Perform(n, c)   => call the provider / extension / child deployment, feed Event::Performed,
 //!             Effect::Succeeded(n, a) => journal "Succeeded", record the resource,

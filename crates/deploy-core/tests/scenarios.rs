@@ -205,6 +205,30 @@ fn a_cancel_mid_run_lets_the_calls_in_flight_finish_and_starts_nothing_more() {
 }
 
 #[test]
+fn a_node_withdrawn_before_its_call_never_starts_and_the_run_ends_canceled() {
+    // 0 and 1 side by side, 2 after 0: 1 is withdrawn (a stop came while it waited to call) after 0's call began.
+    let plan = Plan::new(vec![Node::leaf([]), Node::leaf([]), Node::leaf([0])]).unwrap();
+    let mut sim = Sim::new(plan.clone(), vec![Succeed, Withdraw, Succeed], 16);
+    sim.start();
+    sim.run(fifo);
+    assert_eq!(sim.status(), &Status::Canceled);
+    assert!(sim.position(|t| *t == Trace::NotStarted(1)).is_some());
+    assert!(sim.position(|t| *t == Trace::Started(1)).is_none());
+    assert!(
+        sim.position(|t| *t == Trace::Admitted(2)).is_none(),
+        "nothing starts after a withdrawal"
+    );
+    assert_eq!(succeeded(&sim), vec![0]);
+    // Withdrawn first: a node admitted meanwhile never starts either.
+    let mut sim = Sim::new(plan, vec![Succeed, Withdraw, Succeed], 16);
+    sim.start();
+    sim.run(lifo);
+    assert_eq!(sim.status(), &Status::Canceled);
+    assert!(sim.position(|t| matches!(t, Trace::Started(_))).is_none());
+    assert!(succeeded(&sim).is_empty());
+}
+
+#[test]
 fn a_canceled_nested_deployment_cancels_the_parent() {
     let plan = Plan::new(vec![Node::nested([]), Node::leaf([0])]).unwrap();
     let mut sim = Sim::new(plan, vec![Cancel, Succeed], 16);

@@ -12,8 +12,9 @@
 //! preview every create makes, and only for resources no stack manages yet (a stack's steady-state updates ask
 //! nothing more, nor does a stack that adopts what exists). A resource whose identifiers the extension cannot
 //! predict (its preview answers a 4xx such as `PreviewNotSupported`, or the identifiers are unknown before the
-//! deployment) cannot be looked up, so it is written as before. The preview runs in the create's admission slot,
-//! the `get` in a lookup place (`Tree::lookups`) so the next resource's preview overlaps it; the create then waits
+//! deployment) cannot be looked up, so it is written as before. The preview runs in a preview place
+//! (`Tree::previews`), which the create takes in exchange for its admission slot once its body is evaluated, the
+//! `get` in a lookup place (`Tree::lookups`) so the next resource's preview overlaps it; the create then waits
 //! in a queue place (`Tree::queued`) for its durable `Running` step and a call slot (`Tree::calls`), so the next
 //! resources' lookups overlap the creates in flight.
 

@@ -298,6 +298,7 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
     let record = start.record;
     let tree = Rc::new(Tree {
         permits: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
+        previews: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         lookups: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         queued: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         calls: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),

@@ -81,11 +81,17 @@ impl Slot {
 pub(crate) struct Tree {
     pub env: Arc<EngineEnv>,
     /// Leaf operations admitted across the whole tree and not yet further along: a slot is taken when a node is
-    /// admitted and held through its evaluation (and an extension create's `preview`) until the node has the next
-    /// place on its way (a lookup or queue place, or a call slot).
+    /// admitted and held through its evaluation until the node has the next place on its way (an extension
+    /// create's preview place, or a call slot).
     pub permits: Arc<Semaphore>,
+    /// Extension previews in flight across the tree, as many as `permits`. An extension create trades its admission
+    /// slot for one of these once its body is evaluated: the coordinator admits and evaluates the next resources
+    /// while it waits, so a preview place that frees goes at once to a resource ready to call, instead of to one
+    /// the coordinator has yet to admit and evaluate while it handles the wave of calls that just ended. At most
+    /// `permits` resources wait so, evaluated.
+    pub previews: Arc<Semaphore>,
     /// Existence `get`s in flight across the tree (a stack's deployment), as many as `permits`. An extension
-    /// resource's create previews its target in its admission slot, then trades it for one of these for the
+    /// resource's create previews its target in its preview place, then trades it for one of these for the
     /// `get` whose identifiers the preview answered: the next resource's preview runs meanwhile, so the two
     /// lookups, each one call long, pipeline instead of holding one slot for both.
     pub lookups: Arc<Semaphore>,

@@ -85,6 +85,7 @@ pub(crate) async fn what_if(
     let tree = Rc::new(Tree {
         env: env.clone(),
         permits: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
+        previews: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         lookups: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         queued: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),
         calls: Arc::new(Semaphore::new(env.settings.parallelism.max(1))),

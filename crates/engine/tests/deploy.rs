@@ -422,6 +422,33 @@ async fn cancel_stops_scheduling_and_ends_canceled() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_waiting_for_its_preview_when_the_run_is_canceled_never_starts() {
+    // One at a time and slow previews: while w0 previews, w1 is admitted and evaluated and waits for the preview
+    // place; the cancel comes meanwhile.
+    let env = with_parallelism(1, Duration::from_millis(10)).await;
+    *env.fake.preview_latency.lock().unwrap() = Duration::from_millis(400);
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            "withdrawn",
+            request(widgets("w", 3), json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    env.engine.cancel(RG, "withdrawn").await.unwrap();
+    let record = serde_json::to_value(handle.wait().await.unwrap()).unwrap();
+    assert_eq!(state(&record), "Canceled", "{record:#}");
+    let log = env.fake.state.log.lock().unwrap().clone();
+    let previews: Vec<&String> = log.iter().filter(|e| e.starts_with("preview:")).collect();
+    assert_eq!(previews, ["preview:w0"], "{log:?}");
+    // w0, looked up when the cancel came, may still be written; nothing after it is.
+    assert!(env.fake.count() <= 1, "{log:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn rerunning_reapplies_idempotently_and_running_deployments_conflict() {
     let env = setup_with(
         common::settings(),

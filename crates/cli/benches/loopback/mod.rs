@@ -8,12 +8,12 @@
     reason = "each bench binary compiles this module and uses its own part of it"
 )]
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, BinaryHeap};
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::Json;
@@ -60,13 +60,10 @@ impl Extension {
         let start = self.origin.elapsed();
         let now = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         self.busiest.fetch_max(now, Ordering::SeqCst);
-        // The OS timer on a blocking thread, not tokio's: tokio rounds a sleep up to its next millisecond tick and
-        // answered in 21.2 ms on average for 20, which would charge the extension's lateness to cairn.
-        let latency = self.latency;
-        if !latency.is_zero() {
-            tokio::task::spawn_blocking(move || std::thread::sleep(latency))
-                .await
-                .expect("the latency");
+        if !self.latency.is_zero() {
+            latency_timer()
+                .wait_until(Instant::now() + self.latency)
+                .await;
         }
         CallRecord {
             extension: self.clone(),
@@ -89,6 +86,90 @@ impl Extension {
     /// Forgets the items (the next run starts from an empty extension).
     pub fn clear(&self) {
         self.existing.lock().expect("existing").clear();
+    }
+}
+
+/// Ends the calls' latencies: one thread that sleeps until the earliest deadline and answers every call due by
+/// then. Not tokio's timer, which rounds a sleep up to its next millisecond tick (answering in 21.2 ms on average
+/// for 20), and not a blocking thread per call, which made every call wake a thread of its own: on a machine whose
+/// two cores run cairn too, the wave of calls ending together then cost the extension about as much CPU as cairn.
+struct LatencyTimer {
+    due: Mutex<BinaryHeap<Due>>,
+    earlier: Condvar,
+}
+
+/// A call waiting for its deadline (ordered soonest first).
+struct Due {
+    at: Instant,
+    answer: tokio::sync::oneshot::Sender<()>,
+}
+
+impl PartialEq for Due {
+    fn eq(&self, other: &Self) -> bool {
+        self.at == other.at
+    }
+}
+
+impl Eq for Due {}
+
+impl PartialOrd for Due {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Due {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        other.at.cmp(&self.at)
+    }
+}
+
+fn latency_timer() -> &'static LatencyTimer {
+    static TIMER: OnceLock<&'static LatencyTimer> = OnceLock::new();
+    TIMER.get_or_init(|| {
+        let timer: &'static LatencyTimer = Box::leak(Box::new(LatencyTimer {
+            due: Mutex::default(),
+            earlier: Condvar::new(),
+        }));
+        std::thread::Builder::new()
+            .name("latency".into())
+            .spawn(|| timer.run())
+            .expect("the latency thread");
+        timer
+    })
+}
+
+impl LatencyTimer {
+    async fn wait_until(&self, at: Instant) {
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        {
+            let mut due = self.due.lock().expect("deadlines");
+            let soonest = due.peek().is_none_or(|first| at < first.at);
+            due.push(Due { at, answer });
+            if soonest {
+                self.earlier.notify_one();
+            }
+        }
+        answered.await.expect("the latency thread answers");
+    }
+
+    fn run(&self) {
+        let mut due = self.due.lock().expect("deadlines");
+        loop {
+            let now = Instant::now();
+            while due.peek().is_some_and(|first| first.at <= now) {
+                if let Some(call) = due.pop() {
+                    let _ = call.answer.send(());
+                }
+            }
+            due = match due
+                .peek()
+                .map(|first| first.at.saturating_duration_since(Instant::now()))
+            {
+                Some(wait) => self.earlier.wait_timeout(due, wait).expect("deadlines").0,
+                None => self.earlier.wait(due).expect("deadlines"),
+            };
+        }
     }
 }
 
@@ -196,12 +277,10 @@ pub fn serve(runtime: &tokio::runtime::Runtime, extension: Extension) -> String 
     url
 }
 
-/// A runtime for the extension: two workers (the machine's cores are the CLI's too) and room for the blocking
-/// timer threads.
+/// A runtime for the extension: two workers (the machine's cores are the CLI's too).
 pub fn runtime() -> tokio::runtime::Runtime {
     tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
-        .max_blocking_threads(64)
         .enable_all()
         .build()
         .expect("a runtime")
@@ -298,7 +377,17 @@ pub struct Ran {
 
 /// Runs `cairn args` on `home` (in process: no server, no extension override), asserting it succeeds.
 pub fn cairn(binary: &Path, home: &Path, args: &[&str]) -> Ran {
-    let ran = spawn(binary, home, args).finish();
+    succeeded(spawn(binary, home, args).finish(), args)
+}
+
+/// Runs `cairn args` like [`cairn`], timed to its exit as `wait` sees it, without sampling its memory and CPU while
+/// it runs (`Ran::peak_rss_kib` and `Ran::cpu` stay zero): what times only its wall clock reads no `/proc` files
+/// every 2 ms beside it, and notices its exit at once rather than at the next sample.
+pub fn cairn_timed(binary: &Path, home: &Path, args: &[&str]) -> Ran {
+    succeeded(spawn(binary, home, args).finish_unsampled(), args)
+}
+
+fn succeeded(ran: Ran, args: &[&str]) -> Ran {
     assert_eq!(
         ran.output.status.code(),
         Some(0),
@@ -352,7 +441,22 @@ impl Running {
     }
 
     /// Waits for the process (reading its output meanwhile) and takes its resource usage with it.
-    pub fn finish(mut self) -> Ran {
+    pub fn finish(self) -> Ran {
+        self.finish_with(wait_with_usage)
+    }
+
+    /// Waits for the process (reading its output meanwhile), its resource usage unread.
+    pub fn finish_unsampled(self) -> Ran {
+        self.finish_with(|child| {
+            let status = child.wait().expect("the child's status");
+            (status, 0, Duration::ZERO)
+        })
+    }
+
+    fn finish_with(
+        mut self,
+        wait: impl FnOnce(&mut std::process::Child) -> (std::process::ExitStatus, u64, Duration),
+    ) -> Ran {
         let mut stdout = self.child.stdout.take().expect("piped stdout");
         let mut stderr = self.child.stderr.take().expect("piped stderr");
         let read = |pipe: &mut dyn std::io::Read| {
@@ -364,7 +468,7 @@ impl Running {
         let (out, err, (status, peak_rss_kib, cpu)) = std::thread::scope(|scope| {
             let err = scope.spawn(|| read(&mut stderr));
             let out = scope.spawn(|| read(&mut stdout));
-            let usage = wait_with_usage(child);
+            let usage = wait(child);
             (
                 out.join().expect("stdout reader"),
                 err.join().expect("stderr reader"),

@@ -21,6 +21,8 @@ pub enum Behaviour {
     Skip,
     /// A nested deployment whose child was canceled.
     Cancel,
+    /// The driver withdraws it after its evaluation: the run was stopped while it waited for its turn to call.
+    Withdraw,
 }
 
 /// What happened, in order.
@@ -109,6 +111,7 @@ impl Sim {
                 match self.behaviours[n] {
                     Behaviour::Skip => Evaluation::Skip,
                     Behaviour::FailEvaluation => Evaluation::Fail(format!("evaluation of {n}")),
+                    Behaviour::Withdraw => Evaluation::Withdrawn,
                     _ => Evaluation::Perform(n),
                 },
             ),

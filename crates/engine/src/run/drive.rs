@@ -44,6 +44,13 @@ enum Call {
     Nested,
 }
 
+/// Whether an evaluated leaf goes on to its call.
+enum Proceed {
+    Call,
+    /// The run stopped while the leaf waited for its turn to call: it never starts.
+    Withdrawn,
+}
+
 /// What a performed call answered.
 enum Answer {
     Arm {
@@ -675,9 +682,9 @@ impl Run {
 
     /// A provider or extension resource's body, evaluated once its dependencies are deployed, in the node's
     /// admission `slot`. The slot comes back with the evaluation and moves into the node's call, which trades it
-    /// for a call slot (`perform_leaf`); an extension create trades it along the way: for a lookup place before a
-    /// stack's existence `get` (`Tree::lookups`), then for a queue place once its lookups are done
-    /// (`Tree::queued`).
+    /// for a call slot (`perform_leaf`); an extension create trades it along the way: for a preview place
+    /// (`Tree::previews`), a lookup place before a stack's existence `get` (`Tree::lookups`), then a queue place once
+    /// its lookups are done (`Tree::queued`).
     fn evaluate_leaf<'f>(
         &'f self,
         expansion: &'f Expansion<'_>,
@@ -698,7 +705,8 @@ impl Run {
                         .identify(expansion, identity, &body, &mut target, &mut slot)
                         .await
                     {
-                        Ok(()) => Evaluation::Perform(Call::Leaf(body)),
+                        Ok(Proceed::Call) => Evaluation::Perform(Call::Leaf(body)),
+                        Ok(Proceed::Withdrawn) => Evaluation::Withdrawn,
                         Err(error) => Evaluation::Fail(error),
                     }
                 }
@@ -716,10 +724,11 @@ impl Run {
     /// and no stack manages fails here, before its `Running` step inventories it, unless the stack adopts it.
     ///
     /// The lookups run on a task of their own, which moves `slot` from place to place as it goes: the admission
-    /// slot (the preview runs in it) for a lookup place before the existence `get`, then for a queue place once the
-    /// create may go ahead. Each place is handed on there as soon as its call ends, not once the coordinator has
-    /// seen the lookups' outcome: the coordinator is busy at that moment with the wave of calls that ended with
-    /// them.
+    /// slot for a preview place (the coordinator admits and evaluates the next resource meanwhile), that for a
+    /// lookup place before the existence `get`, then for a queue place once the create may go ahead. Each place is
+    /// handed on there as soon as its call ends, not once the coordinator has seen the lookups' outcome: the
+    /// coordinator is busy at that moment with the wave of calls that ended with them. A resource still waiting for
+    /// its preview place when the run is canceled or handed over is withdrawn: it never starts.
     async fn identify(
         &self,
         expansion: &Expansion<'_>,
@@ -727,13 +736,13 @@ impl Run {
         body: &Json,
         target: &mut TargetResource,
         slot: &mut Option<Slot>,
-    ) -> Result<(), OpError> {
+    ) -> Result<Proceed, OpError> {
         let Some(ext) = identity.extension.as_ref().filter(|_| !identity.existing) else {
-            return Ok(());
+            return Ok(Proceed::Call);
         };
         // A config that cannot be resolved fails the call itself, as before.
         let Ok(resolved) = self.alias_config(expansion, &ext.alias).await else {
-            return Ok(());
+            return Ok(Proceed::Call);
         };
         let properties = body.get("properties").cloned().unwrap_or_else(|| json!({}));
         let config = (!resolved.config.is_empty()).then(|| resolved.config.clone());
@@ -747,10 +756,23 @@ impl Run {
         });
         let host = self.env().host.clone();
         let ctx = self.tree.call_context();
-        let (lookups, queued) = (self.tree.lookups.clone(), self.tree.queued.clone());
+        let (previews, lookups, queued) = (
+            self.tree.previews.clone(),
+            self.tree.lookups.clone(),
+            self.tree.queued.clone(),
+        );
+        let (cancel, suspend) = (self.tree.cancel.clone(), self.tree.suspend.clone());
         let mut held = slot.take();
         let identified = tokio::spawn(
             async move {
+                if let Some(admitted) = held.take() {
+                    tokio::select! {
+                        biased;
+                        () = cancel.cancelled() => return None,
+                        () = suspend.cancelled() => return None,
+                        place = admitted.trade_for(&previews) => held = Some(place),
+                    }
+                }
                 let candidate = Candidate {
                     key: &key,
                     resource_type: &resource_type,
@@ -779,19 +801,23 @@ impl Run {
                 {
                     held = Some(looked_up.trade_for(&queued).await);
                 }
-                (identified, held)
+                Some((identified, held))
             }
             .in_current_span(),
         );
-        // Whether the resource exists is unknown: writing it could take over what no stack manages.
-        let Ok((identified, held)) = identified.await else {
-            return Err(OpError::new(
-                500,
-                ErrorDetail::new(
-                    "InternalServerError",
-                    "The lookup before the resource's create stopped unexpectedly.",
-                ),
-            ));
+        let (identified, held) = match identified.await {
+            Ok(Some(identified)) => identified,
+            Ok(None) => return Ok(Proceed::Withdrawn),
+            // Whether the resource exists is unknown: writing it could take over what no stack manages.
+            Err(_) => {
+                return Err(OpError::new(
+                    500,
+                    ErrorDetail::new(
+                        "InternalServerError",
+                        "The lookup before the resource's create stopped unexpectedly.",
+                    ),
+                ));
+            }
         };
         *slot = held;
         if let Some(predicted) = identified.identity {
@@ -801,7 +827,7 @@ impl Run {
             }
         }
         match identified.verdict {
-            Verdict::Write => Ok(()),
+            Verdict::Write => Ok(Proceed::Call),
             Verdict::ExistsUnmanaged(error) => Err(OpError::new(409, error)),
             Verdict::Failed(error) => {
                 let (status, error) = host_error(&error);

@@ -25,6 +25,7 @@ fn behaviour() -> impl Strategy<Value = Behaviour> {
         1 => Just(Behaviour::FailEvaluation),
         1 => Just(Behaviour::Skip),
         1 => Just(Behaviour::Cancel),
+        1 => Just(Behaviour::Withdraw),
     ]
 }
 

@@ -288,6 +288,24 @@ pub(crate) enum Wait {
     Behind,
 }
 
+impl Run {
+    /// How a finished operation's step is written: behind, unless the run is finishing — then nothing comes after
+    /// it to commit with, and a step written behind would wait for one before its own commit (the store's ride
+    /// wait), which the run's end waits for.
+    pub(crate) fn finished_step_wait(&self) -> Wait {
+        if self.finishing.get() {
+            Wait::Settled
+        } else {
+            Wait::Behind
+        }
+    }
+
+    /// The effects being performed include the run's verdict: the steps they journal are its last.
+    pub(crate) fn set_finishing(&self) {
+        self.finishing.set(true);
+    }
+}
+
 /// One deployment (one record) of a tree.
 pub(crate) struct Run {
     pub tree: Rc<Tree>,
@@ -301,6 +319,8 @@ pub(crate) struct Run {
     started: Instant,
     /// Store writes in flight, by operation ID.
     writes: RefCell<HashMap<String, tokio::task::JoinHandle<()>>>,
+    /// The run's last effects are being performed: what they journal has no later write to commit with.
+    finishing: Cell<bool>,
     /// Where this deployment's template came from (what nested `relativePath` links resolve against).
     origin: TemplateOrigin,
     /// This deployment's facts, the base of its linked nested deployments' facts.
@@ -420,6 +440,7 @@ impl Run {
             secure_config,
             started: Instant::now(),
             writes: RefCell::new(HashMap::new()),
+            finishing: Cell::new(false),
             origin: TemplateOrigin::Inline,
             context: None,
         }

@@ -287,6 +287,9 @@ impl Run {
         let mut effects: Vec<Effect<Call, Answer, OpError>> = core.start();
         let verdict = loop {
             let mut finished = None;
+            if effects.iter().any(|e| matches!(e, Effect::Finish(_))) {
+                self.set_finishing();
+            }
             for effect in effects.drain(..) {
                 match effect {
                     Effect::Admit(node) => inflight.push(self.admit(node)),
@@ -369,9 +372,9 @@ impl Run {
                             Some(pending) if failure.confirmed_absent => self.record(
                                 step,
                                 InventoryChange::Delete(pending.key),
-                                Wait::Behind,
+                                self.finished_step_wait(),
                             ),
-                            _ => self.journal(step, Wait::Behind),
+                            _ => self.journal(step, self.finished_step_wait()),
                         }
                         self.event(
                             EventKind::ResourceFinished,
@@ -417,7 +420,7 @@ impl Run {
                                 Some(elapsed_ms(slot.started)),
                                 None,
                             ),
-                            Wait::Behind,
+                            self.finished_step_wait(),
                         );
                     }
                     Effect::NotStarted(node) => slots[node].permit = None,
@@ -508,7 +511,7 @@ impl Run {
                     None,
                     None,
                 ),
-                Wait::Behind,
+                self.finished_step_wait(),
             );
         }
 
@@ -1123,10 +1126,12 @@ impl Run {
                     None,
                 );
                 match created {
-                    Some(resource) => {
-                        self.record(step, InventoryChange::Put(Box::new(resource)), Wait::Behind)
-                    }
-                    None => self.journal(step, Wait::Behind),
+                    Some(resource) => self.record(
+                        step,
+                        InventoryChange::Put(Box::new(resource)),
+                        self.finished_step_wait(),
+                    ),
+                    None => self.journal(step, self.finished_step_wait()),
                 }
             }
             Answer::Extension { deployed, applied } => {
@@ -1189,12 +1194,16 @@ impl Run {
                         // The identity the extension predicted was not the one it created under: the row the
                         // `Running` step wrote names nothing.
                         let stale = pending.filter(|key| key != &resource.key);
-                        self.record(step, InventoryChange::Put(Box::new(resource)), Wait::Behind);
+                        self.record(
+                            step,
+                            InventoryChange::Put(Box::new(resource)),
+                            self.finished_step_wait(),
+                        );
                         if let Some(stale) = stale {
                             self.forget(&op_id, stale);
                         }
                     }
-                    None => self.journal(step, Wait::Behind),
+                    None => self.journal(step, self.finished_step_wait()),
                 }
             }
             Answer::Nested(nested) => {
@@ -1209,7 +1218,7 @@ impl Run {
                         Some(elapsed_ms(slot.started)),
                         None,
                     ),
-                    Wait::Behind,
+                    self.finished_step_wait(),
                 );
                 done = *nested;
             }

@@ -288,24 +288,6 @@ pub(crate) enum Wait {
     Behind,
 }
 
-impl Run {
-    /// How a finished operation's step is written: behind, unless the run is finishing — then nothing comes after
-    /// it to commit with, and a step written behind would wait for one before its own commit (the store's ride
-    /// wait), which the run's end waits for.
-    pub(crate) fn finished_step_wait(&self) -> Wait {
-        if self.finishing.get() {
-            Wait::Settled
-        } else {
-            Wait::Behind
-        }
-    }
-
-    /// The effects being performed include the run's verdict: the steps they journal are its last.
-    pub(crate) fn set_finishing(&self) {
-        self.finishing.set(true);
-    }
-}
-
 /// One deployment (one record) of a tree.
 pub(crate) struct Run {
     pub tree: Rc<Tree>,
@@ -620,6 +602,22 @@ impl Run {
             calls: self.tree.calls.clone(),
             place,
         }
+    }
+
+    /// How a finished operation's step is written: behind, unless the run is finishing — then nothing comes after
+    /// it to commit with, and a step written behind would wait for one before its own commit (the store's ride
+    /// wait), which the run's end waits for.
+    pub(crate) fn finished_step_wait(&self) -> Wait {
+        if self.finishing.get() {
+            Wait::Settled
+        } else {
+            Wait::Behind
+        }
+    }
+
+    /// The effects being performed include the run's verdict: the steps they journal are its last.
+    pub(crate) fn set_finishing(&self) {
+        self.finishing.set(true);
     }
 
     /// Waits for every queued write of this run.

@@ -375,6 +375,23 @@ async fn a_failing_resource_gives_arms_error_tree_and_other_branches_finish() {
     assert!(failed_op["properties"]["statusMessage"]["error"]["code"].is_string());
 }
 
+/// Starts deployment `name` of `template`, cancels it after `delay` and returns its record once it has ended.
+async fn canceled_after(env: &TestEnv, name: &str, template: Value, delay: Duration) -> Value {
+    let mut handle = env
+        .engine
+        .create_or_update(
+            RG,
+            name,
+            request(template, json!({})),
+            DeployOptions::default(),
+        )
+        .await
+        .unwrap();
+    tokio::time::sleep(delay).await;
+    env.engine.cancel(RG, name).await.unwrap();
+    serde_json::to_value(handle.wait().await.unwrap()).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_stops_scheduling_and_ends_canceled() {
     let settings = EngineSettings {
@@ -390,19 +407,7 @@ async fn cancel_stops_scheduling_and_ends_canceled() {
         }),
         json!({}),
     );
-    let mut handle = env
-        .engine
-        .create_or_update(
-            RG,
-            "cancelme",
-            request(template, json!({})),
-            DeployOptions::default(),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(200)).await;
-    env.engine.cancel(RG, "cancelme").await.unwrap();
-    let record = serde_json::to_value(handle.wait().await.unwrap()).unwrap();
+    let record = canceled_after(&env, "cancelme", template, Duration::from_millis(200)).await;
     assert_eq!(state(&record), "Canceled");
     let created = env.fake.count();
     assert!((1..10).contains(&created), "created {created}");
@@ -427,19 +432,13 @@ async fn a_resource_waiting_for_its_preview_when_the_run_is_canceled_never_start
     // place; the cancel comes meanwhile.
     let env = with_parallelism(1, Duration::from_millis(10)).await;
     *env.fake.preview_latency.lock().unwrap() = Duration::from_millis(400);
-    let mut handle = env
-        .engine
-        .create_or_update(
-            RG,
-            "withdrawn",
-            request(widgets("w", 3), json!({})),
-            DeployOptions::default(),
-        )
-        .await
-        .unwrap();
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    env.engine.cancel(RG, "withdrawn").await.unwrap();
-    let record = serde_json::to_value(handle.wait().await.unwrap()).unwrap();
+    let record = canceled_after(
+        &env,
+        "withdrawn",
+        widgets("w", 3),
+        Duration::from_millis(150),
+    )
+    .await;
     assert_eq!(state(&record), "Canceled", "{record:#}");
     let log = env.fake.state.log.lock().unwrap().clone();
     let previews: Vec<&String> = log.iter().filter(|e| e.starts_with("preview:")).collect();

@@ -4,6 +4,7 @@
 //!
 //! This crate does no I/O and knows nothing of HTTP servers or storage; the server and engine adapt it.
 //!
+//! - [`access`]: [`access::Access`], the scopes a caller may address, and the 403 for a scope it may not.
 //! - [`id`]: [`ResourceId`], parsed and compared ignoring case, formatted with the original casing.
 //! - [`route`]: [`route::classify`] turns method + path + query into a [`route::Target`] or an ARM error.
 //! - [`api_version`]: the accepted `api-version` values per API and [`api_version::check`].
@@ -17,6 +18,7 @@
 //! Secrets: parameter values, external inputs, extension config values and recorded HTTP content never
 //! appear in `Debug` output.
 
+pub mod access;
 pub mod api_version;
 pub mod error;
 pub mod id;
@@ -28,6 +30,7 @@ pub mod secure;
 pub mod time;
 mod wire;
 
+pub use access::Access;
 pub use api_version::ApiKind;
 pub use error::{ArmError, ErrorAdditionalInfo, ErrorDetail, ErrorResponse};
 pub use id::{ResourceId, ResourceIdError, ResourceIdKind, ScopeKind};

@@ -4,6 +4,7 @@
 //! view of a config (non-secure values and directives) that stack-initiated deployment records show.
 
 use cairn_arm::ErrorDetail;
+use cairn_arm::access::{Access, Action};
 use cairn_arm::models::extension::ExtensionConfig as ArmConfig;
 use cairn_config::{
     ApiRequest, Config, ConfigValue, DirectiveError, DirectiveErrorKind, ResolveFailure, Resolver,
@@ -24,16 +25,41 @@ use crate::secrets::{KEY_VAULT_FAILED, read_vault_secret};
 pub struct LocalResolver<'a> {
     store: &'a dyn Store,
     providers: &'a Providers,
+    access: &'a Access,
 }
+
+/// Reaches everything: a resolver's default.
+const EVERYTHING: &Access = &Access {
+    client: None,
+    scopes: None,
+};
 
 impl<'a> LocalResolver<'a> {
     pub fn new(store: &'a dyn Store, providers: &'a Providers) -> Self {
-        Self { store, providers }
+        Self {
+            store,
+            providers,
+            access: EVERYTHING,
+        }
+    }
+
+    /// Resolves only what `access` reaches: a vault or a resource outside it is `Forbidden`, naming the scope.
+    pub fn acting_for(self, access: &'a Access) -> Self {
+        Self { access, ..self }
+    }
+
+    fn check(&self, action: Action, id: &str) -> Result<(), ResolveFailure> {
+        self.access
+            .check(action, id)
+            .map_err(|error| ResolveFailure::Forbidden {
+                message: error.detail().message().to_owned(),
+            })
     }
 }
 
 impl Resolver for LocalResolver<'_> {
     async fn get_secret(&self, request: &SecretRequest) -> Result<SecretValue, ResolveFailure> {
+        self.check(Action::Read, &request.vault_id.to_string())?;
         read_vault_secret(
             self.store,
             &request.vault_id.to_string(),
@@ -46,6 +72,7 @@ impl Resolver for LocalResolver<'_> {
     }
 
     async fn call_api(&self, request: &ApiRequest) -> Result<Value, ResolveFailure> {
+        self.check(Action::Invoke, &request.resource_id.to_string())?;
         call_api(self.providers, request)
             .await
             .map_err(|error| match error.status {

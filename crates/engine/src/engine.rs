@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use cairn_arm::access::{Access, Action};
 use cairn_arm::models::deployment::{
     Deployment, DeploymentExportResult, DeploymentExtended, DeploymentMode, DeploymentProperties,
     DeploymentResourceReference, DeploymentValidateResult, DeploymentWhatIf,
@@ -136,6 +137,8 @@ impl Drop for Inner {
 #[derive(Clone)]
 pub struct Engine {
     inner: Arc<Inner>,
+    /// Whom this handle acts for ([`Engine::acting_for`]): what its deployments may reach beyond their own scope.
+    access: Access,
 }
 
 impl std::fmt::Debug for Engine {
@@ -240,6 +243,7 @@ impl Engine {
             _ => return Err(EngineError::ShutDown),
         }
         Ok(Engine {
+            access: Access::everything(),
             inner: Arc::new(Inner {
                 env,
                 commands: tx,
@@ -247,6 +251,22 @@ impl Engine {
                 closing: CancellationToken::new(),
             }),
         })
+    }
+
+    /// This engine acting for a caller that may reach only `access`: every scope a request touches (its own, nested
+    /// deployments' target scopes, `reference()`/`list*()` reads, Key Vault references, template specs) is checked
+    /// against it, before anything is written where the scope is known up front and at the call otherwise. The
+    /// access is kept with the deployment, so a run resumed after a crash is held to it too.
+    pub fn acting_for(&self, access: Access) -> Engine {
+        Engine {
+            inner: self.inner.clone(),
+            access,
+        }
+    }
+
+    /// Whom this handle acts for.
+    pub fn access(&self) -> &Access {
+        &self.access
     }
 
     pub fn settings(&self) -> &EngineSettings {
@@ -405,8 +425,9 @@ impl Engine {
                  does not name) is not supported.",
             ));
         }
+        self.access.check(Action::Write, &key.to_string())?;
         let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
-        let (resolved, _) = resolve_request(&env, &request.properties).await?;
+        let (resolved, _) = resolve_request(&env, &self.access, &request.properties).await?;
         let request = Deployment {
             properties: resolved,
             ..request
@@ -422,6 +443,7 @@ impl Engine {
                 .existing_resources
                 .as_ref()
                 .map(|check| ExistingResourcesAnnotation { adopt: check.adopt }),
+            access: self.access.clone(),
             ..EngineAnnotation::default()
         };
         let properties = Arc::new(request.properties);
@@ -819,7 +841,7 @@ impl Engine {
         &self,
         properties: &DeploymentProperties,
     ) -> Result<(Json, Option<DeploymentParameters>), ArmError> {
-        let (resolved, _) = resolve_request(&self.inner.env, properties).await?;
+        let (resolved, _) = resolve_request(&self.inner.env, &self.access, properties).await?;
         let template = crate::request::template_json(&resolved)?.into_owned();
         Ok((template, resolved.parameters))
     }
@@ -848,8 +870,10 @@ impl Engine {
     ) -> Result<DeploymentValidateResult, EngineError> {
         cairn_arm::names::validate_deployment_name(name)?;
         let key = Self::key(scope, name);
+        self.access.check(Action::Write, &key.to_string())?;
         let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
-        let (resolved, _) = resolve_request(&self.inner.env, &request.properties).await?;
+        let (resolved, _) =
+            resolve_request(&self.inner.env, &self.access, &request.properties).await?;
         let request = Deployment {
             properties: resolved,
             ..request
@@ -862,6 +886,7 @@ impl Engine {
                 (location, rg_location),
                 EngineAnnotation {
                     utc_now: cairn_arm::time::format_timestamp(std::time::SystemTime::now()),
+                    access: self.access.clone(),
                     ..EngineAnnotation::default()
                 },
                 tracking,
@@ -939,18 +964,21 @@ impl Engine {
         cairn_arm::names::validate_deployment_name(name)?;
         let key = Self::key(scope, name);
         let (properties, settings) = request.properties.into_parts();
+        self.access.check(Action::Write, &key.to_string())?;
         let (location, rg_location) = self.locations(&key, request.location.as_deref()).await?;
-        let (properties, origin) = resolve_request(&self.inner.env, &properties).await?;
+        let (properties, origin) =
+            resolve_request(&self.inner.env, &self.access, &properties).await?;
+        let access = self.access.clone();
         self.on_coordinator(move |env| {
             Box::pin(async move {
                 crate::what_if::what_if(
                     &env,
+                    &access,
                     &key,
                     &properties,
                     origin,
                     settings,
-                    location,
-                    rg_location,
+                    (location, rg_location),
                 )
                 .await
             })

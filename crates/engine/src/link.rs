@@ -5,6 +5,7 @@
 //! Query strings (`templateLink.queryString`, or a URI's own query) are SAS tokens: credentials. They never appear
 //! in errors, logs or records; a stored root request keeps its query sealed in the secret store.
 
+use cairn_arm::access::{Access, Action};
 use cairn_arm::models::common::{ParametersLink, TemplateLink};
 use cairn_arm::models::deployment::DeploymentProperties;
 use cairn_arm::models::parameters::DeploymentParameters;
@@ -192,7 +193,7 @@ async fn fetch_json(env: &EngineEnv, uri: &Url, query: Option<&str>) -> Result<J
 }
 
 /// A template spec version by ID, through the registered template spec provider.
-async fn spec_version(env: &EngineEnv, id: &str) -> Result<SpecVersion, ArmError> {
+async fn spec_version(env: &EngineEnv, access: &Access, id: &str) -> Result<SpecVersion, ArmError> {
     let not_version = || {
         ArmError::new(
             400,
@@ -210,6 +211,7 @@ async fn spec_version(env: &EngineEnv, id: &str) -> Result<SpecVersion, ArmError
     {
         return Err(not_version());
     }
+    access.check(Action::Read, id)?;
     let provider = env
         .providers
         .get(TEMPLATE_SPEC_VERSIONS_TYPE)
@@ -274,6 +276,7 @@ fn check_content_version(
 /// Resolves `link` (from a deployment whose own template came from `parent`).
 pub(crate) async fn resolve_link(
     env: &EngineEnv,
+    access: &Access,
     link: &TemplateLink,
     parent: &TemplateOrigin,
 ) -> Result<Linked, ArmError> {
@@ -296,7 +299,7 @@ pub(crate) async fn resolve_link(
         shown.insert("contentVersion".into(), Json::String(v.to_string()));
     }
     if let Some(id) = id {
-        let version = spec_version(env, id).await?;
+        let version = spec_version(env, access, id).await?;
         check_content_version(link, &version.main_template, id)?;
         shown.insert("id".into(), Json::String(id.to_string()));
         return Ok(Linked {
@@ -371,7 +374,7 @@ pub(crate) async fn resolve_link(
                 )
             };
             let resolved = normalize_path(&joined).ok_or_else(outside)?;
-            let version = spec_version(env, version_id).await?;
+            let version = spec_version(env, access, version_id).await?;
             let template = version.linked(&resolved).cloned().ok_or_else(|| {
                 ArmError::new(
                     400,
@@ -434,6 +437,7 @@ pub(crate) async fn resolve_parameters_link(
 /// linked parameters (the links stay, for the record), plus where the template came from.
 pub(crate) async fn resolve_request(
     env: &EngineEnv,
+    access: &Access,
     properties: &DeploymentProperties,
 ) -> Result<(DeploymentProperties, TemplateOrigin), ArmError> {
     if properties.template.is_some() && properties.template_link.is_some() {
@@ -462,7 +466,7 @@ pub(crate) async fn resolve_request(
                  'relativePath' is for nested deployments of a linked template.",
             ));
         }
-        let linked = resolve_link(env, link, &TemplateOrigin::Inline).await?;
+        let linked = resolve_link(env, access, link, &TemplateOrigin::Inline).await?;
         resolved.template = Some(linked.template);
         origin = linked.origin;
     }
@@ -538,6 +542,7 @@ pub(crate) struct LinkedNested {
 /// configs it is given, and its deployment facts, as the template expander builds them for inline templates.
 pub(crate) async fn linked_nested(
     env: &EngineEnv,
+    access: &Access,
     expansion: &Expansion<'_>,
     identity: &ResourceIdentity,
     body_json: &Json,
@@ -566,7 +571,7 @@ pub(crate) async fn linked_nested(
         )
         .with_target(format!("{path}.templateLink"))
     })?;
-    let linked = resolve_link(env, &link, parent_origin)
+    let linked = resolve_link(env, access, &link, parent_origin)
         .await
         .map_err(|e| e.into_detail().with_target(format!("{path}.templateLink")))?;
     let (template, diags) = Template::parse(Node::from_json(&linked.template));

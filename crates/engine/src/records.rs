@@ -5,7 +5,6 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use cairn_arm::ErrorDetail;
 use cairn_arm::models::deployment::{
     Dependency, DeploymentExtended, DeploymentMode, DeploymentPropertiesExtended,
     DeploymentProvisioningState, DeploymentResourceReference,
@@ -17,6 +16,7 @@ use cairn_arm::models::operation::{
 };
 use cairn_arm::models::parameters::DeploymentParameters;
 use cairn_arm::time::{format_duration, format_timestamp};
+use cairn_arm::{Access, ErrorDetail};
 use cairn_store::{DeploymentKey, DeploymentRecord, DeploymentStatus, OperationRecord, Timestamp};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -41,6 +41,10 @@ pub struct EngineAnnotation {
     /// [`crate::ExistingResourceCheck`]): kept so a run resumed after a crash checks them too.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub existing_resources: Option<ExistingResourcesAnnotation>,
+    /// What the caller that started the deployment may reach: a resumed run, its nested deployments and its
+    /// runtime reads are held to it as the request was.
+    #[serde(skip_serializing_if = "Access::is_unrestricted")]
+    pub access: Access,
 }
 
 /// How a stack's deployment treats extension resources that exist before their first write.

@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::{Arc, Weak};
 
+use cairn_arm::access::{Access, Action};
 use cairn_arm::models::deployment::DeploymentProperties;
 use cairn_arm::{ArmError, ErrorDetail, ResourceId};
 use cairn_eval::ScopeKind;
@@ -76,10 +77,12 @@ const REFUSED_FOR_STACKS: [&str; 2] = [
 /// Checks one deployment's expansion before anything runs: every body evaluates, and every inline nested
 /// deployment's child expands (its extension configs normalise, its required config properties are supplied),
 /// recursively. For a stack-initiated deployment the [`REFUSED_FOR_STACKS`] warnings are errors too. `prefix`
-/// is the JSON path of this deployment's template in the root's.
+/// is the JSON path of this deployment's template in the root's. Every resource whose ID is known up front (nested
+/// deployments' included, in their target scopes) must lie within `access`; those that do not go to `denied`.
 fn preflight(
     expansion: &Expansion<'_>,
     hook: &EngineHook,
+    (access, denied): (&Access, &mut Vec<ArmError>),
     stack_initiated: bool,
     prefix: &str,
     errors: &mut Vec<ErrorDetail>,
@@ -115,7 +118,18 @@ fn preflight(
                 continue;
             }
         }
-        if !expansion.resource(index).nested_deployment {
+        let identity = expansion.resource(index);
+        if let Some(id) = identity.id.as_deref().filter(|id| id.starts_with('/')) {
+            let action = if identity.existing {
+                Action::Read
+            } else {
+                Action::Write
+            };
+            if let Err(error) = access.check(action, id) {
+                denied.push(error);
+            }
+        }
+        if !identity.nested_deployment {
             continue;
         }
         // Not inline (a templateLink): fetched and checked when it runs.
@@ -134,7 +148,14 @@ fn preflight(
                 } else {
                     format!("{prefix}.{}", nested.path)
                 };
-                preflight(&child, hook, stack_initiated, &child_prefix, errors);
+                preflight(
+                    &child,
+                    hook,
+                    (access, &mut *denied),
+                    stack_initiated,
+                    &child_prefix,
+                    errors,
+                );
             }
             Err(diags) => errors.push(template_error(&located(diags))),
         }
@@ -227,6 +248,14 @@ pub(crate) fn prepare<R>(
         if !errors.is_empty() {
             break 'prepared Err(invalid(&key.name, tracking, errors));
         }
+        // A Key Vault reference among the parameters names its vault up front.
+        for entry in &file.parameters {
+            if let cairn_template::ParameterValue::KeyVault(reference) = &entry.value
+                && let Err(error) = annotation.access.check(Action::Read, &reference.vault_id)
+            {
+                break 'prepared Err(error);
+            }
+        }
         let ctx = context_for(
             key,
             location,
@@ -244,8 +273,26 @@ pub(crate) fn prepare<R>(
         };
         // Preflight, as ARM's: every body must evaluate (runtime values may stay open; hard errors may not).
         let mut errors = Vec::new();
-        preflight(&expansion, &hook, stack_initiated, "", &mut errors);
+        let mut denied = Vec::new();
+        preflight(
+            &expansion,
+            &hook,
+            (&annotation.access, &mut denied),
+            stack_initiated,
+            "",
+            &mut errors,
+        );
         drop(hook.take_misses());
+        if let Some(first) = denied.first() {
+            // What the caller may not reach is known before anything is written: refuse the whole request, as ARM
+            // does, with every scope it reached for.
+            let refused = first.clone();
+            break 'prepared Err(if denied.len() > 1 {
+                refused.with_details(denied.iter().map(|e| e.detail().clone()))
+            } else {
+                refused
+            });
+        }
         if !errors.is_empty() {
             break 'prepared Err(invalid(&key.name, tracking, errors));
         }
@@ -308,6 +355,7 @@ pub(crate) async fn run_root(env: Arc<EngineEnv>, start: RootStart) {
         handed_over: std::cell::Cell::new(false),
         events: RefCell::new(start.events),
         stack_initiated: record.stack_initiated,
+        access: start.annotation.access.clone(),
         existing_resources: start.existing_resources,
         correlation_id: record.correlation_id.clone(),
         resumed: start.resumed,

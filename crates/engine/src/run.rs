@@ -11,10 +11,11 @@ use std::rc::Rc;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use cairn_arm::access::Action;
 use cairn_arm::models::deployment::{BasicDependency, Dependency, DeploymentResourceReference};
 use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::operation::{StatusMessage, TargetResource};
-use cairn_arm::{ErrorDetail, ResourceId, ResourceIdKind};
+use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_eval::Value;
 use cairn_host::{CallContext, ExtensionConfig, HostError};
 use cairn_store::{
@@ -113,6 +114,8 @@ pub(crate) struct Tree {
     /// Progress events for a live view; `None` once the root run has ended (the stream ends with it).
     pub events: RefCell<Option<mpsc::UnboundedSender<DeploymentEvent>>>,
     pub stack_initiated: bool,
+    /// What the caller that started the tree may reach (see [`crate::Engine::acting_for`]).
+    pub access: cairn_arm::Access,
     /// A stack's deployment: what to do with extension resources that exist before their first write.
     pub existing_resources: Option<ExistingResourceCheck>,
     pub correlation_id: String,
@@ -462,6 +465,7 @@ impl Run {
         };
         let linked = crate::link::linked_nested(
             self.env(),
+            &self.tree.access,
             expansion,
             identity,
             body,
@@ -673,6 +677,10 @@ impl Run {
                     let parsed = ResourceId::parse(&id).map_err(|e| {
                         ErrorDetail::new("InvalidResourceId", format!("'{id}': {e}."))
                     })?;
+                    self.tree
+                        .access
+                        .check(Action::Read, &id)
+                        .map_err(ArmError::into_detail)?;
                     let api = api_version.unwrap_or_default();
                     let provider = env
                         .providers
@@ -693,6 +701,10 @@ impl Run {
                     let parsed = ResourceId::parse(&id).map_err(|e| {
                         ErrorDetail::new("InvalidResourceId", format!("'{id}': {e}."))
                     })?;
+                    self.tree
+                        .access
+                        .check(Action::Invoke, &id)
+                        .map_err(ArmError::into_detail)?;
                     let provider = env
                         .providers
                         .require(&parsed.resource_type(), &api_version)
@@ -704,6 +716,10 @@ impl Run {
                     self.tree.values.put_list(key, response);
                 }
                 Miss::Secret(reference) => {
+                    self.tree
+                        .access
+                        .check(Action::Read, &reference.vault_id)
+                        .map_err(ArmError::into_detail)?;
                     let secret = read_key_vault_secret(env.store.as_ref(), &reference).await?;
                     use cairn_store::ExposeSecret;
                     self.tree
@@ -790,7 +806,8 @@ impl Run {
                             format!("The extension alias '{alias}' is not declared."),
                         )
                     })?;
-                let resolver = LocalResolver::new(self.env().store.as_ref(), &self.env().providers);
+                let resolver = LocalResolver::new(self.env().store.as_ref(), &self.env().providers)
+                    .acting_for(&self.tree.access);
                 let resolved = cairn_config::resolve_config(alias, &planned.config, &resolver)
                     .await
                     .map_err(|e| deployment_error(&e))?;
@@ -918,6 +935,10 @@ impl Run {
         nested: &mut NestedTemplate,
         child_key: &DeploymentKey,
     ) -> Result<(), ErrorDetail> {
+        self.tree
+            .access
+            .check(Action::Write, &child_key.to_string())
+            .map_err(ArmError::into_detail)?;
         let Ok(scope) = ResourceId::parse(&child_key.scope) else {
             return Ok(());
         };

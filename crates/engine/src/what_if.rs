@@ -11,6 +11,7 @@ use std::collections::HashMap;
 use std::rc::Rc;
 use std::sync::Arc;
 
+use cairn_arm::access::Action;
 use cairn_arm::models::deployment::{
     DeploymentProperties, DeploymentWhatIfSettings, WhatIfResultFormat,
 };
@@ -48,12 +49,12 @@ struct Collector {
 /// Runs what-if for a request at `key`.
 pub(crate) async fn what_if(
     env: &Arc<EngineEnv>,
+    access: &cairn_arm::Access,
     key: &DeploymentKey,
     properties: &DeploymentProperties,
     origin: TemplateOrigin,
     settings: Option<DeploymentWhatIfSettings>,
-    location: Option<String>,
-    rg_location: Option<String>,
+    (location, rg_location): (Option<String>, Option<String>),
 ) -> Result<WhatIfOperationResult, EngineError> {
     let tracking = uuid::Uuid::new_v4().to_string();
     let invalid = |details| {
@@ -94,6 +95,7 @@ pub(crate) async fn what_if(
         handed_over: std::cell::Cell::new(false),
         events: RefCell::new(None),
         stack_initiated: false,
+        access: access.clone(),
         existing_resources: None,
         correlation_id: tracking.clone(),
         resumed: false,
@@ -413,6 +415,12 @@ async fn azure_change(
             Some("The resource ID could not be determined before deployment.".into());
         return change;
     };
+    // A resource the caller may not reach is neither read nor shown: the deployment would be refused.
+    if let Err(error) = run.tree.access.check(Action::Write, &id.to_string()) {
+        let mut change = base_change(identity, deployment_id, ChangeType::Unsupported);
+        change.unsupported_reason = Some(error.detail().message().to_string());
+        return change;
+    }
     let mut after = desired(body);
     // Secret values are write-only: never shown, never compared (a resource holding one is `Deploy`: it will be
     // applied again and the value may or may not change).

@@ -22,6 +22,7 @@ use axum::http::{HeaderValue, Method, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use cairn_arm::ArmError;
+use cairn_arm::access::{Access, Action};
 use sha2::{Digest, Sha256};
 use subtle::{ConditionallySelectable, ConstantTimeEq};
 
@@ -54,8 +55,8 @@ pub enum TokenFileError {
 /// One accepted token: its digest and the resource-id prefixes it may address (empty: everything).
 struct TokenEntry {
     digest: [u8; 32],
-    /// Lower-cased path segments of each allowed scope.
-    scopes: Vec<Vec<String>>,
+    /// The scopes as the file gives them.
+    scopes: Vec<String>,
     /// The line it came from, used to name the client in 403 messages.
     line: usize,
 }
@@ -73,11 +74,23 @@ impl fmt::Debug for TokenSet {
     }
 }
 
-/// Who a request authenticated as.
+/// Who a request authenticated as, and what it may reach: handlers pass [`Caller::access`] on to the engine and the
+/// stack service, which check every scope the request touches beyond its URL.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Caller {
     /// `token-{line}`: the tokens-file line of the token used.
     pub client: String,
+    pub access: Access,
+}
+
+impl Caller {
+    /// The reach of the request that carries `extensions`: everything when the server has no tokens.
+    pub fn access_of(extensions: &axum::http::Extensions) -> Access {
+        extensions
+            .get::<Caller>()
+            .map(|caller| caller.access.clone())
+            .unwrap_or_default()
+    }
 }
 
 fn digest(token: &[u8]) -> [u8; 32] {
@@ -86,13 +99,6 @@ fn digest(token: &[u8]) -> [u8; 32] {
 
 fn is_token_char(c: char) -> bool {
     c.is_ascii_graphic()
-}
-
-fn segments(path: &str) -> Vec<String> {
-    path.split('/')
-        .filter(|s| !s.is_empty())
-        .map(str::to_ascii_lowercase)
-        .collect()
 }
 
 impl TokenSet {
@@ -129,11 +135,7 @@ impl TokenSet {
                         scope: scope.to_owned(),
                     });
                 }
-                scopes.push(segments(scope));
-            }
-            // A scope of "/" means everything, like no scope at all.
-            if scopes.iter().any(Vec::is_empty) {
-                scopes.clear();
+                scopes.push(scope.to_owned());
             }
             entries.push(TokenEntry {
                 digest: digest(token.as_bytes()),
@@ -184,37 +186,27 @@ impl TokenSet {
             .ok()
             .and_then(|i| self.entries.get(i))
             .ok_or_else(|| ArmError::invalid_authentication_token("the token is not known"))?;
-        let caller = Caller {
-            client: format!("token-{}", entry.line),
-        };
-        if entry.scopes.is_empty() {
-            return Ok(caller);
-        }
-        let requested = segments(path);
-        let allowed = entry
-            .scopes
-            .iter()
-            .any(|scope| requested.len() >= scope.len() && requested[..scope.len()] == scope[..]);
-        if allowed {
-            Ok(caller)
+        let client = format!("token-{}", entry.line);
+        let access = if entry.scopes.is_empty() {
+            Access {
+                client: Some(client.clone()),
+                scopes: None,
+            }
         } else {
-            Err(ArmError::authorization_failed(
-                &caller.client,
-                &caller.client,
-                action_for(method),
-                path,
-            ))
-        }
+            Access::scoped(client.clone(), entry.scopes.clone())
+        };
+        access.check(action_for(method), path)?;
+        Ok(Caller { client, access })
     }
 }
 
-/// The ARM-style action verb of an HTTP method.
-fn action_for(method: &Method) -> &'static str {
+/// The ARM-style action of an HTTP method.
+fn action_for(method: &Method) -> Action {
     match *method {
-        Method::GET | Method::HEAD => "read",
-        Method::PUT | Method::PATCH => "write",
-        Method::DELETE => "delete",
-        _ => "action",
+        Method::GET | Method::HEAD => Action::Read,
+        Method::PUT | Method::PATCH => Action::Write,
+        Method::DELETE => Action::Delete,
+        _ => Action::Invoke,
     }
 }
 
@@ -361,11 +353,9 @@ mod tests {
             ),
         ];
         for (header, path, expected) in cases {
-            let got = check(*header, path);
+            let got = check(*header, path).map(|caller| caller.client);
             let expected = (*expected)
-                .map(|client| Caller {
-                    client: client.to_owned(),
-                })
+                .map(str::to_owned)
                 .map_err(|(s, c)| (s, c.to_owned()));
             assert_eq!(got, expected, "{header:?} {path}");
         }

@@ -138,8 +138,8 @@ pub(crate) async fn head(state: &AppState, id: &ResourceId) -> ApiResult {
 pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
     let request: Deployment = parse_body(&call.body)?;
-    let handle = state
-        .engine
+    let handle = call
+        .engine(state)
         .create_or_update(
             &scope,
             &name,
@@ -209,7 +209,7 @@ pub(crate) async fn action(
         }
         DeploymentAction::Validate => {
             let request: Deployment = parse_body(&call.body)?;
-            match state.engine.validate(&scope, &name, request).await {
+            match call.engine(state).validate(&scope, &name, request).await {
                 Ok(result) => Ok(json_response(StatusCode::OK, &result)),
                 // ARM answers a failed validation with the validate-result model, not a plain error.
                 Err(EngineError::Arm(e)) if e.status() == 400 => Ok(json_response(
@@ -224,8 +224,8 @@ pub(crate) async fn action(
         }
         DeploymentAction::WhatIf => {
             let request: DeploymentWhatIf = parse_body(&call.body)?;
-            let result = state
-                .engine
+            let result = call
+                .engine(state)
                 .what_if(&scope, &name, request)
                 .await
                 .map_err(engine_error)?;

@@ -14,6 +14,7 @@ use cairn_arm::{ArmError, Route, classify};
 use cairn_store::StoreError;
 use serde::de::DeserializeOwned;
 
+use crate::auth::Caller;
 use crate::middleware::RequestIds;
 use crate::response::{base_url, empty_response, error_response, with_header};
 use crate::stack_what_if::BulkDeletePath;
@@ -31,6 +32,15 @@ pub(crate) struct Call {
     pub api_version: String,
     /// `Prefer: wait=N` (RFC 7240): how long the client would have a status poll wait for the operation to end.
     pub wait: Option<std::time::Duration>,
+    /// What the caller may reach (everything without tokens): the engine and the stack service act for it.
+    pub access: cairn_arm::Access,
+}
+
+impl Call {
+    /// The engine, acting for this call's caller.
+    pub fn engine(&self, state: &AppState) -> cairn_engine::Engine {
+        state.engine.acting_for(self.access.clone())
+    }
 }
 
 pub(crate) type ApiResult = Result<Response, ArmError>;
@@ -73,6 +83,7 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
                     base_url: &base_url,
                     api_version,
                     correlation_id: &correlation_id,
+                    access: Caller::access_of(&parts.extensions),
                 };
                 stack_what_if::bulk_delete(state, subscription, &body, &call).await
             }
@@ -120,6 +131,7 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
         ids,
         api_version,
         wait,
+        access: Caller::access_of(&parts.extensions),
     };
     dispatch(state, &call).await
 }
@@ -207,7 +219,9 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
             Put => stack_what_if::put(state, call, id).await,
             _ => stack_what_if::delete(state, id).await,
         },
-        Target::DeploymentStacksWhatIfResultAction { id } => stack_what_if::action(state, id).await,
+        Target::DeploymentStacksWhatIfResultAction { id } => {
+            stack_what_if::action(state, call, id).await
+        }
         Target::DeploymentStacksWhatIfResultOperationStatus {
             result,
             operation_id,

@@ -54,7 +54,10 @@ pub(crate) async fn detect(state: &AppState, call: &Call, stack: &ResourceId) ->
     } else {
         parse_body(&call.body)?
     };
-    let started = service(state)?.detect_drift(&scope, &name, request).await?;
+    let started = service(state)?
+        .acting_for(call.access.clone())
+        .detect_drift(&scope, &name, request)
+        .await?;
     let id = started.name.clone().unwrap_or_default();
     let response = result_response(state, call, stack, &started)?;
     Ok(with_header(

@@ -115,7 +115,10 @@ pub(crate) async fn get(state: &AppState, id: &ResourceId) -> ApiResult {
 pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
     let request: DeploymentStacksWhatIfResult = parse_body(&call.body)?;
-    let accepted = service(state)?.what_if(&scope, &name, request).await?;
+    let accepted = service(state)?
+        .acting_for(call.access.clone())
+        .what_if(&scope, &name, request)
+        .await?;
     let status = if accepted.created {
         StatusCode::CREATED
     } else {
@@ -148,9 +151,12 @@ pub(crate) async fn delete(state: &AppState, id: &ResourceId) -> ApiResult {
 }
 
 /// `POST .../deploymentStacksWhatIfResults/{name}/whatIf`: runs the stored request again.
-pub(crate) async fn action(state: &AppState, id: &ResourceId) -> ApiResult {
+pub(crate) async fn action(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
-    let result = service(state)?.rerun_what_if(&scope, &name).await?;
+    let result = service(state)?
+        .acting_for(call.access.clone())
+        .rerun_what_if(&scope, &name)
+        .await?;
     Ok(json_response(StatusCode::OK, &result))
 }
 
@@ -238,6 +244,7 @@ pub(crate) struct BulkDeleteCall<'a> {
     pub base_url: &'a str,
     pub api_version: &'a str,
     pub correlation_id: &'a str,
+    pub access: cairn_arm::Access,
 }
 
 /// `POST /subscriptions/{s}/providers/Microsoft.Resources/bulkDelete`: every entry must name a resource in
@@ -271,7 +278,7 @@ pub(crate) async fn bulk_delete(
             .with_target(format!("resources[{index}].id")));
         }
     }
-    let service = service(state)?.clone();
+    let service = service(state)?.acting_for(call.access.clone());
     check_bulk_delete(&request.resources)?;
     if !bulk_delete_runs_long(&request.resources) {
         let value = service

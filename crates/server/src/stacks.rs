@@ -120,6 +120,7 @@ pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiRe
     let (scope, name) = scope_and_name(id)?;
     let request: DeploymentStack = parse_body(&call.body)?;
     let accepted = service(state)?
+        .acting_for(call.access.clone())
         .create_or_update(
             &scope,
             &name,
@@ -157,6 +158,7 @@ pub(crate) async fn delete(state: &AppState, call: &Call, id: &ResourceId) -> Ap
     let (scope, name) = scope_and_name(id)?;
     let options = StackDeleteOptions::from_query(&call.route.query)?;
     let started = service(state)?
+        .acting_for(call.access.clone())
         .delete(
             &scope,
             &name,
@@ -188,7 +190,7 @@ pub(crate) async fn action(
     action: StackAction,
 ) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
-    let service = service(state)?;
+    let service = service(state)?.acting_for(call.access.clone());
     match action {
         StackAction::Validate => {
             let request: DeploymentStack = parse_body(&call.body)?;

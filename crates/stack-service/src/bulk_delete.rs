@@ -37,6 +37,7 @@
 
 use std::collections::HashMap;
 
+use cairn_arm::access::Action;
 use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::stack::ResourceReference;
 use cairn_arm::{ArmError, ErrorDetail};
@@ -339,10 +340,25 @@ impl StackService {
                 })
             })
             .collect();
-        let parsed: Vec<Result<ManagedResource, ErrorDetail>> = normalized
+        let mut parsed: Vec<Result<ManagedResource, ErrorDetail>> = normalized
             .iter()
             .map(|entry| entry.as_ref().map_err(Clone::clone).and_then(to_resource))
             .collect();
+        if !self.access.is_unrestricted() {
+            // A resource a stack manages belongs to that stack's scope: a caller that may not reach the stack may
+            // not delete what it manages, whatever the entry's own id says.
+            let ownership = self.ownership_of_all_stacks().await?;
+            for entry in &mut parsed {
+                let Ok(resource) = entry else { continue };
+                let refused = ownership
+                    .claims_on_any_match(resource.key())
+                    .into_iter()
+                    .find_map(|claim| self.access.check(Action::Delete, &claim.stack_id).err());
+                if let Some(error) = refused {
+                    *entry = Err(error.into_detail());
+                }
+            }
+        }
         let references: Vec<ResourceReference> = normalized
             .iter()
             .zip(&entries)
@@ -361,12 +377,8 @@ impl StackService {
             max_in_flight: Some(self.inner.settings.max_deletes_in_flight.max(1)),
             without_delete_support: WithoutDeleteSupport::Fail,
         };
-        let deleter = Deleter {
-            store: self.inner.store.clone(),
-            providers: self.inner.providers.clone(),
-            host: self.inner.host.clone(),
-            correlation_id: correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()),
-        };
+        let deleter =
+            self.deleter(correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string()));
         let (outcomes, failed) = self.drive(&deleter, plan, settings).await?;
         self.forget_gone(&targets, &outcomes, &failed).await?;
         Ok(references

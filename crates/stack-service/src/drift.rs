@@ -329,12 +329,7 @@ impl StackService {
         resources: &ManagedSet,
     ) -> DeploymentStackDriftResult {
         let reader = Arc::new(Reader {
-            access: Deleter {
-                store: self.inner.store.clone(),
-                providers: self.inner.providers.clone(),
-                host: self.inner.host.clone(),
-                correlation_id: uuid::Uuid::new_v4().to_string(),
-            },
+            access: self.deleter(uuid::Uuid::new_v4().to_string()),
         });
         let limit = self.inner.settings.max_drift_reads_in_flight.max(1);
         let interval = self.inner.settings.progress_interval;

@@ -56,7 +56,7 @@ impl StackService {
         let deployment_scope = deployment_scope_of(scope, &request.properties)?;
         self.check_resource_groups(&[scope, &deployment_scope])
             .await?;
-        validation::check_stack_template(&self.inner.engine, name, &request.properties).await?;
+        validation::check_stack_template(&self.engine(), name, &request.properties).await?;
         let correlation_id = correlation_id.unwrap_or_else(|| uuid::Uuid::new_v4().to_string());
         let owner = self.operation_owner(&correlation_id);
         let existing = self.load(scope, name).await?;
@@ -250,8 +250,7 @@ impl StackService {
                 &self.ownership(scope, name).await?,
             );
             let mut handle = self
-                .inner
-                .engine
+                .engine()
                 .create_or_update(
                     &deployment_scope,
                     &deployment_name,

@@ -4,8 +4,8 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use cairn_arm::ArmError;
 use cairn_arm::models::stack::DeploymentStack;
+use cairn_arm::{Access, ArmError};
 use cairn_engine::{Engine, Providers};
 use cairn_host::ExtensionHost;
 use cairn_stacks::{Ownership, StackClaim};
@@ -15,6 +15,7 @@ use cairn_store::{
 };
 
 use crate::state::{StackHeader, StateRecord, StoredState};
+use crate::unmanage::Deleter;
 
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
@@ -82,6 +83,8 @@ pub(crate) struct Inner {
 #[derive(Clone)]
 pub struct StackService {
     pub(crate) inner: Arc<Inner>,
+    /// Whom this handle acts for ([`StackService::acting_for`]).
+    pub(crate) access: Access,
 }
 
 impl std::fmt::Debug for StackService {
@@ -134,6 +137,7 @@ impl StackService {
         let mut all = Providers::builtin(store.clone());
         all.extend(providers);
         Self {
+            access: Access::everything(),
             inner: Arc::new(Inner {
                 engine,
                 store,
@@ -143,6 +147,32 @@ impl StackService {
                 operations: tokio_util::task::TaskTracker::new(),
                 closing: tokio_util::sync::CancellationToken::new(),
             }),
+        }
+    }
+
+    /// This service acting for a caller that may reach only `access`: the stack's deployment runs as that caller
+    /// ([`Engine::acting_for`]), and every delete (a stack's unmanage, a bulk delete) and every directive run again
+    /// to fetch a delete's credentials is checked against it.
+    pub fn acting_for(&self, access: Access) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            access,
+        }
+    }
+
+    /// The engine, acting for this service's caller.
+    pub(crate) fn engine(&self) -> Engine {
+        self.inner.engine.acting_for(self.access.clone())
+    }
+
+    /// A deleter for this service's caller.
+    pub(crate) fn deleter(&self, correlation_id: String) -> Deleter {
+        Deleter {
+            store: self.inner.store.clone(),
+            providers: self.inner.providers.clone(),
+            host: self.inner.host.clone(),
+            correlation_id,
+            access: self.access.clone(),
         }
     }
 

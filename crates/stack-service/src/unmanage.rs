@@ -5,6 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use cairn_arm::access::{Access, Action};
 use cairn_arm::models::stack::{ActionOnUnmanage, DeploymentStack};
 use cairn_arm::{ArmError, ErrorDetail};
 use cairn_engine::{LocalResolver, Providers};
@@ -33,6 +34,8 @@ pub(crate) struct Deleter {
     pub(crate) providers: Arc<Providers>,
     pub(crate) host: Arc<ExtensionHost>,
     pub(crate) correlation_id: String,
+    /// What the caller may reach: ARM deletes and the directives a delete runs again are checked against it.
+    pub(crate) access: Access,
 }
 
 pub(crate) fn host_error_detail(error: &cairn_host::HostError) -> ErrorDetail {
@@ -53,7 +56,8 @@ impl Deleter {
         let Some(persisted) = &resource.config else {
             return Ok(None);
         };
-        let resolver = LocalResolver::new(self.store.as_ref(), &self.providers);
+        let resolver =
+            LocalResolver::new(self.store.as_ref(), &self.providers).acting_for(&self.access);
         let resolved = resolve_config(&extension.name, persisted.config(), &resolver).await?;
         Ok(Some(ExtensionConfig::new(resolved.into_map())))
     }
@@ -62,6 +66,9 @@ impl Deleter {
     pub(crate) async fn delete(&self, resource: &ManagedResource) -> DeleteOutcome {
         match resource.target() {
             ManagedTarget::Arm(id) => {
+                if let Err(error) = self.access.check(Action::Delete, &id.to_string()) {
+                    return DeleteOutcome::Failed(error.into_detail());
+                }
                 let resource_type = id.resource_type();
                 let Some(provider) = self.providers.get(&resource_type) else {
                     return DeleteOutcome::Failed(ErrorDetail::new(
@@ -181,12 +188,7 @@ impl StackService {
             RunSettings::for_action(action).map_err(|e| bad_request(e.to_error_detail()))?;
         settings.max_rounds = self.inner.settings.max_delete_rounds.max(1);
         settings.max_in_flight = Some(self.inner.settings.max_deletes_in_flight.max(1));
-        let deleter = Deleter {
-            store: self.inner.store.clone(),
-            providers: self.inner.providers.clone(),
-            host: self.inner.host.clone(),
-            correlation_id: correlation_id.to_owned(),
-        };
+        let deleter = self.deleter(correlation_id.to_owned());
         let plan = diff.delete_plan();
         let fence = publish.as_ref().map(|(fence, _)| (*fence).clone());
         let publisher = match publish {

@@ -185,7 +185,7 @@ impl StackService {
         cairn_arm::names::validate_deployment_name(name)?;
         let id = stack_id(scope, name)?;
         validate_body(&request.properties)?;
-        check_stack_template(&self.inner.engine, name, &request.properties).await?;
+        check_stack_template(&self.engine(), name, &request.properties).await?;
         let deployment_scope = deployment_scope_of(scope, &request.properties)?;
         let validated = self
             .inner

@@ -259,8 +259,7 @@ impl StackService {
             serde_json::from_value(serde_json::to_value(&deployment.properties).map_err(internal)?)
                 .map_err(internal)?;
         let predicted = self
-            .inner
-            .engine
+            .engine()
             .what_if(
                 &deployment_scope,
                 &stack_name,

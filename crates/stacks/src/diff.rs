@@ -59,6 +59,30 @@ impl Ownership {
         self.claims.get(key).map(Vec::as_slice).unwrap_or(&[])
     }
 
+    /// The claims on whatever `key` may name: an extensible key without a `configId` (a caller naming a resource
+    /// before its extension said which control plane it is in) may name the resource of that extension, type and
+    /// identifiers in any control plane.
+    pub fn claims_on_any_match(&self, key: &ResourceKey) -> Vec<&StackClaim> {
+        let ResourceKey::Extensible(wanted) = key else {
+            return self.claims(key).iter().collect();
+        };
+        if wanted.config_id().is_some() {
+            return self.claims(key).iter().collect();
+        }
+        self.claims
+            .iter()
+            .filter(|(claimed, _)| match claimed {
+                ResourceKey::Extensible(claimed) => {
+                    claimed.extension_name() == wanted.extension_name()
+                        && claimed.resource_type() == wanted.resource_type()
+                        && claimed.canonical_identifiers() == wanted.canonical_identifiers()
+                }
+                ResourceKey::Arm(_) => false,
+            })
+            .flat_map(|(_, claims)| claims)
+            .collect()
+    }
+
     /// Every resource another stack manages.
     pub fn claimed(&self) -> impl Iterator<Item = &ResourceKey> {
         self.claims.keys()
@@ -357,6 +381,48 @@ mod tests {
 
     fn arm(id: &str) -> ManagedResource {
         ManagedResource::arm(ResourceId::parse(id).unwrap())
+    }
+
+    #[test]
+    fn a_key_without_config_id_matches_claims_in_any_control_plane() {
+        let mut ownership = Ownership::new();
+        let claim = StackClaim {
+            stack_id: "/subscriptions/other/providers/Microsoft.Resources/deploymentStacks/s"
+                .into(),
+            shared: false,
+        };
+        ownership.claim(config_map("a").key().clone(), claim.clone());
+        let ids = json!({"metadata": {"name": "a", "namespace": "app"}});
+        let cases = [
+            (
+                ResourceKey::extensible("kubernetes", None, "core/ConfigMap", &ids),
+                1,
+            ),
+            (
+                ResourceKey::extensible("Kubernetes", Some("C"), "core/ConfigMap", &ids),
+                1,
+            ),
+            (
+                ResourceKey::extensible("Kubernetes", Some("D"), "core/ConfigMap", &ids),
+                0,
+            ),
+            (
+                ResourceKey::extensible("Kubernetes", None, "core/Secret", &ids),
+                0,
+            ),
+            (
+                ResourceKey::extensible(
+                    "Kubernetes",
+                    None,
+                    "core/ConfigMap",
+                    &json!({"metadata": {"name": "b"}}),
+                ),
+                0,
+            ),
+        ];
+        for (key, expected) in cases {
+            assert_eq!(ownership.claims_on_any_match(&key).len(), expected, "{key}");
+        }
     }
 
     fn site(name: &str) -> ManagedResource {

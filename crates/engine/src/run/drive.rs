@@ -5,6 +5,7 @@
 use std::collections::HashMap;
 use std::time::Instant;
 
+use cairn_arm::access::Action;
 use cairn_arm::models::deployment::DeploymentResourceReference;
 use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::operation::TargetResource;
@@ -1037,6 +1038,15 @@ impl Run {
                 format!("The resource ID '{id_text}' is not valid: {e}."),
             ))
         })?;
+        let action = if identity.existing {
+            Action::Read
+        } else {
+            Action::Write
+        };
+        self.tree
+            .access
+            .check(action, &id_text)
+            .map_err(|e| OpError::new(e.status(), e.into_detail()))?;
         let api = identity.api_version.clone().unwrap_or_default();
         let provider = self
             .env()

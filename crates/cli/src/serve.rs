@@ -98,6 +98,14 @@ pub(crate) struct ServeArgs {
     /// `none` serves it without a token (for a scraper on a network only operators reach).
     #[arg(long, value_enum, ignore_case = true, value_name = "WHO", default_value_t = MetricsAccess::Api)]
     metrics_auth: MetricsAccess,
+    /// A host name a server without --tokens answers (repeatable). Such a server answers IP addresses, localhost
+    /// and the --public-url host; any other name gets 421, so a web page cannot reach it through DNS rebinding.
+    #[arg(long = "allowed-host", value_name = "NAME")]
+    allowed_hosts: Vec<String>,
+    /// A web origin (`https://console.example:8443`) whose pages may call the API (repeatable): its requests get
+    /// CORS headers. No origin is allowed by default.
+    #[arg(long = "cors-origin", value_name = "ORIGIN")]
+    cors_origins: Vec<String>,
 }
 
 /// `--log-format`.
@@ -160,6 +168,8 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                 MetricsAccess::Api => MetricsAuth::Api,
                 MetricsAccess::None => MetricsAuth::None,
             },
+            allowed_hosts: args.allowed_hosts,
+            cors_origins: args.cors_origins,
             ..ServerOptions::default()
         },
         shutdown_grace: args.shutdown_grace,

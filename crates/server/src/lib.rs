@@ -15,6 +15,7 @@
 //! (500 in ARM's shape), request-size limit (413, answered after reading and discarding the rest of the body), bearer-token authentication (401/403).
 
 pub mod auth;
+pub mod browser;
 mod deployments;
 mod dispatch;
 mod groups;
@@ -54,6 +55,38 @@ pub use state::{
 /// `GET /providers/Cairn.Extensibility/extensions`.
 pub const EXTENSIBILITY_PREFIX: &str = "/providers/Cairn.Extensibility";
 
+/// What the browser guard allows on this server: Host and origin checks without tokens, the configured names and
+/// the public URL's host, and the CORS allow-list.
+fn browser_policy(state: &AppState) -> browser::BrowserPolicy {
+    let mut hosts: Vec<String> = state
+        .options
+        .allowed_hosts
+        .iter()
+        .map(|h| h.trim().to_ascii_lowercase())
+        .collect();
+    if let Some(url) = &state.options.public_base_url
+        && let Some((_, rest)) = url.split_once("://")
+    {
+        let authority = rest.split('/').next().unwrap_or_default();
+        let name = authority
+            .rsplit_once(':')
+            .map_or(authority, |(name, _)| name);
+        hosts.push(name.trim_matches(['[', ']']).to_ascii_lowercase());
+    }
+    browser::BrowserPolicy {
+        tokenless: state.tokens.is_none(),
+        hosts: Arc::new(hosts),
+        cors_origins: Arc::new(
+            state
+                .options
+                .cors_origins
+                .iter()
+                .map(|o| o.trim().trim_end_matches('/').to_ascii_lowercase())
+                .collect(),
+        ),
+    }
+}
+
 /// The application: health, readiness and metrics endpoints, the web console, extension host API, the ARM
 /// catch-all, and the layers.
 pub fn app(state: AppState) -> Router {
@@ -85,6 +118,10 @@ pub fn app(state: AppState) -> Router {
                 metrics_public: state.options.metrics_auth == MetricsAuth::None,
             },
             auth::require_token,
+        ))
+        .layer(axum::middleware::from_fn_with_state(
+            browser_policy(&state),
+            browser::guard,
         ))
         .layer(axum::middleware::from_fn_with_state(
             middleware::BodyLimits {

@@ -33,6 +33,11 @@ pub struct ServerOptions {
     pub public_base_url: Option<String>,
     /// Who may read `/metrics`.
     pub metrics_auth: MetricsAuth,
+    /// Host names a server without tokens answers besides IP addresses, `localhost` and the public URL's host
+    /// (`--allowed-host`); other names get 421, which is what stops DNS rebinding.
+    pub allowed_hosts: Vec<String>,
+    /// Web origins allowed to call the API from a page (`--cors-origin`): the only responses with CORS headers.
+    pub cors_origins: Vec<String>,
 }
 
 /// Who may read `/metrics` (`--metrics-auth`).
@@ -54,6 +59,8 @@ impl Default for ServerOptions {
             max_discarded_bytes: DEFAULT_MAX_DISCARDED_BYTES,
             public_base_url: None,
             metrics_auth: MetricsAuth::Api,
+            allowed_hosts: Vec::new(),
+            cors_origins: Vec::new(),
         }
     }
 }

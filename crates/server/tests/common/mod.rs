@@ -59,6 +59,8 @@ impl TestApp {
     fn test_options() -> ServerOptions {
         ServerOptions {
             retry_after_seconds: 0,
+            // The tests address the server as `cairn.test`.
+            allowed_hosts: vec!["cairn.test".into()],
             ..ServerOptions::default()
         }
     }

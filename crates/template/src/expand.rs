@@ -972,14 +972,17 @@ impl<'a> TemplateEnv<'a> {
                 return None;
             }
         };
-        let count = copy
-            .get_ci("count")
-            .and_then(|c| self.eval_node(c, &join_path(&copy_path, "count")))?;
-        let count = match copy_count(&name, &count) {
+        let (count, secure) = match copy.get_ci("count") {
+            Some(c) => self.eval_node_secure(c, &join_path(&copy_path, "count")),
+            None => (None, false),
+        };
+        let count = match copy_count(&name, &count?) {
             Ok(n) => n,
             Err(e) => {
+                // The count check quotes the count, which may come from a secure value.
                 self.error(
-                    diag_from_eval(&e, &join_path(&copy_path, "count")).with_span(copy.span),
+                    diag_from_eval(&e.secure_if(secure), &join_path(&copy_path, "count"))
+                        .with_span(copy.span),
                 );
                 return None;
             }

@@ -243,3 +243,21 @@ fn errors_without_secrets_keep_their_detail() {
         "{diags:#?}"
     );
 }
+
+#[test]
+fn copy_counts_from_secrets_are_not_quoted() {
+    let text = format!(
+        r#"{{"$schema": "{SCHEMA}", "contentVersion": "1.0.0.0",
+  "parameters": {{"secObj": {{"type": "secureObject"}}}},
+  "resources": [{{"type": "Microsoft.Storage/storageAccounts", "apiVersion": "2023-01-01",
+    "name": "[concat('sa', copyIndex())]", "location": "x",
+    "copy": {{"name": "loop", "count": "[parameters('secObj').n]"}}}}],
+  "outputs": {{"o": {{"type": "array", "copy": {{"count": "[parameters('secObj').n]", "input": 1}}}}}}}}"#
+    );
+    let params = r#"{"parameters": {"secObj": {"value": {"n": 7391846205}}}}"#;
+    let diags = findings(&text, params);
+    assert!(diags.iter().any(Diagnostic::is_error), "{diags:#?}");
+    for d in &diags {
+        assert!(!format!("{d:?}").contains("7391846205"), "{d:#?}");
+    }
+}

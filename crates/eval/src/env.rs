@@ -87,6 +87,23 @@ pub trait Environment {
     fn facts(&self) -> &DeploymentFacts;
     /// Runtime functions. Return `Err(EvalError::unavailable(..))` when the value is not known yet.
     fn runtime(&self, call: RuntimeCall<'_>) -> Result<Value, EvalError>;
+    /// Whether parameter `name` holds a secure value (`secureString`, `secureObject`, a Key Vault secret, or a
+    /// value computed from one). Errors of an evaluation that read it never quote values. Asked after
+    /// [`Environment::parameter`] answered.
+    fn parameter_is_secure(&self, _name: &str) -> bool {
+        false
+    }
+    /// Whether variable `name` was computed from a secure value. Asked after [`Environment::variable`] answered.
+    fn variable_is_secure(&self, _name: &str) -> bool {
+        false
+    }
+    /// Whether the answer to a runtime call is secure. By default every `list*` answer is: they return keys,
+    /// connection strings and other secrets.
+    fn runtime_is_secure(&self, call: &RuntimeCall<'_>) -> bool {
+        call.name
+            .get(..4)
+            .is_some_and(|p| p.eq_ignore_ascii_case("list"))
+    }
     /// Whether `utcNow()`/`newGuid()` may be called here (ARM allows them only in parameter default values).
     fn allows_nondeterministic(&self) -> bool {
         true
@@ -102,6 +119,10 @@ pub trait Environment {
 pub struct SimpleEnvironment {
     pub parameters: Object,
     pub variables: Object,
+    /// Names of the parameters that are secure (matched ignoring case).
+    pub secure_parameters: Vec<String>,
+    /// Names of the variables that are secure (matched ignoring case).
+    pub secure_variables: Vec<String>,
     pub functions: Vec<Rc<UserFunction>>,
     pub facts: DeploymentFacts,
     pub guid_counter: std::cell::Cell<u64>,
@@ -125,6 +146,18 @@ impl Environment for SimpleEnvironment {
                 crate::suggest::did_you_mean(name, self.variables.keys().map(String::as_str))
             ))
         })
+    }
+
+    fn parameter_is_secure(&self, name: &str) -> bool {
+        self.secure_parameters
+            .iter()
+            .any(|p| p.eq_ignore_ascii_case(name))
+    }
+
+    fn variable_is_secure(&self, name: &str) -> bool {
+        self.secure_variables
+            .iter()
+            .any(|v| v.eq_ignore_ascii_case(name))
     }
 
     fn user_function(&self, namespace: &str, name: &str) -> Option<Rc<UserFunction>> {

@@ -64,14 +64,24 @@ pub enum EvalErrorKind {
     },
 }
 
+/// What a secure error says instead of its detail. The detail may quote a secure value, or something computed from
+/// one (`toUpper`, `base64`, a key of a secure object), so none of it is kept.
+pub const SECURE_DETAIL: &str =
+    "the expression reads a secure value, so the details are not shown.";
+
 /// An evaluation error. `span` locates it inside the expression text; `node_span` locates the JSON string in the
 /// source document; `path` is the JSON path below the node the caller asked to evaluate.
+///
+/// `secure` is true when the failed evaluation read a secure value (a secure parameter, a Key Vault secret, a
+/// `list*` answer): the message then names the function but holds none of the values (see
+/// [`EvalError::into_secure`]).
 #[derive(Clone, Debug, PartialEq)]
 pub struct EvalError {
     pub kind: EvalErrorKind,
     pub span: Option<Span>,
     pub node_span: Option<cairn_json::Span>,
     pub path: Vec<PathSegment>,
+    pub secure: bool,
 }
 
 impl fmt::Display for EvalError {
@@ -89,6 +99,7 @@ impl EvalError {
             span: None,
             node_span: None,
             path: Vec::new(),
+            secure: false,
         }
     }
 
@@ -120,6 +131,47 @@ impl EvalError {
         matches!(self.kind, EvalErrorKind::Unavailable { .. })
     }
 
+    /// Marks the error secure and drops every detail that may quote a value: a function error keeps the function
+    /// name, a coded error its code, and every error its spans and path. Kinds whose text comes only from the
+    /// template itself (syntax, unknown function) stay as they are. Marking twice changes nothing.
+    pub fn into_secure(mut self) -> EvalError {
+        if self.secure {
+            return self;
+        }
+        self.secure = true;
+        self.kind = match self.kind {
+            EvalErrorKind::Function { name, .. } => EvalErrorKind::Function {
+                name,
+                message: SECURE_DETAIL.to_string(),
+            },
+            EvalErrorKind::Expression { .. } => EvalErrorKind::Expression {
+                message: secure_sentence(),
+            },
+            EvalErrorKind::Coded { code, .. } => EvalErrorKind::Coded {
+                code,
+                message: secure_sentence(),
+            },
+            EvalErrorKind::Unavailable { .. } => EvalErrorKind::Unavailable {
+                reason: SECURE_DETAIL.to_string(),
+            },
+            // The detail may hold a size computed from a secure value (`padLeft('x', secret)`); the limit and its
+            // setting come from the configuration.
+            EvalErrorKind::LimitExceeded { limit, value, .. } => EvalErrorKind::LimitExceeded {
+                limit,
+                value,
+                detail: "the expression reads a secure value, so the details are not shown"
+                    .to_string(),
+            },
+            kept @ (EvalErrorKind::Syntax(_) | EvalErrorKind::UnknownFunction { .. }) => kept,
+        };
+        self
+    }
+
+    /// [`EvalError::into_secure`] when `secure` is true.
+    pub fn secure_if(self, secure: bool) -> EvalError {
+        if secure { self.into_secure() } else { self }
+    }
+
     /// The ARM error code.
     pub fn code(&self) -> &str {
         match &self.kind {
@@ -148,6 +200,11 @@ impl EvalError {
         self.path.insert(0, segment);
         self
     }
+}
+
+/// [`SECURE_DETAIL`] as a sentence of its own.
+fn secure_sentence() -> String {
+    format!("The template language expression failed: {SECURE_DETAIL}")
 }
 
 /// What a function implementation returns on failure; the evaluator adds the function name and position.

@@ -37,6 +37,12 @@ pub struct Evaluator<'e> {
     udf_params: Option<Vec<(String, Value)>>,
     lambda_vars: Vec<(String, Value)>,
     copy: Vec<CopyFrame>,
+    /// The template string being evaluated read a secure value: its errors must not quote values.
+    secure: bool,
+    /// Any evaluation of this evaluator read a secure value: what it computed is secure too.
+    read_secure: bool,
+    /// How many template strings are being evaluated (nested ones are user function bodies).
+    string_depth: usize,
 }
 
 impl<'e> Evaluator<'e> {
@@ -46,7 +52,33 @@ impl<'e> Evaluator<'e> {
             udf_params: None,
             lambda_vars: Vec::new(),
             copy: Vec::new(),
+            secure: false,
+            read_secure: false,
+            string_depth: 0,
         }
+    }
+
+    /// Records that the value being computed depends on a secure value. From here on, errors of the current
+    /// template string quote no values (see [`EvalError::into_secure`]). Call it as soon as a secure value is
+    /// read, before anything can fail on it.
+    pub fn mark_secure(&mut self) {
+        self.secure = true;
+        self.read_secure = true;
+    }
+
+    /// True once any evaluation by this evaluator read a secure value: whoever keeps what it computed (a
+    /// variable, a parameter's default) must treat it as secure too.
+    pub fn has_read_secure(&self) -> bool {
+        self.read_secure
+    }
+
+    /// Asks the environment for a runtime value, marking the evaluation secure when the answer is (`list*`).
+    pub fn runtime(&mut self, call: crate::env::RuntimeCall<'_>) -> Result<Value, EvalError> {
+        let out = self.env.runtime(call.clone())?;
+        if self.env.runtime_is_secure(&call) {
+            self.mark_secure();
+        }
+        Ok(out)
     }
 
     pub fn env(&self) -> &'e dyn Environment {
@@ -126,6 +158,19 @@ impl<'e> Evaluator<'e> {
     /// Evaluates a template string: a literal (with the `[[` escape removed) or an expression. When a runtime
     /// value is unavailable the result is an [`Value::Unevaluated`] marker holding `s`.
     pub fn eval_string(&mut self, s: &str) -> Result<Value, EvalError> {
+        // Values flow only within one template string (or into the user functions it calls, whose bodies are
+        // nested strings), so each top-level string starts clean and nested ones inherit what their caller read.
+        if self.string_depth == 0 {
+            self.secure = false;
+        }
+        self.string_depth += 1;
+        let out = self.eval_string_inner(s);
+        self.string_depth -= 1;
+        let secure = self.secure;
+        out.map_err(|e| e.secure_if(secure))
+    }
+
+    fn eval_string_inner(&mut self, s: &str) -> Result<Value, EvalError> {
         match cairn_expr::classify(s) {
             TemplateString::Literal(lit) => {
                 self.budget().charge(lit.len())?;
@@ -166,7 +211,9 @@ impl<'e> Evaluator<'e> {
         self.enter()?;
         let out = self.eval_node_inner(node);
         self.leave();
-        out.map_err(|e| e.with_node_span(node.span))
+        // Errors raised here after a string was evaluated (a copy count, a property name) may quote its value.
+        let secure = self.secure;
+        out.map_err(|e| e.with_node_span(node.span).secure_if(secure))
     }
 
     fn eval_node_inner(&mut self, node: &Node) -> Result<(Value, usize), EvalError> {
@@ -326,7 +373,8 @@ impl<'e> Evaluator<'e> {
         self.enter()?;
         let out = self.eval_expr_inner(expr, source);
         self.leave();
-        out.map_err(|e| e.with_span(expr.span))
+        let secure = self.secure;
+        out.map_err(|e| e.with_span(expr.span).secure_if(secure))
     }
 
     fn eval_expr_inner(&mut self, expr: &Expr, source: &Rc<str>) -> Result<Value, EvalError> {
@@ -420,7 +468,7 @@ impl<'e> Evaluator<'e> {
                         name,
                         args: &values,
                     };
-                    let out = self.env.runtime(call).map_err(|e| e.with_span(span))?;
+                    let out = self.runtime(call).map_err(|e| e.with_span(span))?;
                     self.budget()
                         .produced(&out, &format!("the result of '{name}'"))
                         .map_err(|e| e.with_span(span))?;

@@ -19,6 +19,6 @@ pub use env::{
     DeploymentFacts, Environment, RuntimeCall, ScopeKind, SimpleEnvironment, UserFunction,
     UserFunctionParameter,
 };
-pub use error::{EvalError, EvalErrorKind, FnError, PathSegment, render_path};
+pub use error::{EvalError, EvalErrorKind, FnError, PathSegment, SECURE_DETAIL, render_path};
 pub use eval::{CopyKind, Evaluator, MAX_COPY_COUNT, copy_count, index_value, property};
 pub use value::{Lambda, Object, Unevaluated, Value, ValueType};

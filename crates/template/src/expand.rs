@@ -6,7 +6,7 @@
 //! `reference()` for resources "deployed" earlier; nested deployments become child plans; outputs come last.
 
 use std::cell::{Cell, RefCell};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::rc::Rc;
 
 use cairn_eval::suggest::did_you_mean;
@@ -318,6 +318,8 @@ struct State {
 struct ParamSlot {
     value: Option<Value>,
     in_progress: bool,
+    /// Declared secure, a Key Vault secret, or computed from a secure value.
+    secure: bool,
 }
 
 /// The environment of one deployment: implements [`Environment`] for the evaluator.
@@ -334,6 +336,8 @@ struct TemplateEnv<'a> {
     params: RefCell<HashMap<String, ParamSlot>>,
     vars: RefCell<HashMap<String, Value>>,
     vars_in_progress: RefCell<Vec<String>>,
+    /// Lower-case names of the variables computed from a secure value.
+    secure_vars: RefCell<HashSet<String>>,
     extensions: RefCell<Vec<PlannedExtension>>,
     state: RefCell<State>,
     ref_index: RefCell<Option<RefIndex>>,
@@ -433,6 +437,7 @@ impl<'a> TemplateEnv<'a> {
             params: RefCell::new(HashMap::new()),
             vars: RefCell::new(HashMap::new()),
             vars_in_progress: RefCell::new(Vec::new()),
+            secure_vars: RefCell::new(HashSet::new()),
             extensions: RefCell::new(Vec::new()),
             state: RefCell::new(State::default()),
             ref_index: RefCell::new(None),
@@ -450,13 +455,20 @@ impl<'a> TemplateEnv<'a> {
     }
 
     fn eval_node(&self, node: &Node, path: &str) -> Option<Value> {
-        match Evaluator::new(self).eval_node(node) {
+        self.eval_node_secure(node, path).0
+    }
+
+    /// [`TemplateEnv::eval_node`], also telling whether the value was computed from a secure value.
+    fn eval_node_secure(&self, node: &Node, path: &str) -> (Option<Value>, bool) {
+        let mut ev = Evaluator::new(self);
+        let value = match ev.eval_node(node) {
             Ok(v) => Some(v),
             Err(e) => {
                 self.error(diag_from_eval(&e, path));
                 None
             }
-        }
+        };
+        (value, ev.has_read_secure())
     }
 
     fn has_errors(&self) -> bool {
@@ -559,7 +571,8 @@ impl<'a> TemplateEnv<'a> {
                 decl.name.clone(),
                 PlannedParameter {
                     param_type: type_of(&decl.node, self.template),
-                    secure: types::is_secure(&decl.node, self.template.definitions.as_ref()),
+                    // A Key Vault secret or a value computed from a secure one is redacted like a declared one.
+                    secure: self.parameter_secure(&decl.name),
                     value,
                 },
             ));
@@ -591,6 +604,7 @@ impl<'a> TemplateEnv<'a> {
             ParamSlot {
                 value: None,
                 in_progress: true,
+                secure: false,
             },
         );
         let path = decl.path.clone();
@@ -599,17 +613,27 @@ impl<'a> TemplateEnv<'a> {
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
             .map(|(_, v)| v.clone());
+        // Secure by declaration, because Key Vault holds it, or because it was computed from a secure value.
+        let mut secure = types::is_secure(&decl.node, self.template.definitions.as_ref());
         let value = match supplied {
             Some(ParameterValue::Value(v)) => Some(v),
-            Some(ParameterValue::KeyVault(r)) => Some(self.key_vault_value(&r)),
+            Some(ParameterValue::KeyVault(r)) => {
+                secure = true;
+                Some(self.key_vault_value(&r))
+            }
             Some(ParameterValue::Expression(e)) => {
-                self.eval_node(&Node::synthetic(NodeKind::String(e)), &path)
+                let (v, read_secure) =
+                    self.eval_node_secure(&Node::synthetic(NodeKind::String(e)), &path);
+                secure |= read_secure;
+                v
             }
             None => match decl.node.get_ci("defaultValue") {
                 Some(default) => {
                     self.allow_nondeterministic.set(true);
-                    let v = self.eval_node(default, &join_path(&path, "defaultValue"));
+                    let (v, read_secure) =
+                        self.eval_node_secure(default, &join_path(&path, "defaultValue"));
                     self.allow_nondeterministic.set(false);
+                    secure |= read_secure;
                     v
                 }
                 None if decl.node.get_ci("nullable").and_then(Node::as_bool) == Some(true) => {
@@ -632,11 +656,12 @@ impl<'a> TemplateEnv<'a> {
             },
         };
         if let Some(v) = &value {
-            let found = types::check_value(
+            let found = types::check_value_as(
                 v,
                 &decl.node,
                 self.template.definitions.as_ref(),
                 &join_path(&path, "value"),
+                secure,
             );
             for d in found {
                 self.error(d.with_span(decl.node.span));
@@ -647,9 +672,35 @@ impl<'a> TemplateEnv<'a> {
             ParamSlot {
                 value: value.clone(),
                 in_progress: false,
+                secure,
             },
         );
         value
+    }
+
+    /// Whether parameter `name` of this template is secure (see [`ParamSlot::secure`]). Settles its value first
+    /// when nothing asked for it yet; while it is being settled, only its declaration can tell.
+    fn parameter_secure(&self, name: &str) -> bool {
+        let key = name.to_ascii_lowercase();
+        let slot = self
+            .params
+            .borrow()
+            .get(&key)
+            .map(|slot| (slot.in_progress, slot.secure));
+        match slot {
+            Some((false, secure)) => secure,
+            Some((true, _)) => self
+                .template
+                .parameter(name)
+                .is_some_and(|d| types::is_secure(&d.node, self.template.definitions.as_ref())),
+            None => {
+                let _ = self.parameter_value(name);
+                self.params
+                    .borrow()
+                    .get(&key)
+                    .is_some_and(|slot| slot.secure)
+            }
+        }
     }
 
     fn key_vault_value(&self, r: &KeyVaultReference) -> Value {
@@ -696,6 +747,10 @@ impl<'a> TemplateEnv<'a> {
             })(),
         };
         self.vars_in_progress.borrow_mut().retain(|k| k != &key);
+        let secure = ev.has_read_secure();
+        if secure {
+            self.secure_vars.borrow_mut().insert(key.clone());
+        }
         let value = result.map_err(|e| {
             let d = diag_from_eval(&e, &decl.path);
             let mut wrapped = EvalError::coded(
@@ -705,7 +760,10 @@ impl<'a> TemplateEnv<'a> {
             if let Some(span) = e.span {
                 wrapped = wrapped.with_span(span);
             }
-            wrapped.with_node_span(e.node_span.unwrap_or_default())
+            // The copy count check runs outside the evaluator: mark here what it may have quoted.
+            wrapped
+                .with_node_span(e.node_span.unwrap_or_default())
+                .secure_if(e.secure || secure)
         })?;
         if !value.contains_unevaluated() {
             self.vars.borrow_mut().insert(key, value.clone());
@@ -914,14 +972,17 @@ impl<'a> TemplateEnv<'a> {
                 return None;
             }
         };
-        let count = copy
-            .get_ci("count")
-            .and_then(|c| self.eval_node(c, &join_path(&copy_path, "count")))?;
-        let count = match copy_count(&name, &count) {
+        let (count, secure) = match copy.get_ci("count") {
+            Some(c) => self.eval_node_secure(c, &join_path(&copy_path, "count")),
+            None => (None, false),
+        };
+        let count = match copy_count(&name, &count?) {
             Ok(n) => n,
             Err(e) => {
+                // The count check quotes the count, which may come from a secure value.
                 self.error(
-                    diag_from_eval(&e, &join_path(&copy_path, "count")).with_span(copy.span),
+                    diag_from_eval(&e.secure_if(secure), &join_path(&copy_path, "count"))
+                        .with_span(copy.span),
                 );
                 return None;
             }
@@ -1652,17 +1713,23 @@ impl<'a> TemplateEnv<'a> {
                     None => Ok(Value::Null),
                 }
             };
+            let read_secure = ev.has_read_secure();
             let value = match value {
                 Ok(v) => v,
                 Err(e) => {
-                    self.error(diag_from_eval(&e, &decl.path));
+                    // The copy count check runs outside the evaluator and may quote a secure count.
+                    self.error(diag_from_eval(&e.secure_if(read_secure), &decl.path));
                     continue;
                 }
             };
             let output_type = type_of(node, self.template);
-            for d in
-                types::check_value(&value, node, self.template.definitions.as_ref(), &decl.path)
-            {
+            for d in types::check_value_as(
+                &value,
+                node,
+                self.template.definitions.as_ref(),
+                &decl.path,
+                read_secure,
+            ) {
                 self.error(d.with_span(node.span));
             }
             let secure = types::is_secure(node, self.template.definitions.as_ref());
@@ -1994,6 +2061,32 @@ impl Environment for TemplateEnv<'_> {
 
     fn variable(&self, name: &str) -> Result<Value, EvalError> {
         self.variable_value(name)
+    }
+
+    fn parameter_is_secure(&self, name: &str) -> bool {
+        if self.template.parameter(name).is_none() {
+            return self.outer.is_some_and(|o| o.parameter_is_secure(name));
+        }
+        self.parameter_secure(name)
+    }
+
+    /// `list*` answers hold keys; extension configs may hold credentials (secure literals, Key Vault
+    /// directives) and external inputs may be secrets too: errors of an evaluation that read them quote nothing.
+    fn runtime_is_secure(&self, call: &RuntimeCall<'_>) -> bool {
+        let name = call.name.to_ascii_lowercase();
+        name.starts_with("list")
+            || name == "extensions"
+            || name == "extensionconfigs"
+            || name == "externalinputs"
+    }
+
+    fn variable_is_secure(&self, name: &str) -> bool {
+        if self.template.variable(name).is_none() {
+            return self.outer.is_some_and(|o| o.variable_is_secure(name));
+        }
+        self.secure_vars
+            .borrow()
+            .contains(&name.to_ascii_lowercase())
     }
 
     fn user_function(&self, namespace: &str, name: &str) -> Option<Rc<UserFunction>> {

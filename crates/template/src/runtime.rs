@@ -24,6 +24,9 @@ pub struct ReferenceRequest<'a> {
 }
 
 /// Answers runtime functions. `None` means "not known": the expression is kept as an unevaluated marker.
+///
+/// The answers of [`RuntimeHook::list`] and [`RuntimeHook::key_vault_secret`] are secure: an evaluation that reads
+/// them (or a parameter filled from Key Vault) reports errors without quoting any value.
 pub trait RuntimeHook {
     fn reference(&self, request: &ReferenceRequest<'_>) -> Option<Value>;
     /// `list*()`: `function` is the name as written (`listKeys`).

@@ -191,6 +191,18 @@ pub fn check_value(
     definitions: Option<&Node>,
     target: &str,
 ) -> Vec<Diagnostic> {
+    check_value_as(value, schema, definitions, target, false)
+}
+
+/// [`check_value`] for a value that may be secure whatever its declaration says (a Key Vault secret, a value
+/// computed from a secure parameter): with `secure`, no message quotes the value or its keys.
+pub fn check_value_as(
+    value: &Value,
+    schema: &Node,
+    definitions: Option<&Node>,
+    target: &str,
+    secure: bool,
+) -> Vec<Diagnostic> {
     let mut checker = ValueChecker {
         definitions,
         subject: Subject::from_target(target),
@@ -198,7 +210,7 @@ pub fn check_value(
         diags: Vec::new(),
         steps: 0,
     };
-    checker.check(value, schema, target, false, 0);
+    checker.check(value, schema, target, secure, 0);
     checker.diags
 }
 
@@ -477,8 +489,18 @@ impl ValueChecker<'_> {
             if is_declared(key) {
                 continue;
             }
-            let child = join_path(path, key);
-            if closed {
+            // The keys of a secure object are part of the secret: findings point at the object instead.
+            let child = if secure {
+                path.to_string()
+            } else {
+                join_path(path, key)
+            };
+            if closed && secure {
+                self.report(
+                    &child,
+                    "A property is not allowed: the type does not declare it.".to_string(),
+                );
+            } else if closed {
                 self.report(
                     &child,
                     format!("The property '{key}' is not allowed: the type does not declare it."),

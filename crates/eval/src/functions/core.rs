@@ -30,15 +30,24 @@ pub(super) const FUNCTIONS: &[FunctionDef] = &[
 
 fn parameters(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
     let name = args.string(0)?;
+    // A user function's parameter is secure when its argument was: the caller's evaluation already knows.
     if let Some(v) = ev.udf_parameter(name) {
         return v;
     }
-    Ok(ev.env().parameter(name)?)
+    let value = ev.env().parameter(name)?;
+    if ev.env().parameter_is_secure(name) {
+        ev.mark_secure();
+    }
+    Ok(value)
 }
 
 fn variables(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
     let name = args.string(0)?;
-    Ok(ev.env().variable(name)?)
+    let value = ev.env().variable(name)?;
+    if ev.env().variable_is_secure(name) {
+        ev.mark_secure();
+    }
+    Ok(value)
 }
 
 fn copy_index(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {

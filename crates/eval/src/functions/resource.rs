@@ -30,7 +30,7 @@ pub(super) const FUNCTIONS: &[FunctionDef] = &[
 ];
 
 fn runtime(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
-    Ok(ev.env().runtime(RuntimeCall {
+    Ok(ev.runtime(RuntimeCall {
         name: args.function_name(),
         args: args.as_slice(),
     })?)
@@ -38,7 +38,7 @@ fn runtime(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
 
 /// Every `list*` function (`listKeys`, `listSecrets`, ...): `(resourceIdOrName, apiVersion[, body])`.
 pub(super) fn list_call(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
-    Ok(ev.env().runtime(RuntimeCall {
+    Ok(ev.runtime(RuntimeCall {
         name: "list",
         args: args.as_slice(),
     })?)

@@ -46,7 +46,7 @@ fn deployment(ev: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
     if !facts.deployment.is_null() {
         return Ok(facts.deployment.clone());
     }
-    Ok(ev.env().runtime(crate::env::RuntimeCall {
+    Ok(ev.runtime(crate::env::RuntimeCall {
         name: "deployment",
         args: args.as_slice(),
     })?)

@@ -114,13 +114,14 @@ class Process:
 
 
 def tls_and_token(workdir: pathlib.Path) -> tuple[pathlib.Path, list[str], str]:
-    """A certificate, a tokens file and the `cairn serve` arguments that use them."""
+    """A certificate, a tokens file and the `cairn serve` arguments that use them (Local allowed in workdir)."""
     cert, key = write_self_signed(workdir)
     token = secrets.token_urlsafe(32)
     tokens = workdir / "tokens.txt"
     tokens.write_text(f"# the SDK test's static token\n{token}\n")
+    # The tests' Local roots live in workdir; the server keeps its own files there out of Local's reach.
     args = ["--listen", "127.0.0.1:0", "--tls-cert", str(cert), "--tls-key", str(key), "--tokens", str(tokens),
-            "--retry-after", "1"]
+            "--retry-after", "1", "--local-root", str(workdir)]
     return cert, args, token
 
 

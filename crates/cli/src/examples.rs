@@ -71,6 +71,10 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
                 "cairn serve --listen 0.0.0.0:8443 --tls-cert cert.pem --tls-key key.pem --tokens tokens.txt",
             ),
             (
+                "Let deployments use the Local extension, only under /srv/sites",
+                "cairn serve --listen 127.0.0.1:8080 --local-root /srv/sites",
+            ),
+            (
                 "Serve from a PostgreSQL database shared with other servers",
                 "cairn serve --store postgres://cairn@db:5432/cairn --store-key-file /etc/cairn/store.key",
             ),

@@ -156,14 +156,31 @@ pub(crate) fn run(cmd: ExtensionCommand) -> anyhow::Result<ExitCode> {
     }
 }
 
-/// The transports this program can build beyond HTTP: the built-in extensions in process and a gRPC
-/// launcher for local extension binaries. The host needs these to load a registry.
-pub(crate) fn transport_factories() -> TransportFactories {
+/// The transport of a built-in: Local confined to `local` when given (a server), else as the user runs it.
+fn builtin_transport(
+    builtin: &BuiltinExtension,
+    local: Option<&Arc<cairn_ext_local::Confinement>>,
+) -> cairn_extension_sdk::InProcessTransport {
+    match local {
+        Some(confinement) if builtin.key == "local" => {
+            cairn_ext_local::confined_in_process_transport(Arc::clone(confinement))
+        }
+        _ => (builtin.transport)(),
+    }
+}
+
+/// The transports this program can build beyond HTTP: the built-in extensions in process (Local confined
+/// to `local` when given) and a gRPC launcher for local extension binaries. The host needs these to load a
+/// registry.
+pub(crate) fn transport_factories(
+    local: Option<&Arc<cairn_ext_local::Confinement>>,
+) -> TransportFactories {
     let mut factories = TransportFactories::default();
     for builtin in BUILTINS {
-        factories
-            .builtins
-            .insert(builtin.key.to_owned(), Arc::new((builtin.transport)()));
+        factories.builtins.insert(
+            builtin.key.to_owned(),
+            Arc::new(builtin_transport(builtin, local)),
+        );
     }
     factories.grpc_launcher = Some(Arc::new(|launch: &GrpcLaunch| {
         let mut spec = LaunchSpec::new(&launch.binary);
@@ -175,10 +192,12 @@ pub(crate) fn transport_factories() -> TransportFactories {
 
 /// The registry the engine uses: `flag`, else `$CAIRN_EXTENSIONS`, else `<data dir>/extensions.json` when the
 /// store lives in a data directory and the file exists, with each built-in extension added when the file does not
-/// register its name and version.
+/// register its name and version. `local` confines the built-in Local extension (`cairn serve`); the in-process
+/// commands pass `None`, as Local works on the user's own files there.
 pub(crate) fn load_registry(
     flag: Option<&Path>,
     data_dir: Option<&Path>,
+    local: Option<&Arc<cairn_ext_local::Confinement>>,
 ) -> anyhow::Result<Registry> {
     let named = flag.map(Path::to_path_buf).or_else(|| {
         std::env::var_os("CAIRN_EXTENSIONS")
@@ -190,7 +209,7 @@ pub(crate) fn load_registry(
         .filter(|file| file.exists());
     let path = named.or(default);
     let mut registry = match path {
-        Some(path) => Registry::load(&path, &transport_factories())
+        Some(path) => Registry::load(&path, &transport_factories(local))
             .with_context(|| format!("cannot load the extension registry {}", path.display()))?,
         None => Registry::new(),
     };
@@ -199,7 +218,7 @@ pub(crate) fn load_registry(
             registry.register(cairn_host::RegisteredExtension::new(
                 builtin.name,
                 builtin.version,
-                Arc::new((builtin.transport)()),
+                Arc::new(builtin_transport(builtin, local)),
             ));
         }
     }
@@ -242,7 +261,7 @@ fn load_listings(flag: Option<&Path>) -> anyhow::Result<Vec<ExtensionListing>> {
     if let Some((path, explicit)) = registry_path(flag, &|name| std::env::var(name).ok())
         && (explicit || path.exists())
     {
-        let registry = Registry::load(&path, &transport_factories())
+        let registry = Registry::load(&path, &transport_factories(None))
             .with_context(|| format!("cannot load the extension registry {}", path.display()))?;
         listings = registry.list();
     }
@@ -642,11 +661,15 @@ mod tests {
     #[test]
     fn every_builtin_is_registered_without_a_registry_file() {
         let home = tempfile::tempdir().unwrap();
-        let registry = load_registry(None, Some(home.path())).unwrap();
+        let registry = load_registry(None, Some(home.path()), None).unwrap();
         for (name, version) in [("Local", "1.0.0"), ("PostgreSql", "1.0.0")] {
             assert!(registry.resolve(name, version).is_some(), "{name}");
         }
-        assert!(transport_factories().builtins.contains_key("postgresql"));
+        assert!(
+            transport_factories(None)
+                .builtins
+                .contains_key("postgresql")
+        );
     }
 
     #[test]

@@ -599,5 +599,6 @@ fn secret_view(info: &SecretVersionInfo, value: Option<&SecretString>) -> Secret
 }
 
 fn registry(flag: Option<&Path>, home: &Path) -> Result<Registry, Failure> {
-    crate::extension::load_registry(flag, Some(home)).map_err(|e| Failure::Usage(format!("{e:#}")))
+    crate::extension::load_registry(flag, Some(home), None)
+        .map_err(|e| Failure::Usage(format!("{e:#}")))
 }

@@ -8,6 +8,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 
 use anyhow::Context;
+use cairn_assembly::StoreLocation;
 use cairn_server::serve::{ServeConfig, run};
 use cairn_server::{MetricsAuth, ServerOptions, TlsFiles};
 use clap::{Args, ValueEnum};
@@ -45,6 +46,11 @@ pub(crate) struct ServeArgs {
     /// Extension registry file [default: $CAIRN_EXTENSIONS, else <data dir>/extensions.json when present].
     #[arg(long, value_name = "FILE")]
     extensions: Option<PathBuf>,
+    /// A directory the built-in Local extension may work in (repeatable): a template's `rootDirectory` must lie
+    /// inside one (a relative one is taken against the first). Without any, Local is off on this server. Local
+    /// never reaches the data directory, the tokens, TLS and key files, or the registry file, even inside a root.
+    #[arg(long = "local-root", value_name = "DIR")]
+    local_roots: Vec<PathBuf>,
     /// Retry-After seconds on long-running operations.
     #[arg(long, value_name = "SECONDS", default_value_t = 1)]
     retry_after: u32,
@@ -147,8 +153,22 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
     cairn_server::install_crypto_provider();
     init_logging(args.log_format);
     let store = crate::store::resolve_location(args.store.or(args.data_dir), args.store_key_file)?;
-    let registry =
-        crate::extension::load_registry(args.extensions.as_deref(), store.as_data_dir())?;
+    let own_files = [
+        &args.tokens,
+        &args.tls_cert,
+        &args.tls_key,
+        &args.extensions,
+    ]
+    .into_iter()
+    .flatten()
+    .cloned()
+    .collect();
+    let local = Arc::new(local_confinement(&args.local_roots, own_files, &store)?);
+    let registry = crate::extension::load_registry(
+        args.extensions.as_deref(),
+        store.as_data_dir(),
+        Some(&local),
+    )?;
     let tls = match (args.tls_cert, args.tls_key) {
         (Some(cert), Some(key)) => Some(TlsFiles { cert, key }),
         _ => None,
@@ -207,6 +227,37 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
         }
     }))?;
     Ok(ExitCode::SUCCESS)
+}
+
+/// Where the built-in Local extension may work on this server: inside `roots`, and never in the files the server
+/// keeps for itself (an API caller must not read its tokens or keys, nor write its store or registry).
+/// `own_files` are the files named on the command line (tokens, TLS, registry).
+fn local_confinement(
+    roots: &[PathBuf],
+    own_files: Vec<PathBuf>,
+    store: &StoreLocation,
+) -> anyhow::Result<cairn_ext_local::Confinement> {
+    let mut denied = own_files;
+    denied.extend(store.as_data_dir().map(PathBuf::from));
+    if let StoreLocation::Postgres(postgres) = store {
+        denied.extend(postgres.key_file().map(PathBuf::from));
+    }
+    for variable in ["CAIRN_STORE_KEY_FILE", "CAIRN_EXTENSIONS"] {
+        denied.extend(crate::store::env(variable).map(PathBuf::from));
+    }
+    let confinement =
+        cairn_ext_local::Confinement::new(roots.iter().cloned(), denied).context("--local-root")?;
+    if confinement.roots().is_empty() {
+        tracing::info!("no --local-root: the Local extension is off on this server");
+    } else {
+        let shown: Vec<String> = confinement
+            .roots()
+            .iter()
+            .map(|root| root.display().to_string())
+            .collect();
+        tracing::info!(roots = %shown.join(", "), "the Local extension works only inside these roots");
+    }
+    Ok(confinement)
 }
 
 /// Logs to stderr, filtered by `RUST_LOG` (default: the server's messages and one line per request at

@@ -820,7 +820,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    /// Serves from `env`'s working directory (where the Local extension resolves `./out`).
+    /// Serves from `env`'s working directory, the server's one Local root (where `./out` lands, as in process).
     fn start(env: &Env) -> Server {
         use std::io::BufRead as _;
         let dir = env.work.path().join("server");
@@ -844,6 +844,8 @@ impl Server {
             .arg(&key)
             .arg("--tokens")
             .arg(&tokens)
+            .arg("--local-root")
+            .arg(env.work.path())
             .env("CAIRN_HOME", dir.join("home"))
             .env_remove("CAIRN_EXTENSIONS")
             .current_dir(env.work.path())

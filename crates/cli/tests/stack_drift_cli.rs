@@ -185,7 +185,12 @@ fn drift_on_a_server_at_management_group_scope() {
     let dir = tempfile::tempdir().unwrap();
     let registry = dir.path().join("extensions.json");
     std::fs::write(&registry, json!({ "extensions": [] }).to_string()).unwrap();
-    let server = common::start_server(&dir.path().join("data"), &registry);
+    // The stack's Local root lives in the files' own temporary directory.
+    let server = common::start_server_with(
+        &dir.path().join("data"),
+        &registry,
+        &[std::ffi::OsStr::new("--local-root"), f.root.as_os_str()],
+    );
     drift_round(
         &f,
         &["mg", "-m", "platform"],

@@ -1,22 +1,28 @@
 //! The Local extension's config `{ rootDirectory }` and its `configId`.
 
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use cairn_extension_sdk::{ExtensionConfig, ExtensionError, codes};
 use serde_json::Value;
 use sha2::{Digest, Sha256};
 
+use crate::confine::Confinement;
 use crate::paths::normalise_root;
 
-/// The parsed config: the normalised root directory every path is relative to.
+/// The parsed config: the normalised root directory every path is relative to, and on a server the
+/// confinement it was checked against.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalConfig {
+    given: PathBuf,
     root: PathBuf,
+    confinement: Option<Arc<Confinement>>,
 }
 
 impl LocalConfig {
     /// A config for `root` (made absolute and normalised).
     pub fn new(root: &Path) -> Result<Self, ExtensionError> {
+        let given = root.to_path_buf();
         let root = normalise_root(root).map_err(|err| {
             ExtensionError::invalid(
                 codes::INVALID_CONFIG,
@@ -24,12 +30,33 @@ impl LocalConfig {
                 format!("The root directory cannot be resolved: {err}."),
             )
         })?;
-        Ok(Self { root })
+        Ok(Self {
+            given,
+            root,
+            confinement: None,
+        })
+    }
+
+    /// The same config under `confinement`: the root is taken again from the value the request gave (a
+    /// relative one against the first allowed root) and refused unless the confinement allows it; every
+    /// path is then kept out of the confinement's denied paths.
+    pub fn confined(self, confinement: &Arc<Confinement>) -> Result<Self, ExtensionError> {
+        let root = confinement.confine_root(&self.given)?;
+        Ok(Self {
+            given: self.given,
+            root,
+            confinement: Some(Arc::clone(confinement)),
+        })
     }
 
     /// The absolute, normalised root directory (symbolic links in its existing part resolved).
     pub fn root(&self) -> &Path {
         &self.root
+    }
+
+    /// The confinement the config was checked against, if any (none in the in-process CLI).
+    pub fn confinement(&self) -> Option<&Confinement> {
+        self.confinement.as_deref()
     }
 }
 

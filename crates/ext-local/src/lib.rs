@@ -5,15 +5,21 @@
 //! symbolic links pointing outside are refused with a validation error on `/properties/path`).
 //!
 //! Serve it in process with [`in_process_transport`], or run the `cairn-ext-local` binary
-//! (`--http PORT`, `--listen ADDR`, `--socket PATH`).
+//! (`--http PORT`, `--listen ADDR`, `--socket PATH`). A server running it for API callers uses
+//! [`confined_in_process_transport`]: the root must then lie in one of the operator's roots and paths never
+//! reach the server's own files (see [`Confinement`]).
 
 pub mod config;
+pub mod confine;
 pub mod paths;
 pub mod resources;
 
 use cairn_extension_sdk::{Extension, InProcessTransport};
 
+use std::sync::Arc;
+
 pub use config::LocalConfig;
+pub use confine::{Confinement, ConfinementError};
 pub use resources::{DIRECTORY_TYPE, DirectoryHandler, FILE_TYPE, FileHandler};
 
 /// The extension's name.
@@ -31,6 +37,16 @@ pub fn extension() -> Extension<LocalConfig> {
 /// The Local extension as an in-process transport (the same HTTP routes, without sockets).
 pub fn in_process_transport() -> InProcessTransport {
     InProcessTransport::from_extension(extension())
+}
+
+/// The Local extension refusing every config `confinement` does not allow.
+pub fn confined_extension(confinement: Arc<Confinement>) -> Extension<LocalConfig> {
+    extension().config_guard(move |config: LocalConfig| config.confined(&confinement))
+}
+
+/// [`confined_extension`] as an in-process transport.
+pub fn confined_in_process_transport(confinement: Arc<Confinement>) -> InProcessTransport {
+    InProcessTransport::from_extension(confined_extension(confinement))
 }
 
 /// The conformance profile for Local (`${tempDir}` is replaced by a fresh directory by the kit).

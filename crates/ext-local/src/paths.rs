@@ -1,9 +1,12 @@
 //! Paths under the root directory: parsing relative paths, normalising the root, and resolving a path
-//! without ever leaving the root (no `..`, no absolute paths, no symbolic links pointing outside).
+//! without ever leaving the root (no `..`, no absolute paths, no symbolic links pointing outside) nor, under a
+//! [`Confinement`], entering a path the server keeps for itself.
 
 use std::fmt;
 use std::io;
 use std::path::{Component, Path, PathBuf};
+
+use crate::confine::Confinement;
 
 /// A validated, normalised path relative to the root: one or more plain components.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -49,6 +52,11 @@ pub enum PathProblem {
     /// A component before the last one is a file.
     #[error("a parent of '{0}' is a file, not a directory")]
     ParentNotDirectory(String),
+    /// The path (directly or through a symbolic link) reaches a location the server keeps for itself.
+    #[error(
+        "the path '{0}' leads into a location this server keeps for itself (its data directory, tokens or key files)"
+    )]
+    Denied(String),
 }
 
 impl PathProblem {
@@ -59,6 +67,7 @@ impl PathProblem {
             | PathProblem::Absolute(_)
             | PathProblem::ParentComponent(_) => "PathOutsideRoot",
             PathProblem::ParentNotDirectory(_) => "ParentNotDirectory",
+            PathProblem::Denied(_) => "PathDenied",
             _ => "InvalidPath",
         }
     }
@@ -136,13 +145,34 @@ fn lexically_normal(path: &Path) -> PathBuf {
 /// Resolves `relative` under `root` (a [`normalise_root`] result), following symbolic links inside the
 /// root and refusing any that lead outside it. The result may not exist.
 pub fn resolve(root: &Path, relative: &RelativePath) -> Result<PathBuf, ResolveError> {
+    resolve_confined(root, relative, None)
+}
+
+/// [`resolve`], also refusing a path that reaches a denied path of `confinement`, directly or through a
+/// symbolic link. Every step is checked, so a link into a denied directory is refused even when what lies
+/// past it would not exist.
+pub fn resolve_confined(
+    root: &Path,
+    relative: &RelativePath,
+    confinement: Option<&Confinement>,
+) -> Result<PathBuf, ResolveError> {
     let shown = relative.to_string();
+    let denied = |path: &Path| confinement.is_some_and(|c| c.is_denied(path));
+    if denied(root) {
+        return Err(ResolveError::Path(PathProblem::Denied(shown)));
+    }
     let mut current = root.to_path_buf();
     let components = relative.components();
     for (index, component) in components.iter().enumerate() {
         let candidate = current.join(component);
+        if denied(&candidate) {
+            return Err(ResolveError::Path(PathProblem::Denied(shown)));
+        }
         match std::fs::symlink_metadata(&candidate) {
             Ok(metadata) if metadata.file_type().is_symlink() => match candidate.canonicalize() {
+                Ok(target) if denied(&target) => {
+                    return Err(ResolveError::Path(PathProblem::Denied(shown)));
+                }
                 Ok(target) if target.starts_with(root) => current = target,
                 Ok(_) => return Err(ResolveError::Path(PathProblem::EscapesRoot(shown))),
                 Err(_) => return Err(ResolveError::Path(PathProblem::DanglingSymlink(shown))),
@@ -157,6 +187,9 @@ pub fn resolve(root: &Path, relative: &RelativePath) -> Result<PathBuf, ResolveE
                 let mut result = candidate;
                 for rest in &components[index + 1..] {
                     result.push(rest);
+                }
+                if denied(&result) {
+                    return Err(ResolveError::Path(PathProblem::Denied(shown)));
                 }
                 return Ok(result);
             }
@@ -302,5 +335,42 @@ mod tests {
             resolve(&root, &path("file/x")),
             Err(ResolveError::Path(PathProblem::ParentNotDirectory(_)))
         ));
+    }
+
+    #[cfg(unix)]
+    #[test]
+    fn denied_paths_are_refused_directly_and_through_links() {
+        let temp = tempfile::tempdir().unwrap();
+        let root = normalise_root(temp.path()).unwrap();
+        std::fs::create_dir(root.join("data")).unwrap();
+        std::fs::write(root.join("secret"), "s").unwrap();
+        std::fs::create_dir(root.join("open")).unwrap();
+        std::os::unix::fs::symlink(root.join("data"), root.join("open/to-data")).unwrap();
+        std::os::unix::fs::symlink(root.join("secret"), root.join("open/to-secret")).unwrap();
+        let confinement =
+            Confinement::new([root.clone()], [root.join("data"), root.join("secret")]).unwrap();
+
+        let path = |raw: &str| parse_relative_path(raw).unwrap();
+        for raw in [
+            "data",
+            "data/new/deeper.txt",
+            "secret",
+            "open/to-data/x",
+            "open/to-secret",
+        ] {
+            assert!(
+                matches!(
+                    resolve_confined(&root, &path(raw), Some(&confinement)),
+                    Err(ResolveError::Path(PathProblem::Denied(_)))
+                ),
+                "{raw}"
+            );
+            assert!(resolve(&root, &path(raw)).is_ok(), "unconfined: {raw}");
+        }
+        assert_eq!(
+            resolve_confined(&root, &path("open/new.txt"), Some(&confinement)).unwrap(),
+            root.join("open/new.txt")
+        );
+        assert_eq!(PathProblem::Denied("x".into()).code(), "PathDenied");
     }
 }

@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use crate::config::LocalConfig;
 use crate::paths::{
-    PathProblem, RelativePath, ResolveError, format_mode, parse_mode, parse_relative_path, resolve,
+    PathProblem, RelativePath, ResolveError, format_mode, parse_mode, parse_relative_path,
+    resolve_confined,
 };
 
 /// Resource type name of files.
@@ -80,7 +81,7 @@ fn resolve_at(
     path: &RelativePath,
     target: &str,
 ) -> Result<PathBuf, ExtensionError> {
-    resolve(config.root(), path).map_err(|err| match err {
+    resolve_confined(config.root(), path, config.confinement()).map_err(|err| match err {
         ResolveError::Path(problem) => path_error(&problem, target),
         ResolveError::Io(err) => io_error("inspect", path, &err),
     })
@@ -135,25 +136,30 @@ fn mode_of(metadata: &std::fs::Metadata) -> u32 {
 }
 
 #[cfg(unix)]
-fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
+fn set_mode(file: &std::fs::File, mode: u32) -> io::Result<()> {
     use std::os::unix::fs::PermissionsExt;
-    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+    file.set_permissions(std::fs::Permissions::from_mode(mode))
 }
 
 #[cfg(not(unix))]
-fn set_mode(path: &Path, mode: u32) -> io::Result<()> {
-    let mut permissions = std::fs::metadata(path)?.permissions();
+fn set_mode(file: &std::fs::File, mode: u32) -> io::Result<()> {
+    let mut permissions = file.metadata()?.permissions();
     permissions.set_readonly(mode & 0o222 == 0);
-    std::fs::set_permissions(path, permissions)
+    file.set_permissions(permissions)
 }
 
 /// A file's current state: `None` when no regular file is there.
+///
+/// `resolved` has no symbolic link left in it, so the file is opened without following one: a link put
+/// there since it was resolved is refused rather than followed, and what was opened is checked again.
 fn read_file(
+    config: &LocalConfig,
     resolved: &Path,
     path: &RelativePath,
 ) -> Result<Option<(String, u32)>, ExtensionError> {
-    let metadata = match std::fs::metadata(resolved) {
-        Ok(metadata) if metadata.is_file() => metadata,
+    // A FIFO or device is no File: looking first keeps the open from blocking on one.
+    match std::fs::metadata(resolved) {
+        Ok(metadata) if metadata.is_file() => {}
         Ok(_) => return Ok(None),
         Err(err)
             if matches!(
@@ -164,8 +170,22 @@ fn read_file(
             return Ok(None);
         }
         Err(err) => return Err(io_error("read", path, &err)),
+    }
+    let mut file = match open_no_follow(resolved) {
+        Ok(file) => file,
+        Err(err) if err.kind() == io::ErrorKind::NotFound => return Ok(None),
+        Err(err) if is_symlink_loop(&err) => return Err(moved_error(path)),
+        Err(err) => return Err(io_error("read", path, &err)),
     };
-    let bytes = std::fs::read(resolved).map_err(|err| io_error("read", path, &err))?;
+    let metadata = file
+        .metadata()
+        .map_err(|err| io_error("read", path, &err))?;
+    if !metadata.is_file() {
+        return Ok(None);
+    }
+    check_opened(config, &file, &metadata, path)?;
+    let mut bytes = Vec::new();
+    io::Read::read_to_end(&mut file, &mut bytes).map_err(|err| io_error("read", path, &err))?;
     let content = String::from_utf8(bytes).map_err(|_| {
         ExtensionError::conflict(
             "FileNotText",
@@ -177,8 +197,115 @@ fn read_file(
     Ok(Some((content, mode_of(&metadata))))
 }
 
+/// The error for a path that changed under us into something leading elsewhere.
+fn moved_error(path: &RelativePath) -> ExtensionError {
+    path_error(
+        &PathProblem::EscapesRoot(path.to_string()),
+        "/properties/path",
+    )
+}
+
+#[cfg(unix)]
+fn open_no_follow(path: &Path) -> io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let flags = rustix::fs::OFlags::NOFOLLOW | rustix::fs::OFlags::NONBLOCK;
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(flags.bits() as i32)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn open_no_follow(path: &Path) -> io::Result<std::fs::File> {
+    std::fs::File::open(path)
+}
+
+#[cfg(unix)]
+fn is_symlink_loop(err: &io::Error) -> bool {
+    err.raw_os_error() == Some(rustix::io::Errno::LOOP.raw_os_error())
+}
+
+#[cfg(not(unix))]
+fn is_symlink_loop(_err: &io::Error) -> bool {
+    false
+}
+
+/// Refuses an opened file that is not where it should be: outside the root or in a denied path (where the
+/// system says where it is), or a denied file itself under another name (a hard link).
+fn check_opened(
+    config: &LocalConfig,
+    file: &std::fs::File,
+    metadata: &std::fs::Metadata,
+    path: &RelativePath,
+) -> Result<(), ExtensionError> {
+    #[cfg(unix)]
+    if let Some(confinement) = config.confinement() {
+        use std::os::unix::fs::MetadataExt;
+        if confinement.is_denied_identity((metadata.dev(), metadata.ino())) {
+            return Err(path_error(
+                &PathProblem::Denied(path.to_string()),
+                "/properties/path",
+            ));
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = metadata;
+    if let Some(real) = opened_location(file) {
+        check_location(config, &real, path)?;
+    }
+    Ok(())
+}
+
+/// Refuses a real (fully resolved) location outside the root or in a denied path.
+fn check_location(
+    config: &LocalConfig,
+    real: &Path,
+    path: &RelativePath,
+) -> Result<(), ExtensionError> {
+    if config.confinement().is_some_and(|c| c.is_denied(real)) {
+        return Err(path_error(
+            &PathProblem::Denied(path.to_string()),
+            "/properties/path",
+        ));
+    }
+    if !real.starts_with(config.root()) {
+        return Err(moved_error(path));
+    }
+    Ok(())
+}
+
+/// Checks, right before changing the filesystem at `resolved`, that its parent still lies where resolving
+/// found it: a directory swapped for a symbolic link since then would redirect the change.
+fn recheck_parent(
+    config: &LocalConfig,
+    resolved: &Path,
+    path: &RelativePath,
+) -> Result<(), ExtensionError> {
+    let Some(parent) = resolved.parent() else {
+        return Ok(());
+    };
+    match parent.canonicalize() {
+        Ok(real) => check_location(config, &real, path),
+        // Not there (yet): nothing can redirect through it.
+        Err(_) => Ok(()),
+    }
+}
+
+/// Where an open file really is, when the system can say (Linux's `/proc/self/fd`).
+#[cfg(target_os = "linux")]
+fn opened_location(file: &std::fs::File) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+}
+
+#[cfg(not(target_os = "linux"))]
+fn opened_location(_file: &std::fs::File) -> Option<PathBuf> {
+    None
+}
+
 /// Writes `content` atomically (temporary file + rename); skips the write when nothing changes.
 fn write_file(
+    config: &LocalConfig,
     resolved: &Path,
     path: &RelativePath,
     content: &str,
@@ -191,7 +318,12 @@ fn write_file(
         )
         .with_target("/properties/path"));
     }
-    let existing = read_file(resolved, path).ok().flatten();
+    let existing = match read_file(config, resolved, path) {
+        Ok(existing) => existing,
+        // A path that leads out is refused; any other trouble reading is settled by the write.
+        Err(err) if matches!(err.code(), "PathOutsideRoot" | "PathDenied") => return Err(err),
+        Err(_) => None,
+    };
     if let Some((current, current_mode)) = &existing
         && current == content
         && mode.is_none_or(|m| m == *current_mode)
@@ -201,6 +333,7 @@ fn write_file(
     let parent = resolved
         .parent()
         .ok_or_else(|| ExtensionError::internal("A file path has no parent."))?;
+    recheck_parent(config, resolved, path)?;
     std::fs::create_dir_all(parent).map_err(|err| match err.kind() {
         io::ErrorKind::NotADirectory | io::ErrorKind::AlreadyExists => ExtensionError::conflict(
             "ParentNotDirectory",
@@ -217,20 +350,29 @@ fn write_file(
         ".{file_name}.cairn-{}",
         uuid::Uuid::new_v4().simple()
     ));
-    let write = || -> io::Result<()> {
-        std::fs::write(&temporary, content)?;
-        let keep = existing.as_ref().map(|(_, current_mode)| *current_mode);
+    let keep = existing.as_ref().map(|(_, current_mode)| *current_mode);
+    let write = || -> Result<u32, ExtensionError> {
+        let io = |err: io::Error| io_error("write", path, &err);
+        // A new name: never follows a link someone put there.
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&temporary)
+            .map_err(io)?;
+        io::Write::write_all(&mut file, content.as_bytes()).map_err(io)?;
         if let Some(mode) = mode.or(keep) {
-            set_mode(&temporary, mode)?;
+            set_mode(&file, mode).map_err(io)?;
         }
-        std::fs::rename(&temporary, resolved)
+        let metadata = file.metadata().map_err(io)?;
+        // Where the file landed, and where the rename will put it, must still be inside the root.
+        check_opened(config, &file, &metadata, path)?;
+        recheck_parent(config, resolved, path)?;
+        std::fs::rename(&temporary, resolved).map_err(io)?;
+        Ok(mode_of(&metadata))
     };
-    if let Err(err) = write() {
+    write().inspect_err(|_| {
         let _ = std::fs::remove_file(&temporary);
-        return Err(io_error("write", path, &err));
-    }
-    let metadata = std::fs::metadata(resolved).map_err(|err| io_error("read", path, &err))?;
-    Ok(mode_of(&metadata))
+    })
 }
 
 fn parse_path(raw: &str, target: &str, validator: &mut Validator) -> Option<RelativePath> {
@@ -326,7 +468,7 @@ impl ResourceHandler<LocalConfig> for FileHandler {
                     let (config, path) = (config.clone(), path.clone());
                     blocking(move || {
                         let resolved = resolve_at(&config, &path, "/properties/path")?;
-                        read_file(&resolved, &path)
+                        read_file(&config, &resolved, &path)
                     })
                     .await?
                 }
@@ -365,7 +507,7 @@ impl ResourceHandler<LocalConfig> for FileHandler {
         blocking(move || {
             ensure_root(&config)?;
             let resolved = resolve_at(&config, &path, "/properties/path")?;
-            let actual_mode = write_file(&resolved, &path, &content, mode)?;
+            let actual_mode = write_file(&config, &resolved, &path, &content, mode)?;
             let normal = path.to_string();
             Ok(Applied::Resource(ResourceState::new(
                 PathIdentifiers {
@@ -389,19 +531,21 @@ impl ResourceHandler<LocalConfig> for FileHandler {
         let config = request.config;
         blocking(move || {
             let resolved = resolve_at(&config, &path, "/identifiers/path")?;
-            Ok(read_file(&resolved, &path)?.map(|(content, mode)| {
-                let normal = path.to_string();
-                ResourceState::new(
-                    PathIdentifiers {
-                        path: normal.clone(),
-                    },
-                    FileProperties {
-                        path: normal,
-                        content,
-                        mode: Some(format_mode(mode)),
-                    },
-                )
-            }))
+            Ok(
+                read_file(&config, &resolved, &path)?.map(|(content, mode)| {
+                    let normal = path.to_string();
+                    ResourceState::new(
+                        PathIdentifiers {
+                            path: normal.clone(),
+                        },
+                        FileProperties {
+                            path: normal,
+                            content,
+                            mode: Some(format_mode(mode)),
+                        },
+                    )
+                }),
+            )
         })
         .await
     }
@@ -416,6 +560,7 @@ impl ResourceHandler<LocalConfig> for FileHandler {
             let resolved = resolve_at(&config, &path, "/identifiers/path")?;
             match std::fs::symlink_metadata(&resolved) {
                 Ok(metadata) if metadata.is_file() => {
+                    recheck_parent(&config, &resolved, &path)?;
                     std::fs::remove_file(&resolved)
                         .map_err(|err| io_error("delete", &path, &err))?;
                     Ok(Deleted::Gone)
@@ -475,6 +620,7 @@ impl ResourceHandler<LocalConfig> for DirectoryHandler {
         blocking(move || {
             ensure_root(&config)?;
             let resolved = resolve_at(&config, &path, "/properties/path")?;
+            recheck_parent(&config, &resolved, &path)?;
             std::fs::create_dir_all(&resolved).map_err(|err| match err.kind() {
                 io::ErrorKind::AlreadyExists | io::ErrorKind::NotADirectory => ExtensionError::conflict(
                     "PathIsNotADirectory",
@@ -525,6 +671,7 @@ impl ResourceHandler<LocalConfig> for DirectoryHandler {
             if !std::fs::metadata(&resolved).is_ok_and(|m| m.is_dir()) {
                 return Ok(Deleted::Gone);
             }
+            recheck_parent(&config, &resolved, &path)?;
             match std::fs::remove_dir(&resolved) {
                 Ok(()) => Ok(Deleted::Gone),
                 Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Deleted::Gone),

@@ -43,8 +43,12 @@ pub struct Extension<C: ExtensionConfig> {
     versions: Vec<String>,
     handlers: HashMap<String, Arc<dyn DynHandler<C>>>,
     operations: Option<OperationTracker>,
+    config_guard: Option<ConfigGuard<C>>,
     _config: PhantomData<fn() -> C>,
 }
+
+/// See [`Extension::config_guard`].
+type ConfigGuard<C> = Arc<dyn Fn(C) -> Result<C, ExtensionError> + Send + Sync>;
 
 impl<C: ExtensionConfig> Extension<C> {
     /// An extension serving `version` (matched exactly against the `{extensionVersion}` route segment).
@@ -54,6 +58,7 @@ impl<C: ExtensionConfig> Extension<C> {
             versions: vec![version.into()],
             handlers: HashMap::new(),
             operations: None,
+            config_guard: None,
             _config: PhantomData,
         }
     }
@@ -74,6 +79,18 @@ impl<C: ExtensionConfig> Extension<C> {
     /// Answers `/longRunningOperation/get` from `tracker` (handlers start operations on the same tracker).
     pub fn operations(mut self, tracker: OperationTracker) -> Self {
         self.operations = Some(tracker);
+        self
+    }
+
+    /// Passes every parsed config through `guard` before `configId` is computed or a handler runs: the place
+    /// for a policy of the process hosting the extension (e.g. which directories a server lets it touch),
+    /// which a config parsed from the request alone cannot know. An error refuses the request, previews
+    /// included.
+    pub fn config_guard(
+        mut self,
+        guard: impl Fn(C) -> Result<C, ExtensionError> + Send + Sync + 'static,
+    ) -> Self {
+        self.config_guard = Some(Arc::new(guard));
         self
     }
 
@@ -98,6 +115,7 @@ impl<C: ExtensionConfig> Extension<C> {
             versions: self.versions,
             handlers: self.handlers,
             operations: self.operations,
+            config_guard: self.config_guard,
         });
         Router::new()
             .route("/{version}/resource/{operation}", post(resource_route::<C>))
@@ -119,6 +137,7 @@ struct Dispatcher<C: ExtensionConfig> {
     versions: Vec<String>,
     handlers: HashMap<String, Arc<dyn DynHandler<C>>>,
     operations: Option<OperationTracker>,
+    config_guard: Option<ConfigGuard<C>>,
 }
 
 /// A dispatch result: a status with a JSON body, or 204.
@@ -213,12 +232,20 @@ impl<C: ExtensionConfig> Dispatcher<C> {
             })
     }
 
+    fn parse_config(&self, config: Option<&Value>) -> Result<C, ExtensionError> {
+        let parsed = C::from_request(config)?;
+        match &self.config_guard {
+            Some(guard) => guard(parsed),
+            None => Ok(parsed),
+        }
+    }
+
     async fn resolve_config(
         &self,
         config: Option<&Value>,
         sent_config_id: Option<&str>,
     ) -> Result<ResolvedConfig<C>, ExtensionError> {
-        let mut parsed = C::from_request(config)?;
+        let mut parsed = self.parse_config(config)?;
         parsed.resolve().await?;
         Self::checked_config(parsed, config, sent_config_id)
     }
@@ -230,7 +257,7 @@ impl<C: ExtensionConfig> Dispatcher<C> {
         config: Option<&Value>,
         sent_config_id: Option<&str>,
     ) -> Result<ResolvedConfig<C>, ExtensionError> {
-        let mut parsed = C::from_request(config)?;
+        let mut parsed = self.parse_config(config)?;
         match parsed.resolve().await {
             Ok(()) => Self::checked_config(parsed, config, sent_config_id),
             Err(_) => Ok(ResolvedConfig {

@@ -1,5 +1,6 @@
 //! `ExtensionConfig::resolve`: a config completed by asking its control plane (here a fake lookup) before
 //! `configId` is computed; a failure fails the operation, except a preview, which reports `configId` unknown.
+//! And `Extension::config_guard`: the hosting process's policy, which refuses previews too.
 
 use cairn_extension_contract::transport::{ExtensionTransport, Operation, TransportRequest};
 use cairn_extension_sdk::{
@@ -89,8 +90,15 @@ impl ResourceHandler<Config> for Echo {
 }
 
 async fn call(operation: Operation, body: Value) -> (u16, Value) {
-    let transport =
-        InProcessTransport::from_extension(Extension::<Config>::new("Test", "1.0.0").handler(Echo));
+    send(
+        InProcessTransport::from_extension(Extension::<Config>::new("Test", "1.0.0").handler(Echo)),
+        operation,
+        body,
+    )
+    .await
+}
+
+async fn send(transport: InProcessTransport, operation: Operation, body: Value) -> (u16, Value) {
     let response = transport
         .send(TransportRequest {
             operation,
@@ -149,4 +157,36 @@ async fn a_preview_survives_a_failed_resolution_with_config_id_unknown() {
     let (status, body) = call(Operation::Preview, spec("db1")).await;
     assert_eq!(status, 200);
     assert_eq!(body["configId"], "cluster-of-db1");
+}
+
+#[tokio::test]
+async fn a_config_guard_refuses_before_anything_runs_and_may_rewrite_the_config() {
+    let guarded = || {
+        InProcessTransport::from_extension(
+            Extension::<Config>::new("Test", "1.0.0")
+                .handler(Echo)
+                .config_guard(|mut config: Config| {
+                    if config.server == "forbidden" {
+                        return Err(ExtensionError::invalid(
+                            "ServerNotAllowed",
+                            "/config/server",
+                            "not this one",
+                        ));
+                    }
+                    config.server = format!("pinned-{}", config.server);
+                    Ok(config)
+                }),
+        )
+    };
+    for operation in [Operation::Preview, Operation::CreateOrUpdate] {
+        let (status, body) = send(guarded(), operation, spec("forbidden")).await;
+        assert_eq!(
+            (status, body["error"]["code"].as_str()),
+            (400, Some("ServerNotAllowed")),
+            "{body}"
+        );
+    }
+    let (status, body) = send(guarded(), Operation::CreateOrUpdate, spec("db1")).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["configId"], "cluster-of-pinned-db1");
 }

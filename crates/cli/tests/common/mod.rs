@@ -20,7 +20,8 @@ impl Drop for Server {
 }
 
 /// `cairn serve` on 127.0.0.1:0 with a 3 s claim TTL (so a restart takes over quickly), the data directory and
-/// the extension registry given.
+/// the extension registry given, and the Local extension allowed in the data directory's parent (the test's
+/// temporary directory, where its Local roots live; the data directory itself stays out of reach).
 #[allow(
     dead_code,
     reason = "each test binary compiles this module; not all of them use both starters"
@@ -41,6 +42,8 @@ pub fn start_server_with(data_dir: &Path, registry: &Path, extra: &[&OsStr]) -> 
             .arg(data_dir)
             .arg("--extensions")
             .arg(registry)
+            .arg("--local-root")
+            .arg(data_dir.parent().expect("the data directory has a parent"))
             .args(extra);
     })
 }

@@ -201,3 +201,126 @@ async fn secrets_reach_no_response_log_or_file() {
         }
     }
 }
+
+/// A secure parameter handed to every function whose errors once quoted their argument.
+const SECURE_CANARY: &str = "canary-in-error-5e0c7a";
+
+/// Expressions that fail on a secure value: each once quoted it in the error.
+const FAILING_ON_A_SECRET: &[&str] = &[
+    "[int(parameters('p'))]",
+    "[float(parameters('p'))]",
+    "[bool(parameters('p'))]",
+    "[dateTimeAdd(parameters('p'), 'P1D')]",
+    "[dateTimeToEpoch(parameters('p'))]",
+    "[parseCidr(parameters('p'))]",
+    "[createObject(parameters('p'), 1, parameters('p'), 2)]",
+    "[createObject('a', 1)[parameters('p')]]",
+    "[parameters('o')[parameters('p')]]",
+    "[parameters('o').missing]",
+    "[int(toUpper(parameters('p')))]",
+    "[int(base64(parameters('p')))]",
+];
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_secret_in_a_failing_expression_reaches_no_response_log_or_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let log_path = dir.path().join("serve.log");
+    let log = std::fs::File::create(&log_path).unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
+        .arg(&data_dir)
+        .env("RUST_LOG", "trace")
+        .stdout(Stdio::piped())
+        .stderr(log)
+        .spawn()
+        .unwrap();
+    let mut stdout = child.stdout.take().unwrap();
+    let started = Instant::now();
+    let mut printed = String::new();
+    let url = loop {
+        let mut buf = [0u8; 256];
+        let n = stdout.read(&mut buf).unwrap();
+        printed.push_str(&String::from_utf8_lossy(&buf[..n]));
+        if let Some(rest) = printed.split("listening on ").nth(1)
+            && let Some(line) = rest.lines().next()
+            && printed.contains('\n')
+        {
+            break line.trim().to_string();
+        }
+        assert!(
+            n > 0 && started.elapsed() < Duration::from_secs(30),
+            "no address printed: {printed}"
+        );
+    };
+    let client = reqwest::Client::new();
+    let scope = "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/canary";
+    let mut responses = Vec::new();
+    let resp = client
+        .put(format!("{url}{scope}?api-version=2025-04-01"))
+        .json(&json!({ "location": "local" }))
+        .send()
+        .await
+        .unwrap();
+    responses.push(resp.text().await.unwrap());
+    for (index, expression) in FAILING_ON_A_SECRET.iter().enumerate() {
+        let body = json!({ "properties": {
+            "mode": "Incremental",
+            "template": {
+                "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                "contentVersion": "1.0.0.0",
+                "parameters": { "p": { "type": "securestring" }, "o": { "type": "secureObject" } },
+                "resources": [],
+                "outputs": { "x": { "type": "string", "value": expression } }
+            },
+            "parameters": { "p": { "value": SECURE_CANARY }, "o": { "value": { (SECURE_CANARY): SECURE_CANARY } } }
+        } });
+        let deployment = format!("{scope}/providers/Microsoft.Resources/deployments/d{index}");
+        let validate = client
+            .post(format!("{url}{deployment}/validate?api-version=2025-04-01"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let status = validate.status().as_u16();
+        let text = validate.text().await.unwrap();
+        assert_eq!(status, 400, "{expression}: validation passed: {text}");
+        responses.push(text);
+        let put = client
+            .put(format!("{url}{deployment}?api-version=2025-04-01"))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        responses.push(put.text().await.unwrap());
+        for path in [
+            format!("{deployment}?api-version=2025-04-01"),
+            format!("{deployment}/operations?api-version=2025-04-01"),
+        ] {
+            let got = client.get(format!("{url}{path}")).send().await.unwrap();
+            responses.push(got.text().await.unwrap());
+        }
+    }
+    child.kill().ok();
+    child.wait().ok();
+    for (i, body) in responses.iter().enumerate() {
+        assert!(
+            !body.contains(SECURE_CANARY),
+            "response {i} leaks the secret: {body}"
+        );
+    }
+    let logs = std::fs::read_to_string(&log_path).unwrap();
+    assert!(!logs.contains(SECURE_CANARY), "the log leaks the secret");
+    let mut files = Vec::new();
+    files_under(&data_dir, &mut files);
+    for f in files {
+        let bytes = std::fs::read(&f).unwrap();
+        assert!(
+            !bytes
+                .windows(SECURE_CANARY.len())
+                .any(|w| w == SECURE_CANARY.as_bytes()),
+            "{} holds the secret in plaintext",
+            f.display()
+        );
+    }
+}

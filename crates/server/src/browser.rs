@@ -62,12 +62,12 @@ impl BrowserPolicy {
         name.parse::<IpAddr>().is_ok()
             || name == "localhost"
             || name.ends_with(".localhost")
-            || self.hosts.iter().any(|h| *h == name)
+            || self.hosts.contains(&name)
     }
 
     fn allows_origin(&self, origin: &str) -> bool {
         let origin = origin.trim().trim_end_matches('/').to_ascii_lowercase();
-        self.cors_origins.iter().any(|o| *o == origin)
+        self.cors_origins.contains(&origin)
     }
 }
 

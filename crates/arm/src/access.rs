@@ -33,7 +33,8 @@ pub enum Action {
 }
 
 impl Action {
-    fn verb(self) -> &'static str {
+    /// The verb ARM's `AuthorizationFailed` names.
+    pub fn verb(self) -> &'static str {
         match self {
             Action::Read => "read",
             Action::Write => "write",
@@ -72,14 +73,20 @@ impl Access {
     /// segment without regard to case, as ARM compares ids. A path with `..` or `.` segments is never reached by a
     /// scoped caller: ids have none, and a prefix check must not be fooled by one.
     pub fn allows(&self, id: &str) -> bool {
+        if self.scopes.is_some() && segments(id).any(|s| s == ".." || s == ".") {
+            return false;
+        }
+        self.covers(id)
+    }
+
+    /// Whether `path` starts with one of the scopes, segment by segment: the check of a request's URL, which the
+    /// router then parses (refusing `..` as an invalid id, 400) once this check has passed.
+    pub fn covers(&self, path: &str) -> bool {
         let Some(scopes) = &self.scopes else {
             return true;
         };
-        if segments(id).any(|s| s == ".." || s == ".") {
-            return false;
-        }
         scopes.iter().any(|scope| {
-            let mut requested = segments(id);
+            let mut requested = segments(path);
             segments(scope).all(|want| {
                 requested
                     .next()

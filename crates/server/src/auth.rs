@@ -195,7 +195,14 @@ impl TokenSet {
         } else {
             Access::scoped(client.clone(), entry.scopes.clone())
         };
-        access.check(action_for(method), path)?;
+        if !access.covers(path) {
+            return Err(ArmError::authorization_failed(
+                &client,
+                &client,
+                action_for(method).verb(),
+                path,
+            ));
+        }
         Ok(Caller { client, access })
     }
 }

@@ -12,6 +12,9 @@ use cairn_assembly::StoreLocation;
 use cairn_server::serve::{ServeConfig, run};
 use cairn_server::{MetricsAuth, ServerOptions, TlsFiles};
 use clap::{Args, ValueEnum};
+
+/// The default of `--max-eval-server-bytes`: four deployments at their own default budget.
+const DEFAULT_MAX_EVAL_SERVER_BYTES: u64 = 4 * cairn_eval::EvalLimits::DEFAULT_MAX_TOTAL_BYTES;
 use tokio_util::sync::CancellationToken;
 
 #[derive(Args)]
@@ -85,6 +88,10 @@ pub(crate) struct ServeArgs {
     /// Bytes of values one deployment's template evaluation may produce in all.
     #[arg(long, value_name = "BYTES", default_value_t = cairn_eval::EvalLimits::DEFAULT_MAX_TOTAL_BYTES)]
     max_eval_total_bytes: u64,
+    /// Bytes of evaluated values all running deployments of this server may hold together; the deployment that asks
+    /// for more fails with EvaluationLimitExceeded (docs/limits.md).
+    #[arg(long, value_name = "BYTES", default_value_t = DEFAULT_MAX_EVAL_SERVER_BYTES)]
+    max_eval_server_bytes: u64,
     /// Evaluation steps (JSON nodes, expression nodes, function calls) per deployment.
     #[arg(long, value_name = "STEPS", default_value_t = cairn_eval::EvalLimits::DEFAULT_MAX_STEPS)]
     max_eval_steps: u64,
@@ -209,6 +216,7 @@ pub(crate) fn run_serve(args: ServeArgs) -> anyhow::Result<ExitCode> {
                     max_steps: args.max_eval_steps,
                     max_depth: args.max_eval_depth,
                 },
+                eval_server_budget: Some(cairn_eval::SharedBudget::new(args.max_eval_server_bytes)),
                 ..cairn_engine::EngineSettings::default()
             }
         },

@@ -266,6 +266,7 @@ pub(crate) fn context_for(
         utc_now: Some(annotation.utc_now.clone()).filter(|s| !s.is_empty()),
         new_guids: annotation.new_guids.clone(),
         eval_limits: settings.eval_limits,
+        shared_budget: settings.eval_server_budget.clone(),
         ..DeploymentContext::default()
     };
     if let Ok(scope) = ResourceId::parse(&key.scope) {

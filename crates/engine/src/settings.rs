@@ -98,6 +98,10 @@ pub struct EngineSettings {
     /// Budgets of each deployment's template evaluation (nested deployments included): exceeding one fails the
     /// deployment with `EvaluationLimitExceeded` (`docs/limits.md`).
     pub eval_limits: cairn_eval::EvalLimits,
+    /// The budget all of this engine's evaluations draw on together (a server's `--max-eval-server-bytes`): past
+    /// it, the evaluation that asks for more fails with `EvaluationLimitExceeded`, so concurrent deployments each
+    /// within their own budget cannot exhaust the server's memory. `None`: no shared budget (one user's CLI).
+    pub eval_server_budget: Option<std::sync::Arc<cairn_eval::SharedBudget>>,
     /// Where root deployments' durations, the deployments in flight and recovery's takeovers are counted (the
     /// server's `/metrics`); by default a set of its own that nothing reads.
     pub metrics: cairn_metrics::Metrics,
@@ -119,6 +123,7 @@ impl Default for EngineSettings {
             max_linked_template_bytes: crate::fetch::DEFAULT_MAX_LINKED_BYTES,
             linked_template_timeout: crate::fetch::DEFAULT_LINK_TIMEOUT,
             eval_limits: cairn_eval::EvalLimits::default(),
+            eval_server_budget: None,
             metrics: cairn_metrics::Metrics::default(),
         }
     }

@@ -8,6 +8,8 @@
 
 use std::cell::Cell;
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use crate::error::{EvalError, EvalErrorKind};
 use crate::value::Value;
@@ -22,8 +24,9 @@ pub struct EvalLimits {
     /// Largest value (string, array or object) an expression may produce, as compact JSON bytes. The
     /// arguments of one function call together count as one value.
     pub max_value_bytes: usize,
-    /// Bytes of all values produced by function calls and literals during the evaluation, added up. Bounds
-    /// the memory an evaluation can hold at once, since everything it holds was produced.
+    /// Bytes of memory of all values produced by function calls and literals during the evaluation, added up
+    /// (each value as it is held: its nodes, strings and keys, not its JSON text). Bounds the memory an evaluation
+    /// can hold at once, since everything it holds was produced.
     pub max_total_bytes: u64,
     /// Steps: one per JSON node, expression node and function call evaluated.
     pub max_steps: u64,
@@ -56,6 +59,8 @@ pub enum Limit {
     TotalBytes,
     Steps,
     Depth,
+    /// The budget every evaluation of a server draws on together ([`SharedBudget`]).
+    ServerBytes,
 }
 
 impl Limit {
@@ -66,6 +71,7 @@ impl Limit {
             Limit::TotalBytes => "maxTotalBytes",
             Limit::Steps => "maxSteps",
             Limit::Depth => "maxDepth",
+            Limit::ServerBytes => "maxServerBytes",
         }
     }
 }
@@ -77,8 +83,36 @@ impl fmt::Display for Limit {
             Limit::TotalBytes => "the total size of the values produced",
             Limit::Steps => "the number of evaluation steps",
             Limit::Depth => "the evaluation depth",
+            Limit::ServerBytes => "the memory all running evaluations of this server hold together",
         };
         f.write_str(what)
+    }
+}
+
+/// Bytes that every evaluation of one process (a server's concurrent deployments) holds together: each
+/// [`Budget`] drawing on it adds what it charges and gives it back when it is dropped, so many deployments each
+/// within their own budget cannot together exhaust the server's memory.
+#[derive(Debug)]
+pub struct SharedBudget {
+    limit: u64,
+    used: AtomicU64,
+}
+
+impl SharedBudget {
+    pub fn new(limit: u64) -> Arc<SharedBudget> {
+        Arc::new(SharedBudget {
+            limit,
+            used: AtomicU64::new(0),
+        })
+    }
+
+    pub fn limit(&self) -> u64 {
+        self.limit
+    }
+
+    /// Bytes held now by the evaluations drawing on it.
+    pub fn used(&self) -> u64 {
+        self.used.load(Ordering::Relaxed)
     }
 }
 
@@ -90,13 +124,32 @@ pub struct Budget {
     steps: Cell<u64>,
     total_bytes: Cell<u64>,
     depth: Cell<usize>,
+    shared: Option<Arc<SharedBudget>>,
+}
+
+impl Drop for Budget {
+    fn drop(&mut self) {
+        if let Some(shared) = &self.shared {
+            shared
+                .used
+                .fetch_sub(self.total_bytes.get(), Ordering::Relaxed);
+        }
+    }
 }
 
 impl Budget {
     pub fn new(limits: EvalLimits) -> Budget {
+        Budget::drawing_on(limits, None)
+    }
+
+    /// A budget that also draws on `shared`, the budget of every evaluation of the process.
+    pub fn drawing_on(limits: EvalLimits, shared: Option<Arc<SharedBudget>>) -> Budget {
         Budget {
             limits,
-            ..Budget::default()
+            steps: Cell::new(0),
+            total_bytes: Cell::new(0),
+            depth: Cell::new(0),
+            shared,
         }
     }
 
@@ -118,6 +171,7 @@ impl Budget {
             Limit::TotalBytes => self.limits.max_total_bytes,
             Limit::Steps => self.limits.max_steps,
             Limit::Depth => self.limits.max_depth as u64,
+            Limit::ServerBytes => self.shared.as_ref().map_or(0, |s| s.limit),
         };
         EvalError::new(EvalErrorKind::LimitExceeded {
             limit,
@@ -172,10 +226,26 @@ impl Budget {
         )
     }
 
-    /// Charges `bytes` produced to the running total.
+    /// Charges `bytes` produced to the running total (and to the server's, when it draws on one).
     pub fn charge(&self, bytes: usize) -> Result<(), EvalError> {
-        let total = self.total_bytes.get().saturating_add(bytes as u64);
+        let bytes = bytes as u64;
+        let total = self.total_bytes.get().saturating_add(bytes);
         self.total_bytes.set(total);
+        if let Some(shared) = &self.shared {
+            let held = shared
+                .used
+                .fetch_add(bytes, Ordering::Relaxed)
+                .saturating_add(bytes);
+            if held > shared.limit {
+                return Err(self.exceeded(
+                    Limit::ServerBytes,
+                    format!(
+                        "the running deployments of this server hold {held} bytes of evaluated values or more; \
+                         deploy again once fewer run at once, or raise --max-eval-server-bytes"
+                    ),
+                ));
+            }
+        }
         if total > self.limits.max_total_bytes {
             return Err(self.exceeded(
                 Limit::TotalBytes,
@@ -185,12 +255,13 @@ impl Budget {
         Ok(())
     }
 
-    /// Measures a value produced by `what` against the size limit and charges it to the total; returns its
-    /// size. Measuring stops as soon as the limit is passed, so it costs no more than building the value did.
+    /// Measures a value produced by `what` against the size limit and charges the memory it holds to the total;
+    /// returns its (JSON) size. Measuring stops as soon as the limit is passed, so it costs no more than building
+    /// the value did.
     pub fn produced(&self, value: &Value, what: &str) -> Result<usize, EvalError> {
-        let bytes = json_size(value, self.limits.max_value_bytes)
+        let (bytes, memory) = measure(value, self.limits.max_value_bytes)
             .ok_or_else(|| self.value_too_large(what))?;
-        self.charge(bytes)?;
+        self.charge(memory)?;
         Ok(bytes)
     }
 
@@ -245,7 +316,20 @@ impl SizeTally<'_> {
 /// The size of `value` written as compact JSON (string escapes not counted), or `None` when it is more than
 /// `cap`. Stops walking once past `cap`.
 pub fn json_size(value: &Value, cap: usize) -> Option<usize> {
+    measure(value, cap).map(|(json, _)| json)
+}
+
+/// What one value slot holds in place (an array element, an object member's value).
+const VALUE_SLOT: usize = std::mem::size_of::<Value>();
+/// What an object member holds besides its value and key text: the key's header, its hash and its index.
+const MEMBER_OVERHEAD: usize = std::mem::size_of::<String>() + 16;
+
+/// The compact JSON size of `value` (as [`json_size`]) and the memory it holds: every slot, string, key and
+/// member as this crate stores them (allocator rounding aside). A small object's member takes ten times its JSON
+/// text, so the memory, not the text, is what a total budget must count. `None` when the JSON is more than `cap`.
+pub fn measure(value: &Value, cap: usize) -> Option<(usize, usize)> {
     let mut total = 0usize;
+    let mut memory = VALUE_SLOT;
     let mut pending: Vec<&Value> = vec![value];
     while let Some(v) = pending.pop() {
         let own = match v {
@@ -254,15 +338,20 @@ pub fn json_size(value: &Value, cap: usize) -> Option<usize> {
             Value::Bool(false) => 5,
             Value::Int(n) => int_width(*n),
             Value::Float(_) => 24,
-            Value::String(s) => s.len() + 2,
+            Value::String(s) => {
+                memory = memory.saturating_add(s.len());
+                s.len() + 2
+            }
             Value::Array(items) => {
                 pending.extend(items.iter());
+                memory = memory.saturating_add(items.len().saturating_mul(VALUE_SLOT));
                 2 + items.len()
             }
             Value::Object(o) => {
                 let mut keys = 2usize;
                 for (k, v) in o.iter() {
                     keys = keys.saturating_add(k.len() + 4);
+                    memory = memory.saturating_add(k.len() + MEMBER_OVERHEAD + VALUE_SLOT);
                     pending.push(v);
                 }
                 keys
@@ -275,7 +364,7 @@ pub fn json_size(value: &Value, cap: usize) -> Option<usize> {
             return None;
         }
     }
-    Some(total)
+    Some((total, memory))
 }
 
 fn int_width(n: i64) -> usize {
@@ -319,9 +408,11 @@ mod tests {
 
     #[test]
     fn counters_refuse_past_their_limits() {
+        // A string of 8 bytes holds its slot and its text.
+        let one = (VALUE_SLOT + 8) as u64;
         let b = Budget::new(EvalLimits {
             max_value_bytes: 10,
-            max_total_bytes: 20,
+            max_total_bytes: 2 * one,
             max_steps: 2,
             max_depth: 1,
         });
@@ -337,8 +428,52 @@ mod tests {
         assert!(b.check_size(11, "x").is_err());
         b.produced(&Value::from("12345678"), "v").unwrap();
         assert!(b.produced(&Value::from("12345678901"), "v").is_err());
+        assert_eq!(b.total_bytes_used(), one);
         b.produced(&Value::from("12345678"), "v").unwrap();
         let e = b.produced(&Value::from("12345678"), "v").unwrap_err();
-        assert!(e.to_string().contains("maxTotalBytes = 20"), "{e}");
+        assert!(
+            e.to_string()
+                .contains(&format!("maxTotalBytes = {}", 2 * one)),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn memory_counts_slots_members_and_text() {
+        let mut o = Object::new();
+        o.insert("ab", Value::from("xyz"));
+        o.insert("c", Value::Array(vec![Value::Int(1), Value::Null]));
+        let (json, memory) = measure(&Value::Object(o), usize::MAX).unwrap();
+        assert!(json >= r#"{"ab":"xyz","c":[1,null]}"#.len());
+        let member = MEMBER_OVERHEAD + VALUE_SLOT;
+        assert_eq!(
+            memory,
+            VALUE_SLOT + (2 + member) + 3 + (1 + member) + 2 * VALUE_SLOT
+        );
+        // A small member takes several times its JSON text.
+        assert!(memory > 5 * json, "{memory} vs {json}");
+    }
+
+    #[test]
+    fn evaluations_share_the_server_budget_until_they_end() {
+        let shared = SharedBudget::new(200);
+        let limits = EvalLimits {
+            max_total_bytes: 150,
+            ..EvalLimits::default()
+        };
+        let first = Budget::drawing_on(limits, Some(shared.clone()));
+        let second = Budget::drawing_on(limits, Some(shared.clone()));
+        first.charge(120).unwrap();
+        second.charge(60).unwrap();
+        assert_eq!(shared.used(), 180);
+        let e = second.charge(30).unwrap_err();
+        assert!(e.to_string().contains("maxServerBytes = 200"), "{e}");
+        assert!(e.is_limit());
+        drop(first);
+        assert_eq!(shared.used(), 90);
+        // What the first held is free again: the second goes on within its own budget.
+        second.charge(30).unwrap();
+        drop(second);
+        assert_eq!(shared.used(), 0);
     }
 }

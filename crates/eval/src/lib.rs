@@ -14,7 +14,9 @@ pub mod ids;
 pub mod suggest;
 mod value;
 
-pub use budget::{Budget, EvalLimits, LIMIT_EXCEEDED, Limit, SizeTally, json_size};
+pub use budget::{
+    Budget, EvalLimits, LIMIT_EXCEEDED, Limit, SharedBudget, SizeTally, json_size, measure,
+};
 pub use env::{
     DeploymentFacts, Environment, RuntimeCall, ScopeKind, SimpleEnvironment, UserFunction,
     UserFunctionParameter,

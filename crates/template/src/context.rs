@@ -1,7 +1,7 @@
 //! The deployment context: who and where a deployment runs (tenant, subscription, resource group, location,
 //! deployment name, clock) — the facts scope functions return. Read from `--context ctx.json` or built by callers.
 
-use cairn_eval::{DeploymentFacts, EvalLimits, Object, ScopeKind, Value, ids};
+use cairn_eval::{DeploymentFacts, EvalLimits, Object, ScopeKind, SharedBudget, Value, ids};
 use serde::Deserialize;
 
 const ZERO_GUID: &str = "00000000-0000-0000-0000-000000000000";
@@ -42,6 +42,9 @@ pub struct DeploymentContext {
     /// context files.
     #[serde(skip)]
     pub eval_limits: EvalLimits,
+    /// The budget every evaluation of the process draws on together (a server's); set by the caller.
+    #[serde(skip)]
+    pub shared_budget: Option<std::sync::Arc<SharedBudget>>,
 }
 
 impl DeploymentContext {
@@ -123,6 +126,7 @@ impl Default for DeploymentContext {
             echo_provider: false,
             external_inputs: None,
             eval_limits: EvalLimits::default(),
+            shared_budget: None,
         }
     }
 }

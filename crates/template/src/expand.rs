@@ -400,7 +400,12 @@ impl<'a> TemplateEnv<'a> {
         budget: Option<Rc<Budget>>,
     ) -> TemplateEnv<'a> {
         let template = input.template;
-        let budget = budget.unwrap_or_else(|| Rc::new(Budget::new(input.context.eval_limits)));
+        let budget = budget.unwrap_or_else(|| {
+            Rc::new(Budget::drawing_on(
+                input.context.eval_limits,
+                input.context.shared_budget.clone(),
+            ))
+        });
         let mut facts = input.context.facts(template.scope);
         let mut deployment = Object::new();
         deployment.insert("name", Value::from(input.context.deployment_name.as_str()));

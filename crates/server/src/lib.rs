@@ -12,7 +12,7 @@
 //! `cairn_arm::route::classify`; axum's router holds only the health endpoint and the extension host
 //! API, and the web console's embedded assets ([`ui`], `/ui`). Layers, outermost first: request ids (`x-ms-request-id`, `x-ms-correlation-request-id`), sensitive
 //! `Authorization` header, tracing (method, path, status, latency; never headers or bodies), catch-panic
-//! (500 in ARM's shape), request-size limit (413, answered after reading and discarding the rest of the body), bearer-token authentication (401/403).
+//! (500 in ARM's shape), request-size limit (413, answered after reading and discarding the rest of the body up to a bound; what the client still sends after it is read and dropped, see `docs/limits.md`), bearer-token authentication (401/403).
 
 pub mod auth;
 pub mod browser;

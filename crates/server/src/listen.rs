@@ -1,12 +1,18 @@
 //! The listener: binds a TCP address, optionally terminates TLS (rustls with the ring provider, ALPN
 //! `h2` and `http/1.1`), serves HTTP/1.1 and HTTP/2 (h2 over TLS via ALPN, h2c by prior knowledge) with
 //! hyper-util's auto builder, and shuts down gracefully: on the shutdown signal it stops accepting,
-//! lets open connections finish their requests (up to a grace period) and returns.
+//! lets open connections finish their requests (up to a grace period) and returns. An HTTP/1 connection closed
+//! after an answer that left the request body unread (the 413 of an oversized body) lingers: it reads and drops
+//! what the client still sends, so the client is not reset before it reads the answer ([`LingerOnClose`]).
 
+use std::future::Future;
 use std::io;
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
+use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::task::{Context, Poll, ready};
 use std::time::Duration;
 
 use axum::Router;
@@ -19,7 +25,9 @@ use hyper_util::service::TowerToHyperService;
 use rustls::ServerConfig;
 use rustls_pki_types::pem::PemObject;
 use rustls_pki_types::{CertificateDer, PrivateKeyDer};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpListener;
+use tokio::time::Sleep;
 use tokio_rustls::TlsAcceptor;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -29,6 +37,34 @@ use crate::response::ConnectionScheme;
 
 /// How long a TLS handshake may take before the connection is dropped.
 const HANDSHAKE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// How long what a client still sends after a 413 is read and dropped: on a closing HTTP/1 connection
+/// ([`LingerOnClose`]) and on an HTTP/2 stream.
+pub(crate) const LINGER_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A request extension on every request the listener serves: a response that leaves the request body unread on
+/// an HTTP/1 connection about to close asks, through it, that closing the connection first reads and drops what
+/// the client still sends, until the client closes or [`LINGER_TIMEOUT`] passes.
+///
+/// Why: the kernel resets a socket closed with unread data, and a client still writing its body then fails
+/// instead of reading the answer already sent. Over plain HTTP, Python's urllib3 (under `requests` and the Azure
+/// SDK) ignores the broken pipe and reads the answer anyway; over TLS the same failure is an `SSLError` it does
+/// not ignore, so the client never saw the 413. Lingering closes once the client has sent everything, as nginx's
+/// lingering close does. It is bounded by time, not bytes: the answer is already out, and what is read is
+/// dropped at once.
+#[derive(Clone, Debug, Default)]
+pub struct LingerOnClose(Arc<AtomicBool>);
+
+impl LingerOnClose {
+    /// Asks that closing the connection first read and drop what the client still sends.
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn requested(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+}
 
 /// Installs rustls' ring provider as the process default (once; later calls are no-ops). The listener
 /// names its provider explicitly, so this only matters for other rustls users in the process.
@@ -170,13 +206,11 @@ impl Listener {
             let shutdown = shutdown.clone();
             tracker.spawn(async move {
                 match tls {
-                    None => serve_connection(TokioIo::new(stream), app, scheme, shutdown).await,
+                    None => serve_connection(stream, app, scheme, shutdown).await,
                     Some(acceptor) => {
                         match tokio::time::timeout(HANDSHAKE_TIMEOUT, acceptor.accept(stream)).await
                         {
-                            Ok(Ok(stream)) => {
-                                serve_connection(TokioIo::new(stream), app, scheme, shutdown).await
-                            }
+                            Ok(Ok(stream)) => serve_connection(stream, app, scheme, shutdown).await,
                             Ok(Err(error)) => {
                                 tracing::debug!(%peer, %error, "TLS handshake failed");
                             }
@@ -200,15 +234,22 @@ impl Listener {
 }
 
 async fn serve_connection<I>(
-    io: TokioIo<I>,
+    io: I,
     app: Router,
     scheme: ConnectionScheme,
     shutdown: CancellationToken,
 ) where
-    I: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    I: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
+    let linger = LingerOnClose::default();
+    let io = TokioIo::new(Lingering {
+        io,
+        linger: linger.clone(),
+        closing: Closing::Open,
+    });
     let service = app.map_request(move |mut request: Request<Incoming>| {
         request.extensions_mut().insert(scheme);
+        request.extensions_mut().insert(linger.clone());
         request.map(Body::new)
     });
     let service = TowerToHyperService::new(service);
@@ -225,6 +266,87 @@ async fn serve_connection<I>(
             connection.as_mut().graceful_shutdown();
             if let Err(error) = connection.await {
                 tracing::debug!(error = %error, "connection ended with an error during shutdown");
+            }
+        }
+    }
+}
+
+/// A connection's stream whose shutdown lingers when a response asked for it ([`LingerOnClose`]): it shuts the
+/// writing side down (TLS `close_notify`, then FIN), so the client sees the answer end, then reads and drops what
+/// the client still sends until it closes or [`LINGER_TIMEOUT`] passes. Only then is the socket dropped.
+struct Lingering<I> {
+    io: I,
+    linger: LingerOnClose,
+    closing: Closing,
+}
+
+enum Closing {
+    Open,
+    Draining(Pin<Box<Sleep>>),
+    Closed,
+}
+
+impl<I: AsyncRead + Unpin> AsyncRead for Lingering<I> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_read(cx, buf)
+    }
+}
+
+impl<I: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Lingering<I> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.io).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.io.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.io).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        loop {
+            match &mut this.closing {
+                Closing::Open => {
+                    ready!(Pin::new(&mut this.io).poll_shutdown(cx))?;
+                    this.closing = if this.linger.requested() {
+                        Closing::Draining(Box::pin(tokio::time::sleep(LINGER_TIMEOUT)))
+                    } else {
+                        Closing::Closed
+                    };
+                }
+                Closing::Draining(deadline) => {
+                    if deadline.as_mut().poll(cx).is_ready() {
+                        this.closing = Closing::Closed;
+                        continue;
+                    }
+                    let mut scratch = [0u8; 8 * 1024];
+                    let mut read = ReadBuf::new(&mut scratch);
+                    match ready!(Pin::new(&mut this.io).poll_read(cx, &mut read)) {
+                        Ok(()) if !read.filled().is_empty() => {}
+                        // The client closed, or its connection failed.
+                        _ => this.closing = Closing::Closed,
+                    }
+                }
+                Closing::Closed => return Poll::Ready(Ok(())),
             }
         }
     }

@@ -1,18 +1,22 @@
 //! The server's own layers: request and correlation ids on every response, the request-size limit
-//! answered in ARM's shape (413 `RequestEntityTooLarge`) before the connection closes, and the ARM body for a
-//! handler that panicked.
+//! answered in ARM's shape (413 `RequestEntityTooLarge`) so the client reads it before the connection or the
+//! HTTP/2 stream is closed, and the ARM body for a handler that panicked.
 
 use std::any::Any;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes, HttpBody};
 use axum::extract::{Request, State};
 use axum::http::{HeaderMap, HeaderValue, Version, header};
 use axum::middleware::Next;
 use axum::response::Response;
 use cairn_arm::ArmError;
 use http_body_util::BodyExt;
+use hyper::body::{Frame, SizeHint};
 
+use crate::listen::{LINGER_TIMEOUT, LingerOnClose};
 use crate::response::error_response;
 
 /// `x-ms-request-id`: a fresh id per request, generated here.
@@ -89,8 +93,10 @@ const DISCARD_TIMEOUT: Duration = Duration::from_secs(10);
 /// `RequestEntityTooLarge` beyond it, for declared (`Content-Length`) and chunked bodies alike. The 413 goes out
 /// once the client can read it: a client waiting on `Expect: 100-continue` is answered before it sends the body
 /// (hyper sends `100 Continue` only when the body is read, which never happens); otherwise the rest of the body
-/// is read and discarded, up to `max_discarded_bytes` and [`DISCARD_TIMEOUT`], so closing the connection does
-/// not reset it under a client still sending.
+/// is read and discarded, up to `max_discarded_bytes` and [`DISCARD_TIMEOUT`]. What is still unread then is
+/// kept until the 413 has been sent (see [`Holding`]), and an HTTP/1 connection asks the listener to linger
+/// ([`LingerOnClose`]): closing it at once would reset it under a client still sending, and a client that sends
+/// its whole body before reading (Python's `requests`) would never see the 413.
 pub async fn limit_body(
     State(limits): State<BodyLimits>,
     request: Request,
@@ -103,25 +109,48 @@ pub async fn limit_body(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.trim().parse::<u64>().ok());
     let (parts, body) = request.into_parts();
-    if declared.is_some_and(|length| length > limit as u64) {
-        if !expects_continue(&parts.headers) {
-            discard(body, limits.max_discarded_bytes).await;
+    let rest = if declared.is_some_and(|length| length > limit as u64) {
+        Some(body)
+    } else {
+        match read_within(body, limit).await {
+            Ok(bytes) => {
+                return next
+                    .run(Request::from_parts(parts, Body::from(bytes)))
+                    .await;
+            }
+            Err(BodyError::TooLarge(rest)) => Some(rest),
+            Err(BodyError::Unreadable) => None,
         }
-        return too_large(limit, parts.version);
-    }
-    match read_within(body, limit).await {
-        Ok(bytes) => {
-            next.run(Request::from_parts(parts, Body::from(bytes)))
-                .await
-        }
-        Err(BodyError::TooLarge(rest)) => {
-            discard(rest, limits.max_discarded_bytes).await;
-            too_large(limit, parts.version)
-        }
-        Err(BodyError::Unreadable) => error_response(&ArmError::invalid_request_content(
+    };
+    let Some(rest) = rest else {
+        return error_response(&ArmError::invalid_request_content(
             "the request body could not be read",
-        )),
+        ));
+    };
+    let waiting = expects_continue(&parts.headers);
+    let unread = if waiting {
+        Some(rest)
+    } else {
+        discard(rest, limits.max_discarded_bytes).await
+    };
+    let mut response = too_large(limit, parts.version);
+    if let Some(unread) = unread {
+        if parts.version < Version::HTTP_2
+            && let Some(linger) = parts.extensions.get::<LingerOnClose>()
+        {
+            linger.request();
+        }
+        // A client still waiting for `100 Continue` sends no body: the reset after the 413 tells it not to.
+        let drain = parts.version == Version::HTTP_2 && !waiting;
+        response = response.map(|body| {
+            Body::new(Holding {
+                body,
+                unread,
+                drain,
+            })
+        });
     }
+    response
 }
 
 fn expects_continue(headers: &HeaderMap) -> bool {
@@ -162,20 +191,83 @@ async fn read_within(mut body: Body, limit: usize) -> Result<Vec<u8>, BodyError>
     Ok(bytes)
 }
 
-/// Reads and drops up to `budget` bytes of `body`, giving up after [`DISCARD_TIMEOUT`].
-async fn discard(mut body: Body, budget: usize) {
+/// Reads and drops up to `budget` bytes of `body`, giving up after [`DISCARD_TIMEOUT`]. Returns the body when
+/// it was not read to its end.
+async fn discard(mut body: Body, budget: usize) -> Option<Body> {
     let drain = async {
         let mut left = budget;
-        while let Some(Ok(frame)) = body.frame().await {
-            if let Ok(data) = frame.into_data() {
-                if data.len() > left {
-                    return;
+        loop {
+            match body.frame().await {
+                None => return true,
+                // A body that fails (the client reset it) has nothing more to read.
+                Some(Err(_)) => return true,
+                Some(Ok(frame)) => {
+                    if let Ok(data) = frame.into_data() {
+                        if data.len() > left {
+                            return false;
+                        }
+                        left -= data.len();
+                    }
                 }
-                left -= data.len();
             }
         }
     };
-    let _ = tokio::time::timeout(DISCARD_TIMEOUT, drain).await;
+    let ended = tokio::time::timeout(DISCARD_TIMEOUT, drain)
+        .await
+        .unwrap_or(false);
+    (!ended).then_some(body)
+}
+
+/// A response body that keeps the unread rest of the request body until the response has been sent (hyper drops
+/// the response body only once its last frame is out), then, over HTTP/2, reads it to its end for at most
+/// [`LINGER_TIMEOUT`].
+///
+/// Dropping an HTTP/2 request body before its stream has ended resets the stream: before the response is
+/// complete h2 resets with `CANCEL` and the client gets no response at all (curl: "Stream error in the HTTP/2
+/// framing layer"); after it, with `NO_ERROR`, which RFC 9113 §8.1 says tells the client to stop sending and keep
+/// the response, yet curl 7.88 still fails the transfer while it is uploading. Reading the stream to its end lets
+/// it close cleanly; past the bound it is reset with `NO_ERROR`. Over HTTP/1 the listener lingers instead.
+struct Holding {
+    body: Body,
+    unread: Body,
+    /// Whether `unread` is read to its end once the response is sent (HTTP/2).
+    drain: bool,
+}
+
+impl Drop for Holding {
+    fn drop(&mut self) {
+        if !self.drain {
+            return;
+        }
+        // Outside a runtime (never under the listener) the stream is simply reset with `NO_ERROR`.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let mut unread = std::mem::take(&mut self.unread);
+            runtime.spawn(async move {
+                let drain = async { while let Some(Ok(_)) = unread.frame().await {} };
+                let _ = tokio::time::timeout(LINGER_TIMEOUT, drain).await;
+            });
+        }
+    }
+}
+
+impl HttpBody for Holding {
+    type Data = Bytes;
+    type Error = axum::Error;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, axum::Error>>> {
+        Pin::new(&mut self.body).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.body.size_hint()
+    }
 }
 
 /// The response for a handler that panicked: a 500 with a tracking id. The panic payload is not

@@ -11,12 +11,15 @@
 //! | `{"reference": {...same...}}` (seed 001), `{"type": "keyVaultReference", "value": {...}}` (seed 002) | Key Vault directive |
 //! | `{"type": "KeyVaultSecret", keyVaultId, secretName, secretVersion?}` (seed 003 `auth`) | Key Vault directive |
 //! | `{"type": "UserProvided", "value": v}` (seed 003 `auth`) | secure literal, user-provided |
-//! | `{"apiReference": {method, armResourceId, apiVersion, action?, query?, requestBody?, responseValuePath}}` (seed 000; a recorded `list*()` call) | API directive |
-//! | `{"runtimeReference": {resourceId, action, propertyPath, apiVersion}}` (seed 001; action `reference` = GET of the resource) | API directive |
+//! | `{"apiReference": {method, armResourceId, apiVersion?, action?, query?, requestBody?, responseValuePath}}` (seed 000; a recorded `list*()` call) | API directive |
+//! | `{"runtimeReference": {resourceId, action, propertyPath, apiVersion?}}` (seed 001; action `reference` = GET of the resource) | API directive |
 //! | `{"type": "armApiCall", "apiCall" \| "value": {method, resourceId, apiVersion, path, query?, valueJsonPath}}` (seed 002) | API directive |
 //! | a value known only when the deployment runs | deferred |
 //! | under the reserved `auth`: an object of items (REP 0006) | group; `auth: null` is refused |
 //! | alias level `{"type": "object", "value": {...}}` / `{"type": "inherit", "value": "k8s"}` (seed 002) | properties / inherited ([`ConfigInput`]) |
+//!
+//! An API directive without `apiVersion` (seed 001 names none) calls with the version the resource was deployed
+//! with; the resolver looks it up each time, at deployment and at delete alike.
 //!
 //! An item names exactly one of `value`, `keyVaultReference` and `apiReference` (seed spellings included). API
 //! directives must be `GET` or `POST` (fetching a value must never change anything; a `GET` sends no body), name
@@ -658,7 +661,7 @@ fn api_directive(reference: ApiReference, form: &'static str) -> Parsed<ConfigVa
     )))
 }
 
-const API_FIX: &str = "give method, armResourceId, apiVersion, action and responseValuePath";
+const API_FIX: &str = "give method, armResourceId, action and responseValuePath (and apiVersion)";
 
 fn api_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     const FORM: &str = "apiReference";
@@ -666,7 +669,8 @@ fn api_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     let reference = ApiReference {
         method: required(&members, FORM, "method", API_FIX)?.to_owned(),
         arm_resource_id: required(&members, FORM, "armResourceId", API_FIX)?.to_owned(),
-        api_version: required(&members, FORM, "apiVersion", API_FIX)?.to_owned(),
+        // Absent: the version the resource was deployed with (a persisted seed 001 `runtimeReference`).
+        api_version: optional(&members, FORM, "apiVersion")?.unwrap_or_default(),
         // An empty action means a GET of the resource itself.
         action: optional(&members, FORM, "action")?.unwrap_or_default(),
         query: query(&members, FORM)?,
@@ -678,8 +682,7 @@ fn api_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
 
 fn runtime_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     const FORM: &str = "runtimeReference";
-    const FIX: &str =
-        "redeploy the stack so the value is recorded as an 'apiReference' with its apiVersion";
+    const FIX: &str = "give resourceId, action and propertyPath";
     let members = object(value, FORM)?;
     let action = required(&members, FORM, "action", FIX)?;
     // Seed 001: "reference" reads the resource itself; anything else is a POST action (`list*`).
@@ -691,7 +694,8 @@ fn runtime_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     let reference = ApiReference {
         method: method.to_owned(),
         arm_resource_id: required(&members, FORM, "resourceId", FIX)?.to_owned(),
-        api_version: required(&members, FORM, "apiVersion", FIX)?.to_owned(),
+        // Seed 001 names no version: the one the resource was deployed with (see the module docs).
+        api_version: optional(&members, FORM, "apiVersion")?.unwrap_or_default(),
         action,
         query: None,
         request_body: None,
@@ -877,6 +881,49 @@ mod tests {
         assert_eq!((api.method.as_str(), api.action.as_str()), ("GET", ""));
     }
 
+    /// Seed 001 records `{resourceId, action, propertyPath}` and no API version: the directive calls with the
+    /// version the resource was deployed with, and keeps saying so (no `apiVersion`) through every round trip.
+    #[test]
+    fn runtime_reference_without_api_version_round_trips() {
+        let cases = [
+            (
+                json!({"runtimeReference": {"resourceId": AKS, "action": "listClusterAdminCredential",
+                    "propertyPath": "$.kubeconfigs[0].value"}}),
+                json!({"apiReference": {"method": "POST", "armResourceId": AKS,
+                    "action": "listClusterAdminCredential", "responseValuePath": "$.kubeconfigs[0].value"}}),
+            ),
+            (
+                json!({"runtimeReference": {"resourceId": AKS, "action": "reference",
+                    "propertyPath": "properties.fqdn", "apiVersion": ""}}),
+                json!({"apiReference": {"method": "GET", "armResourceId": AKS,
+                    "responseValuePath": "properties.fqdn"}}),
+            ),
+            // The persisted form reads back as itself.
+            (
+                json!({"apiReference": {"method": "POST", "armResourceId": AKS, "action": "listX",
+                    "responseValuePath": "a"}}),
+                json!({"apiReference": {"method": "POST", "armResourceId": AKS, "action": "listX",
+                    "responseValuePath": "a"}}),
+            ),
+        ];
+        for (form, wire) in cases {
+            let parsed = one(form.clone()).unwrap();
+            let ConfigValue::Directive(Directive::ApiReference(api)) = &parsed else {
+                panic!("an API directive: {parsed:?}");
+            };
+            assert_eq!(api.api_version, "", "{form}");
+            assert_eq!(parsed.to_wire(), wire, "{form}");
+            assert_eq!(one(wire.clone()).unwrap(), parsed, "{form}");
+            let config: Config =
+                serde_json::from_value(json!({ "kubeConfig": form.clone() })).unwrap();
+            let stored = serde_json::to_string(&config).unwrap();
+            let read: Config = serde_json::from_str(&stored).unwrap();
+            assert_eq!(read, config, "{form}");
+            let arm = serde_json::to_value(config.to_arm()).unwrap();
+            assert_eq!(arm["kubeConfig"], wire, "{form}");
+        }
+    }
+
     #[test]
     fn malformed_items_are_refused() {
         assert_eq!(
@@ -885,11 +932,11 @@ mod tests {
         );
         assert!(matches!(
             refused(
-                json!({"runtimeReference": {"resourceId": AKS, "action": "listX", "propertyPath": "a"}})
+                json!({"runtimeReference": {"resourceId": AKS, "action": "listX", "apiVersion": "1"}})
             ),
             ConfigErrorKind::MissingField {
                 form: "runtimeReference",
-                field: "apiVersion",
+                field: "propertyPath",
                 ..
             }
         ));

@@ -14,6 +14,7 @@
 //! | `{"apiReference": {method, armResourceId, apiVersion?, action?, query?, requestBody?, responseValuePath}}` (seed 000; a recorded `list*()` call) | API directive |
 //! | `{"runtimeReference": {resourceId, action, propertyPath, apiVersion?}}` (seed 001; action `reference` = GET of the resource) | API directive |
 //! | `{"type": "armApiCall", "apiCall" \| "value": {method, resourceId, apiVersion, path, query?, valueJsonPath}}` (seed 002) | API directive |
+//! | `{"type": "armApiCall", "value": "[list...()]"}` (seed 002's input form) read through [`InputJson`] | deferred: the deployment evaluates the call and records it as an API directive |
 //! | a value known only when the deployment runs | deferred |
 //! | under the reserved `auth`: an object of items (REP 0006) | group; `auth: null` is refused |
 //! | alias level `{"type": "object", "value": {...}}` / `{"type": "inherit", "value": "k8s"}` (seed 002) | properties / inherited ([`ConfigInput`]) |
@@ -101,6 +102,81 @@ impl<'s> ConfigSource<'s> for &'s Node {
 
     fn to_json(self) -> Result<Value, Unknown> {
         Ok(Node::to_json(self))
+    }
+}
+
+/// Seed 002's input form `{"type": "armApiCall" | "apiCall", "value": "[list...()]"}`: the expression, when
+/// `item` is one (exactly those two members, the value a template expression).
+pub fn arm_api_call_expression(item: &Value) -> Option<&str> {
+    let members = item.as_object()?;
+    if members.len() != 2 {
+        return None;
+    }
+    let declared = get_json(members, "type")?.as_str()?;
+    if !declared.eq_ignore_ascii_case("armApiCall") && !declared.eq_ignore_ascii_case("apiCall") {
+        return None;
+    }
+    let expression = get_json(members, "value")?.as_str()?;
+    (expression.starts_with('[') && !expression.starts_with("[[") && expression.ends_with(']'))
+        .then_some(expression)
+}
+
+fn get_json<'v>(members: &'v serde_json::Map<String, Value>, key: &str) -> Option<&'v Value> {
+    members.get(key).or_else(|| {
+        members
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    })
+}
+
+/// A deployment input's JSON (a request's or parameters file's `extensionConfigs`): like `&Value`, except that
+/// the expression of seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is known only when the
+/// deployment runs, so the item reads as deferred instead of being refused. The deployment evaluates the call
+/// against its own template and records it as an `apiReference`; nothing else may read input this way.
+#[derive(Clone, Copy, Debug)]
+pub struct InputJson<'s> {
+    json: &'s Value,
+    /// This is the `value` of an `armApiCall` item.
+    call: bool,
+}
+
+impl<'s> InputJson<'s> {
+    pub fn new(json: &'s Value) -> Self {
+        Self { json, call: false }
+    }
+}
+
+impl<'s> ConfigSource<'s> for InputJson<'s> {
+    fn members(self) -> Option<Vec<(&'s str, Self)>> {
+        let is_call = arm_api_call_expression(self.json).is_some();
+        self.json.as_object().map(|map| {
+            map.iter()
+                .map(|(k, v)| {
+                    let call = is_call && k.eq_ignore_ascii_case("value");
+                    (k.as_str(), InputJson { json: v, call })
+                })
+                .collect()
+        })
+    }
+
+    fn as_str(self) -> Option<&'s str> {
+        (!self.call).then(|| self.json.as_str()).flatten()
+    }
+
+    fn is_null(self) -> bool {
+        self.json.is_null()
+    }
+
+    fn unknown(self) -> Option<&'s str> {
+        self.call.then(|| self.json.as_str()).flatten()
+    }
+
+    fn to_json(self) -> Result<Value, Unknown> {
+        match self.unknown() {
+            Some(expression) => Err(Unknown(expression.to_owned())),
+            None => Ok(self.json.clone()),
+        }
     }
 }
 
@@ -443,7 +519,10 @@ fn item<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
             if declared.eq_ignore_ascii_case("armApiCall")
                 || declared.eq_ignore_ascii_case("apiCall") =>
         {
-            if inner.members().is_some() {
+            if let Some(expression) = inner.unknown() {
+                // The call is made when the deployment runs (see `InputJson`).
+                Err(Fail::Unknown(expression.to_owned()))
+            } else if inner.members().is_some() {
                 api_call(inner)
             } else {
                 // Seed 002's input form `{"type": "armApiCall", "value": "[list...()]"}`: the call's result, not
@@ -922,6 +1001,48 @@ mod tests {
             let arm = serde_json::to_value(config.to_arm()).unwrap();
             assert_eq!(arm["kubeConfig"], wire, "{form}");
         }
+    }
+
+    /// Seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is deferred to the deployment when read as a
+    /// deployment's input, and refused anywhere else (a record or a stack must hold the recorded call).
+    #[test]
+    fn arm_api_call_expressions_are_deferred_only_in_deployment_input() {
+        const CALL: &str = "[listClusterAdminCredential(resourceId('Microsoft.ContainerService/managedClusters', parameters('clusterName')), '2024-02-01').kubeconfigs[0].value]";
+        let item = json!({"type": "armApiCall", "value": CALL});
+        for (name, value) in [
+            ("kubeConfig", item.clone()),
+            ("kubeConfig", json!({"type": "apiCall", "value": CALL})),
+        ] {
+            assert_eq!(
+                ConfigValue::parse_property(name, InputJson::new(&value)).unwrap(),
+                ConfigValue::Deferred(CALL.into()),
+                "{value}"
+            );
+            assert_eq!(
+                refused(value),
+                ConfigErrorKind::UnevaluatedExpression { form: "armApiCall" }
+            );
+        }
+        let config =
+            json!({"namespace": {"value": "[not-evaluated]"}, "auth": {"kubeConfig": item}});
+        let read = Config::parse(InputJson::new(&config)).unwrap();
+        assert_eq!(
+            read.first_deferred(),
+            Some((vec!["auth".to_owned(), "kubeConfig".to_owned()], CALL))
+        );
+        assert_eq!(
+            read.get("namespace"),
+            Some(&ConfigValue::Literal(json!("[not-evaluated]"))),
+            "only an armApiCall item's value is an expression"
+        );
+        for not_a_call in [
+            json!({"type": "armApiCall", "value": "[[escaped]"}),
+            json!({"type": "string", "value": CALL}),
+            json!({"type": "armApiCall", "value": CALL, "extra": 1}),
+        ] {
+            assert_eq!(arm_api_call_expression(&not_a_call), None, "{not_a_call}");
+        }
+        assert_eq!(arm_api_call_expression(&item), Some(CALL));
     }
 
     #[test]

@@ -136,12 +136,17 @@ async fn try_deploy(
 
 /// The config a deployment record shows for its own alias `fake`.
 fn recorded_config(record: &Value) -> Value {
+    recorded_config_of(record, "fake")
+}
+
+/// The config a deployment record shows for its own `alias`.
+fn recorded_config_of(record: &Value, alias: &str) -> Value {
     let id = record["id"].as_str().unwrap_or_default();
     record["properties"]["extensions"]
         .as_array()
         .and_then(|all| {
             all.iter().find(|e| {
-                e["alias"] == "fake"
+                e["alias"] == alias
                     && e["deploymentId"]
                         .as_str()
                         .is_none_or(|d| d.eq_ignore_ascii_case(id))
@@ -270,18 +275,24 @@ async fn a_runtime_reference_without_api_version_uses_the_deployed_version() {
 /// A module with the fake extension as `fake`, passing its config on to `inner` (when given) through
 /// `extensionConfigs('fake')`, and deploying a widget named `name`.
 fn passing_module(name: &str, inner: Option<Value>) -> Value {
-    let mut resources = json!({ "w": widget(name, json!({})) });
+    passing_module_as(name, "fake", json!("[extensionConfigs('fake')]"), inner)
+}
+
+/// A module with the fake extension as `alias`, given `input` as that alias's config by its parent.
+fn passing_module_as(name: &str, alias: &str, input: Value, inner: Option<Value>) -> Value {
+    let mut resources = json!({ "w": { "extension": alias, "type": "widget", "apiVersion": "v1",
+                                       "properties": { "name": name } } });
     if let Some(inner) = inner {
         resources["next"] = inner;
     }
     let template = json!({
         "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
-        "extensions": { "fake": { "name": "Fake", "version": "1.0.0" } },
+        "extensions": { alias: { "name": "Fake", "version": "1.0.0" } },
         "resources": resources
     });
     json!({ "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": format!("m-{name}"),
             "properties": { "mode": "Incremental", "expressionEvaluationOptions": { "scope": "inner" },
-                            "extensionConfigs": { "fake": "[extensionConfigs('fake')]" },
+                            "extensionConfigs": { alias: input },
                             "template": template } })
 }
 
@@ -334,5 +345,63 @@ async fn a_config_passed_down_three_levels_keeps_its_directives() {
         for secret in ["token-from-the-vault", API_KUBECONFIG] {
             assert!(!text.contains(secret), "{level}: {secret} leaked: {text}");
         }
+    }
+}
+
+/// The same through three aliases and both of seed 002's spellings: `extensionConfigs('fake')` into `k1`, the
+/// `{"type": "inherit"}` form from `k1` into `k2`, `extensionConfigs('k2')` into `fake` again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_config_passed_down_under_other_aliases_keeps_its_directives() {
+    let (env, _) = setup_clusters().await;
+    let level3 = passing_module_as("three", "fake", json!("[extensionConfigs('k2')]"), None);
+    let level2 = passing_module_as(
+        "two",
+        "k2",
+        json!({ "type": "inherit", "value": "k1" }),
+        Some(level3),
+    );
+    let level1 = passing_module_as(
+        "one",
+        "k1",
+        json!("[extensionConfigs('fake')]"),
+        Some(level2),
+    );
+    let template = json!({
+        "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
+        "extensions": { "fake": { "name": "Fake", "version": "1.0.0" } },
+        "resources": { "next": level1 }
+    });
+    let directives = json!({
+        "cluster": { "value": "c4" },
+        "kubeConfig": { "apiReference": { "method": "POST", "armResourceId": cluster_id(), "apiVersion": "2024-01-01",
+                                          "action": "listCredentials", "responseValuePath": "kubeconfigs[0].value" } }
+    });
+    let record = deploy_stack_initiated(
+        &env,
+        "aliases",
+        template,
+        json!({}),
+        json!({ "fake": directives.clone() }),
+    )
+    .await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    for widget in ["one", "two", "three"] {
+        assert_eq!(
+            env.fake.config_of(widget).unwrap(),
+            json!({ "cluster": "c4", "kubeConfig": API_KUBECONFIG }),
+            "{widget}"
+        );
+    }
+    for (level, alias) in [("m-one", "k1"), ("m-two", "k2"), ("m-three", "fake")] {
+        let level_record = serde_json::to_value(env.engine.get(RG, level).await.unwrap()).unwrap();
+        assert_eq!(
+            recorded_config_of(&level_record, alias),
+            directives,
+            "{level}: {level_record:#}"
+        );
+        assert!(
+            !level_record.to_string().contains(API_KUBECONFIG),
+            "{level}"
+        );
     }
 }

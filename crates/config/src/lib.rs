@@ -17,7 +17,9 @@ pub mod path;
 pub mod resolve;
 pub mod value;
 
-pub use parse::{ConfigError, ConfigErrorKind, ConfigSource, Unknown};
+pub use parse::{
+    ConfigError, ConfigErrorKind, ConfigSource, InputJson, Unknown, arm_api_call_expression,
+};
 pub use path::{PathMiss, PathStep, PathSyntaxError, ValuePath};
 pub use resolve::{
     ApiMethod, ApiRequest, DirectiveError, DirectiveErrorKind, Fetch, Fetched, ResolveFailure,

@@ -11,12 +11,16 @@
 //! | `{"reference": {...same...}}` (seed 001), `{"type": "keyVaultReference", "value": {...}}` (seed 002) | Key Vault directive |
 //! | `{"type": "KeyVaultSecret", keyVaultId, secretName, secretVersion?}` (seed 003 `auth`) | Key Vault directive |
 //! | `{"type": "UserProvided", "value": v}` (seed 003 `auth`) | secure literal, user-provided |
-//! | `{"apiReference": {method, armResourceId, apiVersion, action?, query?, requestBody?, responseValuePath}}` (seed 000; a recorded `list*()` call) | API directive |
-//! | `{"runtimeReference": {resourceId, action, propertyPath, apiVersion}}` (seed 001; action `reference` = GET of the resource) | API directive |
+//! | `{"apiReference": {method, armResourceId, apiVersion?, action?, query?, requestBody?, responseValuePath}}` (seed 000; a recorded `list*()` call) | API directive |
+//! | `{"runtimeReference": {resourceId, action, propertyPath, apiVersion?}}` (seed 001; action `reference` = GET of the resource) | API directive |
 //! | `{"type": "armApiCall", "apiCall" \| "value": {method, resourceId, apiVersion, path, query?, valueJsonPath}}` (seed 002) | API directive |
+//! | `{"type": "armApiCall", "value": "[list...()]"}` (seed 002's input form) read through [`InputJson`] | deferred: the deployment evaluates the call and records it as an API directive |
 //! | a value known only when the deployment runs | deferred |
 //! | under the reserved `auth`: an object of items (REP 0006) | group; `auth: null` is refused |
 //! | alias level `{"type": "object", "value": {...}}` / `{"type": "inherit", "value": "k8s"}` (seed 002) | properties / inherited ([`ConfigInput`]) |
+//!
+//! An API directive without `apiVersion` (seed 001 names none) calls with the version the resource was deployed
+//! with; the resolver looks it up each time, at deployment and at delete alike.
 //!
 //! An item names exactly one of `value`, `keyVaultReference` and `apiReference` (seed spellings included). API
 //! directives must be `GET` or `POST` (fetching a value must never change anything; a `GET` sends no body), name
@@ -98,6 +102,81 @@ impl<'s> ConfigSource<'s> for &'s Node {
 
     fn to_json(self) -> Result<Value, Unknown> {
         Ok(Node::to_json(self))
+    }
+}
+
+/// Seed 002's input form `{"type": "armApiCall" | "apiCall", "value": "[list...()]"}`: the expression, when
+/// `item` is one (exactly those two members, the value a template expression).
+pub fn arm_api_call_expression(item: &Value) -> Option<&str> {
+    let members = item.as_object()?;
+    if members.len() != 2 {
+        return None;
+    }
+    let declared = get_json(members, "type")?.as_str()?;
+    if !declared.eq_ignore_ascii_case("armApiCall") && !declared.eq_ignore_ascii_case("apiCall") {
+        return None;
+    }
+    let expression = get_json(members, "value")?.as_str()?;
+    (expression.starts_with('[') && !expression.starts_with("[[") && expression.ends_with(']'))
+        .then_some(expression)
+}
+
+fn get_json<'v>(members: &'v serde_json::Map<String, Value>, key: &str) -> Option<&'v Value> {
+    members.get(key).or_else(|| {
+        members
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| v)
+    })
+}
+
+/// A deployment input's JSON (a request's or parameters file's `extensionConfigs`): like `&Value`, except that
+/// the expression of seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is known only when the
+/// deployment runs, so the item reads as deferred instead of being refused. The deployment evaluates the call
+/// against its own template and records it as an `apiReference`; nothing else may read input this way.
+#[derive(Clone, Copy, Debug)]
+pub struct InputJson<'s> {
+    json: &'s Value,
+    /// This is the `value` of an `armApiCall` item.
+    call: bool,
+}
+
+impl<'s> InputJson<'s> {
+    pub fn new(json: &'s Value) -> Self {
+        Self { json, call: false }
+    }
+}
+
+impl<'s> ConfigSource<'s> for InputJson<'s> {
+    fn members(self) -> Option<Vec<(&'s str, Self)>> {
+        let is_call = arm_api_call_expression(self.json).is_some();
+        self.json.as_object().map(|map| {
+            map.iter()
+                .map(|(k, v)| {
+                    let call = is_call && k.eq_ignore_ascii_case("value");
+                    (k.as_str(), InputJson { json: v, call })
+                })
+                .collect()
+        })
+    }
+
+    fn as_str(self) -> Option<&'s str> {
+        (!self.call).then(|| self.json.as_str()).flatten()
+    }
+
+    fn is_null(self) -> bool {
+        self.json.is_null()
+    }
+
+    fn unknown(self) -> Option<&'s str> {
+        self.call.then(|| self.json.as_str()).flatten()
+    }
+
+    fn to_json(self) -> Result<Value, Unknown> {
+        match self.unknown() {
+            Some(expression) => Err(Unknown(expression.to_owned())),
+            None => Ok(self.json.clone()),
+        }
     }
 }
 
@@ -440,7 +519,10 @@ fn item<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
             if declared.eq_ignore_ascii_case("armApiCall")
                 || declared.eq_ignore_ascii_case("apiCall") =>
         {
-            if inner.members().is_some() {
+            if let Some(expression) = inner.unknown() {
+                // The call is made when the deployment runs (see `InputJson`).
+                Err(Fail::Unknown(expression.to_owned()))
+            } else if inner.members().is_some() {
                 api_call(inner)
             } else {
                 // Seed 002's input form `{"type": "armApiCall", "value": "[list...()]"}`: the call's result, not
@@ -658,7 +740,7 @@ fn api_directive(reference: ApiReference, form: &'static str) -> Parsed<ConfigVa
     )))
 }
 
-const API_FIX: &str = "give method, armResourceId, apiVersion, action and responseValuePath";
+const API_FIX: &str = "give method, armResourceId, action and responseValuePath (and apiVersion)";
 
 fn api_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     const FORM: &str = "apiReference";
@@ -666,7 +748,8 @@ fn api_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     let reference = ApiReference {
         method: required(&members, FORM, "method", API_FIX)?.to_owned(),
         arm_resource_id: required(&members, FORM, "armResourceId", API_FIX)?.to_owned(),
-        api_version: required(&members, FORM, "apiVersion", API_FIX)?.to_owned(),
+        // Absent: the version the resource was deployed with (a persisted seed 001 `runtimeReference`).
+        api_version: optional(&members, FORM, "apiVersion")?.unwrap_or_default(),
         // An empty action means a GET of the resource itself.
         action: optional(&members, FORM, "action")?.unwrap_or_default(),
         query: query(&members, FORM)?,
@@ -678,8 +761,7 @@ fn api_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
 
 fn runtime_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     const FORM: &str = "runtimeReference";
-    const FIX: &str =
-        "redeploy the stack so the value is recorded as an 'apiReference' with its apiVersion";
+    const FIX: &str = "give resourceId, action and propertyPath";
     let members = object(value, FORM)?;
     let action = required(&members, FORM, "action", FIX)?;
     // Seed 001: "reference" reads the resource itself; anything else is a POST action (`list*`).
@@ -691,7 +773,8 @@ fn runtime_reference<'s, S: ConfigSource<'s>>(value: S) -> Parsed<ConfigValue> {
     let reference = ApiReference {
         method: method.to_owned(),
         arm_resource_id: required(&members, FORM, "resourceId", FIX)?.to_owned(),
-        api_version: required(&members, FORM, "apiVersion", FIX)?.to_owned(),
+        // Seed 001 names no version: the one the resource was deployed with (see the module docs).
+        api_version: optional(&members, FORM, "apiVersion")?.unwrap_or_default(),
         action,
         query: None,
         request_body: None,
@@ -877,6 +960,91 @@ mod tests {
         assert_eq!((api.method.as_str(), api.action.as_str()), ("GET", ""));
     }
 
+    /// Seed 001 records `{resourceId, action, propertyPath}` and no API version: the directive calls with the
+    /// version the resource was deployed with, and keeps saying so (no `apiVersion`) through every round trip.
+    #[test]
+    fn runtime_reference_without_api_version_round_trips() {
+        let cases = [
+            (
+                json!({"runtimeReference": {"resourceId": AKS, "action": "listClusterAdminCredential",
+                    "propertyPath": "$.kubeconfigs[0].value"}}),
+                json!({"apiReference": {"method": "POST", "armResourceId": AKS,
+                    "action": "listClusterAdminCredential", "responseValuePath": "$.kubeconfigs[0].value"}}),
+            ),
+            (
+                json!({"runtimeReference": {"resourceId": AKS, "action": "reference",
+                    "propertyPath": "properties.fqdn", "apiVersion": ""}}),
+                json!({"apiReference": {"method": "GET", "armResourceId": AKS,
+                    "responseValuePath": "properties.fqdn"}}),
+            ),
+            // The persisted form reads back as itself.
+            (
+                json!({"apiReference": {"method": "POST", "armResourceId": AKS, "action": "listX",
+                    "responseValuePath": "a"}}),
+                json!({"apiReference": {"method": "POST", "armResourceId": AKS, "action": "listX",
+                    "responseValuePath": "a"}}),
+            ),
+        ];
+        for (form, wire) in cases {
+            let parsed = one(form.clone()).unwrap();
+            let ConfigValue::Directive(Directive::ApiReference(api)) = &parsed else {
+                panic!("an API directive: {parsed:?}");
+            };
+            assert_eq!(api.api_version, "", "{form}");
+            assert_eq!(parsed.to_wire(), wire, "{form}");
+            assert_eq!(one(wire.clone()).unwrap(), parsed, "{form}");
+            let config: Config =
+                serde_json::from_value(json!({ "kubeConfig": form.clone() })).unwrap();
+            let stored = serde_json::to_string(&config).unwrap();
+            let read: Config = serde_json::from_str(&stored).unwrap();
+            assert_eq!(read, config, "{form}");
+            let arm = serde_json::to_value(config.to_arm()).unwrap();
+            assert_eq!(arm["kubeConfig"], wire, "{form}");
+        }
+    }
+
+    /// Seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is deferred to the deployment when read as a
+    /// deployment's input, and refused anywhere else (a record or a stack must hold the recorded call).
+    #[test]
+    fn arm_api_call_expressions_are_deferred_only_in_deployment_input() {
+        const CALL: &str = "[listClusterAdminCredential(resourceId('Microsoft.ContainerService/managedClusters', parameters('clusterName')), '2024-02-01').kubeconfigs[0].value]";
+        let item = json!({"type": "armApiCall", "value": CALL});
+        for (name, value) in [
+            ("kubeConfig", item.clone()),
+            ("kubeConfig", json!({"type": "apiCall", "value": CALL})),
+        ] {
+            assert_eq!(
+                ConfigValue::parse_property(name, InputJson::new(&value)).unwrap(),
+                ConfigValue::Deferred(CALL.into()),
+                "{value}"
+            );
+            assert_eq!(
+                refused(value),
+                ConfigErrorKind::UnevaluatedExpression { form: "armApiCall" }
+            );
+        }
+        let config =
+            json!({"namespace": {"value": "[not-evaluated]"}, "auth": {"kubeConfig": item}});
+        let read = Config::parse(InputJson::new(&config)).unwrap();
+        assert_eq!(
+            read.first_deferred(),
+            Some((vec!["auth".to_owned(), "kubeConfig".to_owned()], CALL))
+        );
+        assert_eq!(
+            read.get("namespace"),
+            Some(&ConfigValue::Literal(json!("[not-evaluated]"))),
+            "only an armApiCall item's value is an expression"
+        );
+        for not_a_call in [
+            json!({"type": "armApiCall", "value": "[[escaped]"}),
+            json!({"type": "string", "value": CALL}),
+            json!({"type": "armApiCall", "value": CALL, "extra": 1}),
+        ] {
+            assert_eq!(arm_api_call_expression(&not_a_call), None, "{not_a_call}");
+        }
+        assert_eq!(arm_api_call_expression(&item), Some(CALL));
+    }
+
     #[test]
     fn malformed_items_are_refused() {
         assert_eq!(
@@ -885,11 +1053,11 @@ mod tests {
         );
         assert!(matches!(
             refused(
-                json!({"runtimeReference": {"resourceId": AKS, "action": "listX", "propertyPath": "a"}})
+                json!({"runtimeReference": {"resourceId": AKS, "action": "listX", "apiVersion": "1"}})
             ),
             ConfigErrorKind::MissingField {
                 form: "runtimeReference",
-                field: "apiVersion",
+                field: "propertyPath",
                 ..
             }
         ));

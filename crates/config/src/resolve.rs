@@ -50,7 +50,9 @@ impl ApiMethod {
 pub struct ApiRequest {
     pub method: ApiMethod,
     pub resource_id: ResourceId,
-    pub api_version: String,
+    /// `None`: the version the resource was deployed with, which the resolver looks up (seed 001's
+    /// `runtimeReference` names no version).
+    pub api_version: Option<String>,
     /// The action after the resource ID (`listClusterAdminCredential`); `None` reads the resource itself.
     pub action: Option<String>,
     /// Extra query parameters without a leading `?` (`a=1&b=2`).
@@ -61,18 +63,21 @@ pub struct ApiRequest {
 
 impl ApiRequest {
     /// The request path and query relative to the ARM endpoint:
-    /// `{resourceId}[/{action}]?api-version={apiVersion}[&{query}]`.
+    /// `{resourceId}[/{action}]?api-version={apiVersion}[&{query}]` (without `api-version` while it is not known).
     pub fn path_and_query(&self) -> String {
         let mut out = self.resource_id.to_string();
         if let Some(action) = &self.action {
             out.push('/');
             out.push_str(action);
         }
-        out.push_str("?api-version=");
-        out.push_str(&self.api_version);
-        if let Some(query) = &self.query {
-            out.push('&');
-            out.push_str(query);
+        let mut parameters = Vec::new();
+        if let Some(version) = &self.api_version {
+            parameters.push(format!("api-version={version}"));
+        }
+        parameters.extend(self.query.clone());
+        if !parameters.is_empty() {
+            out.push('?');
+            out.push_str(&parameters.join("&"));
         }
         out
     }
@@ -322,7 +327,8 @@ impl Directive {
                     method,
                     resource_id: ResourceId::parse(&reference.arm_resource_id)
                         .map_err(|e| malformed(format!("armResourceId: {e}")))?,
-                    api_version: reference.api_version.clone(),
+                    api_version: (!reference.api_version.trim().is_empty())
+                        .then(|| reference.api_version.clone()),
                     action: (!action.is_empty()).then(|| action.to_owned()),
                     query: (!query.is_empty()).then(|| query.to_owned()),
                     body: reference.request_body.clone(),
@@ -825,6 +831,33 @@ mod tests {
         assert_eq!(
             request.path_and_query(),
             format!("{AKS}?api-version=2024-02-01")
+        );
+    }
+
+    /// A directive without `apiVersion` leaves the version to the resolver (the one the resource was deployed
+    /// with).
+    #[test]
+    fn a_directive_without_api_version_asks_the_resolver_for_it() {
+        let persisted = config(
+            json!({"kubeConfig": {"runtimeReference": {"resourceId": AKS,
+            "action": "listClusterAdminCredential", "propertyPath": "kubeconfigs[0].value"}}}),
+        );
+        let (_, directive) = persisted.directives()[0].clone();
+        let Fetch::Api(request) = directive.fetch().unwrap() else {
+            panic!("expected an API call")
+        };
+        assert_eq!(request.api_version, None);
+        assert_eq!(
+            request.path_and_query(),
+            format!("{AKS}/listClusterAdminCredential")
+        );
+        let with_query = ApiRequest {
+            query: Some("a=1".into()),
+            ..request
+        };
+        assert_eq!(
+            with_query.path_and_query(),
+            format!("{AKS}/listClusterAdminCredential?a=1")
         );
     }
 }

@@ -3,14 +3,14 @@
 //! (`cairn_config::resolve_config`); how a deployment reports a config that cannot be resolved; and the non-secret
 //! view of a config (non-secure values and directives) that stack-initiated deployment records show.
 
-use cairn_arm::ErrorDetail;
 use cairn_arm::access::{Access, Action};
 use cairn_arm::models::extension::ExtensionConfig as ArmConfig;
+use cairn_arm::{ErrorDetail, ResourceId};
 use cairn_config::{
     ApiRequest, Config, ConfigValue, DirectiveError, DirectiveErrorKind, ResolveFailure, Resolver,
     SecretRequest, SecretValue,
 };
-use cairn_store::{ExposeSecret, Store};
+use cairn_store::{ExposeSecret, ResourceKey, Store};
 use cairn_template::config::AUTH;
 use serde_json::Value;
 
@@ -73,18 +73,72 @@ impl Resolver for LocalResolver<'_> {
 
     async fn call_api(&self, request: &ApiRequest) -> Result<Value, ResolveFailure> {
         self.check(Action::Invoke, &request.resource_id.to_string())?;
-        call_api(self.providers, request)
+        let request = match &request.api_version {
+            Some(_) => request.clone(),
+            None => ApiRequest {
+                api_version: Some(self.deployed_api_version(&request.resource_id).await?),
+                ..request.clone()
+            },
+        };
+        call_api(self.providers, &request)
             .await
-            .map_err(|error| match error.status {
-                404 => ResolveFailure::NotFound,
-                401 | 403 => ResolveFailure::Forbidden {
-                    message: error.error.message().to_owned(),
-                },
-                _ => ResolveFailure::Failed {
-                    code: Some(error.error.code().to_owned()),
-                    message: error.error.message().to_owned(),
-                },
-            })
+            .map_err(provider_failure)
+    }
+}
+
+impl LocalResolver<'_> {
+    /// The API version `id` was deployed with, for a directive that names none (seed 001's `runtimeReference`):
+    /// what the inventory recorded when a deployment last wrote it. A deployment and a stack's delete read the
+    /// same row, so they call with the same version. A resource the inventory does not know is read once to
+    /// tell "gone" (`NotFound`, as a call to it would answer) from "deployed elsewhere" (no version to use).
+    async fn deployed_api_version(&self, id: &ResourceId) -> Result<String, ResolveFailure> {
+        let text = id.to_string();
+        let row = self
+            .store
+            .get_managed_resource(&ResourceKey::arm(&text))
+            .await
+            .map_err(|_| ResolveFailure::Failed {
+                code: Some("InternalServerError".into()),
+                message: "The inventory could not be read.".into(),
+            })?;
+        if let Some(version) = row
+            .and_then(|row| row.resource.api_version)
+            .filter(|v| !v.trim().is_empty())
+        {
+            return Ok(version);
+        }
+        let resource_type = id.resource_type();
+        let provider = self
+            .providers
+            .require(&resource_type, "")
+            .map_err(provider_failure)?;
+        match provider.get(id, "").await.map_err(provider_failure)? {
+            None => Err(ResolveFailure::NotFound),
+            Some(_) => Err(ResolveFailure::Failed {
+                code: Some(API_VERSION_UNKNOWN.into()),
+                message: format!(
+                    "The directive names no apiVersion and '{text}' was not deployed through cairn, so the version \
+                     it was deployed with is unknown. Fix: give the directive an 'apiVersion'"
+                ),
+            }),
+        }
+    }
+}
+
+/// The code of a directive without `apiVersion` on a resource whose deployed version is unknown.
+pub const API_VERSION_UNKNOWN: &str = "ExtensionConfigApiVersionUnknown";
+
+/// A provider's failure as a resolver reports it: 404 not found, 401/403 forbidden, others failed.
+fn provider_failure(error: crate::provider::ProviderError) -> ResolveFailure {
+    match error.status {
+        404 => ResolveFailure::NotFound,
+        401 | 403 => ResolveFailure::Forbidden {
+            message: error.error.message().to_owned(),
+        },
+        _ => ResolveFailure::Failed {
+            code: Some(error.error.code().to_owned()),
+            message: error.error.message().to_owned(),
+        },
     }
 }
 

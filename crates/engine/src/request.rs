@@ -6,6 +6,7 @@ use std::borrow::Cow;
 use cairn_arm::models::deployment::DeploymentProperties;
 use cairn_arm::models::extension::{ExtensionConfig, ExtensionConfigs};
 use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
+use cairn_config::InputJson;
 use cairn_eval::ScopeKind;
 use cairn_json::{Node, Span};
 use cairn_store::DeploymentKey;
@@ -142,11 +143,15 @@ fn read_config_input(
             )
         })
         .collect();
+    // Read as deployment input: seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is deferred, and
+    // the expansion evaluates the call against this deployment's template and records it as an `apiReference`.
     ExtensionConfigInput::read(
         alias,
         cairn_template::join_path(key, alias),
         Span::default(),
-        items.iter().map(|(property, item)| (*property, item)),
+        items
+            .iter()
+            .map(|(property, item)| (*property, InputJson::new(item))),
     )
 }
 

@@ -393,6 +393,10 @@ impl StackService {
                             Some(
                                 DeleteOutcome::NotFound | DeleteOutcome::DeploymentTargetNotFound,
                             ) => (BulkDeleteStatus::NotFound, None),
+                            // Gone with its config's source: found gone, and why.
+                            Some(DeleteOutcome::ConfigSourceGone { reason }) => {
+                                (BulkDeleteStatus::NotFound, Some(reason.clone()))
+                            }
                             Some(outcome) if outcome.is_deleted() => {
                                 (BulkDeleteStatus::Deleted, None)
                             }

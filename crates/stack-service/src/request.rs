@@ -3,10 +3,11 @@
 //! values, no SAS tokens).
 
 use cairn_arm::models::deployment::{Deployment, DeploymentMode, DeploymentProperties};
+use cairn_arm::models::extension::ExtensionConfig;
 use cairn_arm::models::stack::{DeploymentStack, DeploymentStackProperties};
 use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_stacks::RunSettings;
-use cairn_stacks::directive::PersistedConfig;
+use cairn_stacks::directive::{PersistedConfig, arm_api_call_expression};
 use serde_json::Value;
 
 pub(crate) fn stack_id(scope: &str, name: &str) -> Result<ResourceId, ArmError> {
@@ -84,7 +85,17 @@ pub(crate) fn validate_body(properties: &DeploymentStackProperties) -> Result<()
         _ => {}
     }
     for (alias, config) in properties.extension_configs.iter().flatten() {
-        PersistedConfig::from_arm(alias, config).map_err(|e| bad_request(e.to_error_detail()))?;
+        // Seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is not kept as given: the deployment makes
+        // the call and its record holds the `apiReference`, which is what the stack persists.
+        let kept: ExtensionConfig = config
+            .iter()
+            .filter(|(_, item)| {
+                serde_json::to_value(item)
+                    .map_or(true, |item| arm_api_call_expression(&item).is_none())
+            })
+            .map(|(name, item)| (name.clone(), item.clone()))
+            .collect();
+        PersistedConfig::from_arm(alias, &kept).map_err(|e| bad_request(e.to_error_detail()))?;
     }
     Ok(())
 }

@@ -1,6 +1,7 @@
 //! Performing the unmanage plan: ARM deletes through the engine's providers, extensible deletes through the
 //! extension host with the persisted config re-resolved fresh by the engine's resolver (Key Vault secrets read
-//! now, API actions called now), driven by `cairn_stacks::DeleteRun`.
+//! now, API actions called now), driven by `cairn_stacks::DeleteRun`. A resource whose config cannot be resolved
+//! because its directive's source is gone counts as deleted with its reason (`DeleteOutcome::config_unresolved`).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -96,7 +97,8 @@ impl Deleter {
             } => {
                 let config = match self.resolve(extension, resource).await {
                     Ok(config) => config,
-                    Err(error) => return DeleteOutcome::Failed(error.to_error_detail()),
+                    // A directive's source that is gone took the control plane with it (seed 001).
+                    Err(error) => return DeleteOutcome::config_unresolved(&error),
                 };
                 let locator = ResourceLocator {
                     resource_type: resource_type.clone(),

@@ -1,7 +1,9 @@
 //! Config directives end to end through stacks: a `list*()` credential recorded as an `apiReference` and re-run
 //! at delete time after the secret rotated; `apiReference` items as the seeds write them (GET and POST, `query`,
-//! `requestBody`, `responseValuePath`); non-secure values persisted although the extension echoes nothing. Each
-//! test scans the data directory for the credentials it rotated away from.
+//! `requestBody`, `responseValuePath`); non-secure values persisted although the extension echoes nothing; seed
+//! 002's `armApiCall` expression in the stack's `extensionConfigs`; a resource whose config's source (the cluster)
+//! is gone leaving the stack as deleted, with its reason. Each test scans the data directory for the credentials
+//! it rotated away from.
 
 mod common;
 use common::*;
@@ -83,7 +85,10 @@ impl ExtensionTransport for Recorder {
 struct Clusters {
     endpoint: Mutex<String>,
     credential: Mutex<String>,
+    /// While false, every call fails 503 (the cluster is there but does not answer).
     reachable: Mutex<bool>,
+    /// While set, the cluster is deleted: every call answers 404.
+    gone: Mutex<bool>,
     /// `(query, body)` of every `listCredential` call.
     seen: Mutex<Vec<(Option<String>, Option<Value>)>>,
 }
@@ -94,15 +99,22 @@ impl Clusters {
             endpoint: Mutex::new(endpoint.into()),
             credential: Mutex::new(credential.into()),
             reachable: Mutex::new(true),
+            gone: Mutex::new(false),
             seen: Mutex::new(Vec::new()),
         }
     }
 
     fn check(&self, id: &ResourceId) -> Result<(), ProviderError> {
-        if *self.reachable.lock().unwrap() && id.to_string().eq_ignore_ascii_case(CLUSTER) {
-            Ok(())
-        } else {
+        if *self.gone.lock().unwrap() || !id.to_string().eq_ignore_ascii_case(CLUSTER) {
             Err(ProviderError::not_found(id))
+        } else if !*self.reachable.lock().unwrap() {
+            Err(ProviderError::new(
+                503,
+                "ServiceUnavailable",
+                "the cluster does not answer",
+            ))
+        } else {
+            Ok(())
         }
     }
 }
@@ -501,4 +513,151 @@ async fn an_auth_group_in_the_stack_body_reaches_the_extension_nested_at_deploy_
             "{old}"
         );
     }
+}
+
+/// The stack's body as JSON with `edit` applied.
+fn edited(body: DeploymentStack, edit: impl FnOnce(&mut Value)) -> DeploymentStack {
+    let mut value = serde_json::to_value(body).expect("a stack body");
+    edit(&mut value);
+    serde_json::from_value(value).expect("a stack body")
+}
+
+/// Seed 001: the cluster a resource's credentials are listed from was deleted before the stack let the resource
+/// go. The directive answers 404, so the resource went with its control plane: it leaves the stack as deleted,
+/// with a reason naming the cluster, instead of failing every round (and the stack with it).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_resource_whose_config_source_is_gone_is_reported_deleted_with_its_reason() {
+    let env = setup().await;
+    let root = json!({"rec": {
+        "token": {"apiReference": {"method": "POST", "armResourceId": CLUSTER, "apiVersion": "2024-02-01",
+                                   "action": "listCredential", "query": "format=exec",
+                                   "requestBody": {"scope": "admin"}, "responseValuePath": "kubeconfigs[0].value"}},
+        "endpoint": {"apiReference": {"method": "GET", "armResourceId": CLUSTER, "apiVersion": "2024-02-01",
+                                      "responseValuePath": "properties.endpoint"}}
+    }});
+    let body = stack(Value::Null, root.clone());
+    create(&env, "orphans", body.clone()).await;
+    *env.clusters.gone.lock().unwrap() = true;
+
+    // The template no longer declares the resource: the stack unmanages (deletes) it.
+    let without = edited(body, |b| {
+        b["properties"]["template"]["resources"] = json!({});
+    });
+    let updated = create(&env, "orphans", without).await;
+    let properties = &updated["properties"];
+    assert_eq!(properties["failedResources"], json!([]), "{updated:#}");
+    assert_eq!(properties["resources"], json!([]), "{updated:#}");
+    let deleted = &properties["deletedResources"];
+    assert_eq!(deleted.as_array().map(Vec::len), Some(1), "{updated:#}");
+    assert_eq!(deleted[0]["identifiers"], json!({"name": "w1"}));
+    let reason = &deleted[0]["reason"];
+    assert_eq!(
+        reason["code"], "DeploymentStackConfigSourceGone",
+        "{updated:#}"
+    );
+    assert_eq!(reason["target"], "extensionConfigs.Recorder.token");
+    let message = reason["message"].as_str().unwrap_or_default();
+    assert!(message.contains(CLUSTER), "{message}");
+    assert!(message.contains("listCredential"), "{message}");
+    assert_eq!(
+        env.recorder.configs(Operation::Delete),
+        Vec::<Value>::new(),
+        "no delete reached the extension"
+    );
+    assert_eq!(
+        delete(&env, "orphans").await,
+        Value::Null,
+        "the stack is gone"
+    );
+}
+
+/// Seed 002: a stack body's `{"type": "armApiCall", "value": "[list...()]"}` is made by the deployment, which
+/// records the call; the stack persists that `apiReference` and makes the call again when it deletes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_arm_api_call_in_the_stack_configs_is_persisted_as_a_directive_and_re_run() {
+    let env = setup().await;
+    set_secret(&env.store, "admin-token", "call-ORIGINAL-2f6a").await;
+    let call = "[listValue(resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', parameters('secretName')), '2023-07-01').value]";
+    let root = json!({"rec": {
+        "cluster": {"value": "c5"},
+        "endpoint": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "admin-token"}},
+        "token": {"type": "armApiCall", "value": call}
+    }});
+    let body = edited(stack(Value::Null, root), |b| {
+        b["properties"]["template"]["parameters"] = json!({"secretName": {"type": "string"}});
+        b["properties"]["parameters"] = json!({"secretName": {"value": "admin-token"}});
+    });
+    let created = create(&env, "calls", body).await;
+    let creates = env.recorder.configs(Operation::CreateOrUpdate);
+    assert_eq!(creates.last().unwrap()["token"], "call-ORIGINAL-2f6a");
+    assert_eq!(
+        recorder_config(&created)["token"],
+        json!({"apiReference": {"method": "POST", "armResourceId": format!("{VAULT}/secrets/admin-token"),
+                                "apiVersion": "2023-07-01", "action": "listValue", "responseValuePath": "value"}}),
+        "{created:#}"
+    );
+    assert!(!created.to_string().contains("ORIGINAL"), "{created:#}");
+
+    set_secret(&env.store, "admin-token", "call-ROTATED-81d3").await;
+    assert_eq!(
+        delete(&env, "calls").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    let deletes = env.recorder.configs(Operation::Delete);
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(deletes[0]["token"], "call-ROTATED-81d3");
+    assert_eq!(deletes[0]["cluster"], "c5");
+    for old in ["call-ORIGINAL-2f6a", "call-ROTATED-81d3"] {
+        assert_eq!(
+            files_containing(env.dir.path(), old),
+            Vec::<String>::new(),
+            "{old}"
+        );
+    }
+}
+
+/// Seed 001: a `runtimeReference` names no `apiVersion`. The deployment calls with the version the source was
+/// deployed with (a secret another stack deployed at `2023-07-01`), the stack persists the directive without a
+/// version, and its delete looks the version up again the same way.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_runtime_reference_without_api_version_is_persisted_and_re_run() {
+    let env = setup().await;
+    let secrets: DeploymentStack = serde_json::from_value(json!({"properties": {
+        "template": {
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "contentVersion": "1.0.0.0",
+            "resources": [{"type": "Microsoft.KeyVault/vaults/secrets", "apiVersion": "2023-07-01",
+                           "name": "ops/runtime-token", "properties": {"value": "runtime-ORIGINAL-6c1f"}}]
+        },
+        "actionOnUnmanage": {"resources": "detach"},
+        "denySettings": {"mode": "none"}
+    }}))
+    .expect("a stack body");
+    create(&env, "secrets", secrets).await;
+    let secret = format!("{VAULT}/secrets/runtime-token");
+    let runtime = json!({"runtimeReference": {"resourceId": secret, "action": "listValue", "propertyPath": "value"}});
+    let root = json!({"rec": {
+        "endpoint": runtime,
+        "token": runtime
+    }});
+    let created = create(&env, "runtime", stack(Value::Null, root)).await;
+    let creates = env.recorder.configs(Operation::CreateOrUpdate);
+    assert_eq!(creates.last().unwrap()["token"], "runtime-ORIGINAL-6c1f");
+    assert_eq!(
+        recorder_config(&created)["token"],
+        json!({"apiReference": {"method": "POST", "armResourceId": secret, "action": "listValue",
+                                "responseValuePath": "value"}}),
+        "{created:#}"
+    );
+
+    set_secret(&env.store, "runtime-token", "runtime-ROTATED-0d9e").await;
+    assert_eq!(
+        delete(&env, "runtime").await,
+        Value::Null,
+        "the stack is gone"
+    );
+    let deletes = env.recorder.configs(Operation::Delete);
+    assert_eq!(deletes.len(), 1, "{deletes:?}");
+    assert_eq!(deletes[0]["token"], "runtime-ROTATED-0d9e");
 }

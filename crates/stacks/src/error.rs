@@ -12,6 +12,9 @@ pub mod codes {
     pub const RESOURCE_DELETE_NOT_SUPPORTED: &str = "DeploymentStackResourceDeleteNotSupported";
     /// cairn: not attempted because a resource it must be deleted after could not be deleted.
     pub const DELETE_BLOCKED: &str = "DeploymentStackDeleteBlocked";
+    /// cairn: an extensible resource counts as deleted without its own delete: the ARM resource its extension
+    /// config comes from (e.g. the cluster a kubeconfig is listed from) answered not found (seed 001).
+    pub const CONFIG_SOURCE_GONE: &str = "DeploymentStackConfigSourceGone";
     /// cairn: the stack would take over resources another stack manages.
     pub const RESOURCE_MANAGED_BY_ANOTHER_STACK: &str =
         "DeploymentStackResourceManagedByAnotherStack";

@@ -35,7 +35,18 @@ impl StackOperationResult {
             }
         }
         detached_resources.extend(report.detached.iter().map(|r| r.to_reference()));
-        let deleted_resources = report.deleted.iter().map(|r| r.to_reference()).collect();
+        let deleted_resources = report
+            .deleted
+            .iter()
+            .map(|r| ResourceReference {
+                reason: report
+                    .reasons
+                    .iter()
+                    .find(|(key, _)| key == r.key())
+                    .map(|(_, reason)| reason.clone()),
+                ..r.to_reference()
+            })
+            .collect();
         let mut failed_resources = Vec::with_capacity(report.failed.len());
         for failed in report.failed {
             failed_resources.push(ResourceReference {
@@ -169,5 +180,107 @@ mod tests {
                 .contains("'c0ffee'")
         );
         assert_eq!(value["resources"][2]["status"], "deleteFailed");
+    }
+
+    fn directive_error(kind: cairn_config::DirectiveErrorKind) -> cairn_config::DirectiveError {
+        cairn_config::DirectiveError {
+            alias: "k8s".into(),
+            property: "kubeConfig".into(),
+            kind,
+        }
+    }
+
+    /// Seed 001: a resource whose config's source answers 404 is gone with its control plane, and says so on
+    /// `deletedResources[]`; a missing Key Vault or secret, or any other failure, stays a failure (retried).
+    #[test]
+    fn a_gone_config_source_deletes_with_a_reason_and_other_failures_fail() {
+        use cairn_config::DirectiveErrorKind::{ApiFailed, ApiNotFound, SecretNotFound};
+        const AKS: &str = "/subscriptions/s/resourceGroups/rg/providers/Microsoft.ContainerService/managedClusters/aks";
+        const SECRET: &str =
+            "/subscriptions/s/resourceGroups/rg/providers/Microsoft.KeyVault/vaults/kv/secrets/kc";
+        let gone = ApiNotFound {
+            call: "POST listClusterAdminCredential".into(),
+            resource: AKS.into(),
+        };
+        let cases = [
+            (gone.clone(), Some("DeploymentStackConfigSourceGone")),
+            (
+                ApiNotFound {
+                    call: "POST listValue".into(),
+                    resource: SECRET.into(),
+                },
+                None,
+            ),
+            (
+                SecretNotFound {
+                    vault: SECRET.into(),
+                    secret: "kc".into(),
+                },
+                None,
+            ),
+            (
+                ApiFailed {
+                    call: "POST listClusterAdminCredential".into(),
+                    resource: AKS.into(),
+                    message: "busy".into(),
+                },
+                None,
+            ),
+        ];
+        for (kind, gone_code) in cases {
+            let outcome = DeleteOutcome::config_unresolved(&directive_error(kind.clone()));
+            match (&outcome, gone_code) {
+                (DeleteOutcome::ConfigSourceGone { reason }, Some(code)) => {
+                    assert_eq!(reason.code(), code);
+                    assert!(reason.message().contains(AKS), "{reason:?}");
+                    assert!(outcome.is_deleted());
+                }
+                (DeleteOutcome::Failed(error), None) => {
+                    assert_eq!(error, &directive_error(kind).to_error_detail());
+                }
+                _ => panic!("{kind:?} gave {outcome:?}"),
+            }
+        }
+
+        let pod = ManagedResource::extensible(
+            crate::managed::ExtensionIdentity {
+                name: "Kubernetes".into(),
+                version: "1.0.0".into(),
+                config_id: Some("aks".into()),
+            },
+            "core/Pod",
+            json!({"name": "web"}),
+        );
+        let previous = ManagedSet::from_resources([pod.clone(), site("plain")]);
+        let action = ActionOnUnmanage::from_cli_preset("deleteResources").unwrap();
+        let result = diff(
+            &previous,
+            &ManagedSet::default(),
+            true,
+            &action,
+            &Ownership::new(),
+        )
+        .unwrap();
+        let report = run_to_completion(
+            result.delete_plan(),
+            RunSettings::default(),
+            &mut |t: &DeleteTask| {
+                if t.key == *pod.key() {
+                    DeleteOutcome::config_unresolved(&directive_error(gone.clone()))
+                } else {
+                    DeleteOutcome::Deleted
+                }
+            },
+        )
+        .unwrap();
+        assert_eq!(report.attempts, 2, "the pod is not retried");
+        let outcome = StackOperationResult::assemble(result, report, "c0ffee");
+        assert_eq!(outcome.error, None);
+        let reasons: Vec<Option<&str>> = outcome
+            .deleted_resources
+            .iter()
+            .map(|r| r.reason.as_ref().map(ErrorDetail::code))
+            .collect();
+        assert_eq!(reasons, [Some("DeploymentStackConfigSourceGone"), None]);
     }
 }

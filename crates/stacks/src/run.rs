@@ -20,14 +20,16 @@
 //! fallback (REP 0006) — except across credential edges: the resource a failed extensible resource needs for
 //! its credentials is held back, because deleting it would make the extensible resource undeletable.
 //!
-//! Outcomes: `Deleted`, `NotFound` (404), `NoContent` (204) and `DeploymentTargetNotFound` (the control plane
-//! is gone) count as deleted; `Unsupported` is detached or failed per `resourcesWithoutDeleteSupport`;
+//! Outcomes: `Deleted`, `NotFound` (404), `NoContent` (204), `DeploymentTargetNotFound` (the control plane
+//! is gone) and `ConfigSourceGone` (the resource the config's directive reads is gone, so is the control plane;
+//! reported with its reason) count as deleted; `Unsupported` is detached or failed per `resourcesWithoutDeleteSupport`;
 //! `Failed` is retried in the next round, up to `max_rounds`, then reported in `failedResources`. Every
 //! resource ends exactly once in deleted, detached or failed.
 
 use std::collections::{HashMap, VecDeque};
 
 use cairn_arm::ErrorDetail;
+use cairn_config::{DirectiveError, DirectiveErrorKind};
 
 use crate::diff::WithoutDeleteSupport;
 use crate::error::codes;
@@ -46,6 +48,10 @@ pub enum DeleteOutcome {
     NoContent,
     /// The extension's control plane is gone (e.g. the AKS cluster was deleted), so is the resource.
     DeploymentTargetNotFound,
+    /// The ARM resource a directive of the resource's config calls (the cluster its kubeconfig is listed from)
+    /// answered not found: the control plane went with it, so the resource counts as deleted (seed 001), and
+    /// `reason` (code `DeploymentStackConfigSourceGone`, naming the source) says why on `deletedResources[]`.
+    ConfigSourceGone { reason: ErrorDetail },
     /// The resource's type cannot be deleted (Key Vault secrets, ...): `resourcesWithoutDeleteSupport` decides.
     Unsupported { message: Option<String> },
     /// The delete failed; retried in later rounds.
@@ -57,8 +63,43 @@ impl DeleteOutcome {
     pub fn is_deleted(&self) -> bool {
         matches!(
             self,
-            Self::Deleted | Self::NotFound | Self::NoContent | Self::DeploymentTargetNotFound
+            Self::Deleted
+                | Self::NotFound
+                | Self::NoContent
+                | Self::DeploymentTargetNotFound
+                | Self::ConfigSourceGone { .. }
         )
+    }
+
+    /// The outcome of an extensible resource whose config could not be resolved for its delete: gone with its
+    /// control plane when an API directive's resource answered not found, else failed (retried) with the
+    /// directive's error. A Key Vault is a credential store, not a control plane: a missing vault or secret (or
+    /// a `listValue` call on one that answers not found) leaves the resource failed, with the fix to restore it.
+    pub fn config_unresolved(error: &DirectiveError) -> Self {
+        let DirectiveErrorKind::ApiNotFound { call, resource } = &error.kind else {
+            return Self::Failed(error.to_error_detail());
+        };
+        let is_key_vault = cairn_arm::ResourceId::parse(resource).is_ok_and(|id| {
+            id.resource_type()
+                .to_ascii_lowercase()
+                .starts_with("microsoft.keyvault/")
+        });
+        if is_key_vault {
+            return Self::Failed(error.to_error_detail());
+        }
+        Self::ConfigSourceGone {
+            reason: ErrorDetail::new(
+                codes::CONFIG_SOURCE_GONE,
+                format!(
+                    "The resource was not deleted by its extension: '{call}' on '{resource}', which config property \
+                     '{property}' of extension '{alias}' comes from, answered not found. The resource's control \
+                     plane is gone with it, so the resource is gone too and leaves the stack.",
+                    property = error.property,
+                    alias = error.alias,
+                ),
+            )
+            .with_target(format!("extensionConfigs.{}.{}", error.alias, error.property)),
+        }
     }
 }
 
@@ -142,6 +183,8 @@ pub struct FailedDelete {
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct DeleteReport {
     pub deleted: Vec<ManagedResource>,
+    /// Why resources in `deleted` count as deleted without their own delete (`ConfigSourceGone`), by key.
+    pub reasons: Vec<(ResourceKey, ErrorDetail)>,
     /// Detached because their type cannot be deleted (`resourcesWithoutDeleteSupport: detach`).
     pub detached: Vec<ManagedResource>,
     pub failed: Vec<FailedDelete>,
@@ -189,6 +232,8 @@ pub struct DeleteRun {
     blocked_by: Vec<Option<usize>>,
     /// The final error of failed resources.
     final_error: Vec<Option<ErrorDetail>>,
+    /// Why a deleted resource counts as deleted without its own delete.
+    reason: Vec<Option<ErrorDetail>>,
     ready: VecDeque<usize>,
     in_flight: usize,
     round: u32,
@@ -220,6 +265,7 @@ impl DeleteRun {
             last_error: vec![None; count],
             blocked_by: vec![None; count],
             final_error: vec![None; count],
+            reason: vec![None; count],
             ready: VecDeque::new(),
             in_flight: 0,
             round: 0,
@@ -281,6 +327,11 @@ impl DeleteRun {
         };
         self.in_flight -= 1;
         match outcome {
+            DeleteOutcome::ConfigSourceGone { reason } => {
+                self.state[node] = State::Deleted;
+                self.reason[node] = Some(reason);
+                self.settle(node, true);
+            }
             outcome if outcome.is_deleted() => {
                 self.state[node] = State::Deleted;
                 self.settle(node, true);
@@ -333,9 +384,15 @@ impl DeleteRun {
             ..DeleteReport::default()
         };
         let mut final_error = self.final_error;
+        let mut reason = self.reason;
         for (node, resource) in self.plan.resources().iter().enumerate() {
             match self.state[node] {
-                State::Deleted => report.deleted.push(resource.clone()),
+                State::Deleted => {
+                    if let Some(reason) = reason[node].take() {
+                        report.reasons.push((resource.key().clone(), reason));
+                    }
+                    report.deleted.push(resource.clone());
+                }
                 State::Detached => report.detached.push(resource.clone()),
                 _ => report.failed.push(FailedDelete {
                     resource: resource.clone(),

@@ -799,12 +799,15 @@ impl<'a> TemplateEnv<'a> {
                 }
                 defaults.insert(prop.clone(), ConfigValue::literal(Evaluated(&v)));
             }
-            let input = self
+            let mut input = self
                 .config_inputs
                 .iter()
                 .find(|(a, _)| a.eq_ignore_ascii_case(&decl.alias))
                 .map(|(_, o)| o.clone())
                 .unwrap_or_default();
+            if self.depth == 0 {
+                input = self.record_input_calls(&decl.alias, &input, "");
+            }
             let given = self
                 .config_inputs
                 .iter()
@@ -842,6 +845,57 @@ impl<'a> TemplateEnv<'a> {
             }
         }
         *self.extensions.borrow_mut() = resolved;
+    }
+
+    /// A root deployment's input holds a value known only when the deployment runs in one case: seed 002's
+    /// `{"type": "armApiCall", "value": "[list...()]"}` (read through `cairn_config::InputJson`). The call is
+    /// evaluated against this template — its parameters, its scope's `resourceId()` — and recorded as an
+    /// `apiReference` directive, as a module's `list*()` config value is (`config_source`): the extension gets
+    /// the call's answer, the records and a stack keep how to make the call again. Anything but a `list*()` call
+    /// is refused, since only a call can be made again.
+    fn record_input_calls(&self, alias: &str, config: &Config, path: &str) -> Config {
+        config
+            .iter()
+            .map(|(name, value)| {
+                let at = join_path(path, name);
+                let value = match value {
+                    ConfigValue::Group(group) => {
+                        ConfigValue::Group(self.record_input_calls(alias, group, &at))
+                    }
+                    ConfigValue::Deferred(expression) => self
+                        .input_call(expression)
+                        .unwrap_or_else(|| {
+                            self.error(Diagnostic::error(
+                                "InvalidExtensionConfig",
+                                format!(
+                                    "The 'armApiCall' value of extension config property '{at}' is not a list*() call \
+                                     followed by property accessors, so it cannot be made again when the config is \
+                                     needed. Fix: give a call such as \
+                                     \"[listClusterAdminCredential(resourceId(...), '2024-02-01').kubeconfigs[0].value]\", \
+                                     or an 'apiReference'"
+                                ),
+                                property_target(&join_path("extensionConfigs", alias), &at),
+                            ));
+                            value.clone()
+                        }),
+                    other => other.clone(),
+                };
+                (name.clone(), value)
+            })
+            .collect()
+    }
+
+    /// The `apiReference` directive of a `list*()` call expression, evaluated here.
+    fn input_call(&self, expression: &str) -> Option<ConfigValue> {
+        let node = Node::from_json(&serde_json::Value::String(expression.to_owned()));
+        let mut ev = Evaluator::new(self);
+        let sources = list_sources(&mut ev, &node, &|target: &str| self.list_target_id(target));
+        match sources.as_slice() {
+            [source] if source.path.is_empty() => {
+                ConfigValue::parse(Evaluated(&source.api_reference())).ok()
+            }
+            _ => None,
+        }
     }
 
     fn extension_value(&self, alias: &str) -> Result<Value, EvalError> {

@@ -119,6 +119,9 @@ pub struct ApiReference {
     /// The HTTP method, e.g. `POST`.
     pub method: String,
     pub arm_resource_id: String,
+    /// The API version to call with. Empty (absent on the wire) means the version the resource was deployed
+    /// with: seed 001's `runtimeReference` names none, and the resolver reads it where deployments record it.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub api_version: String,
     /// The action appended to the resource ID, e.g. `listClusterAdminCredentials`; empty (or absent) for a GET
     /// of the resource itself.

@@ -370,6 +370,10 @@ pub struct ResourceReference {
     pub deny_status: Option<DenyStatusMode>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub error: Option<ErrorDetail>,
+    /// cairn: why a `deletedResources[]` entry counts as deleted without its own delete (the ARM resource its
+    /// extension config comes from is gone, and its control plane with it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<ErrorDetail>,
 }
 
 /// ManagedResourceReference (`resources[]`) is a [`ResourceReference`] with `status` and `denyStatus`.

@@ -10,7 +10,10 @@ use serde_json::Value;
 use super::{ProviderError, Providers};
 
 /// Makes `request` against the provider of its resource type and returns the response body.
+/// A request without an API version is sent without one (the engine's resolver fills it in first:
+/// [`crate::LocalResolver`]).
 pub async fn call_api(providers: &Providers, request: &ApiRequest) -> Result<Value, ProviderError> {
+    let api_version = request.api_version.as_deref().unwrap_or_default();
     let action = request
         .action
         .as_deref()
@@ -51,9 +54,9 @@ pub async fn call_api(providers: &Providers, request: &ApiRequest) -> Result<Val
                     ),
                 ));
             }
-            let provider = providers.require(&target.resource_type(), &request.api_version)?;
+            let provider = providers.require(&target.resource_type(), api_version)?;
             provider
-                .get(&target, &request.api_version)
+                .get(&target, api_version)
                 .await?
                 .ok_or_else(|| ProviderError::not_found(&target))
         }
@@ -64,12 +67,11 @@ pub async fn call_api(providers: &Providers, request: &ApiRequest) -> Result<Val
                     "A POST needs an action after the resource ID.",
                 ));
             };
-            let provider =
-                providers.require(&request.resource_id.resource_type(), &request.api_version)?;
+            let provider = providers.require(&request.resource_id.resource_type(), api_version)?;
             provider
                 .action_with_query(
                     &request.resource_id,
-                    &request.api_version,
+                    api_version,
                     action,
                     query,
                     request.body.as_ref(),

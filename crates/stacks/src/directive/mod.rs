@@ -10,6 +10,6 @@ pub use cairn_config::{
     ApiMethod, ApiRequest, Config, ConfigErrorKind, ConfigPath, ConfigValue, Directive,
     DirectiveError, DirectiveErrorKind, Fetch, Fetched, PathMiss, PathStep, PathSyntaxError,
     ResolveFailure, ResolvedConfig, Resolver, SecretRequest, SecretValue, ValuePath,
-    evaluate_directive, resolve_config,
+    arm_api_call_expression, evaluate_directive, resolve_config,
 };
 pub use model::{ConfigError, PersistedConfig};

@@ -352,15 +352,28 @@ mod tests {
             ConfigErrorKind::UnevaluatedExpression { form: "armApiCall" }
         );
         assert!(matches!(
-            refused(
-                json!({"runtimeReference": {"resourceId": AKS, "action": "listX", "propertyPath": "a"}})
-            ),
+            refused(json!({"runtimeReference": {"resourceId": AKS, "action": "listX"}})),
             ConfigErrorKind::MissingField {
                 form: "runtimeReference",
-                field: "apiVersion",
+                field: "propertyPath",
                 ..
             }
         ));
+        // Seed 001 names no apiVersion: kept, and called with the version the resource was deployed with.
+        let persisted = PersistedConfig::from_wire(
+            "k8s",
+            &json!({"kubeConfig": {"runtimeReference": {"resourceId": AKS, "action": "listX", "propertyPath": "a"}}}),
+        )
+        .unwrap();
+        assert_eq!(
+            persisted.to_wire(),
+            json!({"kubeConfig": {"apiReference": {"method": "POST", "armResourceId": AKS, "action": "listX",
+                                                   "responseValuePath": "a"}}})
+        );
+        assert_eq!(
+            PersistedConfig::from_wire("k8s", &persisted.to_wire()).unwrap(),
+            persisted
+        );
         assert!(matches!(
             refused(
                 json!({"apiReference": {"method": "DELETE", "armResourceId": AKS, "apiVersion": "1",

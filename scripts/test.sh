@@ -44,14 +44,9 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 fi
 
-cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets
-cargo test --workspace --all-targets
-
-# --- Azure SDK for Python against `cairn serve` (tests/python; owned by crates/server) -----------------
-# Creates target/pyenv once, installs the official SDK, pytest and cryptography (for the test's self-signed
-# certificate) from PyPI (a no-op when already there), and runs the SDK tests against the debug `cairn`
-# binary built above: TLS on 127.0.0.1:0 with a static bearer token; one server on a data directory, and three
-# replicas on one throwaway PostgreSQL database that the `cairn-testpg` binary (crates/testpg) starts and stops.
+# --- Python for the Azure SDK tests and the request-size test's `requests` client -----------------------------
+# Creates target/pyenv once and installs the official SDK (which brings `requests`), pytest and cryptography (for
+# the test's self-signed certificate) from PyPI (a no-op when already there).
 PYENV=target/pyenv
 if [ ! -x "$PYENV/bin/python" ]; then
   python3 -m venv "$PYENV"
@@ -60,6 +55,17 @@ fi
   "azure-mgmt-resource-deployments==2.0.0" "azure-mgmt-resource==26.0.0" \
   "azure-mgmt-resource-deploymentstacks==1.0.0" \
   "pytest==9.2.0" "cryptography==50.0.2"
+# crates/server/tests/body_limit.rs sends an oversized body over TLS with Python `requests`, as the SDKs do.
+CAIRN_TEST_PYTHON="$(pwd)/$PYENV/bin/python"
+export CAIRN_TEST_PYTHON
+
+cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets
+cargo test --workspace --all-targets
+
+# --- Azure SDK for Python against `cairn serve` (tests/python; owned by crates/server) -----------------
+# Runs the SDK tests against the debug `cairn` binary built above: TLS on 127.0.0.1:0 with a static bearer token;
+# one server on a data directory, and three replicas on one throwaway PostgreSQL database that the `cairn-testpg`
+# binary (crates/testpg) starts and stops.
 CAIRN_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn" \
   CAIRN_TESTPG_BIN="${CARGO_TARGET_DIR:-$PWD/target}/debug/cairn-testpg" \
   "$PYENV/bin/python" -m pytest -q tests/python

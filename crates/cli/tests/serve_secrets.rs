@@ -264,41 +264,77 @@ async fn a_secret_in_a_failing_expression_reaches_no_response_log_or_file() {
         .unwrap();
     responses.push(resp.text().await.unwrap());
     for (index, expression) in FAILING_ON_A_SECRET.iter().enumerate() {
-        let body = json!({ "properties": {
-            "mode": "Incremental",
-            "template": {
-                "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
-                "contentVersion": "1.0.0.0",
-                "parameters": { "p": { "type": "securestring" }, "o": { "type": "secureObject" } },
-                "resources": [],
-                "outputs": { "x": { "type": "string", "value": expression } }
-            },
-            "parameters": { "p": { "value": SECURE_CANARY }, "o": { "value": { (SECURE_CANARY): SECURE_CANARY } } }
-        } });
-        let deployment = format!("{scope}/providers/Microsoft.Resources/deployments/d{index}");
-        let validate = client
-            .post(format!("{url}{deployment}/validate?api-version=2025-04-01"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let status = validate.status().as_u16();
-        let text = validate.text().await.unwrap();
-        assert_eq!(status, 400, "{expression}: validation passed: {text}");
-        responses.push(text);
-        let put = client
-            .put(format!("{url}{deployment}?api-version=2025-04-01"))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        responses.push(put.text().await.unwrap());
-        for path in [
-            format!("{deployment}?api-version=2025-04-01"),
-            format!("{deployment}/operations?api-version=2025-04-01"),
-        ] {
-            let got = client.get(format!("{url}{path}")).send().await.unwrap();
-            responses.push(got.text().await.unwrap());
+        // In a resource's body the expression fails at validation; in an output, when the run evaluates it.
+        let in_resource = json!([{ "type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01",
+                                   "name": format!("v{index}"), "location": "local",
+                                   "tags": { "t": expression }, "properties": {} }]);
+        let in_output = json!({ "x": { "type": "string", "value": expression } });
+        for (kind, resources, outputs) in
+            [("v", in_resource, json!({})), ("r", json!([]), in_output)]
+        {
+            let body = json!({ "properties": {
+                "mode": "Incremental",
+                "template": {
+                    "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                    "contentVersion": "1.0.0.0",
+                    "parameters": { "p": { "type": "securestring" }, "o": { "type": "secureObject" } },
+                    "resources": resources,
+                    "outputs": outputs
+                },
+                "parameters": { "p": { "value": SECURE_CANARY },
+                                // A key holding the secret too: an error listing the keys must not show it.
+                                "o": { "value": { (format!("{SECURE_CANARY}-key")): SECURE_CANARY } } }
+            } });
+            let deployment =
+                format!("{scope}/providers/Microsoft.Resources/deployments/d{index}{kind}");
+            let validate = client
+                .post(format!("{url}{deployment}/validate?api-version=2025-04-01"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let status = validate.status().as_u16();
+            let text = validate.text().await.unwrap();
+            if kind == "v" {
+                assert_eq!(status, 400, "{expression}: validation passed: {text}");
+            }
+            responses.push(text);
+            let put = client
+                .put(format!("{url}{deployment}?api-version=2025-04-01"))
+                .json(&body)
+                .send()
+                .await
+                .unwrap();
+            let accepted = put.status().as_u16() == 201;
+            responses.push(put.text().await.unwrap());
+            let started = Instant::now();
+            while accepted {
+                let got = client
+                    .get(format!("{url}{deployment}?api-version=2025-04-01"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                let state: Value = serde_json::from_str(&got).unwrap_or_default();
+                responses.push(got.clone());
+                let ended = state["properties"]["provisioningState"].as_str();
+                if matches!(ended, Some("Succeeded" | "Failed" | "Canceled")) {
+                    assert_eq!(ended, Some("Failed"), "{expression}: {got}");
+                    break;
+                }
+                assert!(started.elapsed() < Duration::from_secs(30), "{got}");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            let operations = client
+                .get(format!(
+                    "{url}{deployment}/operations?api-version=2025-04-01"
+                ))
+                .send()
+                .await
+                .unwrap();
+            responses.push(operations.text().await.unwrap());
         }
     }
     child.kill().ok();

@@ -75,6 +75,11 @@ async fn server_over(
     ));
     let engine = engine(store.clone(), host.clone());
     let state = AppState::new(engine.clone())
+        .with_options(cairn_server::ServerOptions {
+            // The test addresses the server as `cairn.test`.
+            allowed_hosts: vec!["cairn.test".into()],
+            ..cairn_server::ServerOptions::default()
+        })
         .with_extension_host(host.clone())
         .with_stack_service(cairn_stack_service::StackService::new(
             engine,

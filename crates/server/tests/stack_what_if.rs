@@ -403,6 +403,7 @@ async fn app_over(dir: &std::path::Path) -> (Router, Arc<dyn Store>) {
     let state = AppState::new(engine.clone())
         .with_options(ServerOptions {
             retry_after_seconds: 0,
+            allowed_hosts: vec!["cairn.test".into()],
             ..ServerOptions::default()
         })
         .with_extension_host(host.clone())

@@ -85,6 +85,7 @@ impl StackService {
             state.pending = Some(PendingOperation::Delete {
                 correlation_id: correlation_id.clone(),
                 action_on_unmanage: options.action_on_unmanage.clone(),
+                access: self.access.clone(),
             });
             let written = self
                 .put_record(

@@ -186,6 +186,7 @@ impl StackService {
             out_of_sync: false,
             pending: Some(PendingOperation::Put {
                 correlation_id: correlation_id.clone(),
+                access: self.access.clone(),
             }),
             ..previous
         };

@@ -173,9 +173,11 @@ impl StackService {
             Some(PendingOperation::Delete {
                 correlation_id,
                 action_on_unmanage,
+                access,
             }) => {
                 tracing::info!(stack = name, "resuming an interrupted stack delete");
-                self.spawn_delete(
+                // Finished as the caller that started it: its deletes reach no further than that caller's.
+                self.acting_for(access).spawn_delete(
                     lease,
                     owner.to_owned(),
                     fence,
@@ -187,8 +189,12 @@ impl StackService {
                 );
                 Ok(Recovered::ResumedDelete)
             }
-            Some(PendingOperation::Put { correlation_id }) => {
-                self.take_over_update(lease, owner, fence, stack, state, correlation_id)
+            Some(PendingOperation::Put {
+                correlation_id,
+                access,
+            }) => {
+                self.acting_for(access)
+                    .take_over_update(lease, owner, fence, stack, state, correlation_id)
                     .await
             }
             None => {

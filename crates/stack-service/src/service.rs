@@ -15,7 +15,6 @@ use cairn_store::{
 };
 
 use crate::state::{StackHeader, StateRecord, StoredState};
-use crate::unmanage::Deleter;
 
 /// Tunables of the stack service.
 #[derive(Clone, Debug)]
@@ -163,17 +162,6 @@ impl StackService {
     /// The engine, acting for this service's caller.
     pub(crate) fn engine(&self) -> Engine {
         self.inner.engine.acting_for(self.access.clone())
-    }
-
-    /// A deleter for this service's caller.
-    pub(crate) fn deleter(&self, correlation_id: String) -> Deleter {
-        Deleter {
-            store: self.inner.store.clone(),
-            providers: self.inner.providers.clone(),
-            host: self.inner.host.clone(),
-            correlation_id,
-            access: self.access.clone(),
-        }
     }
 
     /// The record and the stack it holds, without decoding its managed set (which a GET does not need, and which

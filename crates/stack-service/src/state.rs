@@ -2,6 +2,7 @@
 //! whether it may be inaccurate (the out-of-sync guard), and the operation under way, so a process that takes
 //! over after a crash can finish it.
 
+use cairn_arm::Access;
 use cairn_arm::models::stack::ActionOnUnmanage;
 use cairn_stacks::ManagedSet;
 use serde::{Deserialize, Serialize};
@@ -64,12 +65,19 @@ pub(crate) enum PendingOperation {
     /// A create or update. Its deployment is the stack's name at its `deploymentScope` and carries this
     /// correlation id (a deployment with another one belongs to an earlier operation: this one never started).
     #[serde(rename_all = "camelCase")]
-    Put { correlation_id: String },
+    Put {
+        correlation_id: String,
+        /// What the caller that started it may reach: the operation is finished as that caller.
+        #[serde(default, skip_serializing_if = "Access::is_unrestricted")]
+        access: Access,
+    },
     /// A stack delete with these unmanage actions.
     #[serde(rename_all = "camelCase")]
     Delete {
         correlation_id: String,
         action_on_unmanage: ActionOnUnmanage,
+        #[serde(default, skip_serializing_if = "Access::is_unrestricted")]
+        access: Access,
     },
 }
 
@@ -128,6 +136,7 @@ mod tests {
             out_of_sync: true,
             pending: Some(PendingOperation::Put {
                 correlation_id: "c".into(),
+                access: Access::scoped("token-2", vec!["/subscriptions/s".into()]),
             }),
         }
     }
@@ -142,7 +151,8 @@ mod tests {
             json!({
                 "managedSet": serde_json::to_value(&state.managed_set).unwrap(),
                 "outOfSync": true,
-                "pending": {"kind": "put", "correlationId": "c"},
+                "pending": {"kind": "put", "correlationId": "c",
+                            "access": {"client": "token-2", "scopes": ["/subscriptions/s"]}},
             })
         );
         assert_eq!(written, serde_json::to_value(&state).unwrap());

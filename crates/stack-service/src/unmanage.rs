@@ -46,6 +46,19 @@ pub(crate) fn host_error_detail(error: &cairn_host::HostError) -> ErrorDetail {
         .unwrap_or_else(|| ErrorDetail::new("ExtensionError", error.to_string()))
 }
 
+impl StackService {
+    /// A deleter for this service's caller.
+    pub(crate) fn deleter(&self, correlation_id: String) -> Deleter {
+        Deleter {
+            store: self.inner.store.clone(),
+            providers: self.inner.providers.clone(),
+            host: self.inner.host.clone(),
+            correlation_id,
+            access: self.access.clone(),
+        }
+    }
+}
+
 impl Deleter {
     /// The config an extensible resource's delete (or read) sends: its persisted config with every directive
     /// resolved now, through the engine's resolver (Key Vault secrets read now, API actions called now).

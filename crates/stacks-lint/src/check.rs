@@ -7,12 +7,12 @@ use std::rc::Rc;
 
 use cairn_eval::Evaluator;
 use cairn_json::{Node, NodeKind, Span};
+use cairn_template::catalogue;
 use cairn_template::config::{AUTH, is_item_keys, wrapper_kinds};
 use cairn_template::config_source::{Names, trace_config};
 use cairn_template::model::{ExtensionDecl, ExtensionEncoding, ResourceDecl, VariableValue};
 use cairn_template::{Template, join_path};
 
-use crate::catalogue;
 use crate::origin::{AMember, AObject, AVal, FileKind, Origin, OriginKind, ScopeId};
 use crate::rules::Rules;
 use crate::trace::{Ctx, Scope, Tracer};

@@ -71,13 +71,15 @@ fn invalid(name: &str, tracking: &str, details: Vec<ErrorDetail>) -> ArmError {
 /// stacks-mode rules as the engine can judge them itself, so that a gap in the stacks linter cannot become a stack
 /// that deletes without a credential. REP 0006: a config property the declaration does not know; a secret given as
 /// a value, which a stack can neither keep nor fetch again; a `list*()` output reached through a form no directive
-/// can stand for (`cairn_template::config_source`, the rule the linter shares). Seed 003: a stack cannot keep
+/// can stand for, or a config value that reads a secure parameter (`cairn_template::config_source`, the rule the
+/// linter shares). Seed 003: a stack cannot keep
 /// user-provided credentials.
-const REFUSED_FOR_STACKS: [&str; 4] = [
+const REFUSED_FOR_STACKS: [&str; 5] = [
     cairn_template::config::UNDECLARED_CONFIG_PROPERTY,
     cairn_template::config::USER_PROVIDED_AUTH,
     cairn_template::config::NOT_STORABLE_CONFIG,
     cairn_template::config_source::UNTRACEABLE_CONFIG_SOURCE,
+    cairn_template::config_source::SECURE_PARAMETER_CONFIG_SOURCE,
 ];
 
 /// Checks one deployment's expansion before anything runs: every body evaluates, and every inline nested

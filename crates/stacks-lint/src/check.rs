@@ -633,8 +633,8 @@ impl<'a> Checker<'a> {
     }
 
     /// The engine's rule for `list*()` outputs (`cairn_template::config_source`), run over the same module configs:
-    /// a `list*()` output no directive can stand for is refused with the engine's own message, so the linter and
-    /// the engine give one verdict. A value the tables above refused already is not reported twice.
+    /// a `list*()` output no directive can stand for, or a value reading a secure parameter, is refused with the
+    /// engine's own message, so the linter and the engine give one verdict.
     fn check_list_sources(&self, scope: ScopeId, configs: &Node, configs_path: &str) {
         let names = &self.tracer.scopes[self.scope(scope).names];
         let variable = |name: &str| match names.template.variable(name).map(|v| &v.value) {
@@ -648,6 +648,14 @@ impl<'a> Checker<'a> {
             &Names {
                 variable: &variable,
                 resource_id: &|target: &str| target.to_string(),
+                secure_parameter: &|name: &str| {
+                    names.template.parameter(name).is_some_and(|d| {
+                        cairn_template::types::is_secure(
+                            &d.node,
+                            names.template.definitions.as_ref(),
+                        )
+                    })
+                },
             },
         );
         for t in traced {
@@ -662,11 +670,17 @@ impl<'a> Checker<'a> {
             let target = path
                 .iter()
                 .fold(configs_path.to_string(), |p, s| join_path(&p, s));
-            let reported = self
-                .findings
-                .borrow()
-                .iter()
-                .any(|f| f.target == target || f.target.starts_with(&format!("{target}.")));
+            // The tables' findings name the alias's properties their own way (seed 002's typed entries unwrap):
+            // an alias already refused is not reported twice.
+            let alias = join_path(
+                configs_path,
+                t.path.first().map(String::as_str).unwrap_or(""),
+            );
+            let reported = self.findings.borrow().iter().any(|f| {
+                f.target == alias
+                    || f.target.starts_with(&format!("{alias}."))
+                    || f.target.starts_with(&format!("{alias}["))
+            });
             if !reported {
                 self.report(
                     target,

@@ -72,6 +72,13 @@ pub enum SourceKind {
         /// Why, in words (`the value is computed by concat()`).
         reason: String,
     },
+    /// A value that reads a secure parameter: a stack would store it as plain text (or, in a secure property, could
+    /// neither store it nor ask for it again).
+    SecureParameter {
+        name: String,
+        /// The expression as written where the walk stopped.
+        expression: String,
+    },
 }
 
 /// One finding of [`trace_config`].
@@ -85,6 +92,12 @@ pub struct Traced {
 impl Traced {
     /// The refusal's message for a deployment stack, or `None` when the value can be stored as a directive.
     pub fn refusal(&self) -> Option<String> {
+        if let SourceKind::SecureParameter { name, expression } = &self.kind {
+            return Some(format!(
+                "The config value '{}' reads the secure parameter '{name}' through '{expression}': a deployment stack would store it as plain text, or could not fetch it again when it deletes resources. Give a secret to an extension config as a Key Vault reference (keyVaultReference) or a list* output under 'auth', never through a parameter.",
+                self.path.join(".")
+            ));
+        }
         let SourceKind::Untraceable { expression, reason } = &self.kind else {
             return None;
         };
@@ -99,12 +112,28 @@ impl Traced {
 /// directive: refused for a deployment stack, a warning otherwise.
 pub const UNTRACEABLE_CONFIG_SOURCE: &str = "ExtensionConfigSourceNotTraceable";
 
+/// The diagnostic code of a refusal (see [`Traced::refusal`]).
+impl Traced {
+    pub fn code(&self) -> &'static str {
+        match self.kind {
+            SourceKind::SecureParameter { .. } => SECURE_PARAMETER_CONFIG_SOURCE,
+            _ => UNTRACEABLE_CONFIG_SOURCE,
+        }
+    }
+}
+
+/// Diagnostic code of a config value that reads a secure parameter: refused for a deployment stack (seed 000: no
+/// secure parameters in a config), a warning otherwise.
+pub const SECURE_PARAMETER_CONFIG_SOURCE: &str = "ExtensionConfigSecureParameter";
+
 /// How the walk reads the template the expressions run in.
 pub struct Names<'a> {
     /// A variable's declared value (`None`: not declared, or a copied variable).
     pub variable: &'a dyn Fn(&str) -> Option<Node>,
     /// Turns a `list*` call's first argument (an ID, or a symbolic name) into the resource's ID.
     pub resource_id: &'a dyn Fn(&str) -> String,
+    /// Whether a parameter of the template is secure.
+    pub secure_parameter: &'a dyn Fn(&str) -> bool,
 }
 
 /// Walks `extension_configs` (the raw `properties.extensionConfigs` node) and reports every `list*()` output in it:
@@ -123,6 +152,7 @@ pub fn trace_config(
         steps: 0,
         active: Vec::new(),
         lists: HashMap::new(),
+        secure_reads: HashMap::new(),
     };
     walk.node(extension_configs, &[]);
     walk.out
@@ -141,6 +171,7 @@ pub fn list_sources(
         &Names {
             variable,
             resource_id,
+            secure_parameter: &|_: &str| false,
         },
     ))
 }
@@ -216,6 +247,8 @@ struct Walk<'w, 'e> {
     active: Vec<String>,
     /// Whether a variable's value holds a `list*()` call (lower-case name), once known.
     lists: HashMap<String, bool>,
+    /// The secure parameter a variable's value reads (lower-case name), once known.
+    secure_reads: HashMap<String, Option<String>>,
 }
 
 /// One step of a property path still to apply.
@@ -244,17 +277,93 @@ impl Walk<'_, '_> {
     }
 
     /// Refuses `value` when a `list*()` output is in it; anything else is not this walk's concern.
+    /// A value the walk stops at. It is refused when a `list*()` output is in it (no directive can stand for it)
+    /// or when it reads a secure parameter; anything else is not this walk's concern.
     fn refuse_if_list(&mut self, value: Val<'_>, reason: &str) {
+        let expression = || match value {
+            Val::Expr(expr, source) => source.get(expr.span.range()).unwrap_or("").to_string(),
+            Val::Node(node) => match &node.kind {
+                NodeKind::String(s) => s.clone(),
+                _ => "a JSON value".to_string(),
+            },
+        };
         if self.has_list(value, 0) {
-            let expression = match value {
-                Val::Expr(expr, source) => source.get(expr.span.range()).unwrap_or("").to_string(),
-                Val::Node(node) => match &node.kind {
-                    NodeKind::String(s) => s.clone(),
-                    _ => "a JSON value".to_string(),
+            self.refuse(expression(), reason);
+        } else if let Some(name) = self.secure_read(value, 0) {
+            self.out.push(Traced {
+                path: self.at.clone(),
+                kind: SourceKind::SecureParameter {
+                    name,
+                    expression: expression(),
                 },
-            };
-            self.refuse(expression, reason);
+            });
         }
+    }
+
+    /// The first secure parameter `value` reads, following variables.
+    fn secure_read(&mut self, value: Val<'_>, depth: usize) -> Option<String> {
+        if depth >= MAX_DEPTH {
+            return None;
+        }
+        match value {
+            Val::Node(node) => match &node.kind {
+                NodeKind::Object(members) => members
+                    .iter()
+                    .find_map(|m| self.secure_read(Val::Node(&m.value), depth + 1)),
+                NodeKind::Array(items) => items
+                    .iter()
+                    .find_map(|i| self.secure_read(Val::Node(i), depth + 1)),
+                NodeKind::String(s) => match cairn_expr::parse_template_string(s) {
+                    Ok(Some(expr)) => {
+                        let source: Rc<str> = Rc::from(s.as_str());
+                        self.secure_read(Val::Expr(&expr, &source), depth + 1)
+                    }
+                    _ => None,
+                },
+                _ => None,
+            },
+            Val::Expr(expr, _) => {
+                let mut parameters = Vec::new();
+                let mut variables = Vec::new();
+                expr.walk(&mut |e| {
+                    if let ExprKind::Call {
+                        namespace: None,
+                        name,
+                        args,
+                    } = &e.kind
+                        && let Some(ExprKind::String(arg)) = args.first().map(|a| &a.kind)
+                    {
+                        if name.name.eq_ignore_ascii_case("parameters") {
+                            parameters.push(arg.clone());
+                        } else if name.name.eq_ignore_ascii_case("variables") {
+                            variables.push(arg.clone());
+                        }
+                    }
+                });
+                if let Some(p) = parameters
+                    .into_iter()
+                    .find(|p| (self.names.secure_parameter)(p))
+                {
+                    return Some(p);
+                }
+                variables
+                    .iter()
+                    .find_map(|v| self.variable_secure_read(v, depth + 1))
+            }
+        }
+    }
+
+    /// The secure parameter a variable's value reads; each variable is looked at once.
+    fn variable_secure_read(&mut self, name: &str, depth: usize) -> Option<String> {
+        let key = name.to_ascii_lowercase();
+        if let Some(known) = self.secure_reads.get(&key) {
+            return known.clone();
+        }
+        self.secure_reads.insert(key.clone(), None);
+        let found =
+            (self.names.variable)(name).and_then(|node| self.secure_read(Val::Node(&node), depth));
+        self.secure_reads.insert(key, found.clone());
+        found
     }
 
     fn value(&mut self, value: Val<'_>, steps: &[Step]) {
@@ -779,6 +888,7 @@ mod tests {
             &Names {
                 variable: &variable,
                 resource_id: &resource_id,
+                secure_parameter: &|p: &str| p.eq_ignore_ascii_case("secret"),
             },
         )
     }
@@ -896,6 +1006,7 @@ mod tests {
             "resp": format!("[{list}]"),
             "obj": {"inner": format!("[{list}.value]")},
             "hop": "[variables('cred')]",
+            "pw": "[parameters('secret')]",
         });
         // (description, config value of `rec.auth.token`, Ok(response path) or Err(text in the refusal))
         let cases: Vec<(&str, String, Result<&str, &str>)> = vec![
@@ -955,6 +1066,21 @@ mod tests {
                 "concat through a variable",
                 "[concat(variables('cred'))]".into(),
                 Err("concat(variables('cred'))"),
+            ),
+            (
+                "a secure parameter",
+                "[parameters('secret')]".into(),
+                Err("reads the secure parameter 'secret'"),
+            ),
+            (
+                "a secure parameter through a variable",
+                "[concat(variables('pw'), '')]".into(),
+                Err("reads the secure parameter 'secret'"),
+            ),
+            (
+                "a non-secure parameter",
+                "[parameters('plain')]".into(),
+                Err(""),
             ),
             (
                 "union with an unknown object",

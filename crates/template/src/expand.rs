@@ -21,9 +21,7 @@ use crate::config::{
     Config, ConfigValue, Evaluated, check_config, config_diagnostic, config_view, property_target,
     read_alias_input,
 };
-use crate::config_source::{
-    Names, UNTRACEABLE_CONFIG_SOURCE, directives, record_directives, trace_config,
-};
+use crate::config_source::{Names, directives, record_directives, trace_config};
 use crate::context::{DeploymentContext, normalize_scope};
 use crate::diagnostics::{Diagnostic, join_path};
 use crate::model::{ExtensionDecl, ResourceDecl, Template, VariableValue};
@@ -1532,6 +1530,7 @@ impl<'a> TemplateEnv<'a> {
                     &Names {
                         variable: &|name: &str| self.variable_node(name),
                         resource_id: &|target: &str| self.list_target_id(target),
+                        secure_parameter: &|name: &str| self.parameter_secure(name),
                     },
                 );
                 if let Some(configs) =
@@ -1545,11 +1544,7 @@ impl<'a> TemplateEnv<'a> {
                 for t in &traced {
                     if let Some(message) = t.refusal() {
                         let target = t.path.iter().fold(base.clone(), |p, s| join_path(&p, s));
-                        self.warn_once(Diagnostic::warning(
-                            UNTRACEABLE_CONFIG_SOURCE,
-                            message,
-                            target,
-                        ));
+                        self.warn_once(Diagnostic::warning(t.code(), message, target));
                     }
                 }
             }

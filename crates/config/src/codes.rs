@@ -15,3 +15,6 @@ pub const EXTENSION_CONFIG_SECRET_FAILED: &str = "ExtensionConfigSecretFailed";
 pub const EXTENSION_CONFIG_API_CALL_FAILED: &str = "ExtensionConfigApiCallFailed";
 /// cairn: an `apiReference` response has no value at `responseValuePath`.
 pub const EXTENSION_CONFIG_VALUE_NOT_FOUND: &str = "ExtensionConfigValueNotFound";
+/// cairn: a config a stack kept lacks a property the extension requires, so the extension is not called.
+pub const EXTENSION_CONFIG_REQUIRED_PROPERTY_MISSING: &str =
+    "ExtensionConfigRequiredPropertyMissing";

@@ -259,6 +259,12 @@ pub enum DirectiveErrorKind {
          not evaluated there. Fix: give the property in the deployment's extensionConfigs"
     )]
     NotKnown { expression: String },
+    #[error(
+        "extension '{extension}' requires this config property, and the stack kept neither a value nor a directive \
+         for it, so the extension is not called without it. Fix: update the stack with the property given as a \
+         Key Vault reference or a list* output (or a value, if it is not secure), then delete again"
+    )]
+    RequiredMissing { extension: String },
 }
 
 impl DirectiveErrorKind {
@@ -278,6 +284,7 @@ impl DirectiveErrorKind {
                 codes::EXTENSION_CONFIG_VALUE_NOT_FOUND
             }
             Self::NotKnown { .. } => codes::INVALID_EXTENSION_CONFIG,
+            Self::RequiredMissing { .. } => codes::EXTENSION_CONFIG_REQUIRED_PROPERTY_MISSING,
         }
     }
 

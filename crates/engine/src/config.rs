@@ -7,11 +7,11 @@ use cairn_arm::access::{Access, Action};
 use cairn_arm::models::extension::ExtensionConfig as ArmConfig;
 use cairn_arm::{ErrorDetail, ResourceId};
 use cairn_config::{
-    ApiRequest, Config, ConfigValue, DirectiveError, DirectiveErrorKind, ResolveFailure, Resolver,
+    ApiRequest, Config, DirectiveError, DirectiveErrorKind, ResolveFailure, Resolver,
     SecretRequest, SecretValue,
 };
 use cairn_store::{ExposeSecret, ResourceKey, Store};
-use cairn_template::config::AUTH;
+use cairn_template::config::stored_config;
 use serde_json::Value;
 
 use crate::provider::Providers;
@@ -162,47 +162,18 @@ pub fn deployment_error(error: &DirectiveError) -> ErrorDetail {
 
 /// The config a stack-initiated deployment's record shows, which the stack persists to re-use when it deletes:
 /// directives as given (those inside `auth` too, under dotted names), and the value of every property not declared
-/// secure, whether or not the extension echoed it (seed 000: non-secure values are resolved once and stored). A
-/// secret given literally, a value under `auth` and a value known only when the deployment runs are left out: a
-/// record never holds a secret (the stacks lint refuses such shapes before anything runs).
+/// secure, whether or not the extension echoed it (seed 000: non-secure values are resolved once and stored). The
+/// rule is `cairn_template::config::stored_config`'s: a secret given as a value is never shown, and a stack-initiated
+/// deployment holding one was refused before it ran (`ExtensionConfigNotStorable`), so nothing a stack needs is
+/// left out here.
 pub fn public_config(config: &Config, secure: &[String]) -> ArmConfig {
-    let shown: Config = config
-        .iter()
-        .filter_map(|(property, value)| {
-            // Everything under the reserved `auth` is secure.
-            let is_secure = property.eq_ignore_ascii_case(AUTH)
-                || secure.iter().any(|s| s.eq_ignore_ascii_case(property));
-            let shown = match value {
-                ConfigValue::Group(group) => ConfigValue::Group(directives_only(group)),
-                ConfigValue::Directive(_) => value.clone(),
-                ConfigValue::Literal(_) if !is_secure => value.clone(),
-                ConfigValue::Literal(_)
-                | ConfigValue::SecureLiteral(_)
-                | ConfigValue::Deferred(_) => return None,
-            };
-            Some((property.clone(), shown))
-        })
-        .collect();
-    shown.to_arm()
-}
-
-/// A group with its directives only: its values are secure, so never shown.
-fn directives_only(group: &Config) -> Config {
-    group
-        .iter()
-        .filter_map(|(name, value)| match value {
-            ConfigValue::Group(inner) => {
-                Some((name.clone(), ConfigValue::Group(directives_only(inner))))
-            }
-            ConfigValue::Directive(_) => Some((name.clone(), value.clone())),
-            _ => None,
-        })
-        .collect()
+    stored_config(config, secure).0.to_arm()
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use cairn_config::ConfigValue;
     use serde_json::json;
 
     const VAULT: &str =

@@ -67,11 +67,19 @@ fn invalid(name: &str, tracking: &str, details: Vec<ErrorDetail>) -> ArmError {
     ArmError::invalid_template_deployment(name, tracking, details)
 }
 
-/// Diagnostic codes that are warnings for an ordinary deployment but refuse a stack-initiated one (REP 0006: a
-/// config property the declaration does not know; seed 003: a stack cannot keep user-provided credentials).
-const REFUSED_FOR_STACKS: [&str; 2] = [
+/// Diagnostic codes that are warnings for an ordinary deployment but refuse a stack-initiated one: seed 000's
+/// stacks-mode rules as the engine can judge them itself, so that a gap in the stacks linter cannot become a stack
+/// that deletes without a credential. REP 0006: a config property the declaration does not know; a secret given as
+/// a value, which a stack can neither keep nor fetch again; a `list*()` output reached through a form no directive
+/// can stand for, or a config value that reads a secure parameter (`cairn_template::config_source`, the rule the
+/// linter shares). Seed 003: a stack cannot keep
+/// user-provided credentials.
+const REFUSED_FOR_STACKS: [&str; 5] = [
     cairn_template::config::UNDECLARED_CONFIG_PROPERTY,
     cairn_template::config::USER_PROVIDED_AUTH,
+    cairn_template::config::NOT_STORABLE_CONFIG,
+    cairn_template::config_source::UNTRACEABLE_CONFIG_SOURCE,
+    cairn_template::config_source::SECURE_PARAMETER_CONFIG_SOURCE,
 ];
 
 /// Checks one deployment's expansion before anything runs: every body evaluates, and every inline nested
@@ -102,13 +110,6 @@ fn preflight(
             })
             .collect()
     };
-    if stack_initiated {
-        for d in located(expansion.diagnostics()) {
-            if !d.is_error() && REFUSED_FOR_STACKS.contains(&d.code.as_str()) {
-                errors.push(diagnostic_detail(&d));
-            }
-        }
-    }
     for &index in expansion.order() {
         match expansion.evaluate(index) {
             Ok(Some(_)) => {}
@@ -158,6 +159,14 @@ fn preflight(
                 );
             }
             Err(diags) => errors.push(template_error(&located(diags))),
+        }
+    }
+    // After the bodies: evaluating a module's body judges where its config values come from.
+    if stack_initiated {
+        for d in located(expansion.diagnostics()) {
+            if !d.is_error() && REFUSED_FOR_STACKS.contains(&d.code.as_str()) {
+                errors.push(diagnostic_detail(&d));
+            }
         }
     }
 }

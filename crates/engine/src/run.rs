@@ -806,6 +806,30 @@ impl Run {
                             format!("The extension alias '{alias}' is not declared."),
                         )
                     })?;
+                // A stack keeps only what `stored_config` keeps: a secret given as a value that reached the config
+                // only now (a runtime value in a secure property) fails the alias's resources before the extension
+                // is called, rather than leaving the stack without a credential to delete them with.
+                if self.tree.stack_initiated {
+                    let secure = self
+                        .secure_config
+                        .get(&alias.to_ascii_lowercase())
+                        .cloned()
+                        .unwrap_or_default();
+                    let (_, refused) =
+                        cairn_template::config::stored_config(&planned.config, &secure);
+                    if let Some(property) = refused.first() {
+                        return Err(ErrorDetail::new(
+                            cairn_template::config::NOT_STORABLE_CONFIG,
+                            format!(
+                                "The config property '{property}' of extension alias '{alias}' is secure but its value is known only as a value: a deployment stack can neither store it nor fetch it again when it deletes resources; use a Key Vault reference (keyVaultReference) or a list* output so cairn stores a directive instead."
+                            ),
+                        )
+                        .with_target(cairn_template::config::property_target(
+                            &format!("extensionConfigs.{alias}"),
+                            property,
+                        )));
+                    }
+                }
                 let resolver = LocalResolver::new(self.env().store.as_ref(), &self.env().providers)
                     .acting_for(&self.tree.access);
                 let resolved = cairn_config::resolve_config(alias, &planned.config, &resolver)

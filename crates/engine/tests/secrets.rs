@@ -68,8 +68,8 @@ async fn secrets_never_reach_records_or_the_data_directory() {
         "languageVersion": "2.2-experimental",
         "contentVersion": "1.0.0.0",
         "parameters": { "pw": { "type": "securestring" } },
-        // `token` is declared secure: a stack-initiated record keeps non-secure config values (echoed or not), but
-        // never a secure one, here or in the nested deployment that inherits the config without a schema.
+        // `token` is declared secure and given as a value: no record keeps it, here or in the nested deployment
+        // that inherits the config without a schema, and a stack-initiated deployment refuses it.
         "extensions": { "fake": { "name": "Fake", "version": "1.0.0",
                                   "config": { "cluster": { "defaultValue": "c1" }, "token": { "type": "secureString" },
                                               "kubeConfig": { "type": "secureString" } } } },
@@ -97,6 +97,26 @@ async fn secrets_never_reach_records_or_the_data_directory() {
         }
     }))
     .unwrap();
+    // A stack could keep nothing for the secret given as a value: a stack-initiated deployment is refused before
+    // anything runs, naming the property, never the value.
+    let refused = env
+        .engine
+        .create_or_update(
+            RG,
+            "canary-stack",
+            req.clone(),
+            DeployOptions {
+                stack_initiated: true,
+                ..Default::default()
+            },
+        )
+        .await
+        .err()
+        .map(|e| format!("{e:?}"))
+        .expect("a stack-initiated deployment with a secret given as a value is refused");
+    assert!(refused.contains("ExtensionConfigNotStorable"), "{refused}");
+    assert!(refused.contains("extensionConfigs.fake.token"), "{refused}");
+    assert!(!refused.contains(CONFIG_CANARY), "{refused}");
     let mut handle = env
         .engine
         .create_or_update(
@@ -104,7 +124,6 @@ async fn secrets_never_reach_records_or_the_data_directory() {
             "canary",
             req,
             DeployOptions {
-                stack_initiated: true,
                 follow_events: true,
                 ..Default::default()
             },

@@ -13,13 +13,14 @@ use cairn_engine::{LocalResolver, Providers};
 use cairn_host::{
     CallContext, ExtensionConfig, ExtensionHost, ExtensionKey, HostErrorKind, ResourceLocator,
 };
-use cairn_stacks::directive::{DirectiveError, resolve_config};
+use cairn_stacks::directive::{DirectiveError, DirectiveErrorKind, resolve_config};
 use cairn_stacks::{
     DeleteOutcome, DeletePlan, DeleteReport, DeleteRun, ExtensionIdentity, ManagedResource,
     ManagedTarget, RemovalAction, RemovalReason, RunSettings, StackOperationResult, Step,
     UnmanageDiff,
 };
 use cairn_store::Store;
+use cairn_template::catalogue::missing_required;
 use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 
@@ -61,7 +62,9 @@ impl StackService {
 
 impl Deleter {
     /// The config an extensible resource's delete (or read) sends: its persisted config with every directive
-    /// resolved now, through the engine's resolver (Key Vault secrets read now, API actions called now).
+    /// resolved now, through the engine's resolver (Key Vault secrets read now, API actions called now). A
+    /// property the extension is known to require (`cairn_template::catalogue`) that the resolved config lacks is an
+    /// error for that resource, so the extension is never called without its credential.
     pub(crate) async fn resolve(
         &self,
         extension: &ExtensionIdentity,
@@ -73,7 +76,18 @@ impl Deleter {
         let resolver =
             LocalResolver::new(self.store.as_ref(), &self.providers).acting_for(&self.access);
         let resolved = resolve_config(&extension.name, persisted.config(), &resolver).await?;
-        Ok(Some(ExtensionConfig::new(resolved.into_map())))
+        let map = resolved.into_map();
+        let missing = missing_required(&extension.name, &extension.version, &map);
+        if let Some(property) = missing.first() {
+            return Err(DirectiveError {
+                alias: extension.name.clone(),
+                property: (*property).to_owned(),
+                kind: DirectiveErrorKind::RequiredMissing {
+                    extension: format!("{} {}", extension.name, extension.version),
+                },
+            });
+        }
+        Ok(Some(ExtensionConfig::new(map)))
     }
 
     /// Deletes one resource and says how it went; never panics, every failure is an outcome.

@@ -6,8 +6,9 @@
 //! runs.
 //!
 //! A case: `{ description, config? (the module's alias value), root? (the config is the stack's own), rootConfig?
-//! (the stack's extensionConfigs for the root declaration), declaration? (the config schema), lint: accept|refuse,
-//! received?, target?, engine? }`.
+//! (the stack's extensionConfigs for the root declaration), declaration? (the config schema), variables? (the root
+//! template's), lint: accept|refuse, received?, stored? (properties of the config the stack keeps, such as a
+//! directive), target?, engine? }`.
 
 mod common;
 use common::*;
@@ -163,6 +164,9 @@ fn template_of(name: &str, case: &Value) -> Value {
         "parameters": {"secureParam": {"type": "securestring"}},
         "resources": {}
     });
+    if let Some(variables) = case.get("variables") {
+        template["variables"] = variables.clone();
+    }
     if root || case.get("rootConfig").is_some() {
         template["extensions"] = extension.clone();
     }
@@ -266,6 +270,21 @@ async fn run_case(env: &Env, name: &str, case: &Value) -> Result<(), String> {
                 "lint accepts, the stack's deployment fails: {}",
                 stack["properties"]["error"]
             ));
+        }
+        if let Some(stored) = case.get("stored").and_then(Value::as_object) {
+            let kept = stack["properties"]["deploymentExtensions"]
+                .as_array()
+                .and_then(|all| all.iter().find(|e| e["name"] == "Recorder"))
+                .map(|e| e["config"].clone())
+                .unwrap_or(Value::Null);
+            for (property, want) in stored {
+                if kept[property] != *want {
+                    return Err(format!(
+                        "the stack keeps {} for '{property}', expected {want}",
+                        kept[property]
+                    ));
+                }
+            }
         }
         let configs = env.recorder.configs.lock().unwrap()[calls_before..].to_vec();
         if configs != [case["received"].clone()] {

@@ -241,6 +241,11 @@ async fn setup() -> Env {
 /// A stack over one recorder resource in a nested deployment whose `extensionConfigs` are `nested_configs`;
 /// `root_configs` are the stack's own `extensionConfigs`.
 fn stack(nested_configs: Value, root_configs: Value) -> DeploymentStack {
+    serde_json::from_value(stack_body(nested_configs, root_configs)).expect("a stack body")
+}
+
+/// The JSON of [`stack`]'s body.
+fn stack_body(nested_configs: Value, root_configs: Value) -> Value {
     let extension = json!({"name": "Recorder", "version": "1.0.0", "config": {
         "cluster": {"type": "string", "defaultValue": "default-cluster"},
         "endpoint": {"type": "secureString"},
@@ -283,7 +288,7 @@ fn stack(nested_configs: Value, root_configs: Value) -> DeploymentStack {
     if !root_configs.is_null() {
         properties["extensionConfigs"] = root_configs;
     }
-    serde_json::from_value(json!({ "properties": properties })).expect("a stack body")
+    json!({ "properties": properties })
 }
 
 async fn create(env: &Env, name: &str, body: DeploymentStack) -> Value {
@@ -660,4 +665,93 @@ async fn a_runtime_reference_without_api_version_is_persisted_and_re_run() {
     let deletes = env.recorder.configs(Operation::Delete);
     assert_eq!(deletes.len(), 1, "{deletes:?}");
     assert_eq!(deletes[0]["token"], "runtime-ROTATED-0d9e");
+}
+
+/// Issue 43: a `list*()` credential reached through variables, `union`, property paths through `createObject`,
+/// or a variable holding the whole response is kept as a directive and fetched again (rotated) at delete. Each form
+/// deploys its own stack with its own secret.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_traced_list_form_is_a_directive_re_fetched_after_rotation() {
+    let env = setup().await;
+    let list = |secret: &str| {
+        format!(
+            "listValue(resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', '{secret}'), '2023-07-01')"
+        )
+    };
+    // (stack and secret name, the token's expression, the parent template's variables)
+    let forms = [
+        (
+            "via-variable",
+            "[variables('cred')]".to_string(),
+            json!({"cred": format!("[{}.value]", list("via-variable"))}),
+        ),
+        (
+            "via-union",
+            format!(
+                "[union(createObject('k', 'x'), createObject('k', {}.value)).k]",
+                list("via-union")
+            ),
+            json!({}),
+        ),
+        (
+            "via-object-path",
+            format!(
+                "[createObject('a', createObject('b', {}.value)).a.b]",
+                list("via-object-path")
+            ),
+            json!({}),
+        ),
+        (
+            "via-whole-response",
+            "[variables('resp').value]".to_string(),
+            json!({"resp": format!("[{}]", list("via-whole-response"))}),
+        ),
+        (
+            "via-variable-if",
+            format!(
+                "[if(parameters('useAdmin'), variables('cred2'), {}.value)]",
+                list("never-read")
+            ),
+            json!({"cred2": format!("[{}.value]", list("via-variable-if"))}),
+        ),
+    ];
+    set_secret(&env.store, "endpoint", "https://c1.example").await;
+    let mut failures = Vec::new();
+    for (name, token, variables) in forms {
+        let original = format!("{name}-ORIGINAL-1f");
+        let rotated = format!("{name}-ROTATED-2e");
+        set_secret(&env.store, name, &original).await;
+        let mut body = stack_body(
+            json!({"rec": {"cluster": {"value": "c1"}, "token": token,
+                "endpoint": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": "endpoint"}}}}),
+            Value::Null,
+        );
+        body["properties"]["template"]["variables"] = variables;
+        let body: DeploymentStack = serde_json::from_value(body).expect("a stack body");
+        let created = create(&env, name, body).await;
+        let stored = recorder_config(&created)["token"].clone();
+        let want = json!({"apiReference": {"method": "POST",
+            "armResourceId": format!("{VAULT}/secrets/{name}"), "apiVersion": "2023-07-01",
+            "action": "listValue", "responseValuePath": "value"}});
+        if stored != want {
+            failures.push(format!("{name}: the stack keeps {stored} for token"));
+        }
+        set_secret(&env.store, name, &rotated).await;
+        let before = env.recorder.configs(Operation::Delete).len();
+        let gone = delete(&env, name).await;
+        let deletes = env.recorder.configs(Operation::Delete)[before..].to_vec();
+        if gone != Value::Null || deletes.len() != 1 || deletes[0]["token"] != rotated {
+            failures.push(format!(
+                "{name}: the delete sent {deletes:?}, the stack is now {}",
+                gone["properties"]["provisioningState"]
+            ));
+        }
+        for secret in [&original, &rotated] {
+            let files = files_containing(env.dir.path(), secret);
+            if !files.is_empty() {
+                failures.push(format!("{name}: {secret} is stored in {files:?}"));
+            }
+        }
+    }
+    assert!(failures.is_empty(), "{}", failures.join("\n"));
 }

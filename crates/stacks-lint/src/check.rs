@@ -5,12 +5,14 @@
 use std::cell::RefCell;
 use std::rc::Rc;
 
+use cairn_eval::Evaluator;
 use cairn_json::{Node, NodeKind, Span};
+use cairn_template::catalogue;
 use cairn_template::config::{AUTH, is_item_keys, wrapper_kinds};
-use cairn_template::model::{ExtensionDecl, ExtensionEncoding, ResourceDecl};
+use cairn_template::config_source::{Names, trace_config};
+use cairn_template::model::{ExtensionDecl, ExtensionEncoding, ResourceDecl, VariableValue};
 use cairn_template::{Template, join_path};
 
-use crate::catalogue;
 use crate::origin::{AMember, AObject, AVal, FileKind, Origin, OriginKind, ScopeId};
 use crate::rules::Rules;
 use crate::trace::{Ctx, Scope, Tracer};
@@ -603,6 +605,9 @@ impl<'a> Checker<'a> {
                 self.record_and_require(id, &ext, Some(supplied), &target, *block);
             }
         }
+        if let Some(node) = configs {
+            self.check_list_sources(scope, node, &configs_path);
+        }
         if let (Some(template), Some(id)) = (&child, child_id) {
             for decl in &template.extensions {
                 if entries
@@ -625,6 +630,66 @@ impl<'a> Checker<'a> {
             }
         }
         child_id
+    }
+
+    /// The engine's rule for `list*()` outputs (`cairn_template::config_source`), run over the same module configs:
+    /// a `list*()` output no directive can stand for, or a value reading a secure parameter, is refused with the
+    /// engine's own message, so the linter and the engine give one verdict.
+    fn check_list_sources(&self, scope: ScopeId, configs: &Node, configs_path: &str) {
+        let names = &self.tracer.scopes[self.scope(scope).names];
+        let variable = |name: &str| match names.template.variable(name).map(|v| &v.value) {
+            Some(VariableValue::Plain(node)) => Some(node.clone()),
+            _ => None,
+        };
+        let mut ev = Evaluator::new(&names.with_parameters);
+        let traced = trace_config(
+            &mut ev,
+            configs,
+            &Names {
+                variable: &variable,
+                resource_id: &|target: &str| target.to_string(),
+                secure_parameter: &|name: &str| {
+                    names.template.parameter(name).is_some_and(|d| {
+                        cairn_template::types::is_secure(
+                            &d.node,
+                            names.template.definitions.as_ref(),
+                        )
+                    })
+                },
+            },
+        );
+        for t in traced {
+            let Some(message) = t.refusal() else {
+                continue;
+            };
+            // A `{ value: ... }` item is reported at its property, as the tables do.
+            let mut path = t.path.as_slice();
+            if path.len() > 2 && path.last().is_some_and(|p| p.eq_ignore_ascii_case("value")) {
+                path = &path[..path.len() - 1];
+            }
+            let target = path
+                .iter()
+                .fold(configs_path.to_string(), |p, s| join_path(&p, s));
+            // The tables' findings name the alias's properties their own way (seed 002's typed entries unwrap):
+            // an alias already refused is not reported twice.
+            let alias = join_path(
+                configs_path,
+                t.path.first().map(String::as_str).unwrap_or(""),
+            );
+            let reported = self.findings.borrow().iter().any(|f| {
+                f.target == alias
+                    || f.target.starts_with(&format!("{alias}."))
+                    || f.target.starts_with(&format!("{alias}["))
+            });
+            if !reported {
+                self.report(
+                    target,
+                    self.tracer.node_site(configs, FileKind::Template),
+                    None,
+                    message,
+                );
+            }
+        }
     }
 
     /// The values a module passes to its (inner-scope) template's parameters, traced in the parent.

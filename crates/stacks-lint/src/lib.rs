@@ -15,7 +15,6 @@
 //!
 //! The crate is pure: the caller passes the file texts and gets [`Diagnostic`]s with JSON path, line and column.
 
-mod catalogue;
 mod check;
 pub mod glob;
 mod origin;

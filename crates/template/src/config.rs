@@ -21,6 +21,10 @@ pub const UNDECLARED_CONFIG_PROPERTY: &str = "ExtensionConfigPropertyNotDeclared
 /// store the credential nor ask for it again), a warning otherwise.
 pub const USER_PROVIDED_AUTH: &str = "ExtensionConfigUserProvidedAuth";
 
+/// Diagnostic code of a config value a deployment stack can neither keep nor fetch again: a secret given as a value
+/// (under `auth`, or in a property declared secure). Refused for a deployment stack, a warning otherwise.
+pub const NOT_STORABLE_CONFIG: &str = "ExtensionConfigNotStorable";
+
 /// Diagnostic code of a config a deployment cannot use (shape, null `auth`, missing required property).
 pub const INVALID_CONFIG: &str = cairn_config::codes::INVALID_EXTENSION_CONFIG;
 
@@ -202,9 +206,25 @@ pub fn check_config(
             });
         }
     }
-    if let Some(ConfigValue::SecureLiteral(credential)) = input.get(AUTH)
-        && credential.is_user_provided()
-    {
+    let user_provided = matches!(input.get(AUTH),
+        Some(ConfigValue::SecureLiteral(credential)) if credential.is_user_provided());
+    let (_, refused) = stored_config(input, &decl.secure_properties);
+    for property in refused {
+        if user_provided && property.eq_ignore_ascii_case(AUTH) {
+            // Seed 003's form has its own finding below.
+            continue;
+        }
+        out.push(ConfigFinding {
+            code: NOT_STORABLE_CONFIG,
+            message: format!(
+                "The config property '{property}' of extension '{}' ({} {}) is secure but given as a value: a deployment stack can neither store it nor fetch it again when it deletes resources; use a Key Vault reference (keyVaultReference) or a list* output so cairn stores a directive instead.",
+                decl.alias, decl.name, decl.version
+            ),
+            property,
+            error: false,
+        });
+    }
+    if user_provided {
         out.push(ConfigFinding {
             code: USER_PROVIDED_AUTH,
             property: AUTH.to_string(),
@@ -216,6 +236,52 @@ pub fn check_config(
         });
     }
     out
+}
+
+/// What a deployment stack keeps of a config: directives (those inside `auth` too) and the value of every property
+/// not secure (`secure`: the properties declared secure; everything under `auth` is). Values known only when the
+/// deployment runs are not kept yet. The second list names (dotted) the properties that hold a secret as a value:
+/// a stack can keep nothing for them, so a stack-initiated deployment is refused before it runs
+/// ([`NOT_STORABLE_CONFIG`]) rather than left without a credential when it deletes.
+pub fn stored_config(config: &Config, secure: &[String]) -> (Config, Vec<String>) {
+    let mut refused = Vec::new();
+    let kept = stored_members(config, secure, false, "", &mut refused);
+    (kept, refused)
+}
+
+fn stored_members(
+    config: &Config,
+    secure: &[String],
+    in_auth: bool,
+    prefix: &str,
+    refused: &mut Vec<String>,
+) -> Config {
+    config
+        .iter()
+        .filter_map(|(property, value)| {
+            let dotted = if prefix.is_empty() {
+                property.clone()
+            } else {
+                format!("{prefix}.{property}")
+            };
+            let is_secure = in_auth
+                || property.eq_ignore_ascii_case(AUTH)
+                || secure.iter().any(|s| s.eq_ignore_ascii_case(property));
+            let kept = match value {
+                ConfigValue::Group(group) => {
+                    ConfigValue::Group(stored_members(group, secure, is_secure, &dotted, refused))
+                }
+                ConfigValue::Directive(_) => value.clone(),
+                ConfigValue::Literal(_) if !is_secure => value.clone(),
+                ConfigValue::Deferred(_) => return None,
+                ConfigValue::Literal(_) | ConfigValue::SecureLiteral(_) => {
+                    refused.push(dotted);
+                    return None;
+                }
+            };
+            Some((property.clone(), kept))
+        })
+        .collect()
 }
 
 /// One finding of [`check_config`].
@@ -262,6 +328,8 @@ mod tests {
             let input = config(input);
             check_config(&d, &input, Some(&input))
                 .into_iter()
+                // Secrets given as values: `secrets_given_as_values_are_not_storable`.
+                .filter(|f| f.code != NOT_STORABLE_CONFIG)
                 .map(|f| (f.code, f.property, f.error))
                 .collect::<Vec<_>>()
         };
@@ -304,6 +372,75 @@ mod tests {
         assert_eq!(loose.declared_properties, None);
         let input = config(json!({"anything": 1}));
         assert!(check_config(&loose, &input, Some(&input)).is_empty());
+    }
+
+    #[test]
+    fn secrets_given_as_values_are_not_storable() {
+        let kv = json!({"keyVault": {"id": VAULT}, "secretName": "k"});
+        let api = json!({"method": "POST", "armResourceId": format!("{VAULT}/secrets/s"), "apiVersion": "2023-07-01",
+                         "action": "listValue", "responseValuePath": "value"});
+        // (config, properties declared secure, the properties a stack cannot keep)
+        let cases = [
+            (json!({"namespace": {"value": "apps"}}), vec![], vec![]),
+            (
+                json!({"kubeConfig": {"value": "k"}}),
+                vec!["kubeConfig"],
+                vec!["kubeConfig"],
+            ),
+            (
+                json!({"kubeConfig": {"keyVaultReference": kv}}),
+                vec!["kubeConfig"],
+                vec![],
+            ),
+            (
+                json!({"auth": {"token": {"apiReference": api}}}),
+                vec![],
+                vec![],
+            ),
+            (
+                json!({"auth": {"token": "raw", "kube": {"keyVaultReference": kv}}}),
+                vec![],
+                vec!["auth.token"],
+            ),
+            (
+                json!({"password": {"type": "SecureString", "value": "s"}}),
+                vec![],
+                vec!["password"],
+            ),
+            (
+                json!({"auth": {"type": "UserProvided", "value": "s"}}),
+                vec![],
+                vec!["auth"],
+            ),
+        ];
+        for (given, secure, want) in cases {
+            let secure: Vec<String> = secure.into_iter().map(String::from).collect();
+            let (kept, refused) = stored_config(&config(given.clone()), &secure);
+            assert_eq!(refused, want, "{given}");
+            assert!(
+                !serde_json::to_string(&kept.to_wire())
+                    .unwrap()
+                    .contains("\"raw\""),
+                "{given}"
+            );
+        }
+        let mut deferred = Config::default();
+        deferred.insert(
+            "auth",
+            ConfigValue::Group({
+                let mut g = Config::default();
+                g.insert(
+                    "token",
+                    ConfigValue::Deferred("[listValue(x, 'v').value]".into()),
+                );
+                g
+            }),
+        );
+        assert_eq!(
+            stored_config(&deferred, &[]).1,
+            Vec::<String>::new(),
+            "known when the deployment runs"
+        );
     }
 
     #[test]

@@ -21,7 +21,7 @@ use crate::config::{
     Config, ConfigValue, Evaluated, check_config, config_diagnostic, config_view, property_target,
     read_alias_input,
 };
-use crate::config_source::{list_sources, record_directives};
+use crate::config_source::{Names, directives, list_sources, record_directives, trace_config};
 use crate::context::{DeploymentContext, normalize_scope};
 use crate::diagnostics::{Diagnostic, join_path};
 use crate::model::{ExtensionDecl, ResourceDecl, Template, VariableValue};
@@ -889,7 +889,13 @@ impl<'a> TemplateEnv<'a> {
     fn input_call(&self, expression: &str) -> Option<ConfigValue> {
         let node = Node::from_json(&serde_json::Value::String(expression.to_owned()));
         let mut ev = Evaluator::new(self);
-        let sources = list_sources(&mut ev, &node, &|target: &str| self.list_target_id(target));
+        // A parameters file has no variables to follow.
+        let sources = list_sources(
+            &mut ev,
+            &node,
+            &|target: &str| self.list_target_id(target),
+            &|_: &str| None,
+        );
         match sources.as_slice() {
             [source] if source.path.is_empty() => {
                 ConfigValue::parse(Evaluated(&source.api_reference())).ok()
@@ -1583,11 +1589,28 @@ impl<'a> TemplateEnv<'a> {
         let evaluate = |ev: &mut Evaluator<'_>| -> Result<Value, EvalError> {
             let mut body = ev.eval_node(&body_node)?;
             if let Some(node) = configs_node {
-                let sources = list_sources(ev, node, &|target: &str| self.list_target_id(target));
+                let traced = trace_config(
+                    ev,
+                    node,
+                    &Names {
+                        variable: &|name: &str| self.variable_node(name),
+                        resource_id: &|target: &str| self.list_target_id(target),
+                        secure_parameter: &|name: &str| self.parameter_secure(name),
+                    },
+                );
                 if let Some(configs) =
                     body_properties_mut(&mut body).and_then(|p| p.get_mut("extensionConfigs"))
                 {
-                    record_directives(configs, &sources);
+                    record_directives(configs, &directives(&traced));
+                }
+                // A list* output no directive can stand for: a stack would store nothing for it, so a
+                // stack-initiated deployment refuses it (the engine's `REFUSED_FOR_STACKS`).
+                let base = join_path(&join_path(&decl.path, "properties"), "extensionConfigs");
+                for t in &traced {
+                    if let Some(message) = t.refusal() {
+                        let target = t.path.iter().fold(base.clone(), |p, s| join_path(&p, s));
+                        self.warn_once(Diagnostic::warning(t.code(), message, target));
+                    }
                 }
             }
             Ok(body)
@@ -1909,6 +1932,29 @@ impl<'a> TemplateEnv<'a> {
 
     /// The ID a `list*()` call's first argument names: a resource of the template (by symbolic name, ID or
     /// name), or the argument itself.
+    /// A variable's declared value as the walk of `config_source` reads it: this template's, else the outer
+    /// scope's (the names expressions here see).
+    fn variable_node(&self, name: &str) -> Option<Node> {
+        match self.template.variable(name) {
+            Some(decl) => match &decl.value {
+                VariableValue::Plain(node) => Some(node.clone()),
+                VariableValue::Copy { .. } => None,
+            },
+            None => self.outer.and_then(|o| o.variable_node(name)),
+        }
+    }
+
+    /// Adds a warning unless the same one is there (a body may be evaluated more than once).
+    fn warn_once(&self, diagnostic: Diagnostic) {
+        let mut diags = self.diags.borrow_mut();
+        if !diags
+            .iter()
+            .any(|d| d.code == diagnostic.code && d.target == diagnostic.target)
+        {
+            diags.push(diagnostic);
+        }
+    }
+
     fn list_target_id(&self, target: &str) -> String {
         match self.resolve_ref(target) {
             Some(found) => self.state.borrow().instances[found[0]].key.clone(),

@@ -4,6 +4,7 @@
 //! and [`load`] for the common "text in, plan out" path. Everything here is pure: runtime answers come through
 //! [`RuntimeHook`].
 
+pub mod catalogue;
 pub mod checks;
 pub mod config;
 pub mod config_source;

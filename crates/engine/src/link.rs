@@ -680,6 +680,7 @@ pub(crate) async fn linked_nested(
             context,
             inner: true,
             path: format!("{path}.templateLink"),
+            secure_parameters: Vec::new(),
         },
         linked,
         fetched_parameters,

@@ -594,6 +594,13 @@ pub(crate) async fn linked_nested(
         .with_target(path));
     }
     let mut fetched_parameters = None;
+    // Inline parameters the parent computed from a secure value stay secure in the child; a parameters file holds
+    // no computed values (its secrets are Key Vault references).
+    let secure_parameters = if parameters_link.is_none() {
+        expansion.secure_parameters(identity.index)
+    } else {
+        Vec::new()
+    };
     let parameter_values: Value = match parameters_link {
         Some(link) => {
             let link: ParametersLink = serde_json::from_value(link.clone()).map_err(|_| {
@@ -680,6 +687,7 @@ pub(crate) async fn linked_nested(
             context,
             inner: true,
             path: format!("{path}.templateLink"),
+            secure_parameters,
         },
         linked,
         fetched_parameters,

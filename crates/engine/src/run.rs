@@ -1028,7 +1028,9 @@ impl Run {
             _ => json!({}),
         };
         let template_json = nested.template.root.to_json();
-        let secure = secure_parameter_names(&nested.template, &template_json);
+        // Also the parameters the parent computed from a secure value, whatever type the child declares.
+        let mut secure = secure_parameter_names(&nested.template, &template_json);
+        secure.extend(nested.secure_parameters.iter().cloned());
         seal_request(
             store.as_ref(),
             &SecretOwner::Deployment(id.clone()),

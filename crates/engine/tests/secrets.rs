@@ -1,11 +1,14 @@
 //! Secret canary: secure parameters, secure extension-config values and Key Vault secrets reach the providers
-//! and extensions but never the records, operations, events, or any file in the data directory.
+//! and extensions but never the records, operations, events, or any file in the data directory; nor does a
+//! secret passed to a nested deployment (inline or linked) whose parameter is declared a plain string.
 
 mod common;
 
+use std::collections::HashMap;
 use std::path::Path;
+use std::sync::Arc;
 
-use cairn_engine::DeployOptions;
+use cairn_engine::{DeployOptions, Engine, FetchError, FetchFuture, Providers, TemplateFetcher};
 use common::*;
 use serde_json::{Value, json};
 
@@ -175,6 +178,123 @@ async fn secrets_never_reach_records_or_the_data_directory() {
         let bytes = std::fs::read(&path).unwrap();
         for canary in [PARAM_CANARY, CONFIG_CANARY, VAULT_CANARY] {
             assert!(!contains(&bytes, canary), "{canary} in {}", path.display());
+        }
+    }
+}
+
+/// Templates by URI from a map, with no network.
+struct MapFetcher(HashMap<String, Value>);
+
+impl TemplateFetcher for MapFetcher {
+    fn fetch<'a>(&'a self, uri: &'a reqwest::Url, _max_bytes: usize) -> FetchFuture<'a> {
+        Box::pin(async move {
+            let body = self.0.get(uri.path()).ok_or(FetchError::Status(404))?;
+            Ok(body.to_string().into_bytes())
+        })
+    }
+}
+
+const NESTED_CANARY: &str = "CANARY-NESTED-3e7d21";
+const SCHEMA: &str =
+    "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#";
+
+/// Children that declare `x` a plain string and fail on it: in a resource body, and in an output.
+fn failing_children() -> Vec<(&'static str, Value)> {
+    let child = |resources: Value, outputs: Value| {
+        json!({ "$schema": SCHEMA, "contentVersion": "1.0.0.0",
+                "parameters": { "x": { "type": "string" } }, "resources": resources, "outputs": outputs })
+    };
+    vec![
+        (
+            "resource",
+            child(
+                json!([{ "type": "Microsoft.Storage/storageAccounts", "apiVersion": "2023-01-01", "name": "st",
+                         "location": "westus", "properties": { "n": "[int(parameters('x'))]" } }]),
+                json!({}),
+            ),
+        ),
+        (
+            "output",
+            child(
+                json!([]),
+                json!({ "o": { "type": "string", "value": "[string(parameters('x')[5])]" } }),
+            ),
+        ),
+    ]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_passed_to_plain_child_parameters_never_reach_records() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open_store(dir.path()).await;
+    create_group(&store, "rg1").await;
+    let files = failing_children()
+        .into_iter()
+        .map(|(shape, t)| (format!("/{shape}.json"), t))
+        .collect();
+    let fake = FakeExtension::new(std::time::Duration::from_millis(1));
+    let engine = Engine::with_template_fetcher(
+        store.clone(),
+        host_with(&fake),
+        Providers::empty(),
+        settings(),
+        Arc::new(MapFetcher(files)),
+    )
+    .unwrap();
+    for (shape, child) in failing_children() {
+        let uri = format!("https://templates.example.invalid/{shape}.json");
+        let children = [
+            (
+                "inline",
+                json!({ "expressionEvaluationOptions": { "scope": "inner" }, "template": child }),
+            ),
+            ("linked", json!({ "templateLink": { "uri": uri } })),
+        ];
+        for (how, source) in children {
+            let child_name = format!("c-{shape}-{how}");
+            let mut properties = json!({ "mode": "Incremental",
+                                          "parameters": { "x": { "value": "[concat('', parameters('pw'))]" } } });
+            properties
+                .as_object_mut()
+                .unwrap()
+                .extend(source.as_object().unwrap().clone());
+            let parent = json!({ "$schema": SCHEMA, "contentVersion": "1.0.0.0",
+                "parameters": { "pw": { "type": "securestring" } },
+                "resources": [{ "type": "Microsoft.Resources/deployments", "apiVersion": "2022-09-01",
+                                "name": child_name, "properties": properties }] });
+            let name = format!("p-{shape}-{how}");
+            let req = request(parent, json!({ "pw": { "value": NESTED_CANARY } }));
+            // Validation may already refuse the child (inline); else the deployment fails when it runs.
+            let mut seen = Vec::new();
+            match engine
+                .create_or_update(RG, &name, req, DeployOptions::default())
+                .await
+            {
+                Ok(mut handle) => {
+                    let record = serde_json::to_value(handle.wait().await.unwrap()).unwrap();
+                    assert_eq!(state(&record), "Failed", "{shape}/{how}: {record:#}");
+                    seen.push(record);
+                }
+                Err(refused) => seen.push(Value::String(format!("{refused:?}"))),
+            }
+            for n in [&name, &child_name] {
+                if let Ok(r) = engine.get(RG, n).await {
+                    seen.push(serde_json::to_value(r).unwrap());
+                }
+                if let Ok(ops) = engine.operations(RG, n).await {
+                    seen.push(serde_json::to_value(ops).unwrap());
+                }
+            }
+            let text = serde_json::to_string(&seen).unwrap();
+            // The child ran (its record exists) or validation refused it on the secret.
+            assert!(
+                text.contains(&child_name) || text.contains("secure value"),
+                "{shape}/{how}: the child was not reached: {text}"
+            );
+            assert!(
+                !text.contains(NESTED_CANARY),
+                "{shape}/{how}: the secret shows: {text}"
+            );
         }
     }
 }

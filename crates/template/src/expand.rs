@@ -111,6 +111,9 @@ pub struct NestedTemplate {
     pub inner: bool,
     /// JSON path of the nested template in the parent, for diagnostics.
     pub path: String,
+    /// Lower-case names of the parameters the parent computed from a secure value: the child treats them as
+    /// secure whatever type it declares, so its errors and records do not show the secret.
+    pub secure_parameters: Vec<String>,
 }
 
 /// One resource instance's identity after phase one.
@@ -252,19 +255,23 @@ impl<'a> Expansion<'a> {
         };
         let outer = if nested.inner { None } else { Some(&self.env) };
         let budget = Some(self.env.budget.clone());
-        Expansion::start_in(TemplateEnv::new(
-            input,
-            hook,
-            outer,
-            self.env.depth + 1,
-            budget,
-        ))
-        .map_err(|diags| {
+        let mut env = TemplateEnv::new(input, hook, outer, self.env.depth + 1, budget);
+        env.secure_inputs = nested.secure_parameters.iter().cloned().collect();
+        Expansion::start_in(env).map_err(|diags| {
             diags
                 .into_iter()
                 .map(|d| prefix_diag(d, &nested.path))
                 .collect()
         })
+    }
+
+    /// The lower-case names of the `properties.parameters` of nested deployment `index` that its body computed
+    /// from a secure value (call [`Expansion::evaluate`] first). For an engine that builds a linked template's
+    /// [`NestedTemplate`] itself.
+    pub fn secure_parameters(&self, index: usize) -> Vec<String> {
+        self.env.state.borrow().instances[index]
+            .secure_parameters
+            .clone()
     }
 
     /// Records a nested deployment's result so `reference('<deployment>').outputs` answers from it.
@@ -305,6 +312,9 @@ struct Instance {
     existing: bool,
     depends_on: Vec<usize>,
     body: Option<Value>,
+    /// For a nested deployment: the lower-case names of the child parameters its body computed from a secure
+    /// value.
+    secure_parameters: Vec<String>,
     child: Option<Box<Plan>>,
 }
 
@@ -338,6 +348,8 @@ struct TemplateEnv<'a> {
     vars_in_progress: RefCell<Vec<String>>,
     /// Lower-case names of the variables computed from a secure value.
     secure_vars: RefCell<HashSet<String>>,
+    /// Lower-case names of the parameters a parent deployment computed from a secure value.
+    secure_inputs: HashSet<String>,
     extensions: RefCell<Vec<PlannedExtension>>,
     state: RefCell<State>,
     ref_index: RefCell<Option<RefIndex>>,
@@ -443,6 +455,7 @@ impl<'a> TemplateEnv<'a> {
             vars: RefCell::new(HashMap::new()),
             vars_in_progress: RefCell::new(Vec::new()),
             secure_vars: RefCell::new(HashSet::new()),
+            secure_inputs: HashSet::new(),
             extensions: RefCell::new(Vec::new()),
             state: RefCell::new(State::default()),
             ref_index: RefCell::new(None),
@@ -621,7 +634,10 @@ impl<'a> TemplateEnv<'a> {
         // Secure by declaration, because Key Vault holds it, or because it was computed from a secure value.
         let mut secure = types::is_secure(&decl.node, self.template.definitions.as_ref());
         let value = match supplied {
-            Some(ParameterValue::Value(v)) => Some(v),
+            Some(ParameterValue::Value(v)) => {
+                secure |= self.secure_inputs.contains(&key);
+                Some(v)
+            }
             Some(ParameterValue::KeyVault(r)) => {
                 secure = true;
                 Some(self.key_vault_value(&r))
@@ -1286,6 +1302,7 @@ impl<'a> TemplateEnv<'a> {
             existing,
             depends_on: Vec::new(),
             body: None,
+            secure_parameters: Vec::new(),
             child: None,
         };
         Some((inst, deps))
@@ -1575,17 +1592,19 @@ impl<'a> TemplateEnv<'a> {
             .entry(inst.decl)
             .or_insert_with(|| Rc::new(body_node(&decl.node, is_deployment)))
             .clone();
-        // A nested deployment's `list*()` config values are recorded as directives (see `config_source`).
-        let configs_node = (inst.extension.is_none()
+        // Inline or linked.
+        let any_deployment = inst.extension.is_none()
             && inst
                 .resource_type
-                .eq_ignore_ascii_case("Microsoft.Resources/deployments"))
-        .then(|| {
-            decl.node
-                .get_ci("properties")
-                .and_then(|p| p.get_ci("extensionConfigs"))
-        })
-        .flatten();
+                .eq_ignore_ascii_case("Microsoft.Resources/deployments");
+        // A nested deployment's `list*()` config values are recorded as directives (see `config_source`).
+        let configs_node = any_deployment
+            .then(|| {
+                decl.node
+                    .get_ci("properties")
+                    .and_then(|p| p.get_ci("extensionConfigs"))
+            })
+            .flatten();
         let evaluate = |ev: &mut Evaluator<'_>| -> Result<Value, EvalError> {
             let mut body = ev.eval_node(&body_node)?;
             if let Some(node) = configs_node {
@@ -1627,6 +1646,12 @@ impl<'a> TemplateEnv<'a> {
                 return None;
             }
         };
+        // Only a body that read a secure value can pass one on: the common case costs nothing more.
+        let secure_parameters = if any_deployment && ev.has_read_secure() {
+            self.secure_parameters(&decl.node, inst.copy.as_ref(), &body)
+        } else {
+            Vec::new()
+        };
         if let Value::Object(o) = &mut body {
             if let Some(n) = &inst.name {
                 o.insert("name", Value::from(n.as_str()));
@@ -1636,8 +1661,60 @@ impl<'a> TemplateEnv<'a> {
                 o.insert("apiVersion", Value::from(v.as_str()));
             }
         }
-        self.state.borrow_mut().instances[idx].body = Some(body.clone());
+        let mut state = self.state.borrow_mut();
+        state.instances[idx].body = Some(body.clone());
+        state.instances[idx].secure_parameters = secure_parameters;
         Some(body)
+    }
+
+    /// The lower-case names of the child parameters a nested deployment's body (which read a secure value)
+    /// computed from one. The body's taint covers all of it, so each entry of `properties.parameters` is
+    /// evaluated again on its own; when that cannot be told apart (the parameters come from one expression, a
+    /// property copy loop, a failure), every parameter counts as secure.
+    fn secure_parameters(&self, node: &Node, copy: Option<&CopyInfo>, body: &Value) -> Vec<String> {
+        let given = body
+            .as_object()
+            .and_then(|b| b.get("properties"))
+            .and_then(Value::as_object)
+            .and_then(|p| p.get("parameters"))
+            .and_then(Value::as_object);
+        let all = || {
+            given
+                .map(|ps| ps.iter().map(|(k, _)| k.to_ascii_lowercase()).collect())
+                .unwrap_or_default()
+        };
+        let members = match node
+            .get_ci("properties")
+            .and_then(|p| p.get_ci("parameters"))
+            .map(|p| &p.kind)
+        {
+            Some(NodeKind::Object(members))
+                if !members.iter().any(|m| m.key.eq_ignore_ascii_case("copy")) =>
+            {
+                members
+            }
+            None if given.is_none() => return Vec::new(),
+            _ => return all(),
+        };
+        let mut secure = Vec::new();
+        for member in members {
+            let one = Node::synthetic(NodeKind::Object(vec![member.clone()]));
+            let mut ev = Evaluator::new(self);
+            let value = match copy {
+                Some(c) => {
+                    ev.with_copy(&c.name, c.index, CopyKind::Unnamed, |ev| ev.eval_node(&one))
+                }
+                None => ev.eval_node(&one),
+            };
+            match value {
+                Ok(Value::Object(o)) if ev.has_read_secure() => {
+                    secure.extend(o.iter().map(|(k, _)| k.to_ascii_lowercase()));
+                }
+                Ok(Value::Object(_)) => {}
+                _ => return all(),
+            }
+        }
+        secure
     }
 
     /// Expands a nested deployment's template as a child plan (outer scope sees this deployment's symbols).
@@ -1649,13 +1726,14 @@ impl<'a> TemplateEnv<'a> {
             context: nested.context.clone(),
         };
         let outer = if nested.inner { None } else { Some(self) };
-        let child = TemplateEnv::new(
+        let mut child = TemplateEnv::new(
             input,
             self.hook,
             outer,
             self.depth + 1,
             Some(self.budget.clone()),
         );
+        child.secure_inputs = nested.secure_parameters.iter().cloned().collect();
         let plan = child.run();
         for d in child.diags.into_inner() {
             self.error(prefix_diag(d, &nested.path));
@@ -1751,6 +1829,12 @@ impl<'a> TemplateEnv<'a> {
             context: ctx,
             inner,
             path,
+            // An outer-scope child reads the parent's own parameters, which know whether they are secure.
+            secure_parameters: if inner {
+                inst.secure_parameters.clone()
+            } else {
+                Vec::new()
+            },
         })
     }
 
@@ -1821,6 +1905,7 @@ impl<'a> TemplateEnv<'a> {
                     output_type,
                     value,
                     secure,
+                    from_secure: read_secure,
                 },
             ));
         }
@@ -1828,6 +1913,24 @@ impl<'a> TemplateEnv<'a> {
     }
 
     // ----- runtime functions -----
+
+    /// Whether `reference()` with `args` answers with a nested deployment's outputs that were computed from a
+    /// secure value. The answer holds all its outputs, so one such output makes the whole answer secure.
+    fn outputs_from_secure(&self, args: &[Value]) -> bool {
+        let Some(target) = args.first().and_then(Value::as_str) else {
+            return false;
+        };
+        let Some(found) = self.resolve_ref(target) else {
+            return false;
+        };
+        let state = self.state.borrow();
+        found.iter().any(|&i| {
+            state.instances[i]
+                .child
+                .as_ref()
+                .is_some_and(|plan| plan.outputs.iter().any(|(_, o)| o.from_secure))
+        })
+    }
 
     fn reference(&self, args: &[Value], kind: RefKind) -> Result<Value, EvalError> {
         let target = match args.first() {
@@ -2183,6 +2286,8 @@ impl Environment for TemplateEnv<'_> {
             || name == "extensions"
             || name == "extensionconfigs"
             || name == "externalinputs"
+            || ((name == "reference" || name == "references")
+                && self.outputs_from_secure(call.args))
     }
 
     fn variable_is_secure(&self, name: &str) -> bool {

@@ -59,7 +59,11 @@ pub struct PlannedExtension {
 pub struct PlannedOutput {
     pub output_type: String,
     pub value: Value,
+    /// Declared secure: left out of the deployment's outputs.
     pub secure: bool,
+    /// Computed from a secure value. The value is still returned, as ARM does, but a parent that reads it
+    /// through `reference()` reports its errors without quoting values.
+    pub from_secure: bool,
 }
 
 #[derive(Clone, Debug)]

@@ -4,7 +4,7 @@
 use cairn_eval::Value;
 use cairn_template::{
     DeploymentContext, DeploymentInput, Diagnostic, Expansion, KeyVaultReference, ParametersFile,
-    ReferenceRequest, RuntimeHook, Template, expand,
+    Plan, ReferenceRequest, RuntimeHook, Template, expand,
 };
 
 const CANARY: &str = "CANARYc4n4ry";
@@ -259,5 +259,354 @@ fn copy_counts_from_secrets_are_not_quoted() {
     assert!(diags.iter().any(Diagnostic::is_error), "{diags:#?}");
     for d in &diags {
         assert!(!format!("{d:?}").contains("7391846205"), "{d:#?}");
+    }
+}
+
+/// The parameters file of the nested-deployment cases: a secure string, a secure object and a Key Vault secret.
+fn nested_params() -> String {
+    format!(
+        r#"{{"parameters": {{"sec": {{"value": "{CANARY}"}},
+            "secObj": {{"value": {{"v": "{CANARY}", "{CANARY}": 1}}}},
+            "kv": {{"reference": {{"keyVault": {{"id": "/subscriptions/s/resourceGroups/r/providers/Microsoft.KeyVault/vaults/v"}}, "secretName": "pw"}}}}}}}}"#
+    )
+}
+
+/// Outputs named `o0`, `o1`, ... of type string, one per expression.
+fn outputs_of(exprs: &[String]) -> serde_json::Value {
+    exprs
+        .iter()
+        .enumerate()
+        .map(|(i, e)| {
+            (
+                format!("o{i}"),
+                serde_json::json!({"type": "string", "value": format!("[{e}]")}),
+            )
+        })
+        .collect::<serde_json::Map<_, _>>()
+        .into()
+}
+
+/// A parent with secure inputs (see [`nested_params`]), a variable and a parameter computed from them, and one
+/// nested deployment `child` of `scope` that passes `passed` to a child declaring `x` of `child_type`.
+fn nested_parent(
+    scope: &str,
+    passed: serde_json::Value,
+    child_type: &str,
+    child_outputs: serde_json::Value,
+    parent_outputs: serde_json::Value,
+) -> String {
+    let child = serde_json::json!({
+        "$schema": SCHEMA, "contentVersion": "1.0.0.0",
+        "parameters": if scope == "inner" { serde_json::json!({"x": {"type": child_type}}) } else { serde_json::json!({}) },
+        "resources": [],
+        "outputs": child_outputs,
+    });
+    let mut properties = serde_json::json!({
+        "mode": "Incremental",
+        "expressionEvaluationOptions": {"scope": scope},
+        "template": child,
+    });
+    if scope == "inner" {
+        properties["parameters"] = serde_json::json!({"x": {"value": passed}});
+    }
+    serde_json::json!({
+        "$schema": SCHEMA, "contentVersion": "1.0.0.0",
+        "parameters": {
+            "sec": {"type": "secureString"},
+            "secObj": {"type": "secureObject"},
+            "kv": {"type": "string"},
+            "plain": {"type": "string", "defaultValue": "[concat(parameters('sec'), '')]"}
+        },
+        "variables": {"derived": "[concat('', parameters('sec'))]"},
+        "resources": [{
+            "type": "Microsoft.Resources/deployments", "apiVersion": "2022-09-01", "name": "child",
+            "properties": properties,
+        }],
+        "outputs": parent_outputs,
+    })
+    .to_string()
+}
+
+/// Runs `expansion` step by step as an engine does: each nested deployment through [`Expansion::nested`] and
+/// [`Expansion::expand_nested`], its plan handed back so the parent's `reference()` answers from it.
+fn stepwise(expansion: Expansion<'_>, diags: &mut Vec<Diagnostic>) -> Option<Plan> {
+    for &i in expansion.order() {
+        match expansion.evaluate(i) {
+            Ok(Some(_)) => {}
+            Ok(None) => continue,
+            Err(found) => {
+                diags.extend(found);
+                continue;
+            }
+        }
+        if !expansion.resource(i).nested_deployment {
+            continue;
+        }
+        let nested = match expansion.nested(i) {
+            Ok(nested) => nested,
+            Err(found) => {
+                diags.extend(found);
+                continue;
+            }
+        };
+        match expansion.expand_nested(&nested, &SecretHook) {
+            Ok(child) => {
+                if let Some(plan) = stepwise(child, diags) {
+                    expansion.set_nested_plan(i, plan);
+                }
+            }
+            Err(found) => diags.extend(found),
+        }
+    }
+    diags.extend(expansion.diagnostics());
+    match expansion.outputs() {
+        Ok(outputs) => Some(expansion.finish(outputs)),
+        Err(found) => {
+            diags.extend(found);
+            None
+        }
+    }
+}
+
+/// Every finding of expanding `text` in one go and step by step (nested deployments included), and the plan
+/// of the one-go expansion.
+fn nested_findings(text: &str, params: &str) -> (Vec<Diagnostic>, Option<Plan>) {
+    let (template, mut diags) = Template::parse(cairn_json::parse(text).unwrap());
+    let (params, params_diags) = ParametersFile::parse(&cairn_json::parse(params).unwrap());
+    diags.extend(params_diags);
+    let input = || DeploymentInput::new(&template, &params, DeploymentContext::default());
+    let (plan, found) = expand(input(), &SecretHook);
+    diags.extend(found);
+    match Expansion::start(input(), &SecretHook) {
+        Ok(expansion) => {
+            stepwise(expansion, &mut diags);
+        }
+        Err(found) => diags.extend(found),
+    }
+    (diags, plan)
+}
+
+/// One way a secret reaches a nested deployment: what the parent passes as the child's `x` (inner scope) and
+/// the child expression that reads the secret as a string.
+struct NestedCase {
+    what: &'static str,
+    scope: &'static str,
+    passed: &'static str,
+    child_type: &'static str,
+    secret: &'static str,
+}
+
+const NESTED_CASES: &[NestedCase] = &[
+    NestedCase {
+        what: "inner: a secure string",
+        scope: "inner",
+        passed: "[parameters('sec')]",
+        child_type: "string",
+        secret: "parameters('x')",
+    },
+    NestedCase {
+        what: "inner: computed from a secure string",
+        scope: "inner",
+        passed: "[concat('', parameters('sec'))]",
+        child_type: "string",
+        secret: "parameters('x')",
+    },
+    NestedCase {
+        what: "inner: a secure variable",
+        scope: "inner",
+        passed: "[variables('derived')]",
+        child_type: "string",
+        secret: "parameters('x')",
+    },
+    NestedCase {
+        what: "inner: a parameter computed from a secret",
+        scope: "inner",
+        passed: "[parameters('plain')]",
+        child_type: "string",
+        secret: "parameters('x')",
+    },
+    NestedCase {
+        what: "inner: a Key Vault secret",
+        scope: "inner",
+        passed: "[parameters('kv')]",
+        child_type: "string",
+        secret: "parameters('x')",
+    },
+    NestedCase {
+        what: "inner: a list* answer",
+        scope: "inner",
+        passed: "[listKeys('/subscriptions/s/x', '2020-01-01').value]",
+        child_type: "string",
+        secret: "parameters('x')",
+    },
+    NestedCase {
+        what: "inner: a member of a secure object",
+        scope: "inner",
+        passed: "[parameters('secObj').v]",
+        child_type: "string",
+        secret: "parameters('x')",
+    },
+    NestedCase {
+        what: "inner: a secure object",
+        scope: "inner",
+        passed: "[parameters('secObj')]",
+        child_type: "object",
+        secret: "parameters('x').v",
+    },
+    NestedCase {
+        what: "inner: an object built from a secret",
+        scope: "inner",
+        passed: "[createObject('v', parameters('sec'))]",
+        child_type: "object",
+        secret: "parameters('x').v",
+    },
+    NestedCase {
+        what: "outer: a secure string",
+        scope: "outer",
+        passed: "",
+        child_type: "",
+        secret: "parameters('sec')",
+    },
+    NestedCase {
+        what: "outer: a secure variable",
+        scope: "outer",
+        passed: "",
+        child_type: "",
+        secret: "variables('derived')",
+    },
+];
+
+#[test]
+fn secrets_passed_to_nested_deployments_are_not_quoted() {
+    for case in NESTED_CASES {
+        let outputs = with_secret(case.secret);
+        let text = nested_parent(
+            case.scope,
+            serde_json::Value::from(case.passed),
+            case.child_type,
+            outputs_of(&outputs),
+            serde_json::json!({}),
+        );
+        let (diags, _) = nested_findings(&text, &nested_params());
+        let errors = diags.iter().filter(|d| d.is_error()).count();
+        assert!(
+            errors >= outputs.len(),
+            "{}: expected at least {} errors, got {diags:#?}",
+            case.what,
+            outputs.len()
+        );
+        assert_clean(case.what, &diags);
+    }
+}
+
+#[test]
+fn secrets_inside_a_nested_parameter_object_are_not_quoted() {
+    // The secret is one member of a literal object: the whole parameter is secure in the child.
+    let outputs = with_secret("parameters('x').v");
+    let text = nested_parent(
+        "inner",
+        serde_json::json!({"v": "[parameters('sec')]", "w": "plain"}),
+        "object",
+        outputs_of(&outputs),
+        serde_json::json!({}),
+    );
+    let (diags, _) = nested_findings(&text, &nested_params());
+    assert!(
+        diags.iter().filter(|d| d.is_error()).count() >= outputs.len(),
+        "{diags:#?}"
+    );
+    assert_clean("a literal object", &diags);
+}
+
+#[test]
+fn secrets_carry_through_two_levels_of_nesting() {
+    let grandchild = serde_json::json!({
+        "$schema": SCHEMA, "contentVersion": "1.0.0.0",
+        "parameters": {"y": {"type": "string"}},
+        "resources": [],
+        "outputs": outputs_of(&with_secret("parameters('y')")),
+    });
+    let child_resources = serde_json::json!([{
+        "type": "Microsoft.Resources/deployments", "apiVersion": "2022-09-01", "name": "grandchild",
+        "properties": {"mode": "Incremental", "expressionEvaluationOptions": {"scope": "inner"},
+                       "parameters": {"y": {"value": "[toUpper(parameters('x'))]"}}, "template": grandchild}
+    }]);
+    let mut parent: serde_json::Value = serde_json::from_str(&nested_parent(
+        "inner",
+        serde_json::Value::from("[parameters('sec')]"),
+        "string",
+        serde_json::json!({}),
+        serde_json::json!({}),
+    ))
+    .unwrap();
+    parent["resources"][0]["properties"]["template"]["resources"] = child_resources;
+    let (diags, _) = nested_findings(&parent.to_string(), &nested_params());
+    assert!(
+        diags.iter().filter(|d| d.is_error()).count() >= STRING_FAILURES.len(),
+        "{diags:#?}"
+    );
+    assert_clean("two levels", &diags);
+}
+
+#[test]
+fn outputs_computed_from_secrets_stay_secure_in_the_parent() {
+    // The child's output is a plain string computed from a secret: the parent reads it through reference().
+    let parent_outputs = with_secret("reference('child').outputs.o0.value");
+    for (scope, child_secret) in [("inner", "parameters('x')"), ("outer", "parameters('sec')")] {
+        let text = nested_parent(
+            scope,
+            serde_json::Value::from("[parameters('sec')]"),
+            "string",
+            outputs_of(&[format!("concat('', {child_secret})")]),
+            outputs_of(&parent_outputs),
+        );
+        let (diags, _) = nested_findings(&text, &nested_params());
+        assert!(
+            diags.iter().filter(|d| d.is_error()).count() >= parent_outputs.len(),
+            "{scope}: {diags:#?}"
+        );
+        assert_clean(scope, &diags);
+    }
+}
+
+/// A parent passing `x` from a secret and `y` from plain values to an inner child with `child_outputs`.
+fn secret_and_plain(child_outputs: &[String]) -> String {
+    let mut text: serde_json::Value = serde_json::from_str(&nested_parent(
+        "inner",
+        serde_json::Value::from("[parameters('sec')]"),
+        "string",
+        outputs_of(child_outputs),
+        serde_json::json!({}),
+    ))
+    .unwrap();
+    let child = &mut text["resources"][0]["properties"];
+    child["parameters"]["y"] = serde_json::json!({"value": "[concat('hel', 'lo')]"});
+    child["template"]["parameters"]["y"] = serde_json::json!({"type": "string"});
+    text.to_string()
+}
+
+#[test]
+fn plain_values_passed_next_to_secrets_keep_their_detail() {
+    let text = secret_and_plain(&["string(int(parameters('y')))".to_string()]);
+    let (diags, _) = nested_findings(&text, &nested_params());
+    assert!(
+        diags.iter().any(|d| d.message.contains("'hello'")),
+        "{diags:#?}"
+    );
+    assert_clean("plain next to secret", &diags);
+}
+
+#[test]
+fn a_child_plan_redacts_only_the_parameters_that_carry_a_secret() {
+    let text = secret_and_plain(&["parameters('y')".to_string()]);
+    let (diags, plan) = nested_findings(&text, &nested_params());
+    assert!(!diags.iter().any(Diagnostic::is_error), "{diags:#?}");
+    let child = plan
+        .and_then(|p| p.resources.into_iter().next())
+        .and_then(|r| r.deployment)
+        .expect("the child's plan");
+    for (name, secure) in [("x", true), ("y", false)] {
+        let found = child.parameters.iter().find(|(n, _)| n == name);
+        assert_eq!(found.map(|(_, p)| p.secure), Some(secure), "{name}");
     }
 }

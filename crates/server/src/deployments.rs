@@ -7,6 +7,7 @@
 //! read from the store and survives a server restart.
 
 use axum::http::{HeaderValue, StatusCode};
+use cairn_arm::access::Action;
 use cairn_arm::api_version::ApiKind;
 use cairn_arm::models::common::ListResult;
 use cairn_arm::models::deployment::{
@@ -138,6 +139,14 @@ pub(crate) async fn head(state: &AppState, id: &ResourceId) -> ApiResult {
 pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
     let request: Deployment = parse_body(&call.body)?;
+    let stack_initiated = match &call.stack_id {
+        None => false,
+        Some(stack) => {
+            check_stack_id(stack)?;
+            call.access.check(Action::Write, stack)?;
+            true
+        }
+    };
     let handle = call
         .engine(state)
         .create_or_update(
@@ -145,7 +154,7 @@ pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiRe
             &name,
             request,
             DeployOptions {
-                stack_initiated: false,
+                stack_initiated,
                 correlation_id: Some(call.ids.correlation_id.clone()),
                 ..DeployOptions::default()
             },
@@ -170,6 +179,26 @@ pub(crate) async fn put(state: &AppState, call: &Call, id: &ResourceId) -> ApiRe
         "retry-after",
         &state.options.retry_after_seconds.to_string(),
     ))
+}
+
+/// The value of a [`crate::dispatch::STACK_ID_HEADER`] must name a deployment stack.
+fn check_stack_id(stack: &str) -> Result<(), ArmError> {
+    let is_stack = ResourceId::parse(stack).is_ok_and(|id| {
+        id.resource_type()
+            .eq_ignore_ascii_case("Microsoft.Resources/deploymentStacks")
+    });
+    if is_stack {
+        Ok(())
+    } else {
+        Err(ArmError::new(
+            400,
+            "InvalidRequestContent",
+            format!(
+                "The '{}' header must be a deployment stack's resource id, not '{stack}'.",
+                crate::dispatch::STACK_ID_HEADER
+            ),
+        ))
+    }
 }
 
 /// DELETE: removes the deployment's history (never its resources); 409 `DeploymentActive` while it

@@ -34,7 +34,14 @@ pub(crate) struct Call {
     pub wait: Option<std::time::Duration>,
     /// What the caller may reach (everything without tokens): the engine and the stack service act for it.
     pub access: cairn_arm::Access,
+    /// [`STACK_ID_HEADER`]: the stack a deployment PUT is made for.
+    pub stack_id: Option<String>,
 }
+
+/// The header a deployment stacks service sends with the deployment PUT it makes for a stack (the seeds' "stack
+/// resource ID HTTP request header"): the deployment is then validated in stacks mode and its record keeps extension
+/// configs as directives and non-secret values.
+pub const STACK_ID_HEADER: &str = "x-ms-deployment-stack-id";
 
 impl Call {
     /// The engine, acting for this call's caller.
@@ -132,6 +139,11 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
         api_version,
         wait,
         access: Caller::access_of(&parts.extensions),
+        stack_id: parts
+            .headers
+            .get(STACK_ID_HEADER)
+            .and_then(|value| value.to_str().ok())
+            .map(|value| value.trim().to_owned()),
     };
     dispatch(state, &call).await
 }

@@ -907,3 +907,84 @@ async fn a_status_poll_that_prefers_to_wait_is_held_until_the_deployment_ends_or
     assert_eq!(answer.headers["preference-applied"], "wait=8");
     assert!(waited < Duration::from_secs(3), "{waited:?}");
 }
+
+/// A deployment PUT with the stack id header is a stack's deployment: validated in stacks mode (a secret given as a
+/// config value is refused) and its record shows the non-secret config; without it, neither.
+#[tokio::test]
+async fn the_stack_id_header_marks_a_deployment_as_a_stacks() {
+    let app = TestApp::new().await;
+    create_group(&app, "marked").await;
+    let scope = rg("marked");
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().to_str().unwrap().to_owned();
+    let stack = format!("{scope}/providers/Microsoft.Resources/deploymentStacks/files");
+    let body = |configs: Value| {
+        // A secure `token` is declared when one is given.
+        let mut declared = json!({"rootDirectory": {"type": "string"}});
+        if configs["local"].get("token").is_some() {
+            declared["token"] = json!({"type": "secureString"});
+        }
+        let template = json!({
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.2-experimental",
+            "contentVersion": "1.0.0.0",
+            "extensions": {"local": {"name": "Local", "version": "1.0.0", "config": declared}},
+            "resources": {"f": {"extension": "local", "type": "File",
+                                "properties": {"path": "a.txt", "content": "a"}}}
+        });
+        json!({"properties": {"mode": "Incremental", "template": template, "extensionConfigs": configs}})
+            .to_string()
+    };
+    let plain = json!({"local": {"rootDirectory": {"value": root}}});
+    let with_secret =
+        json!({"local": {"rootDirectory": {"value": root}, "token": {"value": "literal-5f1e"}}});
+
+    // (name, header, configs, expected PUT status)
+    let cases = [
+        ("marked", Some(stack.as_str()), plain.clone(), 201),
+        ("unmarked", None, plain.clone(), 201),
+        (
+            "marked with a secret value",
+            Some(stack.as_str()),
+            with_secret.clone(),
+            400,
+        ),
+        ("unmarked with a secret value", None, with_secret, 201),
+        (
+            "marked with no stack",
+            Some("/subscriptions/x/resourceGroups/y"),
+            plain,
+            400,
+        ),
+    ];
+    for (name, header, configs, status) in cases {
+        let path = deployment(&scope, &name.replace(' ', "-"));
+        let headers: Vec<(&str, &str)> = header
+            .map(|h| vec![("x-ms-deployment-stack-id", h)])
+            .unwrap_or_default();
+        let put = call_with_headers(
+            &app.router,
+            "PUT",
+            &format!("{path}?{V}"),
+            Some(body(configs)),
+            &headers,
+        )
+        .await;
+        assert_eq!(put.status.as_u16(), status, "{name}: {}", put.text);
+        assert!(!put.text.contains("literal-5f1e"), "{name}: {}", put.text);
+        if status != 201 {
+            continue;
+        }
+        let done = poll_status(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+        assert_eq!(done.json["status"], "Succeeded", "{name}: {}", done.text);
+        let got = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
+        let config = &got.json["properties"]["extensions"][0]["config"];
+        assert_eq!(
+            config["rootDirectory"].is_object(),
+            header.is_some(),
+            "{name}: {}",
+            got.text
+        );
+        assert!(!got.text.contains("literal-5f1e"), "{name}: {}", got.text);
+    }
+}

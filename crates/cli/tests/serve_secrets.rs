@@ -45,31 +45,22 @@ fn files_under(dir: &std::path::Path, out: &mut Vec<std::path::PathBuf>) {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn secrets_reach_no_response_log_or_file() {
-    let app = axum::Router::new()
-        .route("/{version}/resource/createOrUpdate", post(create))
-        .route("/{version}/resource/preview", post(preview));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let ext_url = format!("http://{}", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await });
-
-    let dir = tempfile::tempdir().unwrap();
-    let data_dir = dir.path().join("data");
-    let registry = dir.path().join("extensions.json");
-    std::fs::write(
-        &registry,
-        json!({ "extensions": [ { "name": "Echo", "version": "1.0.0", "transport": { "kind": "http", "url": ext_url } } ] })
-            .to_string(),
-    )
-    .unwrap();
-    let log_path = dir.path().join("serve.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
+/// `cairn serve` on a free loopback port over `data_dir` (with the extension `registry`, when given), logging at
+/// trace level into `log_path`; returns the process and its URL.
+fn serve_logging_at_trace(
+    data_dir: &std::path::Path,
+    registry: Option<&std::path::Path>,
+    log_path: &std::path::Path,
+) -> (std::process::Child, String) {
+    let log = std::fs::File::create(log_path).unwrap();
+    let mut command = Command::new(env!("CARGO_BIN_EXE_cairn"));
+    command
         .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data_dir)
-        .arg("--extensions")
-        .arg(&registry)
+        .arg(data_dir);
+    if let Some(registry) = registry {
+        command.arg("--extensions").arg(registry);
+    }
+    let mut child = command
         .env("RUST_LOG", "trace")
         .stdout(Stdio::piped())
         .stderr(log)
@@ -93,6 +84,29 @@ async fn secrets_reach_no_response_log_or_file() {
             "no address printed: {printed}"
         );
     };
+    (child, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn secrets_reach_no_response_log_or_file() {
+    let app = axum::Router::new()
+        .route("/{version}/resource/createOrUpdate", post(create))
+        .route("/{version}/resource/preview", post(preview));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let ext_url = format!("http://{}", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await });
+
+    let dir = tempfile::tempdir().unwrap();
+    let data_dir = dir.path().join("data");
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(
+        &registry,
+        json!({ "extensions": [ { "name": "Echo", "version": "1.0.0", "transport": { "kind": "http", "url": ext_url } } ] })
+            .to_string(),
+    )
+    .unwrap();
+    let log_path = dir.path().join("serve.log");
+    let (mut child, url) = serve_logging_at_trace(&data_dir, Some(&registry), &log_path);
 
     let client = reqwest::Client::new();
     let scope = "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/canary";
@@ -226,33 +240,7 @@ async fn a_secret_in_a_failing_expression_reaches_no_response_log_or_file() {
     let dir = tempfile::tempdir().unwrap();
     let data_dir = dir.path().join("data");
     let log_path = dir.path().join("serve.log");
-    let log = std::fs::File::create(&log_path).unwrap();
-    let mut child = Command::new(env!("CARGO_BIN_EXE_cairn"))
-        .args(["serve", "--listen", "127.0.0.1:0", "--data-dir"])
-        .arg(&data_dir)
-        .env("RUST_LOG", "trace")
-        .stdout(Stdio::piped())
-        .stderr(log)
-        .spawn()
-        .unwrap();
-    let mut stdout = child.stdout.take().unwrap();
-    let started = Instant::now();
-    let mut printed = String::new();
-    let url = loop {
-        let mut buf = [0u8; 256];
-        let n = stdout.read(&mut buf).unwrap();
-        printed.push_str(&String::from_utf8_lossy(&buf[..n]));
-        if let Some(rest) = printed.split("listening on ").nth(1)
-            && let Some(line) = rest.lines().next()
-            && printed.contains('\n')
-        {
-            break line.trim().to_string();
-        }
-        assert!(
-            n > 0 && started.elapsed() < Duration::from_secs(30),
-            "no address printed: {printed}"
-        );
-    };
+    let (mut child, url) = serve_logging_at_trace(&data_dir, None, &log_path);
     let client = reqwest::Client::new();
     let scope = "/subscriptions/00000000-0000-0000-0000-000000000000/resourcegroups/canary";
     let mut responses = Vec::new();

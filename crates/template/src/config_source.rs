@@ -777,6 +777,21 @@ impl Walk<'_, '_> {
                 format!("{name}() takes a resource ID, an API version and an optional body"),
             );
         }
+        // A directive is stored as its call: a secret among its arguments (a body holding a password) would be
+        // stored with it, in plain text.
+        if let Some(name) = args
+            .iter()
+            .find_map(|arg| self.secure_read(Val::Expr(arg, source), 0))
+        {
+            self.out.push(Traced {
+                path: self.at.clone(),
+                kind: SourceKind::SecureParameter {
+                    name,
+                    expression: source.get(whole.span.range()).unwrap_or("").to_string(),
+                },
+            });
+            return;
+        }
         let target = match self.eval(&args[0], source) {
             Some(Value::String(s)) => Some(s),
             _ => None,
@@ -1075,6 +1090,16 @@ mod tests {
             (
                 "a secure parameter through a variable",
                 "[concat(variables('pw'), '')]".into(),
+                Err("reads the secure parameter 'secret'"),
+            ),
+            (
+                "a secure parameter in a list call's body",
+                "[listValue(resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', 'tok'), '2023-07-01', createObject('pw', parameters('secret'))).value]".into(),
+                Err("reads the secure parameter 'secret'"),
+            ),
+            (
+                "a secure parameter in a list call's body through a variable",
+                "[listValue(resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', 'tok'), '2023-07-01', createObject('pw', variables('pw'))).value]".into(),
                 Err("reads the secure parameter 'secret'"),
             ),
             (

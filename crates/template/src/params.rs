@@ -80,6 +80,22 @@ impl ExtensionConfigInput {
         span: Span,
         properties: impl IntoIterator<Item = (&'s str, S)>,
     ) -> (ExtensionConfigInput, Vec<ConfigError>) {
+        let mut properties: Vec<(&'s str, S)> = properties.into_iter().collect();
+        // Seed 002's wrapped form, `{"type": "object", "value": {...properties}}`, reads as its properties, at the
+        // root as in a nested deployment.
+        let member = |name: &str| {
+            properties
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                .map(|(_, value)| *value)
+        };
+        let wrapped = properties.len() == 2
+            && member("type")
+                .and_then(ConfigSource::as_str)
+                .is_some_and(|kind| kind.eq_ignore_ascii_case("object"));
+        if wrapped && let Some(members) = member("value").and_then(ConfigSource::members) {
+            properties = members;
+        }
         let (config, errors) = Config::read(properties);
         let input = ExtensionConfigInput {
             alias: alias.to_owned(),
@@ -236,6 +252,42 @@ fn parameter_value(node: &Node) -> Result<ParameterValue, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn seed_002_wrapped_configs_read_as_their_properties() {
+        // (alias object, the properties read)
+        let cases: [(&str, &[&str]); 5] = [
+            (r#"{"ns": {"value": "a"}}"#, &["ns"]),
+            (
+                r#"{"type": "object", "value": {"ns": {"value": "a"}, "k": {"value": "b"}}}"#,
+                &["k", "ns"],
+            ),
+            (
+                r#"{"Type": "Object", "Value": {"ns": {"value": "a"}}}"#,
+                &["ns"],
+            ),
+            // Look-alikes stay properties.
+            (
+                r#"{"type": {"value": "object"}, "value": {"value": "x"}}"#,
+                &["type", "value"],
+            ),
+            (
+                r#"{"type": "object", "other": {"value": "x"}}"#,
+                &["other", "type"],
+            ),
+        ];
+        for (alias, expected) in cases {
+            let text = format!(r#"{{"parameters": {{}}, "extensionConfigs": {{"k8s": {alias}}}}}"#);
+            let (file, _) = ParametersFile::parse(&cairn_json::parse(&text).unwrap());
+            let mut names: Vec<String> = file.extension_configs[0]
+                .config
+                .iter()
+                .map(|(name, _)| name.to_ascii_lowercase())
+                .collect();
+            names.sort();
+            assert_eq!(names, expected, "{alias}");
+        }
+    }
 
     #[test]
     fn full_file_with_extension_configs() {

@@ -159,6 +159,42 @@ async fn poll(app: &TestApp, url: &str) -> Value {
     panic!("the operation at {url} did not finish");
 }
 
+/// The status an admin's GET of the vault `name` in `group` answers (200 or 404).
+async fn vault_status(app: &TestApp, group: &str, name: &str) -> u16 {
+    let got = call(
+        &app.router,
+        "GET",
+        &format!("{group}/providers/Microsoft.KeyVault/vaults/{name}?{KV}"),
+        None,
+        Some(ADMIN),
+    )
+    .await;
+    got.status.as_u16()
+}
+
+/// An admin's deployment PUT at `path`, polled until it ends `Succeeded`.
+async fn deploy_as_admin(app: &TestApp, path: &str, body: Value) {
+    let put = call(
+        &app.router,
+        "PUT",
+        path,
+        Some(body.to_string()),
+        Some(ADMIN),
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+    let done = poll(app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
+    assert_eq!(done["status"], "Succeeded", "{done:#}");
+}
+
+/// A bulk delete of the file subscription two's stack manages, with the caller's own Local config.
+fn owned_file_entry(root: &str) -> Value {
+    json!({"resources": [{
+        "extension": {"name": "Local", "version": "1.0.0", "config": {"rootDirectory": {"value": root}}},
+        "type": "File", "apiVersion": "1.0.0", "identifiers": {"path": "owned.txt"}
+    }]})
+}
+
 fn template(resources: Value, outputs: Value) -> Value {
     json!({"$schema": SCHEMA, "contentVersion": "1.0.0.0", "resources": resources, "outputs": outputs})
 }
@@ -218,10 +254,6 @@ fn deploy_path(scope: &str, name: &str) -> String {
 fn cases(root: &str) -> Vec<Case> {
     let rg_a = format!("{S1}/resourceGroups/rgA");
     let secret_id = format!("{}/secrets/s", vault2());
-    let file_entry = json!({"resources": [{
-        "extension": {"name": "Local", "version": "1.0.0", "config": {"rootDirectory": {"value": root}}},
-        "type": "File", "apiVersion": "1.0.0", "identifiers": {"path": "owned.txt"}
-    }]});
     vec![
         Case {
             name: "nested deployment into another subscription",
@@ -361,7 +393,7 @@ fn cases(root: &str) -> Vec<Case> {
             token: SUB1,
             method: "POST",
             path: format!("{S1}/providers/Microsoft.Resources/bulkDelete?{DV}"),
-            body: Some(file_entry),
+            body: Some(owned_file_entry(root)),
             expect: Expect::EveryEntryRefused,
             names: SUB2_ID.into(),
         },
@@ -574,35 +606,19 @@ async fn a_scoped_token_reaches_nothing_outside_its_scopes() {
     );
 
     // Nothing was written in the other scopes, and subscription two's file is still there.
+    let rg2 = format!("{S2}/resourceGroups/rg2");
     for vault in ["kv-evil", "kv-evil-stack"] {
-        let got = call(
-            &app.router,
-            "GET",
-            &format!("{S2}/resourceGroups/rg2/providers/Microsoft.KeyVault/vaults/{vault}?{KV}"),
-            None,
-            Some(ADMIN),
-        )
-        .await;
         assert_eq!(
-            got.status.as_u16(),
+            vault_status(&app, &rg2, vault).await,
             404,
-            "{vault} was created: {}",
-            got.text
+            "{vault} was created"
         );
     }
-    let got = call(
-        &app.router,
-        "GET",
-        &format!("{S1}/resourceGroups/rgB/providers/Microsoft.KeyVault/vaults/kv-evil-b?{KV}"),
-        None,
-        Some(ADMIN),
-    )
-    .await;
+    let rg_b = format!("{S1}/resourceGroups/rgB");
     assert_eq!(
-        got.status.as_u16(),
+        vault_status(&app, &rg_b, "kv-evil-b").await,
         404,
-        "kv-evil-b was created: {}",
-        got.text
+        "kv-evil-b was created"
     );
     assert!(
         dir.path().join("owned.txt").exists(),
@@ -621,50 +637,26 @@ async fn an_unscoped_token_reaches_every_scope() {
     let root = dir.path().to_str().unwrap().to_owned();
     let app = world(&root).await;
     let rg_a = format!("{S1}/resourceGroups/rgA");
-    let put = call(
-        &app.router,
-        "PUT",
+    deploy_as_admin(
+        &app,
         &deploy_path(&rg_a, "nested-sub"),
-        Some(deployment(cross_subscription_vault("kv-allowed"), json!({})).to_string()),
-        Some(ADMIN),
+        deployment(cross_subscription_vault("kv-allowed"), json!({})),
     )
     .await;
-    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
-    let done = poll(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
-    assert_eq!(done["status"], "Succeeded", "{done:#}");
-    let got = call(
-        &app.router,
-        "GET",
-        &format!("{S2}/resourceGroups/rg2/providers/Microsoft.KeyVault/vaults/kv-allowed?{KV}"),
-        None,
-        Some(ADMIN),
-    )
-    .await;
-    assert_eq!(got.status.as_u16(), 200, "{}", got.text);
-
-    let put = call(
-        &app.router,
-        "PUT",
+    let rg2 = format!("{S2}/resourceGroups/rg2");
+    assert_eq!(vault_status(&app, &rg2, "kv-allowed").await, 200);
+    deploy_as_admin(
+        &app,
         &deploy_path(&rg_a, "spec"),
-        Some(
-            json!({"properties": {"mode": "Incremental", "templateLink": {"id": spec_version2()}}})
-                .to_string(),
-        ),
-        Some(ADMIN),
+        json!({"properties": {"mode": "Incremental", "templateLink": {"id": spec_version2()}}}),
     )
     .await;
-    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
-    let done = poll(&app, put.headers["azure-asyncoperation"].to_str().unwrap()).await;
-    assert_eq!(done["status"], "Succeeded", "{done:#}");
 
     let answer = call(
         &app.router,
         "POST",
         &format!("{S1}/providers/Microsoft.Resources/bulkDelete?{DV}"),
-        Some(json!({"resources": [{
-            "extension": {"name": "Local", "version": "1.0.0", "config": {"rootDirectory": {"value": root}}},
-            "type": "File", "apiVersion": "1.0.0", "identifiers": {"path": "owned.txt"}
-        }]}).to_string()),
+        Some(owned_file_entry(&root).to_string()),
         Some(ADMIN),
     )
     .await;

@@ -430,7 +430,7 @@ impl ParameterInputs {
             if let Value::Object(items) = slot {
                 for (property, value) in config.config.iter() {
                     items.retain(|k, _| !k.eq_ignore_ascii_case(property));
-                    items.insert(property.clone(), value.to_wire());
+                    items.insert(property.clone(), value.to_input_wire());
                 }
             }
         }

@@ -1002,3 +1002,120 @@ fn management_group_stacks_in_process() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert!(!root.join("a.txt").exists() && !root.join("b.txt").exists());
 }
+
+/// Seed 002's `{"type": "armApiCall", "value": "[list...()]"}` in a parameters file, on the in-process engine: the
+/// stack evaluates the call, keeps it as an `apiReference` (never the secret), and deletes with it after the
+/// secret rotated.
+#[test]
+fn an_arm_api_call_in_a_parameters_file_is_kept_as_a_directive() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let secret = |value: &str| {
+        let vault = dir.path().join(format!("vault-{value}.json"));
+        std::fs::write(
+            &vault,
+            json!({
+                "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+                "contentVersion": "1.0.0.0",
+                "resources": [
+                    {"type": "Microsoft.KeyVault/vaults", "apiVersion": "2023-07-01", "name": "ops",
+                     "location": "local", "properties": {}},
+                    {"type": "Microsoft.KeyVault/vaults/secrets", "apiVersion": "2023-07-01", "name": "ops/tok",
+                     "dependsOn": ["[resourceId('Microsoft.KeyVault/vaults', 'ops')]"],
+                     "properties": {"value": value}}
+                ]
+            })
+            .to_string(),
+        )
+        .unwrap();
+        ok_json(
+            &home,
+            &[
+                "deployment",
+                "group",
+                "create",
+                "-g",
+                "rg",
+                "-f",
+                vault.to_str().unwrap(),
+                "-o",
+                "json",
+            ],
+        );
+    };
+    let mut template = template(&["a"]);
+    template["parameters"] = json!({"secretName": {"type": "string", "defaultValue": "tok"}});
+    template["extensions"]["local"]["config"] = json!({
+        "rootDirectory": {"type": "string"}, "token": {"type": "secureString"}});
+    let file = dir.path().join("main.json");
+    std::fs::write(&file, template.to_string()).unwrap();
+    let call = "[listValue(resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', parameters('secretName')), '2023-07-01').value]";
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({"parameters": {}, "extensionConfigs": {"local": {
+            "rootDirectory": {"value": root}, "token": {"type": "armApiCall", "value": call}}}})
+        .to_string(),
+    )
+    .unwrap();
+
+    ok_json(&home, &["group", "create", "-n", "rg", "-l", "local"]);
+    secret("first-7d41");
+    let (file, params) = (file.to_str().unwrap(), params.to_str().unwrap());
+    let created = ok_json(
+        &home,
+        &[
+            "stack",
+            "group",
+            "create",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "-f",
+            file,
+            "-p",
+            params,
+            "--action-on-unmanage",
+            "deleteAll",
+            "--deny-settings-mode",
+            "none",
+            "--yes",
+            "-o",
+            "json",
+        ],
+    );
+    assert!(root.join("a.txt").exists());
+    let text = created.to_string();
+    assert!(!text.contains("first-7d41"), "{created:#}");
+    let token = created["properties"]["deploymentExtensions"]
+        .as_array()
+        .and_then(|all| all.iter().find(|e| e["name"] == "Local"))
+        .map(|e| e["config"]["token"].clone())
+        .unwrap_or_default();
+    assert_eq!(
+        token["apiReference"]["armResourceId"],
+        "/subscriptions/00000000-0000-0000-0000-000000000000/resourceGroups/rg/providers/Microsoft.KeyVault/vaults/ops/secrets/tok",
+        "{created:#}"
+    );
+
+    secret("rotated-0b9e");
+    ok_json(
+        &home,
+        &[
+            "stack",
+            "group",
+            "delete",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "--action-on-unmanage",
+            "deleteAll",
+            "--yes",
+        ],
+    );
+    assert!(!root.join("a.txt").exists());
+}

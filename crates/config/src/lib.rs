@@ -18,7 +18,7 @@ pub mod resolve;
 pub mod value;
 
 pub use parse::{
-    ConfigError, ConfigErrorKind, ConfigSource, InputJson, Unknown, arm_api_call_expression,
+    ConfigError, ConfigErrorKind, ConfigSource, Input, InputJson, Unknown, arm_api_call_expression,
 };
 pub use path::{PathMiss, PathStep, PathSyntaxError, ValuePath};
 pub use resolve::{

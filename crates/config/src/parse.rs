@@ -108,74 +108,88 @@ impl<'s> ConfigSource<'s> for &'s Node {
 /// Seed 002's input form `{"type": "armApiCall" | "apiCall", "value": "[list...()]"}`: the expression, when
 /// `item` is one (exactly those two members, the value a template expression).
 pub fn arm_api_call_expression(item: &Value) -> Option<&str> {
-    let members = item.as_object()?;
+    call_expression(item)
+}
+
+/// [`arm_api_call_expression`] of any config source.
+fn call_expression<'s, S: ConfigSource<'s>>(item: S) -> Option<&'s str> {
+    let members = item.members()?;
     if members.len() != 2 {
         return None;
     }
-    let declared = get_json(members, "type")?.as_str()?;
+    let member = |key: &str| {
+        members
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(key))
+            .map(|(_, v)| *v)
+    };
+    let declared = member("type")?.as_str()?;
     if !declared.eq_ignore_ascii_case("armApiCall") && !declared.eq_ignore_ascii_case("apiCall") {
         return None;
     }
-    let expression = get_json(members, "value")?.as_str()?;
+    let expression = member("value")?.as_str()?;
     (expression.starts_with('[') && !expression.starts_with("[[") && expression.ends_with(']'))
         .then_some(expression)
 }
 
-fn get_json<'v>(members: &'v serde_json::Map<String, Value>, key: &str) -> Option<&'v Value> {
-    members.get(key).or_else(|| {
-        members
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(key))
-            .map(|(_, v)| v)
-    })
-}
-
-/// A deployment input's JSON (a request's or parameters file's `extensionConfigs`): like `&Value`, except that
-/// the expression of seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is known only when the
-/// deployment runs, so the item reads as deferred instead of being refused. The deployment evaluates the call
-/// against its own template and records it as an `apiReference`; nothing else may read input this way.
+/// A deployment input (a request's `extensionConfigs` as JSON, a parameters file's as nodes): read as its source
+/// reads, except that the expression of seed 002's `{"type": "armApiCall", "value": "[list...()]"}` is known only
+/// when the deployment runs, so the item reads as deferred instead of being refused. The deployment evaluates the
+/// call against its own template and records it as an `apiReference`; nothing else may read input this way, so a
+/// deferred value in an input's config is always such a call ([`crate::Config::to_input_wire`]).
 #[derive(Clone, Copy, Debug)]
-pub struct InputJson<'s> {
-    json: &'s Value,
+pub struct Input<S> {
+    source: S,
     /// This is the `value` of an `armApiCall` item.
     call: bool,
 }
 
-impl<'s> InputJson<'s> {
-    pub fn new(json: &'s Value) -> Self {
-        Self { json, call: false }
+/// A request's `extensionConfigs` read as deployment input.
+pub type InputJson<'s> = Input<&'s Value>;
+
+impl<S> Input<S> {
+    pub fn new(source: S) -> Self {
+        Self {
+            source,
+            call: false,
+        }
     }
 }
 
-impl<'s> ConfigSource<'s> for InputJson<'s> {
+impl<'s, S: ConfigSource<'s>> ConfigSource<'s> for Input<S> {
     fn members(self) -> Option<Vec<(&'s str, Self)>> {
-        let is_call = arm_api_call_expression(self.json).is_some();
-        self.json.as_object().map(|map| {
-            map.iter()
+        let is_call = call_expression(self.source).is_some();
+        self.source.members().map(|members| {
+            members
+                .into_iter()
                 .map(|(k, v)| {
                     let call = is_call && k.eq_ignore_ascii_case("value");
-                    (k.as_str(), InputJson { json: v, call })
+                    (k, Input { source: v, call })
                 })
                 .collect()
         })
     }
 
     fn as_str(self) -> Option<&'s str> {
-        (!self.call).then(|| self.json.as_str()).flatten()
+        (!self.call).then(|| self.source.as_str()).flatten()
     }
 
     fn is_null(self) -> bool {
-        self.json.is_null()
+        self.source.is_null()
     }
 
     fn unknown(self) -> Option<&'s str> {
-        self.call.then(|| self.json.as_str()).flatten()
+        if self.call {
+            self.source.as_str()
+        } else {
+            self.source.unknown()
+        }
     }
 
     fn to_json(self) -> Result<Value, Unknown> {
         match self.unknown() {
             Some(expression) => Err(Unknown(expression.to_owned())),
-            None => Ok(self.json.clone()),
+            None => self.source.to_json(),
         }
     }
 }

@@ -179,6 +179,17 @@ impl ConfigValue {
     /// The item form: `{"value": v}`, `{"type": "SecureString", "value": v}`, `{"keyVaultReference": ...}`,
     /// `{"apiReference": ...}`, or a group's object of items. A deferred value shows its expression as the value.
     pub fn to_wire(&self) -> Value {
+        self.wire(false)
+    }
+
+    /// [`Self::to_wire`] for deployment input read through [`crate::Input`]: a deferred value there can only be
+    /// seed 002's call, so it is written back as `{"type": "armApiCall", "value": "[list...()]"}` for the
+    /// deployment to evaluate.
+    pub fn to_input_wire(&self) -> Value {
+        self.wire(true)
+    }
+
+    fn wire(&self, input: bool) -> Value {
         let item = |key: &str, value: Value| Value::Object(Map::from_iter([(key.into(), value)]));
         match self {
             Self::Literal(value) => item("value", value.clone()),
@@ -194,8 +205,12 @@ impl ConfigValue {
                 "apiReference",
                 serde_json::to_value(reference).unwrap_or(Value::Null),
             ),
+            Self::Deferred(expression) if input => Value::Object(Map::from_iter([
+                ("type".into(), Value::from("armApiCall")),
+                ("value".into(), Value::from(expression.as_str())),
+            ])),
             Self::Deferred(expression) => item("value", Value::from(expression.as_str())),
-            Self::Group(group) => group.to_wire(),
+            Self::Group(group) => group.wire(input),
         }
     }
 
@@ -364,10 +379,19 @@ impl Config {
 
     /// The wire form: `{"prop": {"value": v} | {"keyVaultReference": ...} | {"apiReference": ...} | {...group}}`.
     pub fn to_wire(&self) -> Value {
+        self.wire(false)
+    }
+
+    /// [`ConfigValue::to_input_wire`] of every property.
+    pub fn to_input_wire(&self) -> Value {
+        self.wire(true)
+    }
+
+    fn wire(&self, input: bool) -> Value {
         Value::Object(
             self.properties
                 .iter()
-                .map(|(name, value)| (name.clone(), value.to_wire()))
+                .map(|(name, value)| (name.clone(), value.wire(input)))
                 .collect(),
         )
     }

@@ -37,6 +37,7 @@ mod root;
 mod run;
 pub mod secrets;
 pub mod settings;
+pub mod stacks_rules;
 mod what_if;
 
 pub use adoption::{

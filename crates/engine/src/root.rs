@@ -305,6 +305,20 @@ pub(crate) fn prepare<R>(
         if !errors.is_empty() {
             break 'prepared Err(invalid(&key.name, tracking, errors));
         }
+        // Then seed 000's whole stacks-mode table, by the code the stack service runs too, for what the checks
+        // above do not judge (their findings keep their own codes): a stack's deployment that did not pass through
+        // the stack service (or a gap between the two) must not leave a stack unable to delete.
+        if stack_initiated {
+            let findings = crate::stacks_rules::stacks_mode_findings(
+                &template_value,
+                properties.parameters.as_ref(),
+                properties.extension_configs.as_ref(),
+                ("properties.template", "properties"),
+            );
+            if !findings.is_empty() {
+                break 'prepared Err(invalid(&key.name, tracking, findings));
+            }
+        }
         let identities = expansion.resources();
         let secure_parameters = secure_parameter_names(&template, &template_value);
         let annotation = EngineAnnotation {

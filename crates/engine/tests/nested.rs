@@ -30,7 +30,11 @@ fn widget_module() -> Value {
         "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
         "languageVersion": "2.2-experimental",
         "contentVersion": "1.0.0.0",
-        "extensions": { "fake": { "name": "Fake", "version": "1.0.0" } },
+        // Typed as the fake extension's schema types them: the credentials secure.
+        "extensions": { "fake": { "name": "Fake", "version": "1.0.0", "config": {
+            "cluster": { "type": "string", "nullable": true }, "namespace": { "type": "string", "nullable": true },
+            "token": { "type": "secureString", "nullable": true },
+            "kubeConfig": { "type": "secureString", "nullable": true } } } },
         "parameters": { "n": { "type": "string" } },
         "resources": {
             "w": { "extension": "fake", "type": "widget", "apiVersion": "v1",
@@ -238,8 +242,10 @@ async fn extension_configs_are_merged_inherited_and_resolved() {
         "languageVersion": "2.2-experimental",
         "contentVersion": "1.0.0.0",
         "parameters": { "pw": { "type": "securestring" } },
+        // The credentials are typed secure: seed 000's stacks-mode table lets a directive stand only there.
         "extensions": { "fake": { "name": "Fake", "version": "1.0.0",
-                                  "config": { "cluster": { "defaultValue": "c1" }, "namespace": { "defaultValue": "default" } } } },
+                                  "config": { "cluster": { "defaultValue": "c1" }, "namespace": { "defaultValue": "default" },
+                                              "token": { "type": "secureString" }, "kubeConfig": { "type": "secureString" } } } },
         "resources": {
             "root": widget("root", json!({ "pwLength": "[length(parameters('pw'))]" })),
             "whole": child(json!({ "fake": "[extensions('fake').config]" }), "whole"),

@@ -89,6 +89,24 @@ fn vault_id() -> String {
     format!("{RG}/providers/Microsoft.KeyVault/vaults/ops")
 }
 
+/// The fake extension's declaration as a stack's template gives it: the credentials typed secure, since seed 000's
+/// stacks-mode table lets a directive stand only in a secure property.
+fn fake_declaration() -> Value {
+    json!({ "name": "Fake", "version": "1.0.0", "config": {
+        "cluster": { "type": "string", "defaultValue": "c1" },
+        "namespace": { "type": "string", "nullable": true },
+        "token": { "type": "secureString", "nullable": true },
+        "kubeConfig": { "type": "secureString", "nullable": true }
+    } })
+}
+
+/// `fake_template` with [`fake_declaration`].
+fn stack_template(resources: Value, outputs: Value) -> Value {
+    let mut template = fake_template(resources, outputs);
+    template["extensions"]["fake"] = fake_declaration();
+    template
+}
+
 /// Deploys `template` as a stack would (its records show configs), with `extension_configs` as the request's.
 async fn deploy_stack_initiated(
     env: &TestEnv,
@@ -165,7 +183,7 @@ async fn an_arm_api_call_in_the_input_is_made_and_recorded_as_a_directive() {
     let template = json!({
         "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
         "parameters": { "clusterName": { "type": "string" } },
-        "extensions": { "fake": { "name": "Fake", "version": "1.0.0", "config": { "cluster": { "defaultValue": "c1" } } } },
+        "extensions": { "fake": fake_declaration() },
         "resources": { "w": widget("w", json!({})) }
     });
     let call = "[listCredentials(resourceId('Test.Rp/clusters', parameters('clusterName')), '2024-01-01').kubeconfigs[0].value]";
@@ -198,7 +216,7 @@ async fn an_arm_api_call_in_the_input_is_made_and_recorded_as_a_directive() {
 
     // Only a call can be made again: anything else is refused before the deployment runs, naming the property.
     let not_a_call = json!({ "fake": { "kubeConfig": { "type": "armApiCall", "value": "[parameters('clusterName')]" } } });
-    let template = fake_template(json!({ "w2": widget("w2", json!({})) }), json!({}));
+    let template = stack_template(json!({ "w2": widget("w2", json!({})) }), json!({}));
     let mut template = template;
     template["parameters"] = json!({ "clusterName": { "type": "string" } });
     let refused = try_deploy(
@@ -221,7 +239,7 @@ async fn an_arm_api_call_in_the_input_is_made_and_recorded_as_a_directive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_runtime_reference_without_api_version_uses_the_deployed_version() {
     let (env, clusters) = setup_clusters().await;
-    let template = fake_template(json!({ "w": widget("w", json!({})) }), json!({}));
+    let template = stack_template(json!({ "w": widget("w", json!({})) }), json!({}));
     let configs = json!({ "fake": { "kubeConfig": { "runtimeReference": {
         "resourceId": cluster_id(), "action": "listCredentials", "propertyPath": "$.kubeconfigs[0].value" } } } });
     let record = deploy_stack_initiated(&env, "runtime", template, json!({}), configs).await;
@@ -242,7 +260,7 @@ async fn a_runtime_reference_without_api_version_uses_the_deployed_version() {
     let gone = format!("{RG}/providers/Test.Rp/clusters/gone");
     let configs = json!({ "fake": { "kubeConfig": { "runtimeReference": {
         "resourceId": gone, "action": "listCredentials", "propertyPath": "kubeconfigs[0].value" } } } });
-    let template = fake_template(json!({ "w2": widget("w2", json!({})) }), json!({}));
+    let template = stack_template(json!({ "w2": widget("w2", json!({})) }), json!({}));
     let failed = deploy_stack_initiated(&env, "gone", template, json!({}), configs).await;
     assert_eq!(state(&failed), "Failed", "{failed:#}");
     let error = failed["properties"]["error"].to_string();
@@ -256,7 +274,7 @@ async fn a_runtime_reference_without_api_version_uses_the_deployed_version() {
         .unwrap();
     let configs = json!({ "fake": { "kubeConfig": { "runtimeReference": {
         "resourceId": unmanaged.to_string(), "action": "listCredentials", "propertyPath": "kubeconfigs[0].value" } } } });
-    let template = fake_template(json!({ "w3": widget("w3", json!({})) }), json!({}));
+    let template = stack_template(json!({ "w3": widget("w3", json!({})) }), json!({}));
     let failed = deploy_stack_initiated(&env, "elsewhere", template, json!({}), configs).await;
     assert_eq!(state(&failed), "Failed", "{failed:#}");
     let error = failed["properties"]["error"].to_string();
@@ -287,7 +305,7 @@ fn passing_module_as(name: &str, alias: &str, input: Value, inner: Option<Value>
     }
     let template = json!({
         "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
-        "extensions": { alias: { "name": "Fake", "version": "1.0.0" } },
+        "extensions": { alias: fake_declaration() },
         "resources": resources
     });
     json!({ "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": format!("m-{name}"),
@@ -306,7 +324,7 @@ async fn a_config_passed_down_three_levels_keeps_its_directives() {
     let level1 = passing_module("one", Some(level2));
     let template = json!({
         "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
-        "extensions": { "fake": { "name": "Fake", "version": "1.0.0" } },
+        "extensions": { "fake": fake_declaration() },
         "resources": { "w": widget("root", json!({})), "next": level1 }
     });
     let directives = json!({
@@ -368,7 +386,7 @@ async fn a_config_passed_down_under_other_aliases_keeps_its_directives() {
     );
     let template = json!({
         "$schema": SCHEMA, "languageVersion": "2.2-experimental", "contentVersion": "1.0.0.0",
-        "extensions": { "fake": { "name": "Fake", "version": "1.0.0" } },
+        "extensions": { "fake": fake_declaration() },
         "resources": { "next": level1 }
     });
     let directives = json!({

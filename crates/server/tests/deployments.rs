@@ -988,3 +988,75 @@ async fn the_stack_id_header_marks_a_deployment_as_a_stacks() {
         assert!(!got.text.contains("literal-5f1e"), "{name}: {}", got.text);
     }
 }
+
+/// A deployment marked as a stack's is held to seed 000's whole stacks-mode table by the engine itself, not only
+/// to the rules the stack service checks first: a `list*()` output in a property the extension does not declare
+/// secure, and a `reference()` output in one it does, are refused before anything runs, naming the property.
+#[tokio::test]
+async fn a_stacks_deployment_is_held_to_the_whole_stacks_mode_table() {
+    let app = TestApp::new().await;
+    create_group(&app, "table").await;
+    let scope = rg("table");
+    let stack = format!("{scope}/providers/Microsoft.Resources/deploymentStacks/files");
+    let body = |configs: Value| {
+        let inner = json!({
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.2-experimental",
+            "contentVersion": "1.0.0.0",
+            "extensions": {"local": {"name": "Local", "version": "1.0.0", "config": {
+                "rootDirectory": {"type": "string"},
+                "token": {"type": "secureString", "nullable": true}}}},
+            "resources": {"f": {"extension": "local", "type": "File",
+                                "properties": {"path": "a.txt", "content": "a"}}}
+        });
+        let template = json!({
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.0",
+            "contentVersion": "1.0.0.0",
+            "resources": {"inner": {
+                "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "inner",
+                "properties": {"mode": "Incremental", "extensionConfigs": {"local": configs}, "template": inner}
+            }}
+        });
+        json!({"properties": {"mode": "Incremental", "template": template}}).to_string()
+    };
+    let secret = "resourceId('Microsoft.KeyVault/vaults/secrets', 'ops', 'token')";
+    // (name, configs, the property the refusal names)
+    let cases = [
+        (
+            "list output in a plain property",
+            json!({"rootDirectory": {"value": format!("[listValue({secret}, '2023-07-01').value]")}}),
+            "rootDirectory",
+        ),
+        (
+            "reference output in a secure property",
+            json!({"rootDirectory": {"value": "/tmp/x"}, "token": {"value":
+                "[reference(resourceId('Microsoft.KeyVault/vaults', 'ops'), '2023-07-01').vaultUri]"}}),
+            "token",
+        ),
+    ];
+    for (name, configs, property) in cases {
+        let path = deployment(&scope, &name.replace(' ', "-"));
+        let put = call_with_headers(
+            &app.router,
+            "PUT",
+            &format!("{path}?{V}"),
+            Some(body(configs)),
+            &[("x-ms-deployment-stack-id", stack.as_str())],
+        )
+        .await;
+        assert_eq!(put.status.as_u16(), 400, "{name}: {}", put.text);
+        let details = put.json["error"]["details"].to_string();
+        assert!(
+            details.contains("stacks-extensibility-compat") && details.contains(property),
+            "{name}: {}",
+            put.text
+        );
+        let got = call(&app.router, "GET", &format!("{path}?{V}"), None, None).await;
+        assert_eq!(
+            got.status,
+            StatusCode::NOT_FOUND,
+            "{name}: nothing is written"
+        );
+    }
+}

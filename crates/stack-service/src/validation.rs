@@ -6,27 +6,22 @@
 //! be storable or re-fetchable (REP 0006). Findings of error level refuse the operation with 400
 //! `InvalidTemplateDeployment` whose `details` are the findings (code, JSON path, message; never a value).
 
+use cairn_arm::ArmError;
 use cairn_arm::models::deployment::{DeploymentMode, DeploymentProperties};
 use cairn_arm::models::parameters::DeploymentParameters;
 use cairn_arm::models::stack::{
     DeploymentStack, DeploymentStackProperties, DeploymentStackValidateProperties,
     DeploymentStackValidateResult, ResourceReference,
 };
-use cairn_arm::{ArmError, ErrorDetail};
 use cairn_engine::Engine;
-use cairn_stacks_lint::{LintInput, Mode, Rules};
-use cairn_template::{Severity, SourceFile};
-use serde_json::{Map, Value, json};
+use cairn_engine::stacks_rules::stacks_mode_findings;
+use serde_json::Value;
 
 use crate::request::{
     deployment_of, deployment_scope_of, link_without_credentials, public_parameters, stack_id,
     validate_body,
 };
 use crate::service::StackService;
-
-/// The schema of the parameters file the stack's parameters and extension configs are presented as.
-const PARAMETERS_SCHEMA: &str =
-    "https://schema.management.azure.com/schemas/2019-04-01/deploymentParameters.json#";
 
 /// Lints an inline stack template (a `templateLink` is linted by [`check_stack_template`], which resolves it).
 /// `Ok` when nothing of error level is found.
@@ -86,8 +81,8 @@ fn deployment_properties(properties: &DeploymentStackProperties) -> DeploymentPr
     deployment
 }
 
-/// Runs the stacks-mode rules over `template` with `parameters` and the stack's extension configs; template
-/// findings are reported under `template_target`.
+/// Runs seed 000's stacks-mode rules (the engine's, which it applies again to the deployment) over `template`
+/// with `parameters` and the stack's extension configs; template findings are reported under `template_target`.
 fn lint(
     stack_name: &str,
     template: &Value,
@@ -95,33 +90,12 @@ fn lint(
     properties: &DeploymentStackProperties,
     template_target: &str,
 ) -> Result<(), ArmError> {
-    let template_text = match template {
-        // A template sent as a JSON string is linted as that text.
-        Value::String(text) => text.clone(),
-        other => other.to_string(),
-    };
-    let template_file = SourceFile::new("template", template_text);
-    let parameters_file =
-        parameters_file_of(parameters, properties).map(|text| SourceFile::new("parameters", text));
-    let rules = Rules::default();
-    let findings: Vec<ErrorDetail> = cairn_stacks_lint::lint(&LintInput {
-        template: &template_file,
-        parameters: parameters_file.as_ref(),
-        rules: &rules,
-        mode: Mode::Stacks,
-        rules_base: None,
-    })
-    .into_iter()
-    .filter(|d| d.severity == Severity::Error)
-    .map(|d| {
-        // Parameters-file paths (`extensionConfigs.k8s...`) are the stack body's own, under `properties`.
-        let target = match d.file.as_deref() {
-            Some("parameters") => join_target("properties", &d.target),
-            _ => join_target(template_target, &d.target),
-        };
-        ErrorDetail::new(d.code, d.message).with_target(target)
-    })
-    .collect();
+    let findings = stacks_mode_findings(
+        template,
+        parameters,
+        properties.extension_configs.as_ref(),
+        (template_target, "properties"),
+    );
     if findings.is_empty() {
         return Ok(());
     }
@@ -136,41 +110,6 @@ fn lint(
         ),
     )
     .with_details(findings))
-}
-
-fn join_target(prefix: &str, target: &str) -> String {
-    if target.is_empty() {
-        prefix.to_owned()
-    } else {
-        format!("{prefix}.{target}")
-    }
-}
-
-/// The stack's parameters and `extensionConfigs` as a parameters file (the linter checks the root deployment's
-/// configs from there); `None` when the stack has neither.
-fn parameters_file_of(
-    parameters: Option<&DeploymentParameters>,
-    properties: &DeploymentStackProperties,
-) -> Option<String> {
-    if parameters.is_none() && properties.extension_configs.is_none() {
-        return None;
-    }
-    let mut file = Map::new();
-    file.insert("$schema".into(), json!(PARAMETERS_SCHEMA));
-    file.insert("contentVersion".into(), json!("1.0.0.0"));
-    file.insert(
-        "parameters".into(),
-        parameters
-            .and_then(|p| serde_json::to_value(p).ok())
-            .unwrap_or_else(|| json!({})),
-    );
-    if let Some(configs) = &properties.extension_configs {
-        file.insert(
-            "extensionConfigs".into(),
-            serde_json::to_value(configs).unwrap_or_else(|_| json!({})),
-        );
-    }
-    Some(Value::Object(file).to_string())
 }
 
 impl StackService {
@@ -234,6 +173,7 @@ mod tests {
     use cairn_engine::{EngineSettings, Providers};
     use cairn_host::{ExtensionHost, HostSettings, Registry};
     use cairn_store::Store;
+    use serde_json::json;
 
     use super::*;
 

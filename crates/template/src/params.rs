@@ -200,7 +200,10 @@ impl ParametersFile {
                     &a.key,
                     path.clone(),
                     a.value.span,
-                    props.iter().map(|p| (p.key.as_str(), &p.value)),
+                    // Read as deployment input: seed 002's `armApiCall` item is deferred to the deployment.
+                    props
+                        .iter()
+                        .map(|p| (p.key.as_str(), cairn_config::Input::new(&p.value))),
                 );
                 for error in errors {
                     // The span of the offending member (`auth.kubeConfig`), else the property's.

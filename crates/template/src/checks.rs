@@ -82,7 +82,8 @@ const ARM_FUNCTIONS: &[&str] = &[
     "subscription", "tenant",
     // resource
     "extensionResourceId", "managementGroupResourceId", "pickZones", "providers", "reference", "references",
-    "resourceId", "resourceInfo", "subscriptionResourceId", "tenantResourceId", "toLogicalZone", "toLogicalZones",
+    "resourceId", "resourceInfo", "roleDefinitions", "subscriptionResourceId", "tenantResourceId", "toLogicalZone",
+    "toLogicalZones",
     "toPhysicalZone", "toPhysicalZones",
     // string
     "base64", "base64ToJson", "base64ToString", "buildUri", "dataUri", "dataUriToString", "endsWith", "format",

@@ -626,11 +626,15 @@ impl<'a> TemplateEnv<'a> {
             },
         );
         let path = decl.path.clone();
+        let has_default = decl.node.get_ci("defaultValue").is_some();
         let supplied = self
             .inputs
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone());
+            .map(|(_, v)| v.clone())
+            // ARM takes a `null` given for a parameter with a default as not given: a module passes
+            // `{"value": null}` for an optional input it was not given itself.
+            .filter(|v| !(has_default && matches!(v, ParameterValue::Value(Value::Null))));
         // Secure by declaration, because Key Vault holds it, or because it was computed from a secure value.
         let mut secure = types::is_secure(&decl.node, self.template.definitions.as_ref());
         let value = match supplied {
@@ -657,7 +661,8 @@ impl<'a> TemplateEnv<'a> {
                     secure |= read_secure;
                     v
                 }
-                None if decl.node.get_ci("nullable").and_then(Node::as_bool) == Some(true) => {
+                // `nullable` may come through `$ref` (`{"$ref": "#/definitions/lockType"}`): optional too.
+                None if types::is_nullable(&decl.node, self.template.definitions.as_ref()) => {
                     Some(Value::Null)
                 }
                 None => {

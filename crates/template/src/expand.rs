@@ -390,17 +390,33 @@ fn unevaluated(expression: String) -> Value {
     Value::Unevaluated(Rc::new(Unevaluated { expression }))
 }
 
-fn type_of(decl: &Node, template: &Template) -> String {
+/// The declared type of a parameter or output, through `$ref`. A declaration without one (Bicep's
+/// resource-derived types carry only `metadata`) takes any value, and is named after the value it has.
+fn type_of(decl: &Node, template: &Template, value: &Value) -> String {
+    if let Some(t) = declared_type_name(decl, template, 0) {
+        return t;
+    }
+    match value {
+        Value::String(_) => "String",
+        Value::Int(_) | Value::Float(_) => "Int",
+        Value::Bool(_) => "Bool",
+        Value::Array(_) => "Array",
+        _ => "Object",
+    }
+    .to_string()
+}
+
+fn declared_type_name(decl: &Node, template: &Template, depth: usize) -> Option<String> {
     if let Some(t) = decl.get_ci("type").and_then(Node::as_str) {
-        return t.to_string();
+        return Some(t.to_string());
     }
-    if let Some(r) = decl.get_ci("$ref").and_then(Node::as_str) {
-        let name = r.trim_start_matches("#/definitions/");
-        if let Some(def) = template.definitions.as_ref().and_then(|d| d.get(name)) {
-            return type_of(def, template);
-        }
+    let reference = decl.get_ci("$ref").and_then(Node::as_str)?;
+    let def = types::resolve_ref(reference, template.definitions.as_ref())?;
+    // A `$ref` cycle is reported by the checks; stop following it here.
+    if depth > 32 {
+        return None;
     }
-    "object".to_string()
+    declared_type_name(def, template, depth + 1).or_else(|| Some("object".to_string()))
 }
 
 impl<'a> TemplateEnv<'a> {
@@ -588,7 +604,7 @@ impl<'a> TemplateEnv<'a> {
             out.push((
                 decl.name.clone(),
                 PlannedParameter {
-                    param_type: type_of(&decl.node, self.template),
+                    param_type: type_of(&decl.node, self.template, &value),
                     // A Key Vault secret or a value computed from a secure one is redacted like a declared one.
                     secure: self.parameter_secure(&decl.name),
                     value,
@@ -2043,7 +2059,7 @@ impl<'a> TemplateEnv<'a> {
                     continue;
                 }
             };
-            let output_type = type_of(node, self.template);
+            let output_type = type_of(node, self.template, &value);
             for d in types::check_value_as(
                 &value,
                 node,

@@ -2146,6 +2146,11 @@ impl<'a> TemplateEnv<'a> {
             let state = self.state.borrow();
             let inst = &state.instances[i];
             if inst.condition == Some(false) {
+                // ARM fails the deployment when it meets this, but validates the template: before a run the
+                // value stays open.
+                if !self.hook.deploying() {
+                    return Err(EvalError::unavailable(format!("reference('{}')", inst.key)));
+                }
                 return Err(EvalError::expression(format!(
                     "The template resource '{}' is not deployed because its condition is false.",
                     inst.key

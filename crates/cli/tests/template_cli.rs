@@ -134,3 +134,66 @@ fn missing_file_exits_2() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
 }
+
+#[test]
+fn real_world_templates_validate_as_arm_deploys_them() {
+    // Issue 44: `-p name=null` takes the default; a false-condition resource's name is never evaluated; a
+    // nullable `$ref` parameter and an untyped (resource-derived) one are optional; `roleDefinitions()` answers.
+    let dir = tempfile::tempdir().unwrap();
+    let template = write(
+        &dir,
+        "main.json",
+        r##"{
+  "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+  "languageVersion": "2.0",
+  "contentVersion": "1.0.0.0",
+  "definitions": {"lockType": {"type": "object", "properties": {"kind": {"type": "string"}}, "nullable": true}},
+  "parameters": {
+    "origins": {"type": "array", "defaultValue": []},
+    "kvId": {"type": "string", "nullable": true},
+    "lock": {"$ref": "#/definitions/lockType"},
+    "natGateway": {"metadata": {"__bicep_resource_derived_type!": {"source": "Microsoft.Network/virtualNetworks/subnets@2023-04-01#properties/properties/properties/natGateway"}}, "nullable": true}
+  },
+  "resources": {
+    "kv": {
+      "condition": "[not(empty(parameters('kvId')))]",
+      "existing": true,
+      "type": "Microsoft.KeyVault/vaults",
+      "apiVersion": "2023-07-01",
+      "name": "[last(split(parameters('kvId'), '/'))]"
+    }
+  },
+  "outputs": {
+    "origins": {"type": "int", "value": "[length(parameters('origins'))]"},
+    "contributor": {"type": "string", "value": "[roleDefinitions('Contributor').roleDefinitionId]"}
+  }
+}"##,
+    );
+    for command in ["validate", "expand"] {
+        let out = cairn()
+            .args(["template", command, "-f"])
+            .arg(&template)
+            .args(["-p", "origins=null"])
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{command}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        if command == "expand" {
+            let plan: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+            assert_eq!(
+                plan["parameters"]["origins"]["value"],
+                serde_json::json!([])
+            );
+            assert_eq!(plan["outputs"]["origins"]["value"], 0);
+            assert_eq!(
+                plan["outputs"]["contributor"]["value"],
+                "b24988ac-6180-42a0-ab88-20f7382dd24c"
+            );
+            assert_eq!(plan["resources"][0]["key"], "kv");
+            assert_eq!(plan["resources"][0]["condition"], false);
+        }
+    }
+}

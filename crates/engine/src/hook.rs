@@ -66,14 +66,27 @@ pub(crate) struct EngineHook {
     shared: Rc<RuntimeValues>,
     local: RefCell<HashMap<String, Json>>,
     misses: RefCell<Vec<Miss>>,
+    /// The hook of a running deployment (not of a preflight or a what-if).
+    deploying: bool,
 }
 
 impl EngineHook {
+    /// A hook for validating or previewing.
     pub(crate) fn new(shared: Rc<RuntimeValues>) -> Self {
         EngineHook {
             shared,
             local: RefCell::new(HashMap::new()),
             misses: RefCell::new(Vec::new()),
+            deploying: false,
+        }
+    }
+
+    /// A hook for a running deployment: what only a run can tell (a `reference()` of a skipped resource) is an
+    /// error here.
+    pub(crate) fn deploying(shared: Rc<RuntimeValues>) -> Self {
+        EngineHook {
+            deploying: true,
+            ..EngineHook::new(shared)
         }
     }
 
@@ -127,6 +140,10 @@ fn answer(envelope: &Json, full: bool) -> Value {
 }
 
 impl RuntimeHook for EngineHook {
+    fn deploying(&self) -> bool {
+        self.deploying
+    }
+
     fn reference(&self, request: &ReferenceRequest<'_>) -> Option<Value> {
         let key = request.resource_id.to_ascii_lowercase();
         if request.extension.is_some() {

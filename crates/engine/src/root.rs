@@ -515,7 +515,7 @@ async fn run_tree(
         &env.settings,
     );
     run.set_link_context(TemplateOrigin::of(properties), ctx.clone());
-    let hook = EngineHook::new(tree.values.clone());
+    let hook = EngineHook::deploying(tree.values.clone());
     let expansion = run
         .with_runtime_values(&hook, || {
             Expansion::start(DeploymentInput::new(&template, &file, ctx.clone()), &hook)

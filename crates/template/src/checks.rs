@@ -82,7 +82,8 @@ const ARM_FUNCTIONS: &[&str] = &[
     "subscription", "tenant",
     // resource
     "extensionResourceId", "managementGroupResourceId", "pickZones", "providers", "reference", "references",
-    "resourceId", "resourceInfo", "subscriptionResourceId", "tenantResourceId", "toLogicalZone", "toLogicalZones",
+    "resourceId", "resourceInfo", "roleDefinitions", "subscriptionResourceId", "tenantResourceId", "toLogicalZone",
+    "toLogicalZones",
     "toPhysicalZone", "toPhysicalZones",
     // string
     "base64", "base64ToJson", "base64ToString", "buildUri", "dataUri", "dataUriToString", "endsWith", "format",
@@ -498,15 +499,8 @@ impl Checker {
             );
             return;
         }
-        if node.get_ci("type").is_none() && node.get_ci("$ref").is_none() {
-            self.error(
-                node.span,
-                path,
-                format!(
-                    "The {what} '{name}' must have a 'type' (or a '$ref' to a type definition)."
-                ),
-            );
-        }
+        // A declaration with neither `type` nor `$ref` takes any value: Bicep's resource-derived types
+        // (`resourceInput<'Ns/type@version'>.properties...`) compile to `metadata` alone, and ARM deploys them.
         self.diags
             .extend(types::check_schema(node, definitions, path));
     }
@@ -1719,14 +1713,12 @@ mod tests {
 
     #[test]
     fn declarations_need_a_well_formed_type() {
-        one_error(
-            &t1(r#""parameters": {"p": {"defaultValue": 1}}"#),
-            "parameters.p: The template parameter 'p' must have a 'type'",
-        );
-        one_error(
-            &t1(r#""outputs": {"o": {"value": 1}}"#),
-            "outputs.o: The template output 'o' must have a 'type'",
-        );
+        // No type at all is Bicep's resource-derived type: any value.
+        clean(&t1(r#""parameters": {"p": {"defaultValue": 1}}"#));
+        clean(&t1(r#""outputs": {"o": {"value": 1}}"#));
+        clean(&t2(
+            r#""parameters": {"p": {"metadata": {"__bicep_resource_derived_type!": {"source": "Microsoft.Network/virtualNetworks@2023-04-01#properties/properties"}}, "nullable": true}}"#,
+        ));
         one_error(
             &t1(r#""parameters": {"p": {"type": "text"}}"#),
             "parameters.p.type: The type 'text'",

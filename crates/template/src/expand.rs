@@ -390,17 +390,33 @@ fn unevaluated(expression: String) -> Value {
     Value::Unevaluated(Rc::new(Unevaluated { expression }))
 }
 
-fn type_of(decl: &Node, template: &Template) -> String {
+/// The declared type of a parameter or output, through `$ref`. A declaration without one (Bicep's
+/// resource-derived types carry only `metadata`) takes any value, and is named after the value it has.
+fn type_of(decl: &Node, template: &Template, value: &Value) -> String {
+    if let Some(t) = declared_type_name(decl, template, 0) {
+        return t;
+    }
+    match value {
+        Value::String(_) => "String",
+        Value::Int(_) | Value::Float(_) => "Int",
+        Value::Bool(_) => "Bool",
+        Value::Array(_) => "Array",
+        _ => "Object",
+    }
+    .to_string()
+}
+
+fn declared_type_name(decl: &Node, template: &Template, depth: usize) -> Option<String> {
     if let Some(t) = decl.get_ci("type").and_then(Node::as_str) {
-        return t.to_string();
+        return Some(t.to_string());
     }
-    if let Some(r) = decl.get_ci("$ref").and_then(Node::as_str) {
-        let name = r.trim_start_matches("#/definitions/");
-        if let Some(def) = template.definitions.as_ref().and_then(|d| d.get(name)) {
-            return type_of(def, template);
-        }
+    let reference = decl.get_ci("$ref").and_then(Node::as_str)?;
+    let def = types::resolve_ref(reference, template.definitions.as_ref())?;
+    // A `$ref` cycle is reported by the checks; stop following it here.
+    if depth > 32 {
+        return None;
     }
-    "object".to_string()
+    declared_type_name(def, template, depth + 1).or_else(|| Some("object".to_string()))
 }
 
 impl<'a> TemplateEnv<'a> {
@@ -588,7 +604,7 @@ impl<'a> TemplateEnv<'a> {
             out.push((
                 decl.name.clone(),
                 PlannedParameter {
-                    param_type: type_of(&decl.node, self.template),
+                    param_type: type_of(&decl.node, self.template, &value),
                     // A Key Vault secret or a value computed from a secure one is redacted like a declared one.
                     secure: self.parameter_secure(&decl.name),
                     value,
@@ -626,11 +642,15 @@ impl<'a> TemplateEnv<'a> {
             },
         );
         let path = decl.path.clone();
+        let has_default = decl.node.get_ci("defaultValue").is_some();
         let supplied = self
             .inputs
             .iter()
             .find(|(n, _)| n.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.clone());
+            .map(|(_, v)| v.clone())
+            // ARM takes a `null` given for a parameter with a default as not given: a module passes
+            // `{"value": null}` for an optional input it was not given itself.
+            .filter(|v| !(has_default && matches!(v, ParameterValue::Value(Value::Null))));
         // Secure by declaration, because Key Vault holds it, or because it was computed from a secure value.
         let mut secure = types::is_secure(&decl.node, self.template.definitions.as_ref());
         let value = match supplied {
@@ -657,7 +677,8 @@ impl<'a> TemplateEnv<'a> {
                     secure |= read_secure;
                     v
                 }
-                None if decl.node.get_ci("nullable").and_then(Node::as_bool) == Some(true) => {
+                // `nullable` may come through `$ref` (`{"$ref": "#/definitions/lockType"}`): optional too.
+                None if types::is_nullable(&decl.node, self.template.definitions.as_ref()) => {
                     Some(Value::Null)
                 }
                 None => {
@@ -952,11 +973,19 @@ impl<'a> TemplateEnv<'a> {
         let mut pending_deps: Vec<(usize, Vec<DepRef>)> = Vec::new();
         // Instances of each declaration, for child resources and copy-loop lookups.
         let mut by_decl: Vec<Vec<usize>> = vec![Vec::new(); self.template.resources.len()];
+        // Copy loop names per declaration, kept for loops that deploy nothing.
+        let mut loop_names: HashMap<usize, String> = HashMap::new();
+        // Declarations that deploy nothing by design: a count-0 copy loop, or a child of one. (A declaration
+        // whose identity failed has no instances either, but its error is reported.)
+        let mut undeployed: HashSet<usize> = HashSet::new();
         for (d, decl) in self.template.resources.iter().enumerate() {
             let parents: Vec<Option<usize>> = match decl.parent {
                 Some(p) => by_decl[p].iter().map(|&i| Some(i)).collect(),
                 None => vec![None],
             };
+            if decl.parent.is_some_and(|p| undeployed.contains(&p)) {
+                undeployed.insert(d);
+            }
             for parent in parents {
                 let copy = decl.node.get_ci("copy").filter(|_| decl.parent.is_none());
                 let copy_info = match copy {
@@ -966,6 +995,12 @@ impl<'a> TemplateEnv<'a> {
                 let Some((info, count)) = copy_info else {
                     continue;
                 };
+                if let Some(c) = &info {
+                    loop_names.insert(d, c.name.clone());
+                    if count == 0 {
+                        undeployed.insert(d);
+                    }
+                }
                 for i in 0..count {
                     let info = info.clone().map(|mut c: CopyInfo| {
                         c.index = i;
@@ -1004,7 +1039,10 @@ impl<'a> TemplateEnv<'a> {
         for (idx, deps) in pending_deps {
             let mut resolved = Vec::new();
             for dep in deps {
-                match self.resolve_ref(&dep.text) {
+                let found = self
+                    .resolve_ref(&dep.text)
+                    .or_else(|| self.resolve_undeployed(&dep.text, &undeployed, &loop_names));
+                match found {
                     Some(targets) => resolved.extend(targets.into_iter().filter(|&t| t != idx)),
                     // When an identity could not be evaluated, its error is already reported; an unresolved
                     // name is most likely that resource, so don't pile a second error on it.
@@ -1165,6 +1203,83 @@ impl<'a> TemplateEnv<'a> {
             (Some(true), Some(false)) => Some(false),
             (c, _) => c,
         };
+        if condition != Some(false) {
+            return self.identify_members(ev, d, decl, copy, parent, condition);
+        }
+        // ARM skips a resource whose condition is false without evaluating its name, scope properties or
+        // dependencies (templates guard a name like `last(split(parameters('id'), '/'))` with the condition
+        // alone). What can be worked out still lets `dependsOn` and `reference()` find the resource, so it is
+        // tried, but nothing it meets is an error.
+        let before = self.diags.borrow().len();
+        let built = self.identify_members(ev, d, decl, copy.clone(), parent, condition);
+        self.diags.borrow_mut().truncate(before);
+        Some(built.unwrap_or_else(|| self.skipped_instance(ev, d, decl, copy, parent)))
+    }
+
+    /// A false-condition instance whose identity could not be evaluated: keyed by its symbolic name (or its
+    /// declaration's path), `[index]` in a copy loop, with the type when that can be read.
+    fn skipped_instance(
+        &self,
+        ev: &mut Evaluator<'_>,
+        d: usize,
+        decl: &ResourceDecl,
+        copy: Option<CopyInfo>,
+        parent: Option<&Instance>,
+    ) -> (Instance, Vec<DepRef>) {
+        let before = self.diags.borrow().len();
+        let mut resource_type = self
+            .eval_string_member(ev, &decl.node, "type", &decl.path)
+            .flatten()
+            .unwrap_or_default();
+        let api_version = self
+            .eval_string_member(ev, &decl.node, "apiVersion", &decl.path)
+            .flatten();
+        self.diags.borrow_mut().truncate(before);
+        if let Some(p) = parent
+            && !resource_type.contains('/')
+        {
+            resource_type = format!("{}/{}", p.resource_type, resource_type);
+        }
+        let base = decl
+            .symbolic_name
+            .clone()
+            .unwrap_or_else(|| decl.path.clone());
+        let key = match &copy {
+            Some(c) => format!("{base}[{}]", c.index),
+            None => base,
+        };
+        let inst = Instance {
+            decl: d,
+            copy,
+            symbolic: decl.symbolic_name.clone(),
+            name: None,
+            resource_type,
+            api_version,
+            id: None,
+            key,
+            extension: None,
+            condition: Some(false),
+            existing: decl.existing,
+            depends_on: Vec::new(),
+            body: None,
+            secure_parameters: Vec::new(),
+            child: None,
+        };
+        (inst, Vec::new())
+    }
+
+    /// [`TemplateEnv::identify`] past the condition: type, name, scope, ID and dependencies.
+    fn identify_members(
+        &self,
+        ev: &mut Evaluator<'_>,
+        d: usize,
+        decl: &ResourceDecl,
+        copy: Option<CopyInfo>,
+        parent: Option<&Instance>,
+        condition: Option<bool>,
+    ) -> Option<(Instance, Vec<DepRef>)> {
+        let node = &decl.node;
+        let path = &decl.path;
         let raw_type = self
             .eval_string_member(ev, node, "type", path)?
             .unwrap_or_default();
@@ -1458,6 +1573,62 @@ impl<'a> TemplateEnv<'a> {
             });
         }
         None
+    }
+
+    /// A dependency on something the template declares but does not deploy, which ARM counts as satisfied: a
+    /// copy loop (or its symbolic name) with no instances, or a resource of a declared type whose instances are
+    /// all skipped before their identity was known (a false condition, see [`TemplateEnv::identify`]) or that
+    /// no instance deploys (a count-0 loop). Returns the skipped instances it may name (possibly none).
+    fn resolve_undeployed(
+        &self,
+        text: &str,
+        undeployed: &HashSet<usize>,
+        loop_names: &HashMap<usize, String>,
+    ) -> Option<Vec<usize>> {
+        let decls = &self.template.resources;
+        let symbolic = self.template.language_version.symbolic();
+        // The whole loop (`sym[i]` of an empty loop is out of bounds: `symbol_index_error` says so).
+        if symbolic
+            && undeployed.iter().any(|&d| {
+                decls[d]
+                    .symbolic_name
+                    .as_deref()
+                    .is_some_and(|s| s.eq_ignore_ascii_case(text))
+            })
+        {
+            return Some(Vec::new());
+        }
+        if loop_names
+            .iter()
+            .any(|(d, name)| undeployed.contains(d) && name.eq_ignore_ascii_case(text))
+        {
+            return Some(Vec::new());
+        }
+        // In 2.0 a reference without a slash is a symbolic name, and those were looked up above.
+        if symbolic && !text.contains('/') {
+            return None;
+        }
+        let state = self.state.borrow();
+        let unknown = |i: &usize| {
+            let inst = &state.instances[*i];
+            inst.condition == Some(false) && inst.id.is_none() && inst.extension.is_none()
+        };
+        let wanted = reference_type(text);
+        let same_type = |t: &str| wanted.as_deref().is_some_and(|w| w.eq_ignore_ascii_case(t));
+        // A plain name (1.0) may be any of them; an ID or `Ns/type/name` only one of its type.
+        let skipped: Vec<usize> = (0..state.instances.len())
+            .filter(unknown)
+            .filter(|&i| !text.contains('/') || same_type(&state.instances[i].resource_type))
+            .collect();
+        let undeployed_decl = undeployed.iter().any(|&d| {
+            !text.contains('/')
+                || decls[d]
+                    .node
+                    .get_ci("type")
+                    .and_then(Node::as_str)
+                    .is_some_and(same_type)
+        });
+        (!skipped.is_empty() || undeployed_decl).then_some(skipped)
     }
 
     /// For `sym[i]` naming a declared copy loop with fewer than `i + 1` instances: the out-of-bounds message
@@ -1888,7 +2059,7 @@ impl<'a> TemplateEnv<'a> {
                     continue;
                 }
             };
-            let output_type = type_of(node, self.template);
+            let output_type = type_of(node, self.template, &value);
             for d in types::check_value_as(
                 &value,
                 node,
@@ -1975,6 +2146,11 @@ impl<'a> TemplateEnv<'a> {
             let state = self.state.borrow();
             let inst = &state.instances[i];
             if inst.condition == Some(false) {
+                // ARM fails the deployment when it meets this, but validates the template: before a run the
+                // value stays open.
+                if !self.hook.deploying() {
+                    return Err(EvalError::unavailable(format!("reference('{}')", inst.key)));
+                }
                 return Err(EvalError::expression(format!(
                     "The template resource '{}' is not deployed because its condition is false.",
                     inst.key
@@ -2156,6 +2332,28 @@ impl RefIndex {
 struct DepRef {
     text: String,
     explicit: bool,
+}
+
+/// The resource type a resource ID or an `Ns/type/name[/childType/childName]` reference names (for an extension
+/// resource's ID, the extension's type).
+fn reference_type(text: &str) -> Option<String> {
+    let rest = if text.starts_with('/') {
+        let lower = text.to_ascii_lowercase();
+        let at = lower.rfind("/providers/")?;
+        &text[at + "/providers/".len()..]
+    } else {
+        text
+    };
+    let segments: Vec<&str> = rest.split('/').collect();
+    if segments.len() < 3 || segments.len().is_multiple_of(2) {
+        return None;
+    }
+    let mut ty = format!("{}/{}", segments[0], segments[1]);
+    for child in segments[3..].iter().step_by(2) {
+        ty.push('/');
+        ty.push_str(child);
+    }
+    Some(ty)
 }
 
 fn type_name_matches(lower_id: &str, text: &str) -> bool {

@@ -39,6 +39,12 @@ pub trait RuntimeHook {
     ) -> Option<Value>;
     /// A Key Vault secret's value for a parameter or config reference.
     fn key_vault_secret(&self, reference: &KeyVaultReference) -> Option<Value>;
+    /// Whether the answers come from a deployment that is running, rather than from a validation or a preview.
+    /// What only a run can tell apart is an error there and an open value elsewhere: `reference()` of a resource
+    /// whose condition is false fails a deployment in ARM, but not its validation.
+    fn deploying(&self) -> bool {
+        false
+    }
 }
 
 /// Knows nothing: every runtime value stays unevaluated.

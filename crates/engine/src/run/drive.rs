@@ -1321,7 +1321,7 @@ impl Run {
             if let Err(error) = self.check_scope(&mut nested, &child_key).await {
                 return early(error, target);
             }
-            let child_hook = EngineHook::new(self.tree.values.clone());
+            let child_hook = EngineHook::deploying(self.tree.values.clone());
             let child_expansion = match self
                 .with_runtime_values(&child_hook, || {
                     expansion.expand_nested(&nested, &child_hook)

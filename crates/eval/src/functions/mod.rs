@@ -15,6 +15,7 @@ mod lambda;
 mod numeric;
 mod object;
 mod resource;
+mod role;
 mod scope;
 mod string;
 #[cfg(test)]
@@ -88,7 +89,7 @@ impl FunctionDef {
 
 /// The table, sorted by lower-case name: lookups binary-search it ignoring case, without allocating.
 static TABLE: LazyLock<Vec<(String, FunctionDef)>> = LazyLock::new(|| {
-    let families: [&[FunctionDef]; 12] = [
+    let families: [&[FunctionDef]; 13] = [
         core::FUNCTIONS,
         array::FUNCTIONS,
         object::FUNCTIONS,
@@ -101,6 +102,7 @@ static TABLE: LazyLock<Vec<(String, FunctionDef)>> = LazyLock::new(|| {
         cidr::FUNCTIONS,
         scope::FUNCTIONS,
         resource::FUNCTIONS,
+        role::FUNCTIONS,
     ];
     let mut table: Vec<(String, FunctionDef)> = families
         .into_iter()

@@ -267,6 +267,15 @@ fn walk<'f>(
     depth: usize,
 ) -> crate::inflight::LocalFuture<'f, ()> {
     Box::pin(async move {
+        // Copy loops whose count only the deployment's run knows: ARM's what-if cannot analyse them either.
+        for deferred in expansion.deferred() {
+            let mut change = WhatIfChange::new(ChangeType::Unsupported);
+            change.deployment_id = Some(deployment_id.to_string());
+            change.symbolic_name = deferred.symbolic_name.clone();
+            change.resource_type = deferred.resource_type.clone();
+            change.unsupported_reason = Some(deferred.message());
+            collector.borrow_mut().changes.push(change);
+        }
         for &index in expansion.order() {
             let identity = expansion.resource(index);
             if identity.condition == Some(false) || identity.existing {
@@ -289,10 +298,7 @@ fn walk<'f>(
                 if depth >= MAX_DEPTH {
                     continue;
                 }
-                let nested = match run
-                    .nested_child(expansion, &identity, &body.to_json())
-                    .await
-                {
+                let nested = match run.nested_child(expansion, &identity, &body).await {
                     Ok(child) => child,
                     Err(error) => {
                         // A linked template that cannot be read: the deployment's changes are unknown.
@@ -336,6 +342,14 @@ fn walk<'f>(
                     depth + 1,
                 )
                 .await;
+                // The parent's later resources and outputs read the child's outputs, as when it deploys; those
+                // the child cannot know before it runs stay unknown.
+                if let Ok(outputs) = child_run
+                    .with_runtime_values(&child_hook, || child.outputs())
+                    .await
+                {
+                    expansion.set_nested_plan(index, child.finish(outputs));
+                }
                 continue;
             }
             let change = match &identity.extension {

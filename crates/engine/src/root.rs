@@ -136,7 +136,7 @@ fn preflight(
         // Not inline (a templateLink): fetched and checked when it runs. A child whose template or parameters
         // depend on a runtime value is expanded then too.
         let nested = match expansion.child(index) {
-            Ok(Child::Ready(nested)) => nested,
+            Ok(Child::Ready(nested)) => *nested,
             Ok(Child::Deferred(_)) => continue,
             Err(diags) if diags.is_empty() => continue,
             Err(diags) => {

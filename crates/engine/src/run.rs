@@ -451,7 +451,7 @@ impl Run {
                 .child(identity.index)
                 .map_err(|diags| template_error(&diags))?
             {
-                Child::Ready(nested) => nested,
+                Child::Ready(nested) => *nested,
                 // What-if shows this as the reason it cannot tell the child's changes; a deployment, which has
                 // every runtime value its body needs by now, only if the template reads a resource it cannot.
                 Child::Deferred(deferred) => {

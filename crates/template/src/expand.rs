@@ -122,7 +122,7 @@ pub struct NestedTemplate {
 /// while the deployment runs.
 #[derive(Clone, Debug)]
 pub enum Child {
-    Ready(NestedTemplate),
+    Ready(Box<NestedTemplate>),
     Deferred(Deferred),
 }
 
@@ -244,7 +244,7 @@ impl<'a> Expansion<'a> {
     /// [`Expansion::child`] to tell it apart.
     pub fn nested(&self, index: usize) -> Result<NestedTemplate, Vec<Diagnostic>> {
         match self.child(index)? {
-            Child::Ready(nested) => Ok(nested),
+            Child::Ready(nested) => Ok(*nested),
             Child::Deferred(deferred) => Err(vec![unknown_at_start(&deferred)]),
         }
     }
@@ -257,7 +257,7 @@ impl<'a> Expansion<'a> {
         let new: Vec<Diagnostic> = self.env.diags.borrow()[before..].to_vec();
         match nested {
             _ if new.iter().any(Diagnostic::is_error) => Err(new),
-            NestedOutcome::Ready(n) => Ok(Child::Ready(*n)),
+            NestedOutcome::Ready(n) => Ok(Child::Ready(n)),
             NestedOutcome::Deferred(d) => Ok(Child::Deferred(d)),
             NestedOutcome::Failed => Err(new),
         }

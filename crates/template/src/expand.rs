@@ -2189,6 +2189,15 @@ impl<'a> TemplateEnv<'a> {
                 o.insert("properties", Value::Object(props));
                 return Ok(Value::Object(o));
             }
+            // A child left for the deployment's run: nothing can say what it outputs before then.
+            if self
+                .deferred
+                .borrow()
+                .iter()
+                .any(|d| d.key.as_deref() == Some(inst.key.as_str()))
+            {
+                return Err(EvalError::unavailable(format!("reference('{}')", inst.key)));
+            }
             let req = ReferenceRequest {
                 resource_id: &inst.key,
                 api_version: api_version.as_deref().or(inst.api_version.as_deref()),

@@ -320,13 +320,21 @@ fn walk<'f>(
                 child_run.set_link_context(nested.origin.clone(), nested.nested.context.clone());
                 let nested = nested.nested;
                 let child_hook = EngineHook::new(hook.shared().clone());
-                let Ok(child) = run
+                let child = match run
                     .with_runtime_values(&child_hook, || {
                         expansion.expand_nested(&nested, &child_hook)
                     })
                     .await
-                else {
-                    continue;
+                {
+                    Ok(child) => child,
+                    // The child's changes cannot be told; say why rather than leave them out unseen.
+                    Err(error) => {
+                        let mut change =
+                            base_change(&identity, deployment_id, ChangeType::Unsupported);
+                        change.unsupported_reason = Some(error.message().to_string());
+                        collector.borrow_mut().changes.push(change);
+                        continue;
+                    }
                 };
                 let child_id = format!(
                     "{}/providers/Microsoft.Resources/deployments/{}",

@@ -161,6 +161,22 @@ async fn a_module_output_known_at_deployment_reaches_the_parent_as_its_value() {
         }),
     );
     validates(&env, "dns", &template).await;
+    // What-if hands the module's outputs to its parent as a deployment does: the sibling module receives an
+    // unknown array (not its expression text, which its array parameter would refuse) and is previewed.
+    let what_if: DeploymentWhatIf = serde_json::from_value(
+        json!({ "properties": { "mode": "Incremental", "template": template.clone() } }),
+    )
+    .unwrap();
+    let result =
+        serde_json::to_value(env.engine.what_if(RG, "dns", what_if).await.unwrap()).unwrap();
+    let changes = result["properties"]["changes"].as_array().unwrap();
+    for name in ["pe", "records", "copy"] {
+        let change = changes
+            .iter()
+            .find(|c| c["identifiers"]["name"] == name)
+            .unwrap_or_else(|| panic!("no change for {name}: {changes:#?}"));
+        assert_eq!(change["changeType"], "Create", "{change:#}");
+    }
     let record = deploy(&env.engine, RG, "dns", request(template, json!({}))).await;
     assert_eq!(state(&record), "Succeeded", "{record:#}");
     let outputs = &record["properties"]["outputs"];
@@ -271,7 +287,11 @@ async fn a_list_call_in_an_expression_parameter_entry_reaches_the_child() {
         "$schema": SCHEMA,
         "contentVersion": "1.0.0.0",
         "parameters": { "creds": { "type": "object" }, "first": { "type": "object" } },
-        "resources": [],
+        // Preflight evaluates this body before anything is listed: the value must be unknown then, not null.
+        "resources": [
+            { "type": "Test.Rp/clusters", "apiVersion": "2024-01-01", "name": "aks2",
+              "properties": { "size": "[length(parameters('creds').kubeconfigs)]" } }
+        ],
         "outputs": {
             "count": { "type": "int", "value": "[length(parameters('creds').kubeconfigs)]" },
             "name": { "type": "string", "value": "[parameters('first').name]" }
@@ -301,6 +321,15 @@ async fn a_list_call_in_an_expression_parameter_entry_reaches_the_child() {
     assert_eq!(state(&record), "Succeeded", "{record:#}");
     assert_eq!(record["properties"]["outputs"]["count"]["value"], 1);
     assert_eq!(record["properties"]["outputs"]["name"]["value"], "admin");
+    let aks2 = clusters
+        .resources
+        .lock()
+        .unwrap()
+        .iter()
+        .find(|(id, _)| id.ends_with("/clusters/aks2"))
+        .map(|(_, r)| r.clone())
+        .expect("aks2 deployed");
+    assert_eq!(aks2["properties"]["size"], 1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

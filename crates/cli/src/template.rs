@@ -137,6 +137,11 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
     }
     let result = match (&plan, print_plan) {
         (Some(plan), true) => plan.to_json(),
+        (Some(plan), false) if has_deferred(plan) => {
+            // Valid, with parts that ARM expands only while the deployment runs: say which.
+            serde_json::json!({ "status": "valid", "diagnostics": loaded.diagnostics,
+                                "deferred": deferred_messages(plan, "") })
+        }
         _ => serde_json::json!({ "status": "valid", "diagnostics": loaded.diagnostics }),
     };
     Ok(
@@ -145,6 +150,46 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
             Err(failure) => failure.report(),
         },
     )
+}
+
+/// Whether `plan` or a nested plan in it leaves something for the deployment's run.
+fn has_deferred(plan: &cairn_template::Plan) -> bool {
+    !plan.deferred.is_empty()
+        || plan
+            .resources
+            .iter()
+            .filter_map(|r| r.deployment.as_deref())
+            .any(has_deferred)
+}
+
+/// What `plan` and its nested plans leave for the deployment's run, one sentence each, with targets from the root
+/// template (`prefix` is the path of `plan`'s template in it).
+fn deferred_messages(plan: &cairn_template::Plan, prefix: &str) -> Vec<String> {
+    let mut out: Vec<String> = plan
+        .deferred
+        .iter()
+        .map(|d| {
+            let mut d = d.clone();
+            d.target = under(prefix, &d.target);
+            d.message()
+        })
+        .collect();
+    for r in &plan.resources {
+        if let Some(child) = r.deployment.as_deref() {
+            let path = format!("{}.properties.template", r.path);
+            out.extend(deferred_messages(child, &under(prefix, &path)));
+        }
+    }
+    out
+}
+
+/// JSON path `path` below `prefix`.
+fn under(prefix: &str, path: &str) -> String {
+    if prefix.is_empty() {
+        path.to_string()
+    } else {
+        format!("{prefix}.{path}")
+    }
 }
 
 /// `-p` as az takes it: `@file.json`, `file.json`, or `name=value` (JSON if it parses, else a string).

@@ -197,3 +197,30 @@ fn real_world_templates_validate_as_arm_deploys_them() {
         }
     }
 }
+
+#[test]
+fn validate_names_what_waits_for_the_deployment() {
+    // A module's copy count over a runtime value (issue 44's corpus): valid, expanded when the deployment runs.
+    let template = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../template/tests/real_world/09-copy-count-runtime-deferred/template.json");
+    let out = cairn()
+        .args(["template", "validate", "-f"])
+        .arg(template)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(result["status"], "valid");
+    assert_eq!(
+        result["deferred"],
+        serde_json::json!([
+            "The copy count at 'resources[1].properties.template.resources[0].copy.count' depends on a value known \
+             only while the deployment runs ('[length(parameters('configs'))]'): its resources are expanded when \
+             the deployment starts."
+        ])
+    );
+}

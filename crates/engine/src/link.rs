@@ -13,10 +13,7 @@ use cairn_arm::{ArmError, ErrorDetail, ResourceId};
 use cairn_eval::Value;
 use cairn_json::Node;
 use cairn_store::{SecretOwner, Store, StoreResult};
-use cairn_template::{
-    DeploymentContext, Expansion, KeyVaultReference, NestedTemplate, ParameterValue,
-    ResourceIdentity, Template,
-};
+use cairn_template::{DeploymentContext, Expansion, NestedTemplate, ResourceIdentity, Template};
 use reqwest::Url;
 use serde_json::{Map, Value as Json};
 
@@ -545,11 +542,13 @@ pub(crate) async fn linked_nested(
     access: &Access,
     expansion: &Expansion<'_>,
     identity: &ResourceIdentity,
-    body_json: &Json,
+    body: &Value,
     parent_context: &DeploymentContext,
     parent_origin: &TemplateOrigin,
 ) -> Result<LinkedNested, ErrorDetail> {
-    let body = Value::from_json(body_json);
+    // The link's parts are read as JSON; the parameters from the value itself, whose runtime values (before the
+    // deployment runs) stay unknown rather than become their expression text.
+    let body_json = &body.to_json();
     let path = format!("{}.properties", identity.path);
     let empty = Map::new();
     let properties = match body_json.get("properties") {
@@ -620,34 +619,21 @@ pub(crate) async fn linked_nested(
         }
         None => inline_parameters.unwrap_or(Value::Null),
     };
-    let mut parameters = Vec::new();
-    if let Value::Object(entries) = &parameter_values {
-        for (name, entry) in entries.iter() {
-            let o = entry.as_object();
-            let value = match o {
-                Some(o) if o.contains_key("value") => {
-                    ParameterValue::Value(o.get("value").cloned().unwrap_or_default())
-                }
-                Some(o) if o.contains_key("reference") => {
-                    match KeyVaultReference::from_value(o.get("reference").unwrap_or(&Value::Null))
-                    {
-                        Some(r) => ParameterValue::KeyVault(r),
-                        None => {
-                            return Err(ErrorDetail::new(
-                                "InvalidTemplate",
-                                format!(
-                                    "The Key Vault reference for parameter '{name}' needs 'keyVault.id' and 'secretName'."
-                                ),
-                            )
-                            .with_target(format!("{path}.parameters.{name}")));
-                        }
-                    }
-                }
-                _ => ParameterValue::Value(Value::Null),
-            };
-            parameters.push((name.to_string(), value));
-        }
+    if let Value::Unevaluated(u) = &parameter_values {
+        return Err(ErrorDetail::new(
+            "InvalidTemplate",
+            format!(
+                "The nested deployment's parameters depend on a value known only while the deployment runs ('{}').",
+                u.expression
+            ),
+        )
+        .with_target(format!("{path}.parameters")));
     }
+    let parameters =
+        cairn_template::params::deployment_parameters(&parameter_values).map_err(|e| {
+            ErrorDetail::new("InvalidTemplate", e.to_string())
+                .with_target(format!("{path}.parameters.{}", e.parameter()))
+        })?;
     let mut extension_configs = Vec::new();
     if let Some(Value::Object(configs)) = body_properties
         .and_then(|p| {

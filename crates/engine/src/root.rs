@@ -14,7 +14,7 @@ use cairn_json::Node;
 use cairn_store::{
     DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate, Store, Timestamp,
 };
-use cairn_template::{DeploymentInput, Diagnostic, Expansion, Template};
+use cairn_template::{Child, DeploymentInput, Diagnostic, Expansion, Template};
 use serde_json::{Value as Json, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
@@ -133,9 +133,11 @@ fn preflight(
         if !identity.nested_deployment {
             continue;
         }
-        // Not inline (a templateLink): fetched and checked when it runs.
-        let nested = match expansion.nested(index) {
-            Ok(nested) => nested,
+        // Not inline (a templateLink): fetched and checked when it runs. A child whose template or parameters
+        // depend on a runtime value is expanded then too.
+        let nested = match expansion.child(index) {
+            Ok(Child::Ready(nested)) => *nested,
+            Ok(Child::Deferred(_)) => continue,
             Err(diags) if diags.is_empty() => continue,
             Err(diags) => {
                 errors.push(template_error(&located(diags)));
@@ -519,6 +521,7 @@ async fn run_tree(
     let expansion = run
         .with_runtime_values(&hook, || {
             Expansion::start(DeploymentInput::new(&template, &file, ctx.clone()), &hook)
+                .and_then(Expansion::require_known)
         })
         .await;
     match expansion {

@@ -25,7 +25,7 @@ use cairn_store::{
 };
 use cairn_template::plan::PlannedOutput;
 use cairn_template::{
-    DeploymentContext, Diagnostic, Expansion, NestedTemplate, ResourceIdentity, Template,
+    Child, DeploymentContext, Diagnostic, Expansion, NestedTemplate, ResourceIdentity, Template,
 };
 use serde_json::{Map, Value as Json, json};
 use tokio::sync::{OnceCell, Semaphore, mpsc};
@@ -444,12 +444,21 @@ impl Run {
         &self,
         expansion: &Expansion<'_>,
         identity: &ResourceIdentity,
-        body: &Json,
+        body: &Value,
     ) -> Result<NestedChild, ErrorDetail> {
         if identity.nested_deployment {
-            let nested = expansion
-                .nested(identity.index)
-                .map_err(|diags| template_error(&diags))?;
+            let nested = match expansion
+                .child(identity.index)
+                .map_err(|diags| template_error(&diags))?
+            {
+                Child::Ready(nested) => *nested,
+                // What-if shows this as the reason it cannot tell the child's changes; a deployment, which has
+                // every runtime value its body needs by now, only if the template reads a resource it cannot.
+                Child::Deferred(deferred) => {
+                    return Err(ErrorDetail::new("InvalidTemplate", deferred.message())
+                        .with_target(deferred.target));
+                }
+            };
             return Ok(NestedChild {
                 nested,
                 origin: self.origin.clone(),

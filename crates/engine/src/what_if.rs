@@ -267,6 +267,15 @@ fn walk<'f>(
     depth: usize,
 ) -> crate::inflight::LocalFuture<'f, ()> {
     Box::pin(async move {
+        // Copy loops whose count only the deployment's run knows: ARM's what-if cannot analyse them either.
+        for deferred in expansion.deferred() {
+            let mut change = WhatIfChange::new(ChangeType::Unsupported);
+            change.deployment_id = Some(deployment_id.to_string());
+            change.symbolic_name = deferred.symbolic_name.clone();
+            change.resource_type = deferred.resource_type.clone();
+            change.unsupported_reason = Some(deferred.message());
+            collector.borrow_mut().changes.push(change);
+        }
         for &index in expansion.order() {
             let identity = expansion.resource(index);
             if identity.condition == Some(false) || identity.existing {
@@ -289,10 +298,7 @@ fn walk<'f>(
                 if depth >= MAX_DEPTH {
                     continue;
                 }
-                let nested = match run
-                    .nested_child(expansion, &identity, &body.to_json())
-                    .await
-                {
+                let nested = match run.nested_child(expansion, &identity, &body).await {
                     Ok(child) => child,
                     Err(error) => {
                         // A linked template that cannot be read: the deployment's changes are unknown.
@@ -314,13 +320,21 @@ fn walk<'f>(
                 child_run.set_link_context(nested.origin.clone(), nested.nested.context.clone());
                 let nested = nested.nested;
                 let child_hook = EngineHook::new(hook.shared().clone());
-                let Ok(child) = run
+                let child = match run
                     .with_runtime_values(&child_hook, || {
                         expansion.expand_nested(&nested, &child_hook)
                     })
                     .await
-                else {
-                    continue;
+                {
+                    Ok(child) => child,
+                    // The child's changes cannot be told; say why rather than leave them out unseen.
+                    Err(error) => {
+                        let mut change =
+                            base_change(&identity, deployment_id, ChangeType::Unsupported);
+                        change.unsupported_reason = Some(error.message().to_string());
+                        collector.borrow_mut().changes.push(change);
+                        continue;
+                    }
                 };
                 let child_id = format!(
                     "{}/providers/Microsoft.Resources/deployments/{}",
@@ -336,6 +350,14 @@ fn walk<'f>(
                     depth + 1,
                 )
                 .await;
+                // The parent's later resources and outputs read the child's outputs, as when it deploys; those
+                // the child cannot know before it runs stay unknown.
+                if let Ok(outputs) = child_run
+                    .with_runtime_values(&child_hook, || child.outputs())
+                    .await
+                {
+                    expansion.set_nested_plan(index, child.finish(outputs));
+                }
                 continue;
             }
             let change = match &identity.extension {

@@ -260,9 +260,9 @@ impl<'e> Evaluator<'e> {
                                 e.at(PathSegment::Index(i))
                                     .at(PathSegment::Key(m.key.clone()))
                             };
-                            let (name, items, size) = self.property_copy(lp).map_err(at)?;
+                            let (name, value, size) = self.property_copy(lp).map_err(at)?;
                             tally.add_bytes(name.len() + 3 + size).map_err(at)?;
-                            out.insert(name, Value::Array(items));
+                            out.insert(name, value);
                         }
                         continue;
                     }
@@ -301,8 +301,9 @@ impl<'e> Evaluator<'e> {
         }
     }
 
-    /// One entry of a property `copy` array: `{ name, count, input }`.
-    fn property_copy(&mut self, lp: &Node) -> Result<(String, Vec<Value>, usize), EvalError> {
+    /// One entry of a property `copy` array: `{ name, count, input }`, as the property's name, value and size. A
+    /// count known only at deployment leaves the whole property unevaluated until then.
+    fn property_copy(&mut self, lp: &Node) -> Result<(String, Value, usize), EvalError> {
         let name = match lp.get_ci("name").map(|n| self.eval_node(n)).transpose()? {
             Some(Value::String(s)) => s,
             _ => {
@@ -323,6 +324,10 @@ impl<'e> Evaluator<'e> {
                 .with_node_span(lp.span));
             }
         };
+        if let Value::Unevaluated(u) = &count {
+            let size = u.expression.len() + 2;
+            return Ok((name, count, size));
+        }
         let count = copy_count(&name, &count).map_err(|e| e.with_node_span(lp.span))?;
         let Some(input) = lp.get_ci("input") else {
             return Err(EvalError::expression(format!(
@@ -331,7 +336,7 @@ impl<'e> Evaluator<'e> {
             .with_node_span(lp.span));
         };
         let (items, size) = self.copy_items(&name, count, CopyKind::Named, input)?;
-        Ok((name, items, size))
+        Ok((name, Value::Array(items), size))
     }
 
     /// The items of a copy loop over `input` (`copyIndex(name)` from 0 to `count - 1`), with the array's size;
@@ -453,7 +458,11 @@ impl<'e> Evaluator<'e> {
         match def.imp {
             Imp::Lazy(f) => f(self, args, source).map_err(wrap),
             Imp::Eager(f) => {
-                let values = self.eval_args(args, source, def.name)?;
+                let values = if def.passes_unevaluated {
+                    self.eval_args_keeping_unknowns(args, source, def.name)?
+                } else {
+                    self.eval_args(args, source, def.name)?
+                };
                 if !def.passes_unevaluated
                     && let Some(u) = values.iter().find(|v| v.contains_unevaluated())
                 {
@@ -496,6 +505,31 @@ impl<'e> Evaluator<'e> {
         let mut values = Vec::with_capacity(args.len());
         for a in args {
             let value = self.eval_expr(a, source)?;
+            tally.add(&value).map_err(|e| e.with_span(a.span))?;
+            values.push(value);
+        }
+        Ok(values)
+    }
+
+    /// [`Evaluator::eval_args`] for a function that only builds or picks values: an argument known only at
+    /// deployment becomes an unevaluated marker of its own instead of making the whole expression unevaluated, so
+    /// what is known around it stays known (`length(createArray(reference('x').id))` is 1 before `x` exists).
+    fn eval_args_keeping_unknowns(
+        &mut self,
+        args: &[Expr],
+        source: &Rc<str>,
+        function: &str,
+    ) -> Result<Vec<Value>, EvalError> {
+        let what = format!("the arguments of '{function}'");
+        let mut tally = self.budget().tally(&what);
+        let mut values = Vec::with_capacity(args.len());
+        for a in args {
+            let value = match self.eval_expr(a, source) {
+                Err(e) if e.is_unavailable() => Value::Unevaluated(Rc::new(Unevaluated {
+                    expression: format!("[{a}]"),
+                })),
+                other => other?,
+            };
             tally.add(&value).map_err(|e| e.with_span(a.span))?;
             values.push(value);
         }

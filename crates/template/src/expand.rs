@@ -25,10 +25,10 @@ use crate::config_source::{Names, directives, list_sources, record_directives, t
 use crate::context::{DeploymentContext, normalize_scope};
 use crate::diagnostics::{Diagnostic, join_path};
 use crate::model::{ExtensionDecl, ResourceDecl, Template, VariableValue};
-use crate::params::{KeyVaultReference, ParameterValue, ParametersFile};
+use crate::params::{KeyVaultReference, ParameterValue, ParametersFile, deployment_parameters};
 use crate::plan::{
-    CopyInfo, Plan, PlannedExtension, PlannedExtensionRef, PlannedOutput, PlannedParameter,
-    PlannedResource,
+    CopyInfo, Deferred, DeferredKind, Plan, PlannedExtension, PlannedExtensionRef, PlannedOutput,
+    PlannedParameter, PlannedResource,
 };
 use crate::runtime::{ReferenceRequest, RuntimeHook};
 use crate::types;
@@ -107,13 +107,23 @@ pub struct NestedTemplate {
     pub extension_configs: Vec<(String, Config)>,
     /// The child's deployment facts: name, subscription, resource group, location, management group.
     pub context: DeploymentContext,
-    /// `expressionEvaluationOptions.scope` is `inner`.
+    /// The child evaluates its expressions in a scope of its own: `expressionEvaluationOptions.scope` is
+    /// `inner`, or the parent computed the template (`"template": "[variables('t')]"`), which leaves the child the
+    /// expressions its `[[` escapes kept from the parent. Otherwise it sees the parent's parameters and variables.
     pub inner: bool,
     /// JSON path of the nested template in the parent, for diagnostics.
     pub path: String,
     /// Lower-case names of the parameters the parent computed from a secure value: the child treats them as
     /// secure whatever type it declares, so its errors and records do not show the secret.
     pub secure_parameters: Vec<String>,
+}
+
+/// A nested deployment's child as far as expansion can tell: ready to expand, or waiting for a value known only
+/// while the deployment runs.
+#[derive(Clone, Debug)]
+pub enum Child {
+    Ready(Box<NestedTemplate>),
+    Deferred(Deferred),
 }
 
 /// One resource instance's identity after phase one.
@@ -229,14 +239,43 @@ impl<'a> Expansion<'a> {
         }
     }
 
-    /// The child deployment of nested deployment `index` (call [`Expansion::evaluate`] first).
+    /// The child deployment of nested deployment `index` (call [`Expansion::evaluate`] first). A child that waits
+    /// for a runtime value is an error here: call this once the deployment runs and the value is known, or
+    /// [`Expansion::child`] to tell it apart.
     pub fn nested(&self, index: usize) -> Result<NestedTemplate, Vec<Diagnostic>> {
+        match self.child(index)? {
+            Child::Ready(nested) => Ok(*nested),
+            Child::Deferred(deferred) => Err(vec![unknown_at_start(&deferred)]),
+        }
+    }
+
+    /// The child deployment of nested deployment `index` (call [`Expansion::evaluate`] first), or why it can only
+    /// be expanded while the deployment runs (validation and what-if leave it open then).
+    pub fn child(&self, index: usize) -> Result<Child, Vec<Diagnostic>> {
         let before = self.env.diags.borrow().len();
         let nested = self.env.nested_template(index);
         let new: Vec<Diagnostic> = self.env.diags.borrow()[before..].to_vec();
         match nested {
-            Some(n) if !new.iter().any(Diagnostic::is_error) => Ok(n),
-            _ => Err(new),
+            _ if new.iter().any(Diagnostic::is_error) => Err(new),
+            NestedOutcome::Ready(n) => Ok(Child::Ready(n)),
+            NestedOutcome::Deferred(d) => Ok(Child::Deferred(d)),
+            NestedOutcome::Failed => Err(new),
+        }
+    }
+
+    /// The resource copy loops left for the deployment's run: their count depends on a runtime value.
+    pub fn deferred(&self) -> Vec<Deferred> {
+        self.env.deferred.borrow().clone()
+    }
+
+    /// This expansion, for a deployment that runs now: a copy count still unknown when the run starts (it reads a
+    /// resource of this very deployment) is an error, since the loop's instances must be known to deploy them.
+    pub fn require_known(self) -> Result<Self, Vec<Diagnostic>> {
+        let deferred = self.deferred();
+        if deferred.is_empty() {
+            Ok(self)
+        } else {
+            Err(deferred.iter().map(unknown_at_start).collect())
         }
     }
 
@@ -315,7 +354,45 @@ struct Instance {
     /// For a nested deployment: the lower-case names of the child parameters its body computed from a secure
     /// value.
     secure_parameters: Vec<String>,
+    /// For a nested deployment whose `properties.template` is an expression: the template the parent computed.
+    template: Option<Value>,
     child: Option<Box<Plan>>,
+}
+
+/// What [`TemplateEnv::nested_template`] makes of a nested deployment.
+enum NestedOutcome {
+    Ready(Box<NestedTemplate>),
+    Deferred(Deferred),
+    /// Reported as diagnostics (or, with none, not an inline template).
+    Failed,
+}
+
+/// The first value inside `value` known only at deployment, as its expression.
+fn first_unevaluated(value: &Value) -> Option<String> {
+    match value {
+        Value::Unevaluated(u) => Some(u.expression.clone()),
+        Value::Array(items) => items.iter().find_map(first_unevaluated),
+        Value::Object(o) => o.values().find_map(first_unevaluated),
+        _ => None,
+    }
+}
+
+/// The error for a deferred value that a running deployment still does not know when it needs it.
+fn unknown_at_start(deferred: &Deferred) -> Diagnostic {
+    let what = match deferred.kind {
+        DeferredKind::CopyCount => "The copy count",
+        DeferredKind::NestedTemplate => "The nested deployment's template",
+        DeferredKind::NestedParameters => "The nested deployment's parameters",
+    };
+    Diagnostic::error(
+        "InvalidTemplate",
+        format!(
+            "{what} is not known when the deployment needs it: it depends on '{}', which has no value yet \
+             (a copy count may not read a resource of its own deployment).",
+            deferred.expression
+        ),
+        deferred.target.clone(),
+    )
 }
 
 #[derive(Default)]
@@ -360,6 +437,8 @@ struct TemplateEnv<'a> {
     allow_nondeterministic: Cell<bool>,
     guids: Cell<usize>,
     diags: RefCell<Vec<Diagnostic>>,
+    /// Copy loops and nested children left for the deployment's run.
+    deferred: RefCell<Vec<Deferred>>,
     /// The evaluation budgets, shared with nested deployments' environments.
     budget: Rc<Budget>,
 }
@@ -480,6 +559,7 @@ impl<'a> TemplateEnv<'a> {
             allow_nondeterministic: Cell::new(false),
             guids: Cell::new(0),
             diags: RefCell::new(Vec::new()),
+            deferred: RefCell::new(Vec::new()),
             budget,
         }
     }
@@ -514,9 +594,15 @@ impl<'a> TemplateEnv<'a> {
         let (parameters, order) = self.prepare()?;
         for i in order {
             if self.evaluate_body(i).is_some() && self.is_nested_deployment(i) {
-                let child = self
-                    .nested_template(i)
-                    .and_then(|nested| self.run_child(&nested));
+                let child = match self.nested_template(i) {
+                    NestedOutcome::Ready(nested) => self.run_child(&nested),
+                    // Expanded when the deployment runs; until then its outputs are unknown.
+                    NestedOutcome::Deferred(deferred) => {
+                        self.deferred.borrow_mut().push(deferred);
+                        None
+                    }
+                    NestedOutcome::Failed => None,
+                };
                 self.state.borrow_mut().instances[i].child = child.map(Box::new);
             }
         }
@@ -580,6 +666,7 @@ impl<'a> TemplateEnv<'a> {
             resources,
             extensions: self.extensions.borrow().clone(),
             outputs,
+            deferred: self.deferred.borrow().clone(),
         }
     }
 
@@ -989,7 +1076,7 @@ impl<'a> TemplateEnv<'a> {
             for parent in parents {
                 let copy = decl.node.get_ci("copy").filter(|_| decl.parent.is_none());
                 let copy_info = match copy {
-                    Some(c) => self.copy_header(c, &decl.path),
+                    Some(c) => self.copy_header(c, decl),
                     None => Some((None, 1)),
                 };
                 let Some((info, count)) = copy_info else {
@@ -1045,8 +1132,9 @@ impl<'a> TemplateEnv<'a> {
                 match found {
                     Some(targets) => resolved.extend(targets.into_iter().filter(|&t| t != idx)),
                     // When an identity could not be evaluated, its error is already reported; an unresolved
-                    // name is most likely that resource, so don't pile a second error on it.
-                    None if dep.explicit => {
+                    // name is most likely that resource, so don't pile a second error on it. Likewise an
+                    // instance of a loop left for the deployment's run, which has none yet.
+                    None if dep.explicit && !self.has_deferred_loops() => {
                         let decl = self.state.borrow().instances[idx].decl;
                         let target = join_path(&self.template.resources[decl].path, "dependsOn");
                         if let Some(message) = self.symbol_index_error(&dep.text) {
@@ -1075,8 +1163,10 @@ impl<'a> TemplateEnv<'a> {
         self.add_serial_edges(&by_decl);
     }
 
-    fn copy_header(&self, copy: &Node, path: &str) -> Option<(Option<CopyInfo>, i64)> {
-        let copy_path = join_path(path, "copy");
+    /// A resource copy loop's name, count and mode. `None` after reporting an error, or when the count is known
+    /// only while the deployment runs: then the loop is [`Deferred`] and has no instances until then.
+    fn copy_header(&self, copy: &Node, decl: &ResourceDecl) -> Option<(Option<CopyInfo>, i64)> {
+        let copy_path = join_path(&decl.path, "copy");
         let name = match copy.get_ci("name").map(|n| self.eval_node(n, &copy_path)) {
             Some(Some(Value::String(s))) => s,
             _ => {
@@ -1095,7 +1185,24 @@ impl<'a> TemplateEnv<'a> {
             Some(c) => self.eval_node_secure(c, &join_path(&copy_path, "count")),
             None => (None, false),
         };
-        let count = match copy_count(&name, &count?) {
+        let count = count?;
+        if let Value::Unevaluated(u) = &count {
+            self.deferred.borrow_mut().push(Deferred {
+                kind: DeferredKind::CopyCount,
+                target: join_path(&copy_path, "count"),
+                symbolic_name: decl.symbolic_name.clone(),
+                resource_type: decl
+                    .node
+                    .get_ci("type")
+                    .and_then(Node::as_str)
+                    .filter(|t| !t.starts_with('['))
+                    .map(str::to_string),
+                key: None,
+                expression: u.expression.clone(),
+            });
+            return None;
+        }
+        let count = match copy_count(&name, &count) {
             Ok(n) => n,
             Err(e) => {
                 // The count check quotes the count, which may come from a secure value.
@@ -1418,6 +1525,7 @@ impl<'a> TemplateEnv<'a> {
             depends_on: Vec::new(),
             body: None,
             secure_parameters: Vec::new(),
+            template: None,
             child: None,
         };
         Some((inst, deps))
@@ -1500,6 +1608,15 @@ impl<'a> TemplateEnv<'a> {
                 ));
             }
         }
+    }
+
+    /// Whether a resource copy loop of this template waits for the deployment's run: a name that finds no instance
+    /// may then be one of its instances (their names and IDs are not known yet either).
+    fn has_deferred_loops(&self) -> bool {
+        self.deferred
+            .borrow()
+            .iter()
+            .any(|d| d.kind == DeferredKind::CopyCount)
     }
 
     /// Instances a dependency or reference text names: a symbolic name (optionally `[i]`), a resource ID, a
@@ -1823,6 +1940,12 @@ impl<'a> TemplateEnv<'a> {
         } else {
             Vec::new()
         };
+        // A template the parent computed is the child's, kept apart like an inline one.
+        let template = if is_deployment {
+            body_properties_mut(&mut body).and_then(|p| p.remove("template"))
+        } else {
+            None
+        };
         if let Value::Object(o) = &mut body {
             if let Some(n) = &inst.name {
                 o.insert("name", Value::from(n.as_str()));
@@ -1835,6 +1958,7 @@ impl<'a> TemplateEnv<'a> {
         let mut state = self.state.borrow_mut();
         state.instances[idx].body = Some(body.clone());
         state.instances[idx].secure_parameters = secure_parameters;
+        state.instances[idx].template = template;
         Some(body)
     }
 
@@ -1913,15 +2037,63 @@ impl<'a> TemplateEnv<'a> {
     }
 
     /// The child deployment of nested deployment `idx` (after its body was evaluated): template, parameters
-    /// (inner scope), extension configs evaluated here, and the child's deployment context.
-    fn nested_template(&self, idx: usize) -> Option<NestedTemplate> {
+    /// (inner scope), extension configs evaluated here, and the child's deployment context. Deferred when the
+    /// template or the parameters are only known while the deployment runs.
+    fn nested_template(&self, idx: usize) -> NestedOutcome {
         let inst = self.state.borrow().instances[idx].clone();
         let decl = &self.template.resources[inst.decl];
-        let body = inst.body.as_ref()?;
-        let props_node = decl.node.get_ci("properties")?;
-        let template_node = props_node.get_ci("template")?;
-        let path = join_path(&join_path(&decl.path, "properties"), "template");
-        let (child_template, template_diags) = Template::parse(template_node.clone());
+        let (Some(body), Some(template_node)) = (
+            inst.body.as_ref(),
+            decl.node
+                .get_ci("properties")
+                .and_then(|p| p.get_ci("template")),
+        ) else {
+            return NestedOutcome::Failed;
+        };
+        let props_path = join_path(&decl.path, "properties");
+        let path = join_path(&props_path, "template");
+        let deferred = |kind: DeferredKind, target: String, expression: String| {
+            NestedOutcome::Deferred(Deferred {
+                kind,
+                target,
+                symbolic_name: inst.symbolic.clone(),
+                resource_type: Some(inst.resource_type.clone()),
+                key: Some(inst.key.clone()),
+                expression,
+            })
+        };
+        // An inline template is parsed as written; one given as an expression was computed with the body.
+        let computed = template_node.as_object().is_none();
+        let root = if computed {
+            match &inst.template {
+                Some(value @ Value::Object(_)) => {
+                    if let Some(expression) = first_unevaluated(value) {
+                        return deferred(DeferredKind::NestedTemplate, path, expression);
+                    }
+                    Node::from_json(&value.to_json())
+                }
+                Some(Value::Unevaluated(u)) => {
+                    return deferred(DeferredKind::NestedTemplate, path, u.expression.clone());
+                }
+                other => {
+                    let found = other
+                        .as_ref()
+                        .map_or("nothing".to_string(), |v| v.value_type().to_string());
+                    self.error(
+                        Diagnostic::error(
+                            "InvalidTemplate",
+                            format!("The template must be a JSON object, not {found}."),
+                            &path,
+                        )
+                        .with_span(template_node.span),
+                    );
+                    return NestedOutcome::Failed;
+                }
+            }
+        } else {
+            template_node.clone()
+        };
+        let (child_template, template_diags) = Template::parse(root);
         for d in template_diags {
             self.error(prefix_diag(d, &path));
         }
@@ -1937,30 +2109,30 @@ impl<'a> TemplateEnv<'a> {
             .and_then(|o| o.get("scope"))
             .and_then(Value::as_str)
             .is_some_and(|s| s.eq_ignore_ascii_case("inner"));
+        // A computed template holds what its `[[` escapes kept from the parent: expressions of the child's own,
+        // evaluated in its own scope with the parameters the deployment gives it, whatever the scope option says
+        // (an outer scope only means the parent evaluates the template, which it did).
+        let own_scope = inner || computed;
         let mut parameters = Vec::new();
-        if inner && let Some(Value::Object(ps)) = props.get("parameters") {
-            for (name, entry) in ps {
-                let o = entry.as_object();
-                let value = match o {
-                    Some(o) if o.contains_key("value") => {
-                        ParameterValue::Value(o.get("value").cloned().unwrap_or_default())
-                    }
-                    Some(o) if o.contains_key("reference") => match KeyVaultReference::from_value(
-                        o.get("reference").unwrap_or(&Value::Null),
-                    ) {
-                        Some(r) => ParameterValue::KeyVault(r),
-                        None => {
-                            self.error(Diagnostic::error(
-                                "InvalidTemplate",
-                                format!("The Key Vault reference for parameter '{name}' needs 'keyVault.id' and 'secretName'."),
-                                join_path(&join_path(&join_path(&decl.path, "properties"), "parameters"), name),
-                            ));
-                            continue;
-                        }
-                    },
-                    _ => ParameterValue::Value(Value::Null),
-                };
-                parameters.push((name.clone(), value));
+        if own_scope {
+            let given = props.get("parameters").unwrap_or(&Value::Null);
+            if let Value::Unevaluated(u) = given {
+                return deferred(
+                    DeferredKind::NestedParameters,
+                    join_path(&props_path, "parameters"),
+                    u.expression.clone(),
+                );
+            }
+            match deployment_parameters(given) {
+                Ok(read) => parameters = read,
+                Err(e) => {
+                    self.error(Diagnostic::error(
+                        "InvalidTemplate",
+                        e.to_string(),
+                        join_path(&join_path(&props_path, "parameters"), e.parameter()),
+                    ));
+                    return NestedOutcome::Failed;
+                }
             }
         }
         let mut extension_configs = Vec::new();
@@ -1977,10 +2149,7 @@ impl<'a> TemplateEnv<'a> {
                     Ok(config) => extension_configs.push((alias.clone(), config)),
                     Err(e) => self.error(config_diagnostic(
                         &e,
-                        &join_path(
-                            &join_path(&join_path(&decl.path, "properties"), "extensionConfigs"),
-                            alias,
-                        ),
+                        &join_path(&join_path(&props_path, "extensionConfigs"), alias),
                     )),
                 }
             }
@@ -1993,20 +2162,20 @@ impl<'a> TemplateEnv<'a> {
                     .and_then(Value::as_str)
                     .map(str::to_string)
             });
-        Some(NestedTemplate {
+        NestedOutcome::Ready(Box::new(NestedTemplate {
             template: child_template,
             parameters,
             extension_configs,
             context: ctx,
-            inner,
+            inner: own_scope,
             path,
             // An outer-scope child reads the parent's own parameters, which know whether they are secure.
-            secure_parameters: if inner {
+            secure_parameters: if own_scope {
                 inst.secure_parameters.clone()
             } else {
                 Vec::new()
             },
-        })
+        }))
     }
 
     // ----- outputs -----
@@ -2030,7 +2199,12 @@ impl<'a> TemplateEnv<'a> {
                 let count = copy.get_ci("count").map(|c| ev.eval_node(c)).transpose();
                 let input = copy.get_ci("input");
                 (|| {
-                    let count = copy_count(&decl.name, &count?.unwrap_or(Value::Int(0)))?;
+                    let count = count?.unwrap_or(Value::Int(0));
+                    // A count known only at deployment: so is the whole output.
+                    if let Value::Unevaluated(_) = count {
+                        return Ok(count);
+                    }
+                    let count = copy_count(&decl.name, &count)?;
                     let Some(input) = input else {
                         return Err(EvalError::expression(
                             "An output copy loop needs an 'input'.",
@@ -2133,6 +2307,9 @@ impl<'a> TemplateEnv<'a> {
                     .reference(&req)
                     .ok_or_else(|| EvalError::unavailable(format!("reference('{target}')")));
             }
+            if self.has_deferred_loops() {
+                return Err(EvalError::unavailable(format!("reference('{target}')")));
+            }
             return Err(EvalError::expression(format!(
                 "The template reference '{target}' is not valid: could not find template resource or resource copy with this name.{}",
                 self.resource_hint(&target)
@@ -2172,7 +2349,9 @@ impl<'a> TemplateEnv<'a> {
             }
             if let Some(child) = &inst.child {
                 let mut props = Object::new();
-                props.insert("outputs", Value::from_json(&child.outputs_json()));
+                // The child's output values as they are: one known only at deployment stays unknown here
+                // (its JSON form would be its expression text, a string).
+                props.insert("outputs", child.outputs_value());
                 props.insert("provisioningState", Value::from("Succeeded"));
                 if !full {
                     return Ok(Value::Object(props));
@@ -2185,6 +2364,15 @@ impl<'a> TemplateEnv<'a> {
                 o.insert("id", Value::from(inst.key.as_str()));
                 o.insert("properties", Value::Object(props));
                 return Ok(Value::Object(o));
+            }
+            // A child left for the deployment's run: nothing can say what it outputs before then.
+            if self
+                .deferred
+                .borrow()
+                .iter()
+                .any(|d| d.key.as_deref() == Some(inst.key.as_str()))
+            {
+                return Err(EvalError::unavailable(format!("reference('{}')", inst.key)));
             }
             let req = ReferenceRequest {
                 resource_id: &inst.key,
@@ -2381,7 +2569,8 @@ fn body_properties_mut(body: &mut Value) -> Option<&mut Object> {
     }
 }
 
-/// The resource node without control members; for nested deployments, without `properties.template`.
+/// The resource node without control members; for nested deployments, without an inline `properties.template`
+/// (the child evaluates it). A template given as an expression is the parent's to evaluate, so it stays.
 fn body_node(node: &Node, is_deployment: bool) -> Node {
     let Some(members) = node.as_object() else {
         return node.clone();
@@ -2400,7 +2589,7 @@ fn body_node(node: &Node, is_deployment: bool) -> Node {
         {
             let inner: Vec<Member> = props
                 .iter()
-                .filter(|p| !p.key.eq_ignore_ascii_case("template"))
+                .filter(|p| !is_inline_template(p))
                 .cloned()
                 .collect();
             kept.push(Member {
@@ -2413,6 +2602,11 @@ fn body_node(node: &Node, is_deployment: bool) -> Node {
         kept.push(m.clone());
     }
     Node::new(NodeKind::Object(kept), node.span)
+}
+
+/// Whether a member is a nested deployment's inline `template` (an object, evaluated by the child).
+fn is_inline_template(member: &Member) -> bool {
+    member.key.eq_ignore_ascii_case("template") && member.value.as_object().is_some()
 }
 
 /// Every string in `node` (values and keys) that is an expression, skipping inner nested templates.
@@ -2430,7 +2624,7 @@ fn collect_expression_strings<'n>(node: &'n Node, top: bool, out: &mut Vec<&'n s
                 {
                     continue;
                 }
-                if m.key.eq_ignore_ascii_case("template") && !top {
+                if is_inline_template(m) && !top {
                     continue;
                 }
                 if m.key.starts_with('[') {

@@ -20,9 +20,9 @@ pub mod types;
 pub use context::DeploymentContext;
 pub use diagnostics::{Diagnostic, Severity, SourceFile, join_index, join_path};
 pub use expand::{
-    DeploymentInput, Expansion, MAX_RESOURCES, NestedTemplate, ResourceIdentity, expand,
+    Child, DeploymentInput, Expansion, MAX_RESOURCES, NestedTemplate, ResourceIdentity, expand,
 };
 pub use model::{LanguageVersion, Template};
 pub use params::{KeyVaultReference, ParameterValue, ParametersFile};
-pub use plan::{Plan, PlannedExtension, PlannedOutput, PlannedResource};
+pub use plan::{Deferred, DeferredKind, Plan, PlannedExtension, PlannedOutput, PlannedResource};
 pub use runtime::{ContextRuntime, Offline, ReferenceRequest, RuntimeHook};

@@ -53,6 +53,53 @@ pub enum ParameterValue {
     Expression(String),
 }
 
+/// An entry of a nested deployment's evaluated `properties.parameters` that cannot be read.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum DeploymentParameterError {
+    #[error("The Key Vault reference for parameter '{0}' needs 'keyVault.id' and 'secretName'.")]
+    KeyVaultReference(String),
+}
+
+impl DeploymentParameterError {
+    /// The parameter the entry is for.
+    pub fn parameter(&self) -> &str {
+        match self {
+            DeploymentParameterError::KeyVaultReference(name) => name,
+        }
+    }
+}
+
+/// The parameter values a nested deployment's evaluated `properties.parameters` entries give its child:
+/// `{ value }`, `{ reference }` (Key Vault). An entry whose value is known only at deployment (`"[createObject
+/// ('value', listKeys(...))]"` before `listKeys` can answer, or a whole entry read from a runtime value) gives a
+/// value that stays unevaluated until then: the child defers what depends on it, and gets the real value when the
+/// deployment runs.
+pub fn deployment_parameters(
+    entries: &Value,
+) -> Result<Vec<(String, ParameterValue)>, DeploymentParameterError> {
+    let Value::Object(entries) = entries else {
+        return Ok(Vec::new());
+    };
+    let mut out = Vec::with_capacity(entries.len());
+    for (name, entry) in entries.iter() {
+        let value = match entry {
+            Value::Object(o) if o.contains_key("value") => {
+                ParameterValue::Value(o.get("value").cloned().unwrap_or_default())
+            }
+            Value::Object(o) if o.contains_key("reference") => {
+                match KeyVaultReference::from_value(o.get("reference").unwrap_or(&Value::Null)) {
+                    Some(r) => ParameterValue::KeyVault(r),
+                    None => return Err(DeploymentParameterError::KeyVaultReference(name.clone())),
+                }
+            }
+            unknown @ Value::Unevaluated(_) => ParameterValue::Value(unknown.clone()),
+            _ => ParameterValue::Value(Value::Null),
+        };
+        out.push((name.clone(), value));
+    }
+    Ok(out)
+}
+
 #[derive(Clone, Debug)]
 pub struct ParameterEntry {
     pub name: String,

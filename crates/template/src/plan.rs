@@ -73,6 +73,77 @@ pub struct PlannedParameter {
     pub secure: bool,
 }
 
+/// What in a deployment waits for a value known only while the deployment runs, as ARM leaves it until then: a
+/// resource copy loop whose `count` depends on a runtime value (its instances are expanded when the deployment
+/// starts), or a nested deployment whose template or parameters do (its child is expanded when it runs).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Deferred {
+    pub kind: DeferredKind,
+    /// JSON path of the value that is not known yet (`resources[1].copy.count`).
+    pub target: String,
+    /// The declaration's symbolic name (2.0 templates).
+    pub symbolic_name: Option<String>,
+    /// The declared resource type, when it is a literal.
+    pub resource_type: Option<String>,
+    /// The nested deployment's plan key (deferred children only: the loop of a deferred count has no instances).
+    pub key: Option<String>,
+    /// The value's expression, as written.
+    pub expression: String,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DeferredKind {
+    CopyCount,
+    NestedTemplate,
+    NestedParameters,
+}
+
+impl DeferredKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeferredKind::CopyCount => "copyCount",
+            DeferredKind::NestedTemplate => "nestedTemplate",
+            DeferredKind::NestedParameters => "nestedParameters",
+        }
+    }
+}
+
+impl Deferred {
+    /// What waits and for what, for what-if and `template validate`.
+    pub fn message(&self) -> String {
+        let what = match self.kind {
+            DeferredKind::CopyCount => "The copy count",
+            DeferredKind::NestedTemplate => "The nested deployment's template",
+            DeferredKind::NestedParameters => "The nested deployment's parameters",
+        };
+        let then = match self.kind {
+            DeferredKind::CopyCount => "its resources are expanded when the deployment starts",
+            _ => "its resources are expanded when it runs",
+        };
+        format!(
+            "{what} at '{}' depends on a value known only while the deployment runs ('{}'): {then}.",
+            self.target, self.expression
+        )
+    }
+
+    pub fn to_json(&self) -> Json {
+        let mut out = Map::new();
+        out.insert("kind".into(), json!(self.kind.as_str()));
+        out.insert("target".into(), json!(self.target));
+        if let Some(key) = &self.key {
+            out.insert("key".into(), json!(key));
+        }
+        if let Some(s) = &self.symbolic_name {
+            out.insert("symbolicName".into(), json!(s));
+        }
+        if let Some(t) = &self.resource_type {
+            out.insert("type".into(), json!(t));
+        }
+        out.insert("expression".into(), json!(self.expression));
+        Json::Object(out)
+    }
+}
+
 /// The result of expanding one deployment.
 #[derive(Clone, Debug)]
 pub struct Plan {
@@ -84,6 +155,8 @@ pub struct Plan {
     pub resources: Vec<PlannedResource>,
     pub extensions: Vec<PlannedExtension>,
     pub outputs: Vec<(String, PlannedOutput)>,
+    /// What is expanded only while the deployment runs.
+    pub deferred: Vec<Deferred>,
 }
 
 pub(crate) fn scope_name(scope: ScopeKind) -> &'static str {
@@ -112,8 +185,28 @@ impl Plan {
             .find(|r| r.key.eq_ignore_ascii_case(key))
     }
 
+    /// Outputs as a parent deployment's `reference()` sees them: `{ name: { type, value } }` (secure outputs
+    /// omitted), values known only at deployment still unevaluated (never their expression text).
+    pub fn outputs_value(&self) -> Value {
+        let mut map = cairn_eval::Object::new();
+        for (name, o) in &self.outputs {
+            if o.secure {
+                continue;
+            }
+            let mut output = cairn_eval::Object::new();
+            output.insert("type", Value::from(o.output_type.as_str()));
+            output.insert("value", o.value.clone());
+            map.insert(name.clone(), Value::Object(output));
+        }
+        Value::Object(map)
+    }
+
     /// Outputs as ARM returns them on a deployment: `{ name: { type, value } }` (secure outputs omitted).
     pub fn outputs_json(&self) -> Json {
+        self.render_outputs(&Value::to_json)
+    }
+
+    fn render_outputs(&self, value: &dyn Fn(&Value) -> Json) -> Json {
         let mut map = Map::new();
         for (name, o) in &self.outputs {
             if o.secure {
@@ -121,20 +214,31 @@ impl Plan {
             }
             map.insert(
                 name.clone(),
-                json!({ "type": o.output_type, "value": o.value.to_json() }),
+                json!({ "type": o.output_type, "value": value(&o.value) }),
             );
         }
         Json::Object(map)
     }
 
-    /// The plan as JSON (what `cairn template expand` prints). Secure parameter values are redacted.
+    /// The plan as JSON (what `cairn template expand` prints). Secure parameter values are redacted; a value known
+    /// only at deployment shows as its expression.
     pub fn to_json(&self) -> Json {
+        self.render(&Value::to_json)
+    }
+
+    /// [`Plan::to_json`], with each value known only at deployment shown as `{"$unknown": "<expression>"}`, so it
+    /// cannot be mistaken for a string (tests compare plans this way).
+    pub fn to_json_marking_unknowns(&self) -> Json {
+        self.render(&marking_unknowns)
+    }
+
+    fn render(&self, value: &dyn Fn(&Value) -> Json) -> Json {
         let mut params = Map::new();
         for (name, p) in &self.parameters {
             let value = if p.secure {
                 json!(REDACTED)
             } else {
-                p.value.to_json()
+                value(&p.value)
             };
             params.insert(
                 name.clone(),
@@ -160,20 +264,39 @@ impl Plan {
         out.insert("extensions".into(), Json::Array(extensions));
         out.insert(
             "resources".into(),
-            Json::Array(
-                self.resources
-                    .iter()
-                    .map(PlannedResource::to_json)
-                    .collect(),
-            ),
+            Json::Array(self.resources.iter().map(|r| r.render(value)).collect()),
         );
-        out.insert("outputs".into(), self.outputs_json());
+        out.insert("outputs".into(), self.render_outputs(value));
+        if !self.deferred.is_empty() {
+            out.insert(
+                "deferred".into(),
+                Json::Array(self.deferred.iter().map(Deferred::to_json).collect()),
+            );
+        }
         Json::Object(out)
+    }
+}
+
+/// A value as JSON, with each part known only at deployment as `{"$unknown": "<expression>"}`.
+fn marking_unknowns(value: &Value) -> Json {
+    match value {
+        Value::Unevaluated(u) => json!({ "$unknown": u.expression }),
+        Value::Array(items) => Json::Array(items.iter().map(marking_unknowns).collect()),
+        Value::Object(o) => Json::Object(
+            o.iter()
+                .map(|(k, v)| (k.clone(), marking_unknowns(v)))
+                .collect(),
+        ),
+        other => other.to_json(),
     }
 }
 
 impl PlannedResource {
     pub fn to_json(&self) -> Json {
+        self.render(&Value::to_json)
+    }
+
+    fn render(&self, value: &dyn Fn(&Value) -> Json) -> Json {
         let mut out = Map::new();
         out.insert("key".into(), json!(self.key));
         if let Some(s) = &self.symbolic_name {
@@ -211,10 +334,10 @@ impl PlannedResource {
         }
         out.insert("dependsOn".into(), json!(self.depends_on));
         if let Some(b) = &self.body {
-            out.insert("body".into(), b.to_json());
+            out.insert("body".into(), value(b));
         }
         if let Some(d) = &self.deployment {
-            out.insert("deployment".into(), d.to_json());
+            out.insert("deployment".into(), d.render(value));
         }
         Json::Object(out)
     }

@@ -13,6 +13,7 @@ use cairn_arm::{ErrorDetail, ResourceId};
 use cairn_deploy_core::{
     Core, Effect, Evaluation, Event, Failure, Node, NodeKind, Plan, Recorded, SkipReason, Status,
 };
+use cairn_eval::Value;
 use cairn_host::{CreateOrUpdateRequest, DeployedResource, ExtensionKey, ResourceLocator};
 use cairn_store::{
     DeploymentKey, DeploymentStatus, DeploymentUpdate, ExtensionRef, InventoryChange, JsonText,
@@ -1303,7 +1304,10 @@ impl Run {
                 }
                 Err(error) => return early(error, target),
             };
-            let child = match self.nested_child(expansion, identity, &body).await {
+            let child = match self
+                .nested_child(expansion, identity, &Value::from_json(&body))
+                .await
+            {
                 Ok(child) => child,
                 Err(error) => return early(error, target),
             };
@@ -1324,7 +1328,9 @@ impl Run {
             let child_hook = EngineHook::deploying(self.tree.values.clone());
             let child_expansion = match self
                 .with_runtime_values(&child_hook, || {
-                    expansion.expand_nested(&nested, &child_hook)
+                    expansion
+                        .expand_nested(&nested, &child_hook)
+                        .and_then(Expansion::require_known)
                 })
                 .await
             {

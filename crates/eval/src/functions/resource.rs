@@ -245,4 +245,38 @@ mod tests {
         let v = crate::functions::test_util::eval("listKeys('x', '2020-01-01')").unwrap();
         assert!(matches!(v, Value::Unevaluated(_)));
     }
+
+    #[test]
+    fn values_built_around_a_runtime_value_keep_what_is_known() {
+        // The array's length is known although its element's `id` is not.
+        check(
+            "length(createArray(createObject('id', reference('x').id)))",
+            json!(1),
+        );
+        let v = crate::functions::test_util::eval("createObject('id', reference('x').id, 'n', 1)")
+            .unwrap();
+        let o = v.as_object().expect("an object");
+        assert_eq!(o.get("n"), Some(&Value::Int(1)));
+        assert!(
+            matches!(o.get("id"), Some(Value::Unevaluated(u)) if u.expression == "[reference('x').id]")
+        );
+        // A function that needs the value itself still waits for it, as the whole expression.
+        let v = crate::functions::test_util::eval("toUpper(reference('x').id)").unwrap();
+        assert!(
+            matches!(v, Value::Unevaluated(u) if u.expression == "[toUpper(reference('x').id)]")
+        );
+    }
+
+    #[test]
+    fn a_property_copy_count_known_only_at_deployment_leaves_the_property_unevaluated() {
+        let node = cairn_json::parse(
+            r#"{"a": 1, "copy": [{"name": "items", "count": "[length(reference('x').list)]", "input": "[copyIndex('items')]"}]}"#,
+        )
+        .unwrap();
+        let env = SimpleEnvironment::default();
+        let v = crate::eval::Evaluator::new(&env).eval_node(&node).unwrap();
+        let o = v.as_object().expect("an object");
+        assert_eq!(o.get("a"), Some(&Value::Int(1)));
+        assert!(matches!(o.get("items"), Some(Value::Unevaluated(_))));
+    }
 }

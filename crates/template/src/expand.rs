@@ -1370,6 +1370,7 @@ impl<'a> TemplateEnv<'a> {
             depends_on: Vec::new(),
             body: None,
             secure_parameters: Vec::new(),
+            template: None,
             child: None,
         };
         (inst, Vec::new())

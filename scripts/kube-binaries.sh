@@ -56,7 +56,8 @@ fi
 
 export GOMODCACHE="$CACHE/go/mod"
 export GOCACHE="$CACHE/go/build"
-export GOFLAGS=-mod=mod
+# No VCS stamp: the temporary modules may sit inside some unrelated repository (or have no git at hand).
+export GOFLAGS="-mod=mod -buildvcs=false"
 # The machine's own Go: a toolchain line in a dependency must not make it fetch another one silently.
 export GOTOOLCHAIN=local
 export CGO_ENABLED=0

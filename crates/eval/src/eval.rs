@@ -500,15 +500,7 @@ impl<'e> Evaluator<'e> {
         source: &Rc<str>,
         function: &str,
     ) -> Result<Vec<Value>, EvalError> {
-        let what = format!("the arguments of '{function}'");
-        let mut tally = self.budget().tally(&what);
-        let mut values = Vec::with_capacity(args.len());
-        for a in args {
-            let value = self.eval_expr(a, source)?;
-            tally.add(&value).map_err(|e| e.with_span(a.span))?;
-            values.push(value);
-        }
-        Ok(values)
+        self.eval_args_with(args, source, function, false)
     }
 
     /// [`Evaluator::eval_args`] for a function that only builds or picks values: an argument known only at
@@ -520,14 +512,26 @@ impl<'e> Evaluator<'e> {
         source: &Rc<str>,
         function: &str,
     ) -> Result<Vec<Value>, EvalError> {
+        self.eval_args_with(args, source, function, true)
+    }
+
+    fn eval_args_with(
+        &mut self,
+        args: &[Expr],
+        source: &Rc<str>,
+        function: &str,
+        keep_unknowns: bool,
+    ) -> Result<Vec<Value>, EvalError> {
         let what = format!("the arguments of '{function}'");
         let mut tally = self.budget().tally(&what);
         let mut values = Vec::with_capacity(args.len());
         for a in args {
             let value = match self.eval_expr(a, source) {
-                Err(e) if e.is_unavailable() => Value::Unevaluated(Rc::new(Unevaluated {
-                    expression: format!("[{a}]"),
-                })),
+                Err(e) if keep_unknowns && e.is_unavailable() => {
+                    Value::Unevaluated(Rc::new(Unevaluated {
+                        expression: format!("[{a}]"),
+                    }))
+                }
                 other => other?,
             };
             tally.add(&value).map_err(|e| e.with_span(a.span))?;

@@ -1,6 +1,7 @@
 //! Issue 44's real-world shapes, deployed: what validation and what-if leave open (a nested template the parent
 //! computes, a module output or a copy count known only at deployment, a `list*()` inside an expression parameter
-//! entry) gets its real runtime value when the deployment runs, and what-if says what it cannot tell yet.
+//! entry, a resource name in a module) gets its real runtime value when the deployment runs, and what-if says what
+//! it cannot tell yet.
 
 mod common;
 
@@ -330,6 +331,66 @@ async fn a_list_call_in_an_expression_parameter_entry_reaches_the_child() {
         .map(|(_, r)| r.clone())
         .expect("aks2 deployed");
     assert_eq!(aks2["properties"]["size"], 1);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn resource_names_known_at_deployment_get_their_values_when_the_module_runs() {
+    let clusters = Arc::new(ClusterProvider::default());
+    let providers = Providers::empty().with(CLUSTER_TYPE, clusters.clone());
+    let env = setup_with(settings(), Duration::from_millis(5), providers).await;
+    let state_of = "reference(resourceId('Test.Rp/clusters', 'aks1')).provisioningState";
+    // Names from parameters the parent computes with `reference()`: unknown at preflight, real when it runs.
+    let child = json!({
+        "$schema": SCHEMA,
+        "contentVersion": "1.0.0.0",
+        "parameters": { "principalId": { "type": "string" }, "principalIds": { "type": "array" } },
+        "resources": [
+            { "type": "Test.Rp/clusters", "apiVersion": "2024-01-01",
+              "name": "[format('one-{0}', parameters('principalId'))]", "properties": { "size": 1 } },
+            { "type": "Test.Rp/clusters", "apiVersion": "2024-01-01",
+              "copy": { "name": "loop", "count": "[length(parameters('principalIds'))]" },
+              "name": "[parameters('principalIds')[copyIndex()]]", "properties": { "size": 2 } },
+            { "type": "Test.Rp/clusters", "apiVersion": "2024-01-01", "name": "after", "dependsOn": ["loop"],
+              "properties": { "size": 3 } }
+        ]
+    });
+    let template = json!({
+        "$schema": SCHEMA,
+        "contentVersion": "1.0.0.0",
+        "resources": [
+            { "type": "Test.Rp/clusters", "apiVersion": "2024-01-01", "name": "aks1", "properties": { "size": 3 } },
+            { "type": "Microsoft.Resources/deployments", "apiVersion": "2025-04-01", "name": "rbac",
+              "dependsOn": ["[resourceId('Test.Rp/clusters', 'aks1')]"],
+              "properties": { "mode": "Incremental", "expressionEvaluationOptions": { "scope": "inner" },
+                              "parameters": {
+                                  "principalId": { "value": format!("[{state_of}]") },
+                                  "principalIds": { "value": [format!("[format('{{0}}-a', {state_of})]"),
+                                                              format!("[format('{{0}}-b', {state_of})]")] }
+                              },
+                              "template": child } }
+        ]
+    });
+    validates(&env, "names", &template).await;
+    let record = deploy(&env.engine, RG, "names", request(template, json!({}))).await;
+    assert_eq!(state(&record), "Succeeded", "{record:#}");
+    let mut names: Vec<String> = clusters
+        .resources
+        .lock()
+        .unwrap()
+        .keys()
+        .map(|id| id.rsplit('/').next().unwrap().to_string())
+        .collect();
+    names.sort();
+    assert_eq!(
+        names,
+        vec![
+            "after",
+            "aks1",
+            "one-succeeded",
+            "succeeded-a",
+            "succeeded-b"
+        ]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -357,6 +357,9 @@ struct Instance {
     /// For a nested deployment whose `properties.template` is an expression: the template the parent computed.
     template: Option<Value>,
     child: Option<Box<Plan>>,
+    /// The expression of a name or scope known only while the deployment runs (or of the parent's): the ID is
+    /// unknown until then, and the key a placeholder.
+    runtime_id: Option<String>,
 }
 
 /// What [`TemplateEnv::nested_template`] makes of a nested deployment.
@@ -381,6 +384,7 @@ fn first_unevaluated(value: &Value) -> Option<String> {
 fn unknown_at_start(deferred: &Deferred) -> Diagnostic {
     let what = match deferred.kind {
         DeferredKind::CopyCount => "The copy count",
+        DeferredKind::ResourceId => "The resource's ID",
         DeferredKind::NestedTemplate => "The nested deployment's template",
         DeferredKind::NestedParameters => "The nested deployment's parameters",
     };
@@ -1241,12 +1245,26 @@ impl<'a> TemplateEnv<'a> {
         key: &str,
         path: &str,
     ) -> Option<Option<String>> {
+        let member = self.eval_member(ev, node, key, path)?;
+        Some(member.map(|m| match m {
+            Part::Known(s) | Part::Runtime(s) => s,
+        }))
+    }
+
+    /// A string member of a resource declaration, telling a value known only while the deployment runs apart.
+    fn eval_member(
+        &self,
+        ev: &mut Evaluator<'_>,
+        node: &Node,
+        key: &str,
+        path: &str,
+    ) -> Option<Option<Part>> {
         let Some(n) = node.get_ci(key) else {
             return Some(None);
         };
         match ev.eval_node(n) {
-            Ok(Value::String(s)) => Some(Some(s)),
-            Ok(Value::Unevaluated(u)) => Some(Some(u.expression.clone())),
+            Ok(Value::String(s)) => Some(Some(Part::Known(s))),
+            Ok(Value::Unevaluated(u)) => Some(Some(Part::Runtime(u.expression.clone()))),
             Ok(Value::Null) => Some(None),
             Ok(other) => {
                 self.error(
@@ -1372,6 +1390,7 @@ impl<'a> TemplateEnv<'a> {
             secure_parameters: Vec::new(),
             template: None,
             child: None,
+            runtime_id: None,
         };
         (inst, Vec::new())
     }
@@ -1415,7 +1434,16 @@ impl<'a> TemplateEnv<'a> {
             api_version = Some(v.to_string());
             resource_type = t.to_string();
         }
-        let mut name = self.eval_string_member(ev, node, "name", path)?;
+        // A name known only while the deployment runs (in a nested deployment, from a parameter the parent
+        // computes with `reference()`) leaves the ID unknown: ARM evaluates it when the deployment runs.
+        let (mut name, mut runtime_id) = match self.eval_member(ev, node, "name", path)? {
+            Some(Part::Known(n)) => (Some(n), None),
+            Some(Part::Runtime(e)) => (None, Some(e)),
+            None => (None, None),
+        };
+        if runtime_id.is_none() {
+            runtime_id = parent.and_then(|p| p.runtime_id.clone());
+        }
         if let (Some(p), false) = (parent, resource_type.contains('/')) {
             resource_type = format!("{}/{}", p.resource_type, resource_type);
         }
@@ -1441,6 +1469,7 @@ impl<'a> TemplateEnv<'a> {
                 };
                 (None, key)
             }
+            None if runtime_id.is_some() => (None, runtime_key(decl, &copy, parent)),
             None => {
                 let Some(n) = &name else {
                     self.error(
@@ -1453,24 +1482,34 @@ impl<'a> TemplateEnv<'a> {
                     );
                     return None;
                 };
-                let scope = self.resource_scope(ev, node, path)?;
-                let names: Vec<&str> = n.split('/').collect();
-                match ids::resource_id(&scope, &resource_type, &names) {
-                    Ok(id) => (Some(id.clone()), id),
-                    Err(e) => {
-                        self.error(
-                            Diagnostic::error(
-                                "InvalidTemplate",
-                                format!("The template resource '{n}' is not valid: {e}."),
-                                path.clone(),
-                            )
-                            .with_span(node.span),
-                        );
-                        return None;
+                match self.resource_scope(ev, node, path)? {
+                    Part::Runtime(e) => {
+                        runtime_id = Some(e);
+                        (None, runtime_key(decl, &copy, parent))
+                    }
+                    Part::Known(scope) => {
+                        let names: Vec<&str> = n.split('/').collect();
+                        match ids::resource_id(&scope, &resource_type, &names) {
+                            Ok(id) => (Some(id.clone()), id),
+                            Err(e) => {
+                                self.error(
+                                    Diagnostic::error(
+                                        "InvalidTemplate",
+                                        format!("The template resource '{n}' is not valid: {e}."),
+                                        path.clone(),
+                                    )
+                                    .with_span(node.span),
+                                );
+                                return None;
+                            }
+                        }
                     }
                 }
             }
         };
+        if let Some(expression) = &runtime_id {
+            self.defer_runtime_id(decl, &key, expression);
+        }
         let mut deps = Vec::new();
         if let Some(list) = node.get_ci("dependsOn") {
             match ev.eval_node(list) {
@@ -1528,26 +1567,49 @@ impl<'a> TemplateEnv<'a> {
             secure_parameters: Vec::new(),
             template: None,
             child: None,
+            runtime_id,
         };
         Some((inst, deps))
     }
 
     /// The scope ID a resource lives under: `scope`, cross-scope `subscriptionId`/`resourceGroup`, or the
-    /// deployment's own scope.
-    fn resource_scope(&self, ev: &mut Evaluator<'_>, node: &Node, path: &str) -> Option<String> {
-        if let Some(s) = self.eval_string_member(ev, node, "scope", path)? {
+    /// deployment's own scope. [`Part::Runtime`] when a part of it is known only while the deployment runs.
+    fn resource_scope(&self, ev: &mut Evaluator<'_>, node: &Node, path: &str) -> Option<Part> {
+        let s = match self.eval_member(ev, node, "scope", path)? {
+            Some(Part::Runtime(e)) => return Some(Part::Runtime(e)),
+            Some(Part::Known(s)) => Some(s),
+            None => None,
+        };
+        if let Some(s) = s {
             // 2.0 may name a symbolic resource as the scope.
             if let Some(targets) = self.resolve_ref(&s)
                 && let Some(&t) = targets.first()
-                && let Some(id) = &self.state.borrow().instances[t].id
             {
-                return Some(id.clone());
+                let state = self.state.borrow();
+                let target = &state.instances[t];
+                if let Some(id) = &target.id {
+                    return Some(Part::Known(id.clone()));
+                }
+                if let Some(e) = &target.runtime_id {
+                    return Some(Part::Runtime(e.clone()));
+                }
             }
-            return Some(normalize_scope(&s));
+            return Some(Part::Known(normalize_scope(&s)));
         }
-        let sub = self.eval_string_member(ev, node, "subscriptionId", path)?;
-        let rg = self.eval_string_member(ev, node, "resourceGroup", path)?;
-        Some(match (sub, rg) {
+        let known = |part: Option<Part>| match part {
+            Some(Part::Known(s)) => Ok(Some(s)),
+            Some(Part::Runtime(e)) => Err(e),
+            None => Ok(None),
+        };
+        let sub = match known(self.eval_member(ev, node, "subscriptionId", path)?) {
+            Ok(s) => s,
+            Err(e) => return Some(Part::Runtime(e)),
+        };
+        let rg = match known(self.eval_member(ev, node, "resourceGroup", path)?) {
+            Ok(rg) => rg,
+            Err(e) => return Some(Part::Runtime(e)),
+        };
+        Some(Part::Known(match (sub, rg) {
             (None, None) => self.ctx.scope_id(self.template.scope),
             (Some(s), None) => {
                 if self.template.scope == ScopeKind::ResourceGroup
@@ -1562,7 +1624,7 @@ impl<'a> TemplateEnv<'a> {
                 &s.unwrap_or_else(|| self.ctx.subscription_id.clone()),
                 &rg,
             ),
-        })
+        }))
     }
 
     /// Implicit dependencies: the first argument of `reference`/`references`/`resourceInfo`/`list*` calls in the
@@ -1590,11 +1652,37 @@ impl<'a> TemplateEnv<'a> {
         }
     }
 
+    /// Records a resource whose ID waits for the deployment's run (once per declaration and expression: a copy
+    /// loop's instances share it).
+    fn defer_runtime_id(&self, decl: &ResourceDecl, key: &str, expression: &str) {
+        let target = join_path(&decl.path, "name");
+        let mut deferred = self.deferred.borrow_mut();
+        if deferred.iter().any(|d| {
+            d.kind == DeferredKind::ResourceId && d.target == target && d.expression == expression
+        }) {
+            return;
+        }
+        deferred.push(Deferred {
+            kind: DeferredKind::ResourceId,
+            target,
+            symbolic_name: decl.symbolic_name.clone(),
+            resource_type: decl
+                .node
+                .get_ci("type")
+                .and_then(Node::as_str)
+                .filter(|t| !t.starts_with('['))
+                .map(str::to_string),
+            key: Some(key.to_string()),
+            expression: expression.to_string(),
+        });
+    }
+
     fn check_duplicate_ids(&self) {
         let state = self.state.borrow();
         let mut seen = std::collections::HashSet::new();
         for inst in &state.instances {
-            if inst.condition == Some(false) || inst.existing {
+            // An ID known only while the deployment runs cannot be compared before then.
+            if inst.condition == Some(false) || inst.existing || inst.runtime_id.is_some() {
                 continue;
             }
             if !seen.insert(inst.key.to_ascii_lowercase()) {
@@ -1617,7 +1705,7 @@ impl<'a> TemplateEnv<'a> {
         self.deferred
             .borrow()
             .iter()
-            .any(|d| d.kind == DeferredKind::CopyCount)
+            .any(|d| matches!(d.kind, DeferredKind::CopyCount | DeferredKind::ResourceId))
     }
 
     /// Instances a dependency or reference text names: a symbolic name (optionally `[i]`), a resource ID, a
@@ -1727,9 +1815,12 @@ impl<'a> TemplateEnv<'a> {
             return None;
         }
         let state = self.state.borrow();
+        // Also an instance whose ID is known only while the deployment runs: it may be the one named.
         let unknown = |i: &usize| {
             let inst = &state.instances[*i];
-            inst.condition == Some(false) && inst.id.is_none() && inst.extension.is_none()
+            (inst.condition == Some(false) || inst.runtime_id.is_some())
+                && inst.id.is_none()
+                && inst.extension.is_none()
         };
         let wanted = reference_type(text);
         let same_type = |t: &str| wanted.as_deref().is_some_and(|w| w.eq_ignore_ascii_case(t));
@@ -2366,6 +2457,10 @@ impl<'a> TemplateEnv<'a> {
                 o.insert("properties", Value::Object(props));
                 return Ok(Value::Object(o));
             }
+            // A resource whose ID waits for the run has no state to read before then.
+            if inst.runtime_id.is_some() {
+                return Err(EvalError::unavailable(format!("reference('{}')", inst.key)));
+            }
             // A child left for the deployment's run: nothing can say what it outputs before then.
             if self
                 .deferred
@@ -2514,6 +2609,30 @@ impl RefIndex {
             add(&mut ix.by_name, i.name.as_deref());
         }
         ix
+    }
+}
+
+/// A part of a resource's identity (its name or scope): known now, or known only while the deployment runs (its
+/// expression then).
+enum Part {
+    Known(String),
+    Runtime(String),
+}
+
+/// The plan key of an instance whose ID is known only while the deployment runs: its symbolic name or its
+/// declaration's path (never the name's expression text), `[index]` in a copy loop, under its parent's key.
+fn runtime_key(decl: &ResourceDecl, copy: &Option<CopyInfo>, parent: Option<&Instance>) -> String {
+    let base = decl
+        .symbolic_name
+        .clone()
+        .unwrap_or_else(|| decl.path.clone());
+    let key = match copy {
+        Some(c) => format!("{base}[{}]", c.index),
+        None => base,
+    };
+    match parent {
+        Some(p) => format!("{}/{key}", p.key),
+        None => key,
     }
 }
 

@@ -75,7 +75,8 @@ pub struct PlannedParameter {
 
 /// What in a deployment waits for a value known only while the deployment runs, as ARM leaves it until then: a
 /// resource copy loop whose `count` depends on a runtime value (its instances are expanded when the deployment
-/// starts), or a nested deployment whose template or parameters do (its child is expanded when it runs).
+/// starts), a nested deployment whose template or parameters do (its child is expanded when it runs), or a resource
+/// whose name or scope does (its ID is evaluated when it runs).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Deferred {
     pub kind: DeferredKind,
@@ -85,7 +86,8 @@ pub struct Deferred {
     pub symbolic_name: Option<String>,
     /// The declared resource type, when it is a literal.
     pub resource_type: Option<String>,
-    /// The nested deployment's plan key (deferred children only: the loop of a deferred count has no instances).
+    /// The plan key of the nested deployment or resource that waits (none for a deferred count: the loop has no
+    /// instances).
     pub key: Option<String>,
     /// The value's expression, as written.
     pub expression: String,
@@ -96,6 +98,8 @@ pub enum DeferredKind {
     CopyCount,
     NestedTemplate,
     NestedParameters,
+    /// A resource's name or scope: its ID (and whether it is defined twice) is known when the deployment runs.
+    ResourceId,
 }
 
 impl DeferredKind {
@@ -104,6 +108,7 @@ impl DeferredKind {
             DeferredKind::CopyCount => "copyCount",
             DeferredKind::NestedTemplate => "nestedTemplate",
             DeferredKind::NestedParameters => "nestedParameters",
+            DeferredKind::ResourceId => "resourceId",
         }
     }
 }
@@ -115,9 +120,11 @@ impl Deferred {
             DeferredKind::CopyCount => "The copy count",
             DeferredKind::NestedTemplate => "The nested deployment's template",
             DeferredKind::NestedParameters => "The nested deployment's parameters",
+            DeferredKind::ResourceId => "The resource's ID",
         };
         let then = match self.kind {
             DeferredKind::CopyCount => "its resources are expanded when the deployment starts",
+            DeferredKind::ResourceId => "it is evaluated when the deployment runs",
             _ => "its resources are expanded when it runs",
         };
         format!(

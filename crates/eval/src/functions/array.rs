@@ -557,16 +557,59 @@ pub(super) fn merge_objects(target: &mut Object, patch: Object) -> Result<(), Fn
     Ok(())
 }
 
+/// [`union`] of arrays whose items hold values known only at deployment. An item that differs from every item
+/// kept before it in a known part (a member's known value, a member or element count) is kept whatever the
+/// unknown parts turn out to be, so the result's length and its known parts stay known (role assignments built
+/// from a `reference()`'s principal ID and a fixed role). Only an item that could turn out equal to one kept
+/// before it, and so be dropped, leaves the whole result unknown.
+fn union_partly_known(items: impl Iterator<Item = Value>) -> Result<Value, FnError> {
+    let mut out: Vec<Value> = Vec::new();
+    for item in items {
+        let item_known = !item.contains_unevaluated();
+        let mut duplicate = false;
+        for kept in &out {
+            if item_known && !kept.contains_unevaluated() {
+                if *kept == item {
+                    duplicate = true;
+                    break;
+                }
+            } else if may_equal(kept, &item) {
+                require_fully_known(kept)?;
+                require_fully_known(&item)?;
+            }
+        }
+        if !duplicate {
+            out.push(item);
+        }
+    }
+    Ok(Value::Array(out))
+}
+
+/// Whether `a` and `b` could be equal once their unknown parts are known: false only when a known part tells
+/// them apart (ARM's deep equality, as [`Value`]'s `PartialEq`).
+fn may_equal(a: &Value, b: &Value) -> bool {
+    match (a, b) {
+        (Value::Unevaluated(_), _) | (_, Value::Unevaluated(_)) => true,
+        (Value::Array(x), Value::Array(y)) => {
+            x.len() == y.len() && x.iter().zip(y).all(|(v, w)| may_equal(v, w))
+        }
+        (Value::Object(x), Value::Object(y)) => {
+            x.len() == y.len()
+                && x.iter()
+                    .all(|(k, v)| y.get(k).is_some_and(|w| may_equal(v, w)))
+        }
+        _ => a == b,
+    }
+}
+
 /// Arrays: concatenation without duplicates (first occurrence kept). Objects: recursive merge, later wins.
 fn union(_: &mut Evaluator<'_>, args: Args) -> Result<Value, FnError> {
     match collections(args)? {
         Collections::Arrays(arrays) => {
-            for items in &arrays {
-                for item in items {
-                    require_fully_known(item)?;
-                }
+            if !arrays.iter().flatten().any(Value::contains_unevaluated) {
+                return Ok(Value::Array(dedupe(arrays.into_iter().flatten())));
             }
-            Ok(Value::Array(dedupe(arrays.into_iter().flatten())))
+            union_partly_known(arrays.into_iter().flatten())
         }
         Collections::Objects(objects) => {
             let mut out = Object::new();
@@ -1382,9 +1425,21 @@ mod tests {
             run("union(createObject('a', parameters('u')), createObject('a', 1))").ok(),
             Some(json!({"a": 1}))
         );
+        // a union of arrays whose partly unknown items a known part tells apart: known length and known parts
+        assert_eq!(
+            run("length(union(createArray(createObject('p', parameters('u'), 'r', 'a')), createArray(createObject('p', 1, 'r', 'b'), createObject('p', 1, 'r', 'b'))))").ok(),
+            Some(json!(2))
+        );
+        assert_eq!(
+            run("union(createArray(createObject('p', parameters('u'))), createArray())").ok(),
+            Some(json!([{"p": "[reference('x').id]"}]))
+        );
         // inspected: the whole expression becomes unevaluated
         for expr in [
             "length(parameters('u'))",
+            // the unknown member may equal the other item's: it may be dropped
+            "union(createArray(createObject('p', parameters('u'), 'r', 'a')), createArray(createObject('p', 1, 'r', 'a')))",
+            "union(createArray(parameters('u'), parameters('u')), createArray())",
             "concat('a', parameters('u'))",
             "first(parameters('u'))",
             "union(createArray(parameters('u')), createArray(1))",

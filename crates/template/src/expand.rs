@@ -874,7 +874,13 @@ impl<'a> TemplateEnv<'a> {
         let result = match &decl.value {
             VariableValue::Plain(node) => ev.eval_node(node),
             VariableValue::Copy { count, input } => (|| {
-                let count = copy_count(&decl.name, &ev.eval_node(count)?)?;
+                let count = ev.eval_node(count)?;
+                // A count known only at deployment: so is the whole variable, as with a property or output copy
+                // loop; what reads it defers in turn (a resource copy loop over it is deferred, not an error).
+                if let Value::Unevaluated(_) = count {
+                    return Ok(count);
+                }
+                let count = copy_count(&decl.name, &count)?;
                 let (items, _) = ev.copy_items(&decl.name, count, CopyKind::Named, input)?;
                 Ok(Value::Array(items))
             })(),

@@ -114,25 +114,38 @@ impl StackService {
         );
         let lease = drift_lease(scope, name);
         let owner = format!("{}:{operation_id}", self.inner.settings.owner_id);
-        let now = Timestamp::now();
-        match self
-            .inner
-            .store
-            .acquire_lease(&lease, &owner, now, add(now, self.inner.settings.lease_ttl))
-            .await
-        {
-            Ok(_) => {}
-            Err(error) if error.is_conflict() => {
-                return Err(ArmError::new(
-                    409,
-                    "DeploymentStackDriftDetectionInProgress",
-                    format!(
-                        "A drift detection of deployment stack '{name}' is already running; wait for its result."
-                    ),
-                ));
+        // A detection writes its final result before it releases its lease: one whose result already reads as
+        // ended is releasing it now, and a caller who saw that result may start the next at once.
+        let mut waits_for_release = 100;
+        let now = loop {
+            let now = Timestamp::now();
+            match self
+                .inner
+                .store
+                .acquire_lease(&lease, &owner, now, add(now, self.inner.settings.lease_ttl))
+                .await
+            {
+                Ok(_) => break now,
+                Err(error) if error.is_conflict() => {
+                    if waits_for_release > 0
+                        && self.lease_holder_ended(&lease, &stack_resource_id).await
+                    {
+                        waits_for_release -= 1;
+                        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+                        continue;
+                    }
+                    return Err(ArmError::new(
+                        409,
+                        "DeploymentStackDriftDetectionInProgress",
+                        format!(
+                            "A drift detection of deployment stack '{name}' is already running; wait for its \
+                             result."
+                        ),
+                    ));
+                }
+                Err(error) => return Err(store_error(error)),
             }
-            Err(error) => return Err(store_error(error)),
-        }
+        };
         let resources = state.managed_set;
         let result = DeploymentStackDriftResult {
             id: Some(format!(
@@ -300,6 +313,26 @@ impl StackService {
                 None => return,
             }
         }
+    }
+
+    /// Whether the detection holding `lease` has already written a final result (it is releasing the lease).
+    /// Any failure to tell reads as `false`: the caller then reports the detection as running.
+    async fn lease_holder_ended(&self, lease: &str, stack_resource_id: &str) -> bool {
+        let Ok(Some(held)) = self.inner.store.get_lease(lease).await else {
+            return false;
+        };
+        let Some((_, id)) = held.owner.rsplit_once(':') else {
+            return false;
+        };
+        let Ok(Some(record)) = self
+            .inner
+            .store
+            .get_stack_what_if(stack_resource_id, id, Timestamp::now())
+            .await
+        else {
+            return false;
+        };
+        stored_result(id, record.result).is_ok_and(|result| result.properties.status.is_terminal())
     }
 
     /// Whether detection `id` of the stack still runs somewhere: its lease is held, unexpired, by its owner.

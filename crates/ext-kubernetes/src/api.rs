@@ -1,12 +1,17 @@
 //! The few API server calls the extension makes on objects, as JSON: server-side apply (optionally dry
 //! run), get, delete with a propagation policy, and the waits around them (gone, CRD `Established`).
+//!
+//! Requests go through [`call`], not the client's `request`: that one logs every failure `Status` at
+//! debug level, and the API server's messages can quote a manifest's values (a Secret's among them,
+//! when a template puts one where it is validated), so here they reach nothing but the
+//! [`crate::error::Redactor`].
 
 use std::time::{Duration, Instant};
 
-use kube::core::Request;
 use kube::core::params::{
     DeleteParams, GetParams, Patch, PatchParams, Preconditions, ValidationDirective,
 };
+use kube::core::{Request, Status};
 use serde_json::Value;
 
 use crate::cluster::Cluster;
@@ -55,6 +60,34 @@ pub struct ApplyOptions<'a> {
     pub dry_run: bool,
 }
 
+/// Sends `request`; the answer as JSON, or the failure `Status` as [`kube::Error::Api`].
+pub async fn call(
+    cluster: &Cluster,
+    request: http::Request<Vec<u8>>,
+) -> Result<Value, kube::Error> {
+    let response = cluster
+        .client()
+        .send(request.map(kube::client::Body::from))
+        .await?;
+    let status = response.status();
+    let bytes = response.into_body().collect_bytes().await?;
+    if status.is_success() {
+        return serde_json::from_slice(&bytes).map_err(kube::Error::SerdeError);
+    }
+    let failure = serde_json::from_slice::<Status>(&bytes)
+        .ok()
+        .filter(|failure| failure.code != 0)
+        .unwrap_or_else(|| {
+            // Not every failure is a Status (a proxy's page, a bare 404 of a path not served yet).
+            Status::failure(
+                status.canonical_reason().unwrap_or("request failed"),
+                status.canonical_reason().unwrap_or_default(),
+            )
+            .with_code(status.as_u16())
+        });
+    Err(kube::Error::Api(failure.boxed()))
+}
+
 fn build_failed(action: String) -> impl FnOnce(kube::core::request::Error) -> KubeError {
     move |_| KubeError::Client {
         action,
@@ -85,9 +118,7 @@ pub async fn apply(
         .request()
         .patch(object.name, &params, &Patch::Apply(body))
         .map_err(build_failed(action.clone()))?;
-    cluster
-        .client()
-        .request::<Value>(request)
+    call(cluster, request)
         .await
         .map_err(|err| KubeError::from_client(err, action))
 }
@@ -99,7 +130,7 @@ pub async fn get(cluster: &Cluster, object: &ObjectRef<'_>) -> Result<Option<Val
         .request()
         .get(object.name, &GetParams::default())
         .map_err(build_failed(action.clone()))?;
-    match cluster.client().request::<Value>(request).await {
+    match call(cluster, request).await {
         Ok(found) => Ok(Some(found)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
         Err(err) => Err(KubeError::from_client(err, action)),
@@ -127,7 +158,7 @@ pub async fn delete(
         .request()
         .delete(object.name, &params)
         .map_err(build_failed(action.clone()))?;
-    match cluster.client().request::<Value>(request).await {
+    match call(cluster, request).await {
         Ok(answer) if answer.get("kind").and_then(Value::as_str) == Some("Status") => Ok(None),
         Ok(answer) => Ok(Some(answer)),
         Err(kube::Error::Api(status)) if status.code == 404 => Ok(None),
@@ -256,7 +287,7 @@ pub async fn crd_defines(
     let request = Request::new("/apis/apiextensions.k8s.io/v1/customresourcedefinitions")
         .list(&Default::default())
         .ok()?;
-    let list = cluster.client().request::<Value>(request).await.ok()?;
+    let list = call(cluster, request).await.ok()?;
     let items = list.get("items").and_then(Value::as_array)?;
     Some(items.iter().any(|crd| {
         crd.pointer("/spec/group").and_then(Value::as_str) == Some(group)

@@ -43,9 +43,9 @@ pub mod k8s_codes {
     pub const UNAUTHORIZED: &str = "Unauthorized";
     /// The credentials lack a permission (403).
     pub const FORBIDDEN: &str = "Forbidden";
-    /// The API server cannot be reached, or answered with a server error (503).
+    /// The API server cannot be reached, or answered that it is unavailable (503).
     pub const CLUSTER_UNREACHABLE: &str = "ClusterUnreachable";
-    /// Any other failure the API server reported.
+    /// Any other failure the API server reported (its status; 502 for its own internal errors).
     pub const KUBERNETES_OPERATION_FAILURE: &str = "KubernetesOperationFailure";
 }
 
@@ -203,13 +203,22 @@ impl KubeError {
         match self {
             KubeError::Api { action, status } => {
                 let (http, code) = match status.code {
+                    // Server-side apply reports a manifest that does not fit the kind's schema (an unknown
+                    // field) as an internal error; it is the manifest's fault.
+                    500 if status
+                        .message
+                        .contains("failed to create typed patch object") =>
+                    {
+                        (400, KUBERNETES_OPERATION_FAILURE)
+                    }
                     400 | 422 => (400, KUBERNETES_OPERATION_FAILURE),
                     401 => (401, UNAUTHORIZED),
                     403 => (403, FORBIDDEN),
                     404 => (404, OBJECT_NOT_FOUND),
                     409 => (409, KUBERNETES_OPERATION_FAILURE),
                     429 => (429, KUBERNETES_OPERATION_FAILURE),
-                    500..=599 => (503, CLUSTER_UNREACHABLE),
+                    502..=504 => (503, CLUSTER_UNREACHABLE),
+                    500..=599 => (502, KUBERNETES_OPERATION_FAILURE),
                     _ => (400, KUBERNETES_OPERATION_FAILURE),
                 };
                 let mut message = format!("Could not {action}: {}", status.message.trim_end());
@@ -470,7 +479,8 @@ mod tests {
             (403, 403),
             (404, 404),
             (409, 409),
-            (500, 503),
+            (500, 502),
+            (503, 503),
             (418, 400),
         ] {
             let err =

@@ -161,9 +161,16 @@ impl ResourceHandler<K8sConfig> for ObjectHandler {
 
     async fn preview(
         &self,
-        input: PreviewInput<K8sConfig>,
+        mut input: PreviewInput<K8sConfig>,
     ) -> Result<PreviewOutput, ExtensionError> {
         let name = TypeName::parse(&input.resource_type, input.api_version.as_deref())?;
+        // The gRPC protocol carries no preview metadata: there, unevaluated values are only recognisable
+        // as what they look like.
+        for pointer in expression_pointers(&input.properties, "/properties") {
+            if !input.is_unevaluated(&pointer) {
+                input.unevaluated.push(pointer);
+            }
+        }
         let cluster = input.config.as_ref().and_then(|config| config.cluster());
         let kind = match cluster {
             Some(cluster) => discover(cluster, &name).await?,
@@ -486,4 +493,54 @@ fn client_side_preview(
         properties: Value::Object(predicted),
         metadata,
     })
+}
+
+/// JSON pointers of the strings in `value` that are ARM template expressions (`[...]`, not the escaped
+/// `[[...`).
+fn expression_pointers(value: &Value, base: &str) -> Vec<String> {
+    match value {
+        Value::String(text)
+            if text.starts_with('[') && !text.starts_with("[[") && text.ends_with(']') =>
+        {
+            vec![base.to_owned()]
+        }
+        Value::Object(map) => map
+            .iter()
+            .flat_map(|(key, value)| {
+                expression_pointers(
+                    value,
+                    &format!("{base}/{}", key.replace('~', "~0").replace('/', "~1")),
+                )
+            })
+            .collect(),
+        Value::Array(items) => items
+            .iter()
+            .enumerate()
+            .flat_map(|(index, value)| expression_pointers(value, &format!("{base}/{index}")))
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn expressions_are_found_where_they_are() {
+        let properties = json!({
+            "apiVersion": "[parameters('v')]",
+            "metadata": { "name": "[[literal]", "labels": { "a/b": "[concat('x')]" } },
+            "spec": { "args": ["plain", "[variables('arg')]"] }
+        });
+        assert_eq!(
+            expression_pointers(&properties, "/properties"),
+            [
+                "/properties/apiVersion",
+                "/properties/metadata/labels/a~1b",
+                "/properties/spec/args/1",
+            ]
+        );
+    }
 }

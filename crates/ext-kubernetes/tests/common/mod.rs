@@ -35,12 +35,16 @@ pub async fn admin(kube: &TestKube) -> kube::Client {
     kube::Client::try_from(config).expect("client")
 }
 
+/// Every response body some [`Ext`]s received, to look for secrets in.
+pub type Transcript = std::sync::Arc<std::sync::Mutex<Vec<String>>>;
+
 /// The extension in process with a fixed config.
 #[derive(Clone)]
 pub struct Ext {
     pub transport: cairn_extension_sdk::InProcessTransport,
     pub config: Value,
     pub version: String,
+    pub transcript: Option<Transcript>,
 }
 
 impl Ext {
@@ -49,7 +53,21 @@ impl Ext {
             transport: cairn_ext_kubernetes::in_process_transport(),
             config,
             version: "1.0.0".into(),
+            transcript: None,
         }
+    }
+
+    /// The same extension recording every response in `transcript`.
+    pub fn recording(mut self, transcript: &Transcript) -> Ext {
+        self.transcript = Some(transcript.clone());
+        self
+    }
+
+    /// The same extension with `config` changed by `change`.
+    pub fn with_config(&self, change: impl FnOnce(&mut Value)) -> Ext {
+        let mut ext = self.clone();
+        change(&mut ext.config);
+        ext
     }
 
     /// Sends `operation` with `body` (the config added when absent); the status and JSON body.
@@ -57,7 +75,14 @@ impl Ext {
         if body.get("config").is_none() {
             body["config"] = self.config.clone();
         }
-        send(&self.transport, &self.version, operation, body).await
+        let (status, answer) = send(&self.transport, &self.version, operation, body).await;
+        if let Some(transcript) = &self.transcript {
+            transcript
+                .lock()
+                .unwrap()
+                .push(format!("{operation:?} {status} {answer}"));
+        }
+        (status, answer)
     }
 
     pub async fn apply(&self, resource_type: &str, properties: Value) -> (u16, Value) {

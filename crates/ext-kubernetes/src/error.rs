@@ -35,6 +35,9 @@ pub mod k8s_codes {
     pub const OBJECT_NOT_FOUND: &str = "ObjectNotFound";
     /// Server-side apply found fields owned by another field manager (409); `force` takes them over.
     pub const FIELD_MANAGER_CONFLICT: &str = "FieldManagerConflict";
+    /// The namespace the object belongs in does not exist (409: a later round, after the template
+    /// creates it, may pass).
+    pub const NAMESPACE_NOT_FOUND: &str = "NamespaceNotFound";
     /// The object (or its namespace) is still being deleted after the wait (409: a later round may pass).
     pub const STILL_TERMINATING: &str = "StillTerminating";
     /// A CRD did not become `Established` in time, or its names were not accepted (409 or 400).

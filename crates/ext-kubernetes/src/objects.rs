@@ -266,8 +266,25 @@ impl ResourceHandler<K8sConfig> for ObjectHandler {
                         return Err(still_terminating(&object, "its namespace"));
                     }
                 }
-                // Discovery answered before the API server's handlers were ready for a new CRD's kind.
-                Err(err) if err.is_not_found() && !err.is_namespace_missing() => {
+                Err(err) if err.is_namespace_missing() => {
+                    return Err(ExtensionError::conflict(
+                        k8s_codes::NAMESPACE_NOT_FOUND,
+                        format!(
+                            "Could not apply {}: its namespace does not exist (yet). Declare the Namespace in \
+                             the template and make this resource depend on it.",
+                            object.describe()
+                        ),
+                    )
+                    .with_target("/properties/metadata/namespace"));
+                }
+                // Either discovery answered before the API server's handlers were ready for a new CRD's
+                // kind, or the kind is gone (its CRD deleted) and discovery's answer is stale: look again,
+                // which fails at once when no CRD defines the kind any more.
+                Err(err) if err.is_not_found() => {
+                    if !kind.name.group.is_empty() {
+                        cluster.discovery().forget_group(&kind.name.group);
+                        discover_waiting(cluster, &name, deadline).await?;
+                    }
                     if !api::pause(&mut backoff, deadline).await {
                         return Err(fail(err));
                     }

@@ -169,6 +169,34 @@ fn config_forms_and_config_id_against_real_clusters() {
         let message = body["error"]["message"].as_str().unwrap_or_default();
         assert!(message.contains("Azure credentials") && message.contains("'Custom'"), "{message}");
     });
+    drop(runtime);
+
+    // Clients belong to the runtime that made them (the in-process CLI runs each command on its own):
+    // a later runtime gets a working client, and those of runtimes that shut down are dropped.
+    let config = json!({ "kubeConfig": kubeconfig_base64(&kube), "namespace": "forms" });
+    for round in 0..3 {
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let name = format!("round-{round}");
+        runtime
+            .block_on(apply_with(config.clone(), "1.0.0", &name))
+            .unwrap_or_else(|err| panic!("{name}: {err:#}"));
+    }
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let (status, body) = Ext::new(config.clone())
+            .get("core/ConfigMap@v1", common::ids("forms", "round-2"))
+            .await;
+        assert_eq!(status, 200, "{body}");
+    });
+    // Only this runtime's client is left (the registry forgets the others on the next use).
+    assert_eq!(cairn_ext_kubernetes::cluster::Clusters::global().len(), 1);
 }
 
 async fn apply_with_default_namespace(config: Value) -> String {

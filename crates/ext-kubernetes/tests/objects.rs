@@ -475,6 +475,23 @@ async fn custom_resources(ext: Ext, admin: kube::Client) -> Result<()> {
             .map(|o| o.is_none())
             .unwrap_or(true)
     );
+    // The extension's discovery still knows CronTab; applying one now fails at once, not after a wait.
+    let started = Instant::now();
+    let (status, body) = ext
+        .apply(
+            "stable.example.com/CronTab@v1",
+            json!({ "metadata": { "name": "late" } }),
+        )
+        .await;
+    ensure!(
+        status == 400 && body["error"]["code"] == "UnknownResourceType",
+        "{status} {body}"
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        started.elapsed()
+    );
     Ok(())
 }
 
@@ -806,6 +823,16 @@ async fn missing_and_unknown(ext: Ext) -> Result<()> {
         .delete("nothing.example/Thing@v1", ids("default", "t"))
         .await;
     ensure!(status == 204);
+    let (status, body) = ext
+        .apply(
+            "core/ConfigMap@v1",
+            json!({ "metadata": { "name": "lost", "namespace": "nowhere" } }),
+        )
+        .await;
+    ensure!(
+        status == 409 && body["error"]["code"] == "NamespaceNotFound",
+        "{status} {body}"
+    );
     let cases = [
         (
             "nothing.example/Thing@v1",

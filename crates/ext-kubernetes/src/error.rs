@@ -42,6 +42,8 @@ pub mod k8s_codes {
     pub const STILL_TERMINATING: &str = "StillTerminating";
     /// A CRD did not become `Established` in time, or its names were not accepted (409 or 400).
     pub const CRD_NOT_ESTABLISHED: &str = "CustomResourceDefinitionNotEstablished";
+    /// A resource's `waitFor` condition did not hold in time (409: a later round may find it ready).
+    pub const READINESS_TIMEOUT: &str = "ReadinessTimeout";
     /// The API server refused the credentials (401).
     pub const UNAUTHORIZED: &str = "Unauthorized";
     /// The credentials lack a permission (403).

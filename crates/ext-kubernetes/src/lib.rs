@@ -9,7 +9,8 @@
 //!   `v1`, custom resources of any installed CRD), resolved by discovery ([`discovery`]); the body is the
 //!   manifest ([`manifest`]).
 //! - Operations ([`objects`]): server-side apply as field manager `cairn`, get without server noise,
-//!   delete with a propagation policy that waits for finalizers, preview by server-side dry run.
+//!   delete with a propagation policy that waits for finalizers, preview by server-side dry run, and
+//!   readiness (`waitFor`) opted into per resource ([`readiness`]).
 //!
 //! The client is kube-rs over rustls ([`cluster`]); nothing shells out to `kubectl`. Serve it in process
 //! with [`in_process_transport`], or run the `cairn-ext-kubernetes` binary (`--http PORT`,
@@ -23,6 +24,7 @@ pub mod error;
 pub mod kubeconfig;
 pub mod manifest;
 pub mod objects;
+pub mod readiness;
 
 use cairn_extension_sdk::{Extension, InProcessTransport};
 

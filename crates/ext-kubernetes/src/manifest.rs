@@ -8,6 +8,8 @@
 //! - `propagationPolicy: Background | Foreground | Orphan` is how a delete treats dependents. A delete
 //!   request carries only identifiers, so the policy is kept on the object as the annotation
 //!   [`PROPAGATION_ANNOTATION`] (owned by cairn's field manager: dropping the option drops it).
+//! - `waitFor: { condition, status?, timeoutSeconds? }`: the apply is done once the condition holds
+//!   ([`crate::readiness`]), kept as the annotation [`WAIT_FOR_ANNOTATION`] for the same reason.
 //!
 //! Responses carry the live object without the noise every write changes (`managedFields`,
 //! `resourceVersion`, `generation`) and without `status` unless the template declared it (cairn's field
@@ -19,12 +21,13 @@ use serde_json::{Map, Value, json};
 
 use crate::discovery::{ApiKind, TypeName};
 use crate::error::{Redactor, k8s_codes};
+use crate::readiness::{WAIT_FOR_ANNOTATION, WaitFor};
 
 /// The annotation keeping a resource's `propagationPolicy` for its delete.
 pub const PROPAGATION_ANNOTATION: &str = "cairn/propagation-policy";
 
 /// The top-level properties that are cairn's options, not the manifest's.
-pub const OPTIONS: &[&str] = &["force", "propagationPolicy"];
+pub const OPTIONS: &[&str] = &["force", "propagationPolicy", "waitFor"];
 
 /// How a delete treats the object's dependents (Kubernetes' `propagationPolicy`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -86,6 +89,7 @@ pub struct Manifest {
     namespace: Option<String>,
     force: bool,
     propagation: Option<Propagation>,
+    wait_for: Option<WaitFor>,
     redactor: Redactor,
 }
 
@@ -133,6 +137,10 @@ impl Manifest {
                 );
                 None
             }
+        };
+        let wait_for = match body.remove("waitFor") {
+            None | Some(Value::Null) => None,
+            Some(value) => WaitFor::parse(value, &mut validator),
         };
         let expected_api_version = type_name.api_version();
         match body.get("apiVersion") {
@@ -205,17 +213,23 @@ impl Manifest {
         if type_name.group.is_empty() && type_name.kind == "Secret" {
             secret_values(&body, &mut redactor);
         }
+        let mut annotations = Vec::new();
         if let Some(policy) = propagation {
+            annotations.push((PROPAGATION_ANNOTATION, policy.as_str().to_owned()));
+        }
+        if let Some(wait_for) = &wait_for {
+            annotations.push((WAIT_FOR_ANNOTATION, wait_for.to_annotation()));
+        }
+        if !annotations.is_empty() {
             let metadata = body
                 .get_mut("metadata")
                 .and_then(Value::as_object_mut)
                 .expect("metadata was checked");
-            let annotations = metadata.entry("annotations").or_insert_with(|| json!({}));
-            if let Value::Object(annotations) = annotations {
-                annotations.insert(
-                    PROPAGATION_ANNOTATION.to_owned(),
-                    Value::String(policy.as_str().to_owned()),
-                );
+            let existing = metadata.entry("annotations").or_insert_with(|| json!({}));
+            if let Value::Object(existing) = existing {
+                for (key, value) in annotations {
+                    existing.insert(key.to_owned(), Value::String(value));
+                }
             }
         }
         Ok(Manifest {
@@ -224,6 +238,7 @@ impl Manifest {
             namespace,
             force,
             propagation,
+            wait_for,
             redactor,
         })
     }
@@ -246,6 +261,11 @@ impl Manifest {
     /// The resource's propagation policy, if it names one.
     pub fn propagation(&self) -> Option<Propagation> {
         self.propagation
+    }
+
+    /// The resource's readiness wait, if it asks for one.
+    pub fn wait_for(&self) -> Option<&WaitFor> {
+        self.wait_for.as_ref()
     }
 
     /// What cuts this manifest's secret values out of messages.
@@ -319,6 +339,12 @@ impl Manifest {
                 body.insert(
                     "propagationPolicy".into(),
                     Value::String(policy.as_str().into()),
+                );
+            }
+            if let Some(wait_for) = &self.wait_for {
+                body.insert(
+                    "waitFor".into(),
+                    serde_json::to_value(wait_for).unwrap_or_default(),
                 );
             }
         }
@@ -416,6 +442,9 @@ pub fn present(mut object: Value, kind: &ApiKind, field_manager: &str) -> Value 
     }
     if let Some(policy) = Propagation::of_object(&object) {
         object["propagationPolicy"] = Value::String(policy.as_str().to_owned());
+    }
+    if let Some(wait_for) = WaitFor::of_object(&object) {
+        object["waitFor"] = serde_json::to_value(wait_for).unwrap_or_default();
     }
     object
 }

@@ -6,8 +6,11 @@
 //!   not served yet is waited for (bounded) while a CRD defining it exists, so a custom resource can
 //!   follow its CRD in one deployment; a CRD itself is waited for until `Established`. An object, or a
 //!   namespace, still being deleted is waited for too, then the object is created anew.
+//!   With `waitFor`, the apply is done once the object is ready ([`crate::readiness`]): after a short
+//!   wait here, the resource is answered `Running` and the host polls get.
 //! - **get** answers the live object (see [`crate::manifest::present`]), with status `Deleting` while
-//!   finalizers run; 404 when it, or its kind, does not exist.
+//!   finalizers run, and `Running` or `Failed` while a `waitFor` is pending or has timed out; 404 when
+//!   it, or its kind, does not exist.
 //! - **delete** uses the propagation policy kept on the object (default `Background`), waits a little
 //!   for the object to go, and otherwise answers it `Deleting` (a resource-based long-running operation:
 //!   the host polls get until 404). A missing object, or kind, is deleted already (204).
@@ -34,6 +37,7 @@ use crate::config::K8sConfig;
 use crate::discovery::{ApiKind, TypeName};
 use crate::error::{KubeError, Redactor, k8s_codes};
 use crate::manifest::{self, Manifest, Propagation, identifiers, parse_identifiers, present};
+use crate::readiness::{self, Readiness, WaitFor};
 
 /// The longest a request waits for a CRD, a terminating namespace or object, all together.
 pub const WAIT_BUDGET: Duration = Duration::from_secs(40);
@@ -323,13 +327,15 @@ impl ResourceHandler<K8sConfig> for ObjectHandler {
                 cluster.discovery().forget_group(group);
             }
         }
-        Ok(Applied::Resource(state(
-            live,
-            &kind,
-            namespace.as_deref(),
-            manifest.name(),
-            config,
-        )))
+        let (live, running) = match manifest.wait_for() {
+            None => (live, false),
+            Some(wait_for) => wait_until_ready(cluster, &object, live, wait_for, redactor).await?,
+        };
+        let mut applied = state(live, &kind, namespace.as_deref(), manifest.name(), config);
+        if running {
+            applied.status = Some(OperationStatus::running());
+        }
+        Ok(Applied::Resource(applied))
     }
 
     async fn get(
@@ -353,7 +359,28 @@ impl ResourceHandler<K8sConfig> for ObjectHandler {
         let found = api::get(cluster, &object)
             .await
             .map_err(|err| err.into_extension_error(&Redactor::new()))?;
-        Ok(found.map(|live| state(live, &kind, namespace.as_deref(), &object_name, config)))
+        let Some(live) = found else {
+            return Ok(None);
+        };
+        let readiness = if api::is_terminating(&live) {
+            None
+        } else {
+            WaitFor::of_object(&live).map(|wait_for| match readiness::judge(&live, &wait_for) {
+                Readiness::Ready => Ok(()),
+                Readiness::NotReady(conditions) => Err((readiness::past_deadline(
+                    &live,
+                    &wait_for,
+                    config.field_manager(),
+                ))
+                .then(|| readiness::timed_out(&object.describe(), &wait_for, &conditions))),
+            })
+        };
+        let found = state(live, &kind, namespace.as_deref(), &object_name, config);
+        Ok(Some(match readiness {
+            None | Some(Ok(())) => found,
+            Some(Err(None)) => found.with_status(OperationStatus::running()),
+            Some(Err(Some(timed_out))) => found.failed(timed_out.error().clone()),
+        }))
     }
 
     async fn delete(
@@ -403,6 +430,50 @@ impl ResourceHandler<K8sConfig> for ObjectHandler {
         let mut deleting = state(remaining, &kind, namespace.as_deref(), &object_name, config);
         deleting.status = Some(OperationStatus::new(DELETING));
         Ok(Deleted::Deleting(deleting))
+    }
+}
+
+/// Waits (up to [`readiness::SYNC_WAIT`], or the resource's shorter timeout) for `live` to be ready: the
+/// object as last read, and whether it is still not ready (the host then polls get).
+async fn wait_until_ready(
+    cluster: &Cluster,
+    object: &ObjectRef<'_>,
+    mut live: Value,
+    wait_for: &WaitFor,
+    redactor: &Redactor,
+) -> Result<(Value, bool), ExtensionError> {
+    let started = Instant::now();
+    let wait = readiness::SYNC_WAIT.min(wait_for.timeout());
+    let mut backoff = api::FIRST_BACKOFF;
+    loop {
+        let conditions = match readiness::judge(&live, wait_for) {
+            Readiness::Ready => return Ok((live, false)),
+            Readiness::NotReady(conditions) => conditions,
+        };
+        if !api::pause(&mut backoff, started + wait).await {
+            if wait_for.timeout() <= readiness::SYNC_WAIT {
+                return Err(readiness::timed_out(
+                    &object.describe(),
+                    wait_for,
+                    &conditions,
+                ));
+            }
+            readiness::remember_deadline(&live, started + wait_for.timeout());
+            return Ok((live, true));
+        }
+        live = match api::get(cluster, object).await {
+            Ok(Some(found)) => found,
+            Ok(None) => {
+                return Err(ExtensionError::conflict(
+                    k8s_codes::STILL_TERMINATING,
+                    format!(
+                        "{} was deleted while cairn waited for it to be ready.",
+                        object.describe()
+                    ),
+                ));
+            }
+            Err(err) => return Err(err.into_extension_error(redactor)),
+        };
     }
 }
 

@@ -945,6 +945,111 @@ async fn recreated_namespace(ext: Ext, admin: kube::Client) -> Result<()> {
     Ok(())
 }
 
+/// `waitFor`: ready at once, a timeout inside the request (409 with the conditions), and past the
+/// request's own wait: `Running`, then ready (another manager scales to zero) or `Failed`.
+async fn readiness(ext: Ext, admin: kube::Client) -> Result<()> {
+    ext.applied("core/Namespace@v1", namespace("readiness"))
+        .await?;
+    let ext = ext.with_config(|config| config["namespace"] = json!("readiness"));
+    let wait = |seconds: u64| json!({ "waitFor": { "condition": "Available", "timeoutSeconds": seconds } });
+    // No pods to wait for: Available at once.
+    let idle = ext
+        .applied("apps/Deployment@v1", deployment("idle", 0, wait(30)))
+        .await?;
+    ensure!(idle["status"].is_null(), "{idle}");
+    ensure!(
+        idle["properties"]["waitFor"]
+            == json!({ "condition": "Available", "status": "True", "timeoutSeconds": 30 }),
+        "{idle}"
+    );
+    // The control plane has no nodes: one replica never becomes available.
+    let started = Instant::now();
+    let (status, body) = ext
+        .apply("apps/Deployment@v1", deployment("stuck", 1, wait(3)))
+        .await;
+    ensure!(
+        status == 409 && body["error"]["code"] == "ReadinessTimeout",
+        "{status} {body}"
+    );
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    ensure!(
+        message.contains("Available=True within 3 s") && message.contains("Available=False"),
+        "{message}"
+    );
+    ensure!(
+        started.elapsed() < Duration::from_secs(8),
+        "took {:?}",
+        started.elapsed()
+    );
+
+    let (slow, late) = tokio::join!(
+        ext.apply("apps/Deployment@v1", deployment("slow", 1, wait(60))),
+        ext.apply("apps/Deployment@v1", deployment("late", 1, wait(12))),
+    );
+    for (name, (status, body)) in [("slow", &slow), ("late", &late)] {
+        ensure!(
+            *status == 200 && body["status"] == "Running",
+            "{name}: {status} {body}"
+        );
+    }
+    let (status, body) = ext
+        .get("apps/Deployment@v1", ids("readiness", "slow"))
+        .await;
+    ensure!(
+        status == 200 && body["status"] == "Running",
+        "{status} {body}"
+    );
+    // Someone else scales it to zero: it becomes available, and the next get says so.
+    let deployments: Api<Deployment> = Api::namespaced(admin.clone(), "readiness");
+    deployments
+        .patch(
+            "slow",
+            &PatchParams {
+                field_manager: Some("autoscaler".into()),
+                ..Default::default()
+            },
+            &Patch::Merge(json!({ "spec": { "replicas": 0 } })),
+        )
+        .await?;
+    eventually("slow reported ready", Duration::from_secs(30), || {
+        let ext = ext.clone();
+        async move {
+            let (status, body) = ext
+                .get("apps/Deployment@v1", ids("readiness", "slow"))
+                .await;
+            ensure!(status == 200, "{status} {body}");
+            Ok(body["status"].is_null())
+        }
+    })
+    .await?;
+    // Past its timeout, a get reports the resource failed, with the conditions.
+    eventually("late reported failed", Duration::from_secs(30), || {
+        let ext = ext.clone();
+        async move {
+            let (status, body) = ext
+                .get("apps/Deployment@v1", ids("readiness", "late"))
+                .await;
+            ensure!(status == 200, "{status} {body}");
+            match body["status"].as_str() {
+                Some("Running") => Ok(false),
+                Some("Failed") => {
+                    ensure!(body["error"]["code"] == "ReadinessTimeout", "{body}");
+                    ensure!(
+                        body["error"]["message"]
+                            .as_str()
+                            .unwrap_or_default()
+                            .contains("Available=False"),
+                        "{body}"
+                    );
+                    Ok(true)
+                }
+                _ => bail!("unexpected: {body}"),
+            }
+        }
+    })
+    .await
+}
+
 #[test]
 fn objects_through_their_lifecycle() {
     let logs = LogBuffer::default();
@@ -982,6 +1087,7 @@ fn objects_through_their_lifecycle() {
                 "missing and unknown",
                 Box::pin(missing_and_unknown(ext.clone())),
             ),
+            ("readiness", Box::pin(readiness(ext.clone(), admin.clone()))),
             (
                 "recreated namespace",
                 Box::pin(recreated_namespace(ext.clone(), admin.clone())),

@@ -2,7 +2,8 @@
 //! and all against one control plane: Namespace, ConfigMap, Secret (stringData), Deployment, Service,
 //! a CRD and a custom resource right after it; server-side apply conflicts and `force`; deletes that
 //! wait for finalizers and honour the propagation policy; preview by dry run (defaults shown,
-//! validation errors reported, nothing written); missing and unknown objects and kinds.
+//! validation errors reported, nothing written); readiness (`waitFor`); objects created by `kubectl`
+//! taken over; missing and unknown objects and kinds.
 //!
 //! Every response and every log line of the run (the extension's and the Kubernetes client's, at
 //! TRACE) is kept, and at the end none may hold the kubeconfig's credentials or a Secret's values.
@@ -1050,6 +1051,73 @@ async fn readiness(ext: Ext, admin: kube::Client) -> Result<()> {
     .await
 }
 
+/// Objects created by `kubectl` (create, client-side apply) are taken over: the same values apply
+/// without a conflict (shared ownership), different ones conflict until `force` takes them.
+async fn adoption(ext: Ext, admin: kube::Client) -> Result<()> {
+    ext.applied("core/Namespace@v1", namespace("adoption"))
+        .await?;
+    let ext = ext.with_config(|config| config["namespace"] = json!("adoption"));
+    let maps: Api<ConfigMap> = Api::namespaced(admin.clone(), "adoption");
+    for (name, manager, value) in [
+        ("created", "kubectl-create", "1"),
+        ("applied", "kubectl-client-side-apply", "old"),
+    ] {
+        let object: ConfigMap = serde_json::from_value(json!({
+            "metadata": { "name": name, "namespace": "adoption" }, "data": { "a": value } }))?;
+        maps.create(
+            &kube::api::PostParams {
+                field_manager: Some(manager.into()),
+                ..Default::default()
+            },
+            &object,
+        )
+        .await?;
+    }
+    let adopted = ext
+        .applied(
+            "core/ConfigMap@v1",
+            config_map("created", json!({ "a": "1", "b": "2" })),
+        )
+        .await?;
+    ensure!(
+        adopted["properties"]["data"] == json!({ "a": "1", "b": "2" }),
+        "{adopted}"
+    );
+    let managers: Vec<String> = maps
+        .get("created")
+        .await?
+        .metadata
+        .managed_fields
+        .unwrap_or_default()
+        .into_iter()
+        .filter_map(|entry| entry.manager)
+        .collect();
+    ensure!(
+        managers.contains(&"cairn".to_owned()) && managers.contains(&"kubectl-create".to_owned()),
+        "{managers:?}"
+    );
+
+    let (status, body) = ext
+        .apply(
+            "core/ConfigMap@v1",
+            config_map("applied", json!({ "a": "new" })),
+        )
+        .await;
+    ensure!(status == 409, "{status} {body}");
+    ensure!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("'kubectl-client-side-apply'"),
+        "{body}"
+    );
+    let mut forced = config_map("applied", json!({ "a": "new" }));
+    forced["force"] = json!(true);
+    ext.applied("core/ConfigMap@v1", forced).await?;
+    ensure!(maps.get("applied").await?.data.unwrap_or_default()["a"] == "new");
+    Ok(())
+}
+
 #[test]
 fn objects_through_their_lifecycle() {
     let logs = LogBuffer::default();
@@ -1088,6 +1156,7 @@ fn objects_through_their_lifecycle() {
                 Box::pin(missing_and_unknown(ext.clone())),
             ),
             ("readiness", Box::pin(readiness(ext.clone(), admin.clone()))),
+            ("adoption", Box::pin(adoption(ext.clone(), admin.clone()))),
             (
                 "recreated namespace",
                 Box::pin(recreated_namespace(ext.clone(), admin.clone())),

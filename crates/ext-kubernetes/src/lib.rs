@@ -44,6 +44,9 @@ pub const OCI_VERSIONS: &[&str] = &[
     "1.30.0", "1.31.0", "1.32.0", "1.33.0", "1.34.0", "1.35.0", "1.36.0", "1.37.0",
 ];
 
+/// [`OCI_VERSIONS`] as a registry's version range (what a host registers the extension under).
+pub const OCI_VERSION_RANGE: &str = ">=1.30.0, <=1.37.0";
+
 /// The Kubernetes extension: one handler serving every type the cluster discovers.
 pub fn extension() -> Extension<K8sConfig> {
     OCI_VERSIONS
@@ -57,6 +60,18 @@ pub fn extension() -> Extension<K8sConfig> {
 /// The Kubernetes extension as an in-process transport (the same HTTP routes, without sockets).
 pub fn in_process_transport() -> InProcessTransport {
     InProcessTransport::from_extension(extension())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_range_spans_the_oci_versions() {
+        let first = OCI_VERSIONS.first().unwrap();
+        let last = OCI_VERSIONS.last().unwrap();
+        assert_eq!(OCI_VERSION_RANGE, format!(">={first}, <={last}"));
+    }
 }
 
 /// The conformance profile for Kubernetes: a ConfigMap in the namespace `${namespace}` of the cluster

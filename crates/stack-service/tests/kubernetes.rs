@@ -1,6 +1,8 @@
 //! A deployment stack managing a real Kubernetes API server through the built-in Kubernetes extension, with
 //! the kubeconfig (a service account's token) from a Key Vault reference: create a namespace, config maps, a
-//! secret (its value from a secure parameter), a deployment, a service, a CRD and two custom resources; rotate
+//! secret (its value from a secure parameter), a deployment, a service, a CRD and two custom resources; drift
+//! (none after the create, though controllers wrote to the objects; then a field `kubectl edit` changed, which
+//! a re-apply reports as a conflict naming that manager until `force` takes it over); rotate
 //! the credential (the service account deleted, so its token stops working, a new one in the vault); update the
 //! stack dropping a custom resource and a config map with `deleteAll` (only the new token can have done it);
 //! delete detaching everything (nothing deleted); re-create it over what is there; refuse to delete on another
@@ -19,6 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
+use cairn_arm::models::stack_drift::{DeploymentStackDriftRequest, DeploymentStackDriftResult};
 use cairn_arm::query::Query;
 use cairn_engine::{Engine, EngineSettings, Providers};
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry, RetryPolicy};
@@ -217,6 +220,11 @@ fn backup(name: &str, schedule: &str) -> Value {
 
 /// The stack: `full` has both custom resources and both config maps; otherwise `weekly` and `extra` are gone.
 fn stack(full: bool, action: &str) -> DeploymentStack {
+    stack_with(full, action, false)
+}
+
+/// [`stack`], with `force: true` on the config map `settings` when `force_settings`.
+fn stack_with(full: bool, action: &str, force_settings: bool) -> DeploymentStack {
     let mut resources = serde_json::Map::new();
     let mut add = |name: &str, resource: Value| {
         resources.insert(name.to_owned(), resource);
@@ -233,7 +241,11 @@ fn stack(full: bool, action: &str) -> DeploymentStack {
         "settings",
         k8s(
             "core/ConfigMap@v1",
-            json!({ "metadata": { "name": "settings" }, "data": { "LOG_LEVEL": "info" } }),
+            if force_settings {
+                json!({ "metadata": { "name": "settings" }, "data": { "LOG_LEVEL": "info" }, "force": true })
+            } else {
+                json!({ "metadata": { "name": "settings" }, "data": { "LOG_LEVEL": "info" } })
+            },
             &["ns"],
         ),
     );
@@ -410,6 +422,16 @@ impl Env {
     }
 
     async fn put(&mut self, body: DeploymentStack) -> Value {
+        let settled = self.put_settled(body).await;
+        assert_eq!(
+            settled["properties"]["provisioningState"], "succeeded",
+            "{settled:#}"
+        );
+        settled
+    }
+
+    /// Creates or updates the stack and waits for it to settle, whatever the outcome.
+    async fn put_settled(&mut self, body: DeploymentStack) -> Value {
         let accepted = self
             .service
             .create_or_update(RG, "shop", body, None)
@@ -417,12 +439,58 @@ impl Env {
             .expect("accepted");
         self.seen
             .push(serde_json::to_value(&accepted.stack).unwrap().to_string());
-        let settled = self.settle("shop").await;
-        assert_eq!(
-            settled["properties"]["provisioningState"], "succeeded",
-            "{settled:#}"
-        );
-        settled
+        self.settle("shop").await
+    }
+
+    /// A drift detection to its end: `(object name, drift status, changed paths)` of every resource that is not
+    /// in sync.
+    async fn drift(&mut self) -> Vec<(String, String, Vec<String>)> {
+        let started = self
+            .service
+            .detect_drift(RG, "shop", DeploymentStackDriftRequest::default())
+            .await
+            .expect("started");
+        let id = started.name.clone().expect("an operation id");
+        let mut result: Option<DeploymentStackDriftResult> = None;
+        for _ in 0..600 {
+            let polled = self
+                .service
+                .drift_result(RG, "shop", &id)
+                .await
+                .expect("result");
+            if polled.properties.status.is_terminal() {
+                result = Some(polled);
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        let result = result.expect("the drift detection ended");
+        self.seen
+            .push(serde_json::to_value(&result).unwrap().to_string());
+        let mut rows: Vec<_> = result
+            .properties
+            .resources
+            .iter()
+            .filter(|r| r.drift_status.as_str() != "inSync")
+            .map(|r| {
+                let name = r
+                    .identifiers
+                    .as_ref()
+                    .and_then(|i| i.pointer("/metadata/name"))
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_owned();
+                let paths = r
+                    .property_changes
+                    .iter()
+                    .flatten()
+                    .map(|c| format!("{} {}", c.change_type, c.path))
+                    .collect();
+                (name, r.drift_status.as_str().to_owned(), paths)
+            })
+            .collect();
+        rows.sort();
+        rows
     }
 
     async fn delete(&mut self, action: &str) -> Value {
@@ -483,6 +551,52 @@ async fn a_stack_manages_a_real_cluster_through_rotation_update_detach_and_delet
     assert_eq!(
         stored.data.unwrap_or_default()["password"].0,
         DB_PASSWORD.as_bytes()
+    );
+
+    // No drift, though the controllers have written to the objects since (a ReplicaSet revision annotation on
+    // the Deployment, a service account's token in the namespace, statuses).
+    let quiet = env.drift().await;
+    assert_eq!(quiet, Vec::<(String, String, Vec<String>)>::new());
+    // `kubectl edit` changes a field the stack applied: drift shows it, and a re-apply is a conflict naming
+    // that manager, until `force` on the resource takes the field back.
+    let maps: Api<ConfigMap> = Api::namespaced(env.admin.clone(), NAMESPACE);
+    maps.patch(
+        "settings",
+        &PatchParams {
+            field_manager: Some("kubectl-edit".into()),
+            ..Default::default()
+        },
+        &Patch::Merge(json!({ "data": { "LOG_LEVEL": "debug" } })),
+    )
+    .await
+    .expect("kubectl edit");
+    let drifted = env.drift().await;
+    assert_eq!(drifted.len(), 1, "{drifted:?}");
+    assert_eq!(
+        (drifted[0].0.as_str(), drifted[0].1.as_str()),
+        ("settings", "modified"),
+        "{drifted:?}"
+    );
+    assert!(
+        drifted[0].2.iter().any(|path| path.contains("LOG_LEVEL")),
+        "{drifted:?}"
+    );
+    let conflicted = env.put_settled(stack(true, "delete")).await;
+    assert_eq!(
+        conflicted["properties"]["provisioningState"], "failed",
+        "{conflicted:#}"
+    );
+    let text = conflicted.to_string();
+    assert!(
+        text.contains("FieldManagerConflict") && text.contains("kubectl-edit"),
+        "{conflicted:#}"
+    );
+    env.put(stack_with(true, "delete", true)).await;
+    let settings = maps.get("settings").await.expect("settings");
+    assert_eq!(settings.data.unwrap_or_default()["LOG_LEVEL"], "info");
+    assert_eq!(
+        env.drift().await,
+        Vec::<(String, String, Vec<String>)>::new()
     );
 
     // Rotate: the first service account goes (its token stops working), a second one's kubeconfig goes into the

@@ -1,5 +1,5 @@
 //! `cairn extension ...`: the extension registry, the conformance kit and the built-in extensions (Local,
-//! PostgreSql).
+//! PostgreSql, Kubernetes).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -19,7 +19,8 @@ use serde_json::Value;
 
 #[derive(Subcommand)]
 pub(crate) enum ExtensionCommand {
-    /// List the registered extensions (the built-in Local 1.0.0 and PostgreSql 1.0.0 are always there).
+    /// List the registered extensions (the built-in Local 1.0.0, PostgreSql 1.0.0 and Kubernetes are always
+    /// there).
     List(ListArgs),
     /// Run the conformance kit against an extension and print a pass/fail table.
     Conformance(Box<ConformanceArgs>),
@@ -109,6 +110,8 @@ enum Builtin {
     Local,
     /// Needs `--profile FILE` naming a server (see `docs/extensions/postgresql.md`).
     Postgresql,
+    /// Needs `--profile FILE` naming a cluster's kubeconfig (see `docs/extensions/kubernetes.md`).
+    Kubernetes,
 }
 
 /// An extension built into this program: its registry key (`"builtin": KEY`), name, version and transport.
@@ -131,6 +134,20 @@ const BUILTINS: &[BuiltinExtension] = &[
         name: cairn_ext_postgresql::NAME,
         version: cairn_ext_postgresql::VERSION,
         transport: cairn_ext_postgresql::in_process_transport,
+    },
+    // Bicep's built-in `extension kubernetes` (1.0.0) and the OCI Kubernetes types packages (one version per
+    // Kubernetes release): one extension, registered for both.
+    BuiltinExtension {
+        key: "kubernetes",
+        name: cairn_ext_kubernetes::NAME,
+        version: cairn_ext_kubernetes::VERSION,
+        transport: cairn_ext_kubernetes::in_process_transport,
+    },
+    BuiltinExtension {
+        key: "kubernetes",
+        name: cairn_ext_kubernetes::NAME,
+        version: cairn_ext_kubernetes::OCI_VERSION_RANGE,
+        transport: cairn_ext_kubernetes::in_process_transport,
     },
 ];
 
@@ -433,6 +450,7 @@ fn conformance(args: ConformanceArgs) -> anyhow::Result<ExitCode> {
         } else {
             let transport = match args.builtin {
                 Some(Builtin::Postgresql) => cairn_ext_postgresql::in_process_transport(),
+                Some(Builtin::Kubernetes) => cairn_ext_kubernetes::in_process_transport(),
                 _ => cairn_ext_local::in_process_transport(),
             };
             Ok(cairn_conformance::run(&transport, &profile, &Options::new(Protocol::Http)).await)
@@ -662,14 +680,22 @@ mod tests {
     fn every_builtin_is_registered_without_a_registry_file() {
         let home = tempfile::tempdir().unwrap();
         let registry = load_registry(None, Some(home.path()), None).unwrap();
-        for (name, version) in [("Local", "1.0.0"), ("PostgreSql", "1.0.0")] {
-            assert!(registry.resolve(name, version).is_some(), "{name}");
+        for (name, version) in [
+            ("Local", "1.0.0"),
+            ("PostgreSql", "1.0.0"),
+            ("Kubernetes", "1.0.0"),
+            ("Kubernetes", "1.33.0"),
+            ("kubernetes", "1.37.0"),
+        ] {
+            assert!(
+                registry.resolve(name, version).is_some(),
+                "{name} {version}"
+            );
         }
-        assert!(
-            transport_factories(None)
-                .builtins
-                .contains_key("postgresql")
-        );
+        assert!(registry.resolve("Kubernetes", "2.0.0").is_none());
+        let factories = transport_factories(None);
+        assert!(factories.builtins.contains_key("postgresql"));
+        assert!(factories.builtins.contains_key("kubernetes"));
     }
 
     #[test]

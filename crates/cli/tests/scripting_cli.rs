@@ -482,7 +482,10 @@ fn the_other_commands_take_output_and_query() {
     assert!(outputs.to_string().contains('8'), "{outputs}");
     // extension list: the built-ins' names, one per line.
     let names = cli.expect(&["extension", "list", "--query", "[].name", "-o", "tsv"], 0);
-    assert_eq!(names.lines().collect::<Vec<_>>(), ["Local", "PostgreSql"]);
+    assert_eq!(
+        names.lines().collect::<Vec<_>>(),
+        ["Local", "PostgreSql", "Kubernetes", "Kubernetes"]
+    );
     // extension conformance: results as data, no failure among them.
     let failed = cli.json(&[
         "extension",

@@ -42,6 +42,7 @@ pub struct Extension<C: ExtensionConfig> {
     name: String,
     versions: Vec<String>,
     handlers: HashMap<String, Arc<dyn DynHandler<C>>>,
+    fallback: Option<Arc<dyn DynHandler<C>>>,
     operations: Option<OperationTracker>,
     config_guard: Option<ConfigGuard<C>>,
     _config: PhantomData<fn() -> C>,
@@ -57,6 +58,7 @@ impl<C: ExtensionConfig> Extension<C> {
             name: name.into(),
             versions: vec![version.into()],
             handlers: HashMap::new(),
+            fallback: None,
             operations: None,
             config_guard: None,
             _config: PhantomData,
@@ -73,6 +75,16 @@ impl<C: ExtensionConfig> Extension<C> {
     pub fn handler<H: ResourceHandler<C>>(mut self, handler: H) -> Self {
         let key = handler.resource_type().to_ascii_lowercase();
         self.handlers.insert(key, Arc::new(Typed(handler)));
+        self
+    }
+
+    /// Registers a handler for every resource type no [`Extension::handler`] serves: for extensions whose
+    /// types are not a fixed list but found at run time (e.g. the kinds a Kubernetes API server discovers,
+    /// custom resources included). Its [`ResourceHandler::resource_type`] is not used for routing; it
+    /// reads the type from each request and answers `UnsupportedResourceType` (or a more specific error)
+    /// itself for a type it cannot serve.
+    pub fn fallback<H: ResourceHandler<C>>(mut self, handler: H) -> Self {
+        self.fallback = Some(Arc::new(Typed(handler)));
         self
     }
 
@@ -114,6 +126,7 @@ impl<C: ExtensionConfig> Extension<C> {
             name: self.name,
             versions: self.versions,
             handlers: self.handlers,
+            fallback: self.fallback,
             operations: self.operations,
             config_guard: self.config_guard,
         });
@@ -136,6 +149,7 @@ struct Dispatcher<C: ExtensionConfig> {
     name: String,
     versions: Vec<String>,
     handlers: HashMap<String, Arc<dyn DynHandler<C>>>,
+    fallback: Option<Arc<dyn DynHandler<C>>>,
     operations: Option<OperationTracker>,
     config_guard: Option<ConfigGuard<C>>,
 }
@@ -222,6 +236,7 @@ impl<C: ExtensionConfig> Dispatcher<C> {
     fn handler(&self, resource_type: &str) -> Result<Arc<dyn DynHandler<C>>, ExtensionError> {
         self.handlers
             .get(&resource_type.to_ascii_lowercase())
+            .or(self.fallback.as_ref())
             .cloned()
             .ok_or_else(|| {
                 ExtensionError::invalid(

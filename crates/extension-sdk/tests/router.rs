@@ -286,6 +286,63 @@ async fn unknown_types_and_bad_bodies_are_odata_errors() {
     assert_eq!(body["error"]["target"], "/properties/extra");
 }
 
+/// Answers every type no other handler serves, naming the type it was asked for.
+struct AnyType;
+
+impl ResourceHandler<Config> for AnyType {
+    type Properties = Value;
+    type Identifiers = Value;
+
+    fn resource_type(&self) -> &str {
+        "(any)"
+    }
+
+    async fn create_or_update(
+        &self,
+        request: Apply<Config, Value>,
+    ) -> Result<Applied<Value, Value>, ExtensionError> {
+        Ok(Applied::Resource(ResourceState::new(
+            json!({ "type": request.resource_type }),
+            request.properties,
+        )))
+    }
+
+    async fn get(
+        &self,
+        _request: Lookup<Config, Value>,
+    ) -> Result<Option<ResourceState<Value, Value>>, ExtensionError> {
+        Ok(None)
+    }
+
+    async fn delete(
+        &self,
+        _request: Lookup<Config, Value>,
+    ) -> Result<Deleted<Value, Value>, ExtensionError> {
+        Ok(Deleted::Gone)
+    }
+}
+
+#[tokio::test]
+async fn a_fallback_serves_every_type_without_a_handler_of_its_own() {
+    let t = InProcessTransport::from_extension(
+        Extension::<Config>::new("Test", "1.0.0")
+            .handler(Things::default())
+            .fallback(AnyType),
+    );
+    let (response, body) = call(
+        &t,
+        Operation::CreateOrUpdate,
+        json!({ "type": "apps/Deployment", "properties": { "a": 1 }, "config": config() }),
+    )
+    .await;
+    assert_eq!(response.status, 200, "{body}");
+    assert_eq!(body["identifiers"], json!({ "type": "apps/Deployment" }));
+    // A type with a handler of its own still goes to it.
+    let (response, body) = call(&t, Operation::CreateOrUpdate, spec(json!({ "name": "a" }))).await;
+    assert_eq!(response.status, 200, "{body}");
+    assert_eq!(body["identifiers"], json!({ "name": "a" }));
+}
+
 #[tokio::test]
 async fn validation_errors_aggregate() {
     let t = transport();

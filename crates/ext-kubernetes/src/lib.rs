@@ -62,6 +62,10 @@ pub fn in_process_transport() -> InProcessTransport {
     InProcessTransport::from_extension(extension())
 }
 
+/// The conformance profile for Kubernetes: a ConfigMap in the namespace `${namespace}` of the cluster
+/// whose kubeconfig is `${kubeconfig}` (base64).
+pub const CONFORMANCE_PROFILE: &str = include_str!("../conformance/kubernetes.json");
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -73,7 +77,3 @@ mod tests {
         assert_eq!(OCI_VERSION_RANGE, format!(">={first}, <={last}"));
     }
 }
-
-/// The conformance profile for Kubernetes: a ConfigMap in the namespace `${namespace}` of the cluster
-/// whose kubeconfig is `${kubeconfig}` (base64).
-pub const CONFORMANCE_PROFILE: &str = include_str!("../conformance/kubernetes.json");

@@ -260,6 +260,18 @@ struct StackFlags {
     /// they are left unchanged and reported).
     #[arg(long)]
     adopt: bool,
+    /// Never delete resources this pattern matches: an operation that would is refused before it deletes
+    /// anything. A glob (`*`, `?`) over an ARM ID or `<extension>/<type> <identifiers JSON>`, e.g.
+    /// `'Local/File {"path":"note-c.txt"}'`. Repeatable; the stack keeps the patterns of its last create.
+    #[arg(long, value_name = "PATTERN")]
+    protect: Vec<String>,
+    /// Detach, never delete, resources this pattern matches when they leave the stack, whatever
+    /// --action-on-unmanage says. Same form as --protect; repeatable.
+    #[arg(long, value_name = "PATTERN")]
+    retain: Vec<String>,
+    /// Delete protected resources too, for this operation only.
+    #[arg(long = "bypass-protection")]
+    bypass_protection: bool,
     /// `create`: neither show the plan nor ask before resources are deleted. Without it the plan is shown first, a
     /// plan that deletes resources is asked about on a terminal, and refused without one.
     #[arg(short = 'y', long)]
@@ -321,6 +333,9 @@ struct DeleteArgs {
     resources_without_delete_support: Option<WithoutDeleteSupport>,
     #[arg(long = "bypass-stack-out-of-sync-error", visible_alias = "bse")]
     bypass_out_of_sync: bool,
+    /// Delete resources the stack's `protect` patterns name too.
+    #[arg(long = "bypass-protection")]
+    bypass_protection: bool,
     /// Do not ask for confirmation (it is only asked on a terminal).
     #[arg(short = 'y', long)]
     yes: bool,
@@ -466,6 +481,9 @@ fn stack_request(
     p.description = a.description.clone();
     p.bypass_stack_out_of_sync_error = a.bypass_out_of_sync.then_some(true);
     p.adopt_existing_resources = a.adopt.then_some(true);
+    p.protect = non_empty(&a.protect);
+    p.retain = non_empty(&a.retain);
+    p.bypass_protection = a.bypass_protection.then_some(true);
     let stack = DeploymentStack {
         id: None,
         name: None,
@@ -640,6 +658,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             let options = StackDeleteOptions {
                 action_on_unmanage: action,
                 bypass_stack_out_of_sync_error: a.bypass_out_of_sync,
+                bypass_protection: a.bypass_protection,
             };
             with_backend(target, ParallelismArgs::default(), async move |backend| {
                 delete(backend, scope, a, options).await

@@ -1119,3 +1119,133 @@ fn an_arm_api_call_in_a_parameters_file_is_kept_as_a_directive() {
     );
     assert!(!root.join("a.txt").exists());
 }
+
+#[test]
+fn protect_and_retain_hold_through_the_cli() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } }).to_string(),
+    )
+    .unwrap();
+    let full = dir.path().join("full.json");
+    std::fs::write(&full, template(&["a", "b", "c"]).to_string()).unwrap();
+    let smaller = dir.path().join("smaller.json");
+    std::fs::write(&smaller, template(&["a"]).to_string()).unwrap();
+    let (full, smaller, params) = (
+        full.to_str().unwrap(),
+        smaller.to_str().unwrap(),
+        params.to_str().unwrap(),
+    );
+    let protect_b = r#"Local/File {"path": "b.txt"}"#;
+    let retain_c = r#"local/file *"c.txt"*"#;
+    ok_json(&home, &["group", "create", "-n", "rg", "-l", "local"]);
+    let stack = |verb: &str, file: &str, extra: &[&str]| {
+        let mut args = vec![
+            "stack",
+            "group",
+            verb,
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "-f",
+            file,
+            "-p",
+            params,
+            "--aou",
+            "deleteAll",
+            "--yes",
+            "-o",
+            "json",
+        ];
+        args.extend_from_slice(extra);
+        cairn(&home, &args)
+    };
+    let policy = ["--protect", protect_b, "--retain", retain_c];
+
+    let created = stack("create", full, &policy);
+    assert_eq!(created.status.code(), Some(0), "{}", stderr(&created));
+    let created = stdout_json(&created);
+    assert_eq!(created["properties"]["protect"], json!([protect_b]));
+    assert_eq!(created["properties"]["retain"], json!([retain_c]));
+
+    // The plan shows what the update would do, and that it would be refused.
+    let plan = stack("what-if", smaller, &policy);
+    assert_eq!(plan.status.code(), Some(0), "{}", stderr(&plan));
+    let plan = stdout_json(&plan);
+    let changes = change_types(&plan);
+    assert!(
+        changes.contains(&("b.txt".into(), "delete".into())),
+        "{changes:?}"
+    );
+    assert!(
+        changes.contains(&("c.txt".into(), "detach".into())),
+        "{changes:?}"
+    );
+    assert!(
+        plan.to_string()
+            .contains("DeploymentStackResourceProtected"),
+        "{plan:#}"
+    );
+
+    // The update is refused before anything leaves the stack.
+    let refused = stack("create", smaller, &policy);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(
+        stderr(&refused).contains("DeploymentStackResourceProtected"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(root.join("b.txt").exists() && root.join("c.txt").exists());
+
+    // With the bypass, b is deleted and c, retained, is detached.
+    let updated = stack(
+        "create",
+        smaller,
+        &[&policy[..], &["--bypass-protection"]].concat(),
+    );
+    assert_eq!(updated.status.code(), Some(0), "{}", stderr(&updated));
+    assert!(!root.join("b.txt").exists(), "b deleted");
+    assert!(root.join("c.txt").exists(), "c retained");
+
+    // A stack delete that would delete a protected file is refused; the bypass lets it through.
+    let protect_all = stack("create", smaller, &["--protect", "Local/File *"]);
+    assert_eq!(
+        protect_all.status.code(),
+        Some(0),
+        "{}",
+        stderr(&protect_all)
+    );
+    let delete = |extra: &[&str]| {
+        let mut args = vec![
+            "stack",
+            "group",
+            "delete",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "--aou",
+            "deleteAll",
+            "--yes",
+        ];
+        args.extend_from_slice(extra);
+        cairn(&home, &args)
+    };
+    let refused = delete(&[]);
+    assert_ne!(refused.status.code(), Some(0));
+    assert!(
+        stderr(&refused).contains("DeploymentStackResourceProtected"),
+        "{}",
+        stderr(&refused)
+    );
+    assert!(root.join("a.txt").exists());
+    let deleted = delete(&["--bypass-protection"]);
+    assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
+    assert!(!root.join("a.txt").exists());
+}

@@ -115,6 +115,9 @@ impl Client {
         if options.bypass_stack_out_of_sync_error {
             query.push(("bypassStackOutOfSyncError", "true"));
         }
+        if options.bypass_protection {
+            query.push(("bypassProtection", "true"));
+        }
         let url = self.url(&stack_path(scope, name), STACKS_API_VERSION, &query);
         let answer = self.send(Method::DELETE, &url, None).await?;
         if answer.status == StatusCode::NO_CONTENT {

@@ -582,6 +582,7 @@ async fn every_request_carries_the_token_a_request_id_and_its_api_version() {
     let options = StackDeleteOptions {
         action_on_unmanage: action,
         bypass_stack_out_of_sync_error: true,
+        bypass_protection: false,
     };
     let accepted = client
         .delete_stack(RG, "app", &options)

@@ -220,6 +220,7 @@ async fn the_client_drives_cairn_serve_over_tls_with_a_token() {
     let options = StackDeleteOptions {
         action_on_unmanage: ActionOnUnmanage::from_cli_preset("deleteResources").unwrap(),
         bypass_stack_out_of_sync_error: false,
+        bypass_protection: false,
     };
     let deleting = client
         .delete_stack(&rg, "st", &options)

@@ -7,13 +7,13 @@ use cairn_arm::ArmError;
 use cairn_arm::models::stack::{
     ActionOnUnmanage, DeploymentStack, DeploymentStackProvisioningState, StackDeleteOptions,
 };
-use cairn_stacks::unmanage_all;
+use cairn_stacks::{DiffError, unmanage_all};
 use cairn_store::{Lease, Precondition};
 
 use crate::ending::{Ending, OperationEnded};
 use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration};
-use crate::request::check_actions;
+use crate::request::{bad_request, check_actions, resource_policy};
 use crate::service::StackService;
 use crate::state::{PendingOperation, StoredState};
 
@@ -80,12 +80,29 @@ impl StackService {
                 return Ok(None);
             };
             Self::check_in_sync(name, &state, &stack, options.bypass_stack_out_of_sync_error)?;
+            // What a `protect` pattern names is refused before anything is written or deleted; the run below
+            // checks again against the ownership it reads then.
+            let policy = resource_policy(&stack.properties, options.bypass_protection)
+                .map_err(bad_request)?;
+            // Ownership that cannot be read fails the run itself, with nothing deleted.
+            if policy.protects_anything()
+                && let Ok(ownership) = self.ownership(scope, name).await
+                && let Err(error @ DiffError::ProtectedResources { .. }) = unmanage_all(
+                    &state.managed_set,
+                    &options.action_on_unmanage,
+                    &ownership,
+                    &policy,
+                )
+            {
+                return Err(ArmError::from_detail(409, error.to_error_detail()));
+            }
             stack.properties.provisioning_state = Some(DeploymentStackProvisioningState::Deleting);
             stack.properties.correlation_id = Some(correlation_id.clone());
             state.pending = Some(PendingOperation::Delete {
                 correlation_id: correlation_id.clone(),
                 action_on_unmanage: options.action_on_unmanage.clone(),
                 access: self.access.clone(),
+                bypass_protection: options.bypass_protection,
             });
             let written = self
                 .put_record(
@@ -192,7 +209,12 @@ impl StackService {
             .await
             .map_err(ArmError::into_detail)
             .and_then(|ownership| {
-                unmanage_all(&state.managed_set, action, &ownership)
+                let bypass = state
+                    .pending
+                    .as_ref()
+                    .is_some_and(PendingOperation::bypasses_protection);
+                let policy = resource_policy(&stack.properties, bypass)?;
+                unmanage_all(&state.managed_set, action, &ownership, &policy)
                     .map_err(|error| error.to_error_detail())
             }) {
             Ok(diff) => diff,

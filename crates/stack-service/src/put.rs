@@ -23,7 +23,8 @@ use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration, update_failed};
 use crate::request::{
     check_location, deployment_scope_of, into_deployment, link_without_credentials,
-    parameters_link_without_credentials, public_parameters, stack_id, validate_body,
+    parameters_link_without_credentials, public_parameters, resource_policy, stack_id,
+    validate_body,
 };
 use crate::service::{StackService, store_error};
 use crate::state::{PendingOperation, StoredState};
@@ -173,6 +174,7 @@ impl StackService {
         p.provisioning_state = Some(DeploymentStackProvisioningState::Deploying);
         p.correlation_id = Some(correlation_id.clone());
         p.bypass_stack_out_of_sync_error = None;
+        p.bypass_protection = None;
         // Like the bypass, adoption is asked per operation: the record never says to adopt.
         p.adopt_existing_resources = None;
         p.error = None;
@@ -187,6 +189,7 @@ impl StackService {
             pending: Some(PendingOperation::Put {
                 correlation_id: correlation_id.clone(),
                 access: self.access.clone(),
+                bypass_protection: request.properties.bypass_protection.unwrap_or(false),
             }),
             ..previous
         };
@@ -366,15 +369,23 @@ impl StackService {
                 return self.fail_with(fence, stack, state, errors, started).await;
             }
         };
-        let diff = match diff_collected(
-            &previous.managed_set,
-            &collected,
-            &stack.properties.action_on_unmanage,
-            &ownership,
-        ) {
+        let bypass = previous
+            .pending
+            .as_ref()
+            .is_some_and(PendingOperation::bypasses_protection);
+        let diff = match resource_policy(&stack.properties, bypass).and_then(|policy| {
+            diff_collected(
+                &previous.managed_set,
+                &collected,
+                &stack.properties.action_on_unmanage,
+                &ownership,
+                &policy,
+            )
+            .map_err(|error| error.to_error_detail())
+        }) {
             Ok(diff) => diff,
             Err(error) => {
-                errors.push(error.to_error_detail());
+                errors.push(error);
                 // The deployment ran: keep what it created managed, along with everything before — except what
                 // another stack owns and does not share, which this stack must not take over.
                 let mut state = previous;

@@ -174,6 +174,7 @@ impl StackService {
                 correlation_id,
                 action_on_unmanage,
                 access,
+                ..
             }) => {
                 tracing::info!(stack = name, "resuming an interrupted stack delete");
                 // Finished as the caller that started it: its deletes reach no further than that caller's.
@@ -192,6 +193,7 @@ impl StackService {
             Some(PendingOperation::Put {
                 correlation_id,
                 access,
+                ..
             }) => {
                 self.acting_for(access)
                     .take_over_update(lease, owner, fence, stack, state, correlation_id)

@@ -61,10 +61,28 @@ pub(crate) fn check_actions(
     Ok(())
 }
 
+/// The stack body's `protect` and `retain` patterns as a policy; protection lifted when the operation bypasses
+/// it. Errors name the pattern's property (400 `InvalidResourcePolicy`).
+pub(crate) fn resource_policy(
+    properties: &DeploymentStackProperties,
+    bypass_protection: bool,
+) -> Result<cairn_stacks::ResourcePolicy, cairn_arm::ErrorDetail> {
+    let policy = cairn_stacks::ResourcePolicy::parse(
+        properties.protect.as_deref().unwrap_or_default(),
+        properties.retain.as_deref().unwrap_or_default(),
+    )?;
+    Ok(if bypass_protection {
+        policy.without_protection()
+    } else {
+        policy
+    })
+}
+
 /// Checks what a stack body must hold before anything runs: the unmanage actions, template xor link, and
 /// extension configs a stack can persist (no secure literals).
 pub(crate) fn validate_body(properties: &DeploymentStackProperties) -> Result<(), ArmError> {
     check_actions(&properties.action_on_unmanage)?;
+    resource_policy(properties, false).map_err(bad_request)?;
     match (&properties.template, &properties.template_link) {
         (Some(_), Some(_)) => {
             return Err(ArmError::new(

@@ -70,6 +70,9 @@ pub(crate) enum PendingOperation {
         /// What the caller that started it may reach: the operation is finished as that caller.
         #[serde(default, skip_serializing_if = "Access::is_unrestricted")]
         access: Access,
+        /// The operation deletes what the stack's `protect` patterns name (asked per operation, never kept).
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bypass_protection: bool,
     },
     /// A stack delete with these unmanage actions.
     #[serde(rename_all = "camelCase")]
@@ -78,7 +81,23 @@ pub(crate) enum PendingOperation {
         action_on_unmanage: ActionOnUnmanage,
         #[serde(default, skip_serializing_if = "Access::is_unrestricted")]
         access: Access,
+        #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+        bypass_protection: bool,
     },
+}
+
+impl PendingOperation {
+    /// Whether the operation deletes protected resources too.
+    pub(crate) fn bypasses_protection(&self) -> bool {
+        match self {
+            Self::Put {
+                bypass_protection, ..
+            }
+            | Self::Delete {
+                bypass_protection, ..
+            } => *bypass_protection,
+        }
+    }
 }
 
 /// A [`StoredState`] as written, borrowed: a write serialises the state it holds without copying its managed set
@@ -137,6 +156,7 @@ mod tests {
             pending: Some(PendingOperation::Put {
                 correlation_id: "c".into(),
                 access: Access::scoped("token-2", vec!["/subscriptions/s".into()]),
+                bypass_protection: true,
             }),
         }
     }
@@ -152,7 +172,8 @@ mod tests {
                 "managedSet": serde_json::to_value(&state.managed_set).unwrap(),
                 "outOfSync": true,
                 "pending": {"kind": "put", "correlationId": "c",
-                            "access": {"client": "token-2", "scopes": ["/subscriptions/s"]}},
+                            "access": {"client": "token-2", "scopes": ["/subscriptions/s"]},
+                            "bypassProtection": true},
             })
         );
         assert_eq!(written, serde_json::to_value(&state).unwrap());

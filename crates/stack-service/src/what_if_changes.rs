@@ -20,6 +20,8 @@ use cairn_stacks::{
 };
 use serde_json::Value;
 
+use crate::request::resource_policy;
+
 const DEPLOYMENTS_TYPE: &str = "microsoft.resources/deployments";
 
 /// A 500 `InternalServerError` with `error`'s message (for (de)serialising ARM models, which does not fail on them).
@@ -157,6 +159,8 @@ pub(crate) fn compare(
 ) -> Result<ComputedChanges, ArmError> {
     let policy = UnmanagePolicy::from_action(&next.action_on_unmanage)
         .map_err(|e| ArmError::from_detail(400, e.to_error_detail()))?;
+    let resource_policy = resource_policy(next, next.bypass_protection.unwrap_or(false))
+        .map_err(|detail| ArmError::from_detail(400, detail))?;
     let mut resource_changes = Vec::new();
     let mut diagnostics = Vec::new();
     let mut still_managed: Vec<ResourceKey> = Vec::new();
@@ -268,8 +272,25 @@ pub(crate) fn compare(
         }
         let action = match claimed_elsewhere(resource.key()) {
             Some(_) => RemovalAction::Detach,
+            None if resource_policy.retaining(resource.key()).is_some() => RemovalAction::Detach,
             None => policy.for_bucket(resource.bucket()),
         };
+        if action == RemovalAction::Delete
+            && let Some(pattern) = resource_policy.protecting(resource.key())
+        {
+            diagnostics.push(DeploymentStacksDiagnostic {
+                level: StackDiagnosticLevel::Error,
+                code: cairn_stacks::error::codes::RESOURCE_PROTECTED.into(),
+                message: format!(
+                    "The resource '{}' would be deleted, but the pattern '{}' protects it: the operation will be \
+                     refused before it deletes anything, unless it says 'bypassProtection'.",
+                    resource.key(),
+                    pattern.as_str()
+                ),
+                target: Some(resource.key().to_string()),
+                additional_info: None,
+            });
+        }
         let change_type = match action {
             RemovalAction::Delete => StackResourceChangeType::Delete,
             RemovalAction::Detach => StackResourceChangeType::Detach,

@@ -1824,3 +1824,158 @@ async fn a_handed_over_delete_is_finished_by_another_service_without_waiting_for
         "{text}"
     );
 }
+
+/// `stack(...)` with `protect` and `retain` patterns.
+fn with_policy(mut body: DeploymentStack, protect: &[&str], retain: &[&str]) -> DeploymentStack {
+    let owned = |patterns: &[&str]| -> Option<Vec<String>> {
+        (!patterns.is_empty()).then(|| patterns.iter().map(|p| (*p).to_owned()).collect())
+    };
+    body.properties.protect = owned(protect);
+    body.properties.retain = owned(retain);
+    body
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn protected_resources_are_never_deleted_and_retained_ones_are_detached() {
+    let env = setup(fast()).await;
+    let service = &env.service;
+    let scratch_id = format!("{RG}/providers/Microsoft.KeyVault/vaults/scratch");
+    // Identifiers in any key order and any case of extension and type name the same resource.
+    let protect = [r#"Widgets/widget {"name": "c"}"#, "*/vaults/SCRATCH"];
+    let retain = [r#"widgets/WIDGET *"d"*"#];
+    service
+        .create_or_update(
+            RG,
+            "app",
+            with_policy(
+                stack(&["a", "b", "c", "d"], true, "delete", "c1"),
+                &protect,
+                &retain,
+            ),
+            None,
+        )
+        .await
+        .expect("accepted");
+    let created = settle(service, "app").await;
+    assert_eq!(
+        created["properties"]["provisioningState"], "succeeded",
+        "{created:#}"
+    );
+    assert_eq!(created["properties"]["protect"], json!(protect));
+    assert_eq!(created["properties"]["retain"], json!(retain));
+
+    // Dropping c and the vault with deleteAll is refused, naming both: nothing is deleted or detached.
+    service
+        .create_or_update(
+            RG,
+            "app",
+            with_policy(stack(&["a"], false, "delete", "c1"), &protect, &retain),
+            None,
+        )
+        .await
+        .expect("accepted");
+    let refused = settle(service, "app").await;
+    assert_failed_with(&refused, "DeploymentStackResourceProtected");
+    let error = refused["properties"]["error"].to_string();
+    assert!(
+        error.contains("widget") && error.contains("scratch"),
+        "{error}"
+    );
+    assert!(!error.contains(r#"\"b\""#), "b is not protected: {error}");
+    assert_eq!(
+        names_of(&refused["properties"]["resources"]),
+        ["a", "b", "c", "d", "scratch"]
+    );
+    assert!(env.widgets.delete_attempts.lock().unwrap().is_empty());
+    assert!(env.store.get_vault(&scratch_id).await.unwrap().is_some());
+
+    // With the bypass (asked for this operation only), b, c and the vault go; d is retained: detached.
+    let mut bypassing = with_policy(stack(&["a"], false, "delete", "c1"), &protect, &retain);
+    bypassing.properties.bypass_protection = Some(true);
+    service
+        .create_or_update(RG, "app", bypassing, None)
+        .await
+        .expect("accepted");
+    let updated = settle(service, "app").await;
+    assert_eq!(
+        updated["properties"]["provisioningState"], "succeeded",
+        "{updated:#}"
+    );
+    assert_eq!(
+        names_of(&updated["properties"]["deletedResources"]),
+        ["b", "c", "scratch"]
+    );
+    assert_eq!(names_of(&updated["properties"]["detachedResources"]), ["d"]);
+    assert!(env.widgets.has("d") && !env.widgets.has("c"));
+    assert!(
+        updated["properties"].get("bypassProtection").is_none(),
+        "never stored"
+    );
+
+    // A stack delete that would delete a protected resource is refused before anything runs (409).
+    service
+        .create_or_update(
+            RG,
+            "app",
+            with_policy(stack(&["a"], false, "delete", "c1"), &["widgets/*"], &[]),
+            None,
+        )
+        .await
+        .expect("accepted");
+    settle(service, "app").await;
+    let error = service
+        .delete(
+            RG,
+            "app",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect_err("protected");
+    assert_eq!(
+        (error.status(), error.code()),
+        (409, "DeploymentStackResourceProtected")
+    );
+    let kept = settle(service, "app").await;
+    assert_eq!(
+        kept["properties"]["provisioningState"], "succeeded",
+        "{kept:#}"
+    );
+    assert!(env.widgets.has("a"));
+    // Detaching deletes nothing, so protection does not stand in its way; here the bypass deletes it.
+    service
+        .delete(
+            RG,
+            "app",
+            delete_options("unmanageAction.Resources=delete&bypassProtection=true"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(settle(service, "app").await, Value::Null);
+    assert!(!env.widgets.has("a"));
+    // Every delete that reached the extension: b and c with the bypass, a with the last delete; d never.
+    let mut attempts = env.widgets.delete_attempts.lock().unwrap().clone();
+    attempts.sort();
+    assert_eq!(attempts, ["a", "b", "c"]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn blank_protect_patterns_are_refused_before_anything_runs() {
+    let env = setup(fast()).await;
+    let error = env
+        .service
+        .create_or_update(
+            RG,
+            "app",
+            with_policy(stack(&["a"], false, "delete", "c1"), &["ok", " "], &[]),
+            None,
+        )
+        .await
+        .expect_err("refused");
+    assert_eq!(
+        (error.status(), error.code()),
+        (400, "InvalidResourcePolicy")
+    );
+    assert_eq!(settle(&env.service, "app").await, Value::Null);
+}

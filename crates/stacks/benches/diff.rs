@@ -167,7 +167,15 @@ fn bench_diff(size: usize, runs: usize) {
     let warm_up = if runs > 1 { 3 } else { 0 };
     for run in 0..runs + warm_up {
         let started = Instant::now();
-        let result = diff::diff(&previous, &next, true, &action, &ownership).expect("diff");
+        let result = diff::diff(
+            &previous,
+            &next,
+            true,
+            &action,
+            &ownership,
+            &cairn_stacks::ResourcePolicy::none(),
+        )
+        .expect("diff");
         let diffed = started.elapsed();
         let plan = result.delete_plan();
         let elapsed = started.elapsed();

@@ -27,6 +27,7 @@ use crate::error::codes;
 use crate::key::ResourceKey;
 use crate::managed::{ManagedResource, ManagedSet, UnmanageBucket};
 use crate::plan::DeletePlan;
+use crate::policy::ResourcePolicy;
 
 /// Another stack's claim on a resource.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -103,6 +104,8 @@ pub enum RemovalReason {
     ActionOnUnmanage(UnmanageBucket),
     /// Another stack still manages it, so it is detached whatever `actionOnUnmanage` says.
     ManagedByOtherStack { stack_id: String },
+    /// A `retain` pattern names it, so it is detached whatever `actionOnUnmanage` says.
+    Retained { pattern: String },
 }
 
 /// A resource leaving the stack.
@@ -168,6 +171,21 @@ pub enum DiffError {
         .conflicts.len()
     )]
     ManagedByAnotherStack { conflicts: Vec<OwnershipConflict> },
+    #[error(
+        "{} resource(s) would be deleted but are protected by the stack's 'protect' patterns; nothing was deleted. \
+         Fix: keep them in the template, add them to 'retain', or repeat the operation with 'bypassProtection'",
+        .resources.len()
+    )]
+    ProtectedResources { resources: Vec<ProtectedRemoval> },
+}
+
+/// A resource an operation would delete although a `protect` pattern names it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProtectedRemoval {
+    /// The resource's selector.
+    pub resource: String,
+    /// The pattern that protects it, as written.
+    pub pattern: String,
 }
 
 /// A resource the diff would take from another stack.
@@ -202,6 +220,17 @@ impl DiffError {
                         )
                         .with_target(c.resource.clone())
                     }))
+            }
+            Self::ProtectedResources { resources } => {
+                ErrorDetail::new(codes::RESOURCE_PROTECTED, self.to_string()).with_details(
+                    resources.iter().map(|r| {
+                        ErrorDetail::new(
+                            codes::RESOURCE_PROTECTED,
+                            format!("The resource is protected by the pattern '{}'.", r.pattern),
+                        )
+                        .with_target(r.resource.clone())
+                    }),
+                )
             }
         }
     }
@@ -272,16 +301,20 @@ impl WithoutDeleteSupport {
 }
 
 /// Diffs `previous` against `next` (see the module docs). `next_complete` is false when the deployment did
-/// not succeed.
+/// not succeed. `policy` detaches what its `retain` patterns name and refuses the whole diff when a removal would
+/// delete what its `protect` patterns name.
 pub fn diff(
     previous: &ManagedSet,
     next: &ManagedSet,
     next_complete: bool,
     action: &ActionOnUnmanage,
     ownership: &Ownership,
+    policy: &ResourcePolicy,
 ) -> Result<UnmanageDiff, DiffError> {
-    let policy = UnmanagePolicy::from_action(action)?;
+    let resource_policy = policy;
+    let unmanage = UnmanagePolicy::from_action(action)?;
     WithoutDeleteSupport::from_action(action)?;
+    let mut protected = Vec::new();
     let mut result = UnmanageDiff {
         kept: Vec::with_capacity(next.len().min(previous.len())),
         added: Vec::new(),
@@ -332,15 +365,36 @@ pub fn diff(
                     stack_id: claim.stack_id.clone(),
                 },
             ),
-            None => (
-                policy.for_bucket(bucket),
-                RemovalReason::ActionOnUnmanage(bucket),
-            ),
+            None => match resource_policy.retaining(resource.key()) {
+                Some(pattern) if unmanage.for_bucket(bucket) == RemovalAction::Delete => (
+                    RemovalAction::Detach,
+                    RemovalReason::Retained {
+                        pattern: pattern.as_str().to_owned(),
+                    },
+                ),
+                _ => (
+                    unmanage.for_bucket(bucket),
+                    RemovalReason::ActionOnUnmanage(bucket),
+                ),
+            },
         };
+        if action == RemovalAction::Delete
+            && let Some(pattern) = resource_policy.protecting(resource.key())
+        {
+            protected.push(ProtectedRemoval {
+                resource: resource.key().to_string(),
+                pattern: pattern.as_str().to_owned(),
+            });
+        }
         result.removed.push(Removal {
             resource: resource.clone(),
             action,
             reason,
+        });
+    }
+    if !protected.is_empty() {
+        return Err(DiffError::ProtectedResources {
+            resources: protected,
         });
     }
     Ok(result)
@@ -352,6 +406,7 @@ pub fn diff_collected(
     collected: &CollectedSet,
     action: &ActionOnUnmanage,
     ownership: &Ownership,
+    policy: &ResourcePolicy,
 ) -> Result<UnmanageDiff, DiffError> {
     diff(
         previous,
@@ -359,6 +414,7 @@ pub fn diff_collected(
         collected.complete,
         action,
         ownership,
+        policy,
     )
 }
 
@@ -367,8 +423,16 @@ pub fn unmanage_all(
     previous: &ManagedSet,
     action: &ActionOnUnmanage,
     ownership: &Ownership,
+    policy: &ResourcePolicy,
 ) -> Result<UnmanageDiff, DiffError> {
-    diff(previous, &ManagedSet::new(), true, action, ownership)
+    diff(
+        previous,
+        &ManagedSet::new(),
+        true,
+        action,
+        ownership,
+        policy,
+    )
 }
 
 #[cfg(test)]
@@ -474,6 +538,7 @@ mod tests {
             true,
             &action("delete", "detach"),
             &Ownership::new(),
+            &ResourcePolicy::none(),
         )
         .unwrap();
         assert_eq!(names(&result.kept), names(&[site("a")]));
@@ -526,7 +591,15 @@ mod tests {
         let next = ManagedSet::from_resources([widget("1.1.0", "v2", "new")]);
         let delete_all = ActionOnUnmanage::from_cli_preset("deleteAll").unwrap();
         for complete in [true, false] {
-            let result = diff(&previous, &next, complete, &delete_all, &Ownership::new()).unwrap();
+            let result = diff(
+                &previous,
+                &next,
+                complete,
+                &delete_all,
+                &Ownership::new(),
+                &ResourcePolicy::none(),
+            )
+            .unwrap();
             assert!(result.removed.is_empty(), "{:?}", result.removed);
             assert!(result.added.is_empty());
             assert!(result.delete_plan().is_empty());
@@ -546,13 +619,14 @@ mod tests {
             &previous,
             &ActionOnUnmanage::detach_all(),
             &Ownership::new(),
+            &ResourcePolicy::none(),
         )
         .unwrap();
         assert!(detached.to_delete().is_empty());
         assert_eq!(detached.to_detach().len(), 2);
         let all = ActionOnUnmanage::from_cli_preset("deleteAll").unwrap();
         assert_eq!(
-            unmanage_all(&previous, &all, &Ownership::new())
+            unmanage_all(&previous, &all, &Ownership::new(), &ResourcePolicy::none())
                 .unwrap()
                 .to_delete()
                 .len(),
@@ -572,6 +646,7 @@ mod tests {
             false,
             &action("delete", "delete"),
             &Ownership::new(),
+            &ResourcePolicy::none(),
         )
         .unwrap();
         assert!(result.removed.is_empty());
@@ -598,6 +673,7 @@ mod tests {
             true,
             &action("delete", "detach"),
             &Ownership::new(),
+            &ResourcePolicy::none(),
         )
         .unwrap();
         assert_eq!(names(&result.to_delete()), names(&[site("b")]), "retried");
@@ -627,6 +703,7 @@ mod tests {
             true,
             &action("delete", "delete"),
             &ownership,
+            &ResourcePolicy::none(),
         )
         .unwrap_err();
         let detail = error.to_error_detail();
@@ -648,7 +725,15 @@ mod tests {
                 shared: true,
             },
         );
-        let result = diff(&previous, &next, true, &action("delete", "delete"), &shared).unwrap();
+        let result = diff(
+            &previous,
+            &next,
+            true,
+            &action("delete", "delete"),
+            &shared,
+            &ResourcePolicy::none(),
+        )
+        .unwrap();
         assert_eq!(result.added.len(), 1);
         assert_eq!(result.removed[0].action, RemovalAction::Detach);
         assert_eq!(
@@ -662,8 +747,13 @@ mod tests {
     #[test]
     fn unknown_actions_are_refused() {
         let previous = ManagedSet::from_resources([site("a")]);
-        let error =
-            unmanage_all(&previous, &action("purge", "detach"), &Ownership::new()).unwrap_err();
+        let error = unmanage_all(
+            &previous,
+            &action("purge", "detach"),
+            &Ownership::new(),
+            &ResourcePolicy::none(),
+        )
+        .unwrap_err();
         assert_eq!(
             error.to_error_detail().target.as_deref(),
             Some("properties.actionOnUnmanage.resources")
@@ -672,7 +762,7 @@ mod tests {
         odd.resources_without_delete_support =
             Some(ResourcesWithoutDeleteSupportAction::parse("ignore"));
         assert!(matches!(
-            unmanage_all(&previous, &odd, &Ownership::new()),
+            unmanage_all(&previous, &odd, &Ownership::new(), &ResourcePolicy::none()),
             Err(DiffError::UnknownWithoutDeleteSupportAction { .. })
         ));
     }

@@ -18,6 +18,10 @@ pub mod codes {
     /// cairn: the stack would take over resources another stack manages.
     pub const RESOURCE_MANAGED_BY_ANOTHER_STACK: &str =
         "DeploymentStackResourceManagedByAnotherStack";
+    /// cairn: the operation would delete a resource a `protect` pattern names.
+    pub const RESOURCE_PROTECTED: &str = "DeploymentStackResourceProtected";
+    /// cairn: a `protect` or `retain` pattern cannot be read.
+    pub const INVALID_RESOURCE_POLICY: &str = "InvalidResourcePolicy";
     /// cairn: an `actionOnUnmanage` value this version does not know.
     pub const INVALID_ACTION_ON_UNMANAGE: &str = "InvalidActionOnUnmanage";
     /// cairn: an extension config cannot be persisted for a stack (a secret given literally, ...).

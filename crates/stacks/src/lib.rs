@@ -13,6 +13,8 @@
 //!   operations when the deployment failed).
 //! - [`diff`]: [`diff()`](diff::diff), previous vs new set into kept / added / removed with delete or detach per
 //!   `actionOnUnmanage`, and the ownership check between stacks.
+//! - [`policy`]: [`ResourcePolicy`], the stack's `protect` (never delete) and `retain` (detach, never delete)
+//!   patterns over resource selectors.
 //! - [`plan`]: [`DeletePlan`], delete ordering (reverse dependencies, contents before containers, extensible
 //!   resources before their credential sources) as a graph and as waves.
 //! - [`run`]: [`DeleteRun`], the sans-IO delete driver with bounded brute-force retry rounds.
@@ -31,6 +33,7 @@ pub mod key;
 pub mod managed;
 pub mod outcome;
 pub mod plan;
+pub mod policy;
 pub mod run;
 
 pub use collect::{
@@ -44,6 +47,7 @@ pub use key::{ArmKey, ExtensibleKey, ResourceKey};
 pub use managed::{ExtensionIdentity, ManagedResource, ManagedSet, ManagedTarget, UnmanageBucket};
 pub use outcome::StackOperationResult;
 pub use plan::{DeletePlan, EdgeKind, PlanEdge};
+pub use policy::{Pattern, ResourcePolicy};
 pub use run::{
     DeleteOutcome, DeleteReport, DeleteRun, DeleteTask, Deleter, FailedDelete, RunError,
     RunSettings, Step, run_to_completion,

@@ -98,6 +98,7 @@ mod tests {
     use super::*;
     use crate::diff::{Ownership, diff};
     use crate::managed::ManagedResource;
+    use crate::policy::ResourcePolicy;
     use crate::run::{DeleteOutcome, DeleteTask, RunSettings, run_to_completion};
     use cairn_arm::ResourceId;
     use cairn_arm::models::stack::{ActionOnUnmanage, DenySettings};
@@ -117,7 +118,15 @@ mod tests {
         let previous = ManagedSet::from_resources([site("keep"), site("gone"), site("stuck")]);
         let next = ManagedSet::from_resources([site("keep"), site("new")]);
         let action = ActionOnUnmanage::from_cli_preset("deleteResources").unwrap();
-        let result = diff(&previous, &next, true, &action, &Ownership::new()).unwrap();
+        let result = diff(
+            &previous,
+            &next,
+            true,
+            &action,
+            &Ownership::new(),
+            &ResourcePolicy::none(),
+        )
+        .unwrap();
         let plan = result.delete_plan();
         let report = run_to_completion(
             plan,
@@ -259,6 +268,7 @@ mod tests {
             true,
             &action,
             &Ownership::new(),
+            &ResourcePolicy::none(),
         )
         .unwrap();
         let report = run_to_completion(

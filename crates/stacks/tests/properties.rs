@@ -10,8 +10,8 @@ use cairn_arm::models::stack::{ActionOnUnmanage, ResourceStatusMode, UnmanageAct
 use cairn_stacks::directive::ValuePath;
 use cairn_stacks::{
     DeleteOutcome, DeletePlan, DeleteRun, EdgeKind, ExtensionIdentity, ManagedResource, ManagedSet,
-    Ownership, RemovalAction, ResourceKey, RunSettings, StackClaim, Step, UnmanageBucket,
-    WithoutDeleteSupport, diff,
+    Ownership, RemovalAction, ResourceKey, ResourcePolicy, RunSettings, StackClaim, Step,
+    UnmanageBucket, WithoutDeleteSupport, diff, policy,
 };
 use proptest::prelude::*;
 use serde_json::json;
@@ -177,7 +177,7 @@ proptest! {
             }
         }
         let action = action(actions.0, actions.1, actions.2);
-        let result = diff::diff(&previous, &next, complete, &action, &ownership).expect("shared claims never conflict");
+        let result = diff::diff(&previous, &next, complete, &action, &ownership, &ResourcePolicy::none()).expect("shared claims never conflict");
         let mut seen: HashMap<ResourceKey, &str> = HashMap::new();
         let lists = [
             ("kept", result.kept.iter().collect::<Vec<_>>()),
@@ -215,6 +215,43 @@ proptest! {
     }
 
     #[test]
+    fn protected_resources_are_never_deleted_and_retained_ones_are_detached(
+        previous in specs(),
+        next in specs(),
+        protect in prop::collection::vec(any::<bool>(), universe_size()),
+        retain in prop::collection::vec(any::<bool>(), universe_size()),
+    ) {
+        let previous = ManagedSet::from_resources(previous.iter().map(build));
+        let next = ManagedSet::from_resources(next.iter().map(build));
+        let pick = |flags: &[bool]| -> Vec<String> {
+            flags.iter().enumerate().filter(|(_, on)| **on).map(|(i, _)| policy::selector(universe(i).key())).collect()
+        };
+        let policy = ResourcePolicy::parse(&pick(&protect), &pick(&retain)).expect("selectors are patterns");
+        let delete_all = action(true, true, true);
+        let named = |flags: &[bool], key: &ResourceKey| (0..universe_size()).any(|i| flags[i] && universe(i).key() == key);
+        let would_delete: Vec<&ResourceKey> = previous.iter().map(ManagedResource::key)
+            .filter(|key| !next.contains(key) && !named(&retain, key)).collect();
+        let blocked = would_delete.iter().any(|key| named(&protect, key));
+        match diff::diff(&previous, &next, true, &delete_all, &Ownership::new(), &policy) {
+            Ok(result) => {
+                prop_assert!(!blocked);
+                for removal in &result.removed {
+                    let key = removal.resource.key();
+                    let expected = if named(&retain, key) { RemovalAction::Detach } else { RemovalAction::Delete };
+                    prop_assert_eq!(removal.action, expected, "{}", key);
+                }
+            }
+            Err(diff::DiffError::ProtectedResources { resources }) => {
+                prop_assert!(blocked);
+                let expected: HashSet<String> = would_delete.iter().filter(|key| named(&protect, key)).map(|key| key.to_string()).collect();
+                let reported: HashSet<String> = resources.into_iter().map(|r| r.resource).collect();
+                prop_assert_eq!(reported, expected);
+            }
+            Err(other) => prop_assert!(false, "unexpected {other}"),
+        }
+    }
+
+    #[test]
     fn unshared_claims_on_added_resources_are_refused(
         previous in specs(),
         next in specs(),
@@ -229,7 +266,7 @@ proptest! {
             }
         }
         let conflicting = next.iter().any(|r| !previous.contains(r.key()) && !ownership.claims(r.key()).is_empty());
-        let result = diff::diff(&previous, &next, true, &ActionOnUnmanage::detach_all(), &ownership);
+        let result = diff::diff(&previous, &next, true, &ActionOnUnmanage::detach_all(), &ownership, &ResourcePolicy::none());
         prop_assert_eq!(result.is_err(), conflicting);
     }
 

@@ -67,6 +67,19 @@ macro_rules! stack_properties {
             /// is not written and the operation reports it (`DeploymentStackResourceExistsUnmanaged`).
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub adopt_existing_resources: Option<bool>,
+            /// cairn's extension of the ARM shape: glob patterns over resource selectors (an ARM ID, or
+            /// `<extension>/<type> <identifiers>`) naming resources no operation of the stack may delete unless it
+            /// says `bypassProtection`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub protect: Option<Vec<String>>,
+            /// cairn's extension of the ARM shape: patterns naming resources that are detached, never deleted,
+            /// when they leave the stack, whatever `actionOnUnmanage` says.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub retain: Option<Vec<String>>,
+            /// cairn's extension of the ARM shape (create/update; never stored; also a DELETE query parameter):
+            /// delete what `protect` names if the operation unmanages it with `delete`.
+            #[serde(default, skip_serializing_if = "Option::is_none")]
+            pub bypass_protection: Option<bool>,
             /// Detached by the last operation only.
             #[serde(default, skip_serializing_if = "Option::is_none")]
             pub detached_resources: Option<Vec<$crate::models::stack::ResourceReference>>,
@@ -164,6 +177,9 @@ impl DeploymentStackProperties {
             validation_level: None,
             bypass_stack_out_of_sync_error: None,
             adopt_existing_resources: None,
+            protect: None,
+            retain: None,
+            bypass_protection: None,
             detached_resources: None,
             deleted_resources: None,
             failed_resources: None,
@@ -533,6 +549,8 @@ pub type DeploymentStackListResult = crate::models::common::ListResult<Deploymen
 pub struct StackDeleteOptions {
     pub action_on_unmanage: ActionOnUnmanage,
     pub bypass_stack_out_of_sync_error: bool,
+    /// cairn's `bypassProtection`: delete what the stack's `protect` patterns name.
+    pub bypass_protection: bool,
 }
 
 impl StackDeleteOptions {
@@ -572,6 +590,7 @@ impl StackDeleteOptions {
                 resources_without_delete_support,
             },
             bypass_stack_out_of_sync_error: query.flag("bypassStackOutOfSyncError")?,
+            bypass_protection: query.flag("bypassProtection")?,
         })
     }
 }

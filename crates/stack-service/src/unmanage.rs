@@ -252,7 +252,10 @@ impl StackService {
             // A resource another stack still manages stays managed in the inventory.
             let detached = diff.removed.iter().filter(|removal| {
                 removal.action == RemovalAction::Detach
-                    && matches!(removal.reason, RemovalReason::ActionOnUnmanage(_))
+                    && matches!(
+                        removal.reason,
+                        RemovalReason::ActionOnUnmanage(_) | RemovalReason::Retained { .. }
+                    )
             });
             fence.stage(deleted_rows(&report.deleted));
             fence.stage(detached_rows(

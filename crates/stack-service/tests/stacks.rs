@@ -1911,6 +1911,8 @@ async fn protected_resources_are_never_deleted_and_retained_ones_are_detached() 
         updated["properties"].get("bypassProtection").is_none(),
         "never stored"
     );
+    // The inventory says d is detached, as for any detach.
+    assert_eq!(inventory_of(&env.store).await, ["a", "d (detached)"]);
 
     // A stack delete that would delete a protected resource is refused before anything runs (409).
     service

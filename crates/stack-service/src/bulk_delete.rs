@@ -57,6 +57,7 @@ use cairn_store::Precondition;
 
 use crate::record::inventory_key;
 use crate::service::StackService;
+use crate::state::StackHeader;
 use crate::unmanage::Deleter;
 
 /// Most entries one request may carry.
@@ -344,10 +345,42 @@ impl StackService {
             .iter()
             .map(|entry| entry.as_ref().map_err(Clone::clone).and_then(to_resource))
             .collect();
-        if !self.access.is_unrestricted() {
+        let protections = self.protections_of_all_stacks().await?;
+        let ownership = if self.access.is_unrestricted() && protections.is_empty() {
+            None
+        } else {
+            Some(self.ownership_of_all_stacks().await?)
+        };
+        if let Some(ownership) = ownership.as_ref().filter(|_| !protections.is_empty()) {
+            // A stack's `protect` patterns hold here too: bulk delete has no bypass, the stack must let go first.
+            for entry in &mut parsed {
+                let Ok(resource) = entry else { continue };
+                let protected = ownership
+                    .claims_on_any_match(resource.key())
+                    .into_iter()
+                    .find_map(|claim| {
+                        let pattern = protections
+                            .get(&claim.stack_id)?
+                            .protecting(resource.key())?;
+                        Some((claim.stack_id.clone(), pattern.as_str().to_owned()))
+                    });
+                if let Some((stack_id, pattern)) = protected {
+                    *entry = Err(ErrorDetail::new(
+                        cairn_stacks::error::codes::RESOURCE_PROTECTED,
+                        format!(
+                            "The resource is protected by the pattern '{pattern}' of deployment stack \
+                             '{stack_id}'. Fix: remove the pattern from the stack, or detach the resource from it."
+                        ),
+                    ));
+                }
+            }
+        }
+        if let Some(ownership) = ownership
+            .as_ref()
+            .filter(|_| !self.access.is_unrestricted())
+        {
             // A resource a stack manages belongs to that stack's scope: a caller that may not reach the stack may
             // not delete what it manages, whatever the entry's own id says.
-            let ownership = self.ownership_of_all_stacks().await?;
             for entry in &mut parsed {
                 let Ok(resource) = entry else { continue };
                 let refused = ownership
@@ -420,6 +453,28 @@ impl StackService {
                 }
             })
             .collect())
+    }
+
+    /// Each stack's `protect` patterns, by stack ID; stacks without any are left out.
+    async fn protections_of_all_stacks(
+        &self,
+    ) -> Result<HashMap<String, cairn_stacks::ResourcePolicy>, ArmError> {
+        let mut protections = HashMap::new();
+        for record in self.all_stack_records().await? {
+            // A record that cannot be read shows no patterns; the ownership read refuses it where it matters.
+            let Ok(header) = record.stack.parse::<StackHeader>() else {
+                continue;
+            };
+            if header.protect_patterns().is_empty() {
+                continue;
+            }
+            let Ok(policy) = cairn_stacks::ResourcePolicy::parse(header.protect_patterns(), &[])
+            else {
+                continue;
+            };
+            protections.insert(header.id.clone().unwrap_or(record.name), policy);
+        }
+        Ok(protections)
     }
 
     /// The inventory follows a bulk delete: the rows of the resources it deleted (or found gone) go — unless a stack

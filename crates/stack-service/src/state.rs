@@ -41,9 +41,19 @@ pub(crate) struct StackHeader {
 struct HeaderProperties {
     #[serde(default)]
     provisioning_state: Option<String>,
+    #[serde(default)]
+    protect: Option<Vec<String>>,
 }
 
 impl StackHeader {
+    /// The stack's `protect` patterns as written.
+    pub(crate) fn protect_patterns(&self) -> &[String] {
+        self.properties
+            .as_ref()
+            .and_then(|p| p.protect.as_deref())
+            .unwrap_or_default()
+    }
+
     /// Whether the stack lets other stacks manage its resources too ([`SHARE_TAG`] set to `true`).
     pub(crate) fn shares_resources(&self) -> bool {
         self.tags

@@ -1944,6 +1944,23 @@ async fn protected_resources_are_never_deleted_and_retained_ones_are_detached() 
         "{kept:#}"
     );
     assert!(env.widgets.has("a"));
+    // Bulk delete honours the stack's patterns too (it has no bypass: the stack must let go first).
+    let entry: cairn_stack_service::BulkDeleteEntry = serde_json::from_value(json!({
+        "extension": {"name": "Widgets", "version": "1.0.0",
+                      "config": {"cluster": {"value": "c1"}, "token": {"keyVaultReference": {"keyVault": {"id": VAULT}, "secretName": SECRET}}}},
+        "type": "widget", "apiVersion": "v1", "identifiers": {"name": "a"}
+    }))
+    .expect("entry");
+    let results = service
+        .bulk_delete(vec![entry], None)
+        .await
+        .expect("bulk delete");
+    assert_eq!(
+        results[0].error.as_ref().and_then(|e| e.code.as_deref()),
+        Some("DeploymentStackResourceProtected"),
+        "{results:?}"
+    );
+    assert!(env.widgets.has("a"));
     // Detaching deletes nothing, so protection does not stand in its way; here the bypass deletes it.
     service
         .delete(

@@ -79,6 +79,8 @@ pub enum StackAction {
     ExportTemplate,
     /// cairn's drift detection (a long-running operation).
     DetectDrift,
+    /// cairn's: stop the running operation at its next safe point.
+    Cancel,
 }
 
 /// What a request addresses. Deployment and stack IDs include their scope (`id.scope_id()`).
@@ -475,6 +477,8 @@ fn stacks_target(scope: ResourceId, tail: &[String]) -> Option<Target> {
                 StackAction::ExportTemplate
             } else if kw(action, "detectDrift") {
                 StackAction::DetectDrift
+            } else if kw(action, "cancel") {
+                StackAction::Cancel
             } else {
                 return None;
             };

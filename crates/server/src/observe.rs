@@ -213,6 +213,7 @@ fn target_template(target: &Target) -> String {
                 StackAction::Validate => "validate",
                 StackAction::ExportTemplate => "exportTemplate",
                 StackAction::DetectDrift => "detectDrift",
+                StackAction::Cancel => "cancel",
             }
         ),
         Target::DeploymentStackOperationStatus { stack, .. } => format!(

@@ -216,6 +216,10 @@ pub(crate) async fn action(
             Ok(json_response(StatusCode::OK, &exported))
         }
         StackAction::DetectDrift => crate::stack_drift::detect(state, call, id).await,
+        StackAction::Cancel => {
+            service.cancel(&scope, &name).await?;
+            Ok(empty_response(StatusCode::NO_CONTENT))
+        }
     }
 }
 

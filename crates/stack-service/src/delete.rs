@@ -10,6 +10,7 @@ use cairn_arm::models::stack::{
 use cairn_stacks::{DiffError, unmanage_all};
 use cairn_store::{Lease, Precondition};
 
+use crate::cancel::mark_canceled;
 use crate::ending::{Ending, OperationEnded};
 use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration};
@@ -234,7 +235,8 @@ impl StackService {
             .await?;
         result.apply_to(&mut stack.properties);
         state.managed_set = std::mem::take(&mut result.resources);
-        let succeeded = result.error.is_none();
+        let canceled = self.cancel_requested(fence.scope(), fence.name());
+        let succeeded = result.error.is_none() && !canceled;
         let p = &mut stack.properties;
         p.correlation_id = Some(correlation_id.to_owned());
         p.resources = Some(state.managed_set.to_references());
@@ -248,6 +250,10 @@ impl StackService {
             self.forget_drift_results(fence.scope(), fence.name()).await;
         } else {
             p.provisioning_state = Some(DeploymentStackProvisioningState::Failed);
+            if canceled {
+                // The stack stays, managing what was not deleted; a later delete carries on.
+                mark_canceled(&mut stack);
+            }
             self.finish(fence, &stack, &state).await?;
         }
         Ok(stack)

@@ -53,6 +53,14 @@ impl StackService {
         A: FnOnce(Option<Result<DeploymentStack, ArmError>>) + Send + 'static,
     {
         let stop = self.heartbeat(operation.lease.clone(), operation.owner.clone());
+        self.inner
+            .cancels
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .insert(
+                operation.lease.clone(),
+                tokio_util::sync::CancellationToken::new(),
+            );
         let service = self.clone();
         let closing = self.inner.closing.clone();
         let span = tracing::info_span!(
@@ -88,6 +96,12 @@ impl StackService {
                     ),
                 }
                 let _ = stop.send(());
+                service
+                    .inner
+                    .cancels
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .remove(&operation.lease);
                 service
                     .release(&operation.scope, &operation.name, &operation.owner)
                     .await;

@@ -31,6 +31,7 @@
 
 mod adoption;
 mod bulk_delete;
+mod cancel;
 mod delete;
 mod drift;
 mod ending;

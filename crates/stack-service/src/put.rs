@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use cairn_arm::models::deployment::DeploymentProvisioningState;
 use cairn_arm::models::stack::{
     DenySettingsMode, DenyStatusMode, DeploymentStack, DeploymentStackProvisioningState,
 };
@@ -18,6 +19,7 @@ use cairn_stacks::{
 use cairn_store::{Precondition, StackRecord};
 
 use crate::adoption::{existing_resource_check, exists_unmanaged_report};
+use crate::cancel::mark_canceled;
 use crate::ending::{Ending, OperationEnded};
 use crate::lease::LeasedOperation;
 use crate::record::{RecordFence, iso_duration, update_failed};
@@ -320,6 +322,8 @@ impl StackService {
                 return Ok(stack);
             }
         };
+        let deployment_canceled = snapshot.deployment.properties.provisioning_state
+            == Some(DeploymentProvisioningState::Canceled);
         p.outputs = snapshot.deployment.properties.outputs.take();
         p.deployment_id = snapshot.deployment.id.clone().or(p.deployment_id.take());
         let deployment_error = snapshot.deployment.properties.error.take();
@@ -440,6 +444,17 @@ impl StackService {
             errors.push(error);
         }
         drop(result);
+        if deployment_canceled || self.cancel_requested(scope, name) {
+            if errors.is_empty() {
+                p.error = None;
+                p.duration = Some(iso_duration(started.elapsed()));
+            } else {
+                Self::mark_failed(&mut stack, &state, errors, started);
+            }
+            mark_canceled(&mut stack);
+            self.finish(fence, &stack, &state).await?;
+            return Ok(stack);
+        }
         if errors.is_empty() {
             p.error = None;
             p.provisioning_state = Some(DeploymentStackProvisioningState::Succeeded);

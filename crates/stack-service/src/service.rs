@@ -76,6 +76,9 @@ pub(crate) struct Inner {
     pub(crate) operations: tokio_util::task::TaskTracker,
     /// Fired by [`StackService::hand_over`]: running operations stop where they are.
     pub(crate) closing: tokio_util::sync::CancellationToken,
+    /// The cancel token of each operation running here, by its stack's lease name ([`StackService::cancel`]).
+    pub(crate) cancels:
+        std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
 }
 
 /// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
@@ -145,6 +148,7 @@ impl StackService {
                 settings,
                 operations: tokio_util::task::TaskTracker::new(),
                 closing: tokio_util::sync::CancellationToken::new(),
+                cancels: std::sync::Mutex::default(),
             }),
         }
     }

@@ -165,10 +165,15 @@ impl Deleter {
         settings: RunSettings,
         backoff: Duration,
         deleted: Option<&mpsc::UnboundedSender<ManagedResource>>,
+        cancel: Option<tokio_util::sync::CancellationToken>,
     ) -> Result<DeleteReport, cairn_stacks::RunError> {
         let mut run = DeleteRun::new(plan, settings);
         let mut in_flight = JoinSet::new();
+        let cancel = cancel.unwrap_or_default();
         loop {
+            if cancel.is_cancelled() && !run.is_canceled() {
+                run.cancel();
+            }
             match run.next_step() {
                 Step::Delete(tasks) => {
                     for task in tasks {
@@ -179,7 +184,11 @@ impl Deleter {
                         });
                     }
                 }
-                Step::Wait => match in_flight.join_next().await {
+                Step::Wait => match tokio::select! {
+                    joined = in_flight.join_next() => joined,
+                    // Woken to stop handing out deletes; the ones in flight are awaited next time round.
+                    () = cancel.cancelled(), if !run.is_canceled() => continue,
+                } {
                     Some(Ok((key, resource, outcome))) => {
                         let gone = outcome.is_deleted();
                         run.record(&key, outcome)?;
@@ -191,7 +200,12 @@ impl Deleter {
                     // A delete task panicked: its key is lost, so the run cannot settle it; stop waiting.
                     Some(Err(_)) | None => break,
                 },
-                Step::Retry { .. } => tokio::time::sleep(backoff).await,
+                Step::Retry { .. } => {
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = cancel.cancelled() => {}
+                    }
+                }
                 Step::Done => break,
             }
         }
@@ -238,6 +252,9 @@ impl StackService {
                 settings,
                 self.inner.settings.retry_backoff,
                 publisher.as_ref().map(|(sender, _)| sender),
+                fence
+                    .as_ref()
+                    .and_then(|fence| self.cancel_token(fence.scope(), fence.name())),
             )
             .await;
         if let Some((sender, handle)) = publisher {

@@ -1998,3 +1998,107 @@ async fn blank_protect_patterns_are_refused_before_anything_runs() {
     );
     assert_eq!(settle(&env.service, "app").await, Value::Null);
 }
+
+/// A slow extension: a stack create canceled while it deploys ends `canceled` managing exactly what the extension
+/// holds, and the next update completes it; a stack delete canceled while it deletes stops handing out deletes and
+/// keeps managing what it did not delete, and the next delete finishes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_canceled_operation_leaves_nothing_untracked_and_the_next_one_carries_on() {
+    let env = setup(fast()).await;
+    let service = &env.service;
+    let names: Vec<String> = (0..60).map(|i| format!("w{i:02}")).collect();
+    let all: Vec<&str> = names.iter().map(String::as_str).collect();
+    env.widgets.latency_ms.store(40, Ordering::SeqCst);
+    let nothing_runs = service.cancel(RG, "app").await.expect_err("no stack");
+    assert_eq!(nothing_runs.status(), 404);
+
+    service
+        .create_or_update(RG, "app", stack(&all, false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    while env.widgets.resources.lock().unwrap().len() < 8 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    service.cancel(RG, "app").await.expect("canceled");
+    let canceled = settle(service, "app").await;
+    assert_eq!(
+        canceled["properties"]["provisioningState"], "canceled",
+        "{canceled:#}"
+    );
+    assert_eq!(
+        canceled["properties"]["error"]["code"],
+        "DeploymentStackCanceled"
+    );
+    let managed = names_of(&canceled["properties"]["resources"]);
+    assert!(
+        managed.len() < all.len(),
+        "stopped early: {}",
+        managed.len()
+    );
+    assert_eq!(
+        managed,
+        held(&env),
+        "every widget the extension holds is managed"
+    );
+    let again = service.cancel(RG, "app").await.expect_err("nothing runs");
+    assert_eq!(
+        (again.status(), again.code()),
+        (409, "DeploymentStackCannotBeCanceled")
+    );
+
+    service
+        .create_or_update(RG, "app", stack(&all, false, "delete", "c1"), None)
+        .await
+        .expect("accepted");
+    let completed = settle(service, "app").await;
+    assert_eq!(
+        completed["properties"]["provisioningState"], "succeeded",
+        "{completed:#}"
+    );
+    assert_eq!(
+        names_of(&completed["properties"]["resources"]).len(),
+        all.len()
+    );
+
+    service
+        .delete(
+            RG,
+            "app",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    while env.widgets.resources.lock().unwrap().len() > all.len() - 8 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    service.cancel(RG, "app").await.expect("canceled");
+    let stopped = settle(service, "app").await;
+    assert_eq!(
+        stopped["properties"]["provisioningState"], "canceled",
+        "{stopped:#}"
+    );
+    let left = names_of(&stopped["properties"]["resources"]);
+    assert!(!left.is_empty(), "stopped before the end");
+    assert_eq!(left, held(&env), "what was not deleted is still managed");
+    assert!(
+        stopped["properties"]["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["status"] == "managed"),
+        "{stopped:#}"
+    );
+
+    service
+        .delete(
+            RG,
+            "app",
+            delete_options("unmanageAction.Resources=delete"),
+            None,
+        )
+        .await
+        .expect("accepted");
+    assert_eq!(settle(service, "app").await, Value::Null);
+    assert!(held(&env).is_empty());
+}

@@ -57,6 +57,10 @@ impl StackOperationResult {
             still_managed.status = ResourceStatusMode::DeleteFailed;
             resources.insert(still_managed);
         }
+        // Canceled before their turn: still managed, as they were.
+        for resource in report.not_attempted {
+            resources.insert(resource);
+        }
         let error = (!failed_resources.is_empty()).then(|| {
             ErrorDetail::new(
                 codes::DEPLOYMENT_STACK_DELETE_RESOURCES_FAILED,

@@ -188,6 +188,8 @@ pub struct DeleteReport {
     /// Detached because their type cannot be deleted (`resourcesWithoutDeleteSupport: detach`).
     pub detached: Vec<ManagedResource>,
     pub failed: Vec<FailedDelete>,
+    /// Left as they were because the run was canceled first (still managed, not `deleteFailed`).
+    pub not_attempted: Vec<ManagedResource>,
     /// Rounds started.
     pub rounds: u32,
     /// Deletes started.
@@ -239,6 +241,9 @@ pub struct DeleteRun {
     round: u32,
     round_started: bool,
     done: bool,
+    /// Canceled: nothing new is handed out; once the deletes in flight are recorded the run is done, and what
+    /// was not deleted is left as it was.
+    canceled: bool,
     total_attempts: u32,
 }
 
@@ -271,8 +276,21 @@ impl DeleteRun {
             round: 0,
             round_started: false,
             done: count == 0,
+            canceled: false,
             total_attempts: 0,
         }
+    }
+
+    /// Stops the run at its next safe point: no delete is handed out from now on, the ones in flight are still
+    /// recorded, and resources not deleted by then end in [`DeleteReport::not_attempted`], unchanged.
+    pub fn cancel(&mut self) {
+        self.canceled = true;
+        self.ready.clear();
+    }
+
+    /// Whether [`DeleteRun::cancel`] was called.
+    pub fn is_canceled(&self) -> bool {
+        self.canceled
     }
 
     /// The plan being run.
@@ -293,6 +311,13 @@ impl DeleteRun {
     /// What to do next.
     pub fn next_step(&mut self) -> Step {
         if self.done {
+            return Step::Done;
+        }
+        if self.canceled {
+            if self.in_flight > 0 {
+                return Step::Wait;
+            }
+            self.done = true;
             return Step::Done;
         }
         if !self.round_started {
@@ -394,6 +419,10 @@ impl DeleteRun {
                     report.deleted.push(resource.clone());
                 }
                 State::Detached => report.detached.push(resource.clone()),
+                // A canceled run leaves what it did not get to (or what failed on the way) as it was.
+                _ if self.canceled && final_error[node].is_none() => {
+                    report.not_attempted.push(resource.clone())
+                }
                 _ => report.failed.push(FailedDelete {
                     resource: resource.clone(),
                     error: final_error[node]
@@ -826,6 +855,35 @@ mod tests {
                 .without_delete_support,
             WithoutDeleteSupport::Detach
         );
+    }
+
+    #[test]
+    fn a_canceled_run_records_what_is_in_flight_and_leaves_the_rest() {
+        let plan = DeletePlan::build([site("a"), site("b"), site("c"), site("d")]);
+        let settings = RunSettings {
+            max_in_flight: Some(2),
+            ..RunSettings::default()
+        };
+        let mut run = DeleteRun::new(plan, settings);
+        let Step::Delete(first) = run.next_step() else {
+            panic!("two deletes first")
+        };
+        assert_eq!(first.len(), 2);
+        run.cancel();
+        assert_eq!(
+            run.next_step(),
+            Step::Wait,
+            "the two in flight are still awaited"
+        );
+        run.record(&first[0].key, DeleteOutcome::Deleted).unwrap();
+        assert_eq!(run.next_step(), Step::Wait);
+        run.record(&first[1].key, failure("Conflict")).unwrap();
+        assert_eq!(run.next_step(), Step::Done, "nothing new is handed out");
+        let report = run.into_report().unwrap();
+        assert_eq!(names(&report.deleted), [name(&first[0].resource)]);
+        assert!(report.failed.is_empty());
+        assert_eq!(report.not_attempted.len(), 3, "left as they were");
+        assert_eq!(report.attempts, 2);
     }
 
     #[test]

@@ -141,3 +141,26 @@ fn messages_never_quote_a_value() {
     );
     assert!(!stderr.contains("hunter2"), "{stderr}");
 }
+
+#[test]
+fn a_type_declared_at_another_api_version_is_not_judged() {
+    // The extension may accept a version its types do not name: no guess, no finding.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let template = dir.path().join("main.json");
+    std::fs::write(
+        &template,
+        r#"{
+  "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+  "languageVersion": "2.2-experimental",
+  "contentVersion": "1.0.0.0",
+  "extensions": { "local": { "name": "Local", "version": "1.0.0",
+    "config": { "rootDirectory": { "type": "string", "defaultValue": "/tmp/x" } } } },
+  "resources": { "f": { "extension": "local", "type": "File", "apiVersion": "2.0.0",
+    "properties": { "path": "a", "newer": true } } }
+}"#,
+    )
+    .expect("written");
+    let (status, found, stderr) = findings(&template, None);
+    assert_eq!(status, Some(0), "{stderr}");
+    assert!(found.is_empty(), "{found:?}");
+}

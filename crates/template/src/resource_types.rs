@@ -111,6 +111,20 @@ pub fn check_resource(
     };
     let declaration_path = under(prefix, resource.path);
     let Some(id) = resource_type_of(&set, &resource) else {
+        // Declared at another apiVersion: the extension may well accept this one (the SDK does not check
+        // versions), so the body is not judged rather than refused on a guess.
+        let name = resource
+            .resource_type
+            .split_once('@')
+            .map_or(resource.resource_type, |(name, _)| name);
+        let declared_elsewhere = set.resource_keys().any(|key| {
+            key.split_once('@')
+                .map_or(key, |(k, _)| k)
+                .eq_ignore_ascii_case(name)
+        });
+        if declared_elsewhere {
+            return Vec::new();
+        }
         let target = join_path(&declaration_path, "type");
         let finding = Finding {
             kind: FindingKind::UnknownResourceType,

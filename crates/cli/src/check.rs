@@ -195,7 +195,9 @@ fn locate_detail(
                 .filter(|p| p.starts_with("parameters."))
         })
         .unwrap_or(path);
-    let finding = Diagnostic::error(code, message, path);
+    // Shown with the path the error is about; located where its `TemplateViolation` path leads (for a property
+    // the template does not write, the closest place it does).
+    let finding = Diagnostic::error(code, message, error.target.as_deref().unwrap_or(path));
     let Some(segments) = parse_path(in_file) else {
         return finding;
     };

@@ -15,6 +15,8 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use crate::output::{Format, OutputArgs, TableView};
 use crate::query::Query;
+use cairn_template::resource_types::ExtensionTypes;
+use cairn_template::resource_types::types::TypeSet;
 use serde_json::Value;
 
 #[derive(Subcommand)]
@@ -120,6 +122,8 @@ struct BuiltinExtension {
     name: &'static str,
     version: &'static str,
     transport: fn() -> cairn_extension_sdk::InProcessTransport,
+    /// Its resource types, which bodies are checked against before deploy.
+    types: fn() -> TypeSet,
 }
 
 const BUILTINS: &[BuiltinExtension] = &[
@@ -128,12 +132,14 @@ const BUILTINS: &[BuiltinExtension] = &[
         name: cairn_ext_local::NAME,
         version: cairn_ext_local::VERSION,
         transport: cairn_ext_local::in_process_transport,
+        types: cairn_ext_local::types,
     },
     BuiltinExtension {
         key: "postgresql",
         name: cairn_ext_postgresql::NAME,
         version: cairn_ext_postgresql::VERSION,
         transport: cairn_ext_postgresql::in_process_transport,
+        types: cairn_ext_postgresql::types,
     },
     // Bicep's built-in `extension kubernetes` (1.0.0) and the OCI Kubernetes types packages (one version per
     // Kubernetes release): one extension, registered for both.
@@ -142,12 +148,14 @@ const BUILTINS: &[BuiltinExtension] = &[
         name: cairn_ext_kubernetes::NAME,
         version: cairn_ext_kubernetes::VERSION,
         transport: cairn_ext_kubernetes::in_process_transport,
+        types: cairn_ext_kubernetes::types,
     },
     BuiltinExtension {
         key: "kubernetes",
         name: cairn_ext_kubernetes::NAME,
         version: cairn_ext_kubernetes::OCI_VERSION_RANGE,
         transport: cairn_ext_kubernetes::in_process_transport,
+        types: cairn_ext_kubernetes::types,
     },
 ];
 
@@ -198,6 +206,9 @@ pub(crate) fn transport_factories(
             builtin.key.to_owned(),
             Arc::new(builtin_transport(builtin, local)),
         );
+        factories
+            .builtin_types
+            .insert(builtin.key.to_owned(), Arc::new((builtin.types)()));
     }
     factories.grpc_launcher = Some(Arc::new(|launch: &GrpcLaunch| {
         let mut spec = LaunchSpec::new(&launch.binary);
@@ -232,14 +243,61 @@ pub(crate) fn load_registry(
     };
     for builtin in BUILTINS {
         if registry.resolve(builtin.name, builtin.version).is_none() {
-            registry.register(cairn_host::RegisteredExtension::new(
-                builtin.name,
-                builtin.version,
-                Arc::new(builtin_transport(builtin, local)),
-            ));
+            registry.register(
+                cairn_host::RegisteredExtension::new(
+                    builtin.name,
+                    builtin.version,
+                    Arc::new(builtin_transport(builtin, local)),
+                )
+                .with_types(Arc::new((builtin.types)())),
+            );
         }
     }
     Ok(registry)
+}
+
+/// The extensions' resource types as `template validate` checks bodies against them: those of the registry the
+/// engine would use (`$CAIRN_EXTENSIONS`, with the built-ins added), so a template validates as it deploys.
+pub(crate) struct RegistryTypes(pub(crate) Registry);
+
+impl ExtensionTypes for RegistryTypes {
+    fn types(&self, name: &str, version: &str) -> Option<Arc<TypeSet>> {
+        self.0.types(name, version)
+    }
+}
+
+/// The registry's types for `template`'s extensions, the gRPC extensions among them asked for theirs
+/// (`GetTypeFiles`), as a deployment asks.
+pub(crate) fn types_for_validation(template: &Value) -> anyhow::Result<RegistryTypes> {
+    let registry = load_registry(None, None, None)?;
+    let declared: Vec<(String, String)> = ["extensions", "imports"]
+        .into_iter()
+        .filter_map(|section| template.get(section)?.as_object())
+        .flat_map(|section| section.values())
+        .filter_map(|declaration| {
+            let name = declaration
+                .get("name")
+                .or_else(|| declaration.get("provider"))?
+                .as_str()?;
+            Some((
+                name.to_owned(),
+                declaration.get("version")?.as_str()?.to_owned(),
+            ))
+        })
+        .filter(|(name, version)| registry.types(name, version).is_none())
+        .collect();
+    if !declared.is_empty() {
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("cannot start the async runtime")?;
+        runtime.block_on(async {
+            for (name, version) in &declared {
+                registry.fetch_types(name, version).await;
+            }
+        });
+    }
+    Ok(RegistryTypes(registry))
 }
 
 /// The registry file: `--registry`, else `$CAIRN_EXTENSIONS`, else `$CAIRN_HOME/extensions.json`

@@ -125,6 +125,15 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
                 .filter(|d| !covered(&d.target))
                 .map(|d| template_source.locate(d)),
         );
+        // Extension resource bodies against their extensions' types, where the registry knows them.
+        if let Some(plan) = &plan {
+            let types = crate::extension::types_for_validation(&template.root.to_json())?;
+            loaded.diagnostics.extend(
+                cairn_template::resource_types::check_plan(&types, &template.root, plan)
+                    .into_iter()
+                    .map(|f| template_source.locate(f.diagnostic)),
+            );
+        }
         plan
     } else {
         None

@@ -471,6 +471,9 @@ pub(crate) async fn resolve_request(
         let parameters = resolve_parameters_link(env, link).await?;
         resolved.parameters = Some(DeploymentParameters(parameters));
     }
+    if let Ok(template) = crate::request::template_json(&resolved) {
+        env.fetch_extension_types(&template).await;
+    }
     Ok((resolved, origin))
 }
 

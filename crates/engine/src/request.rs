@@ -12,6 +12,7 @@ use cairn_json::{Node, Span};
 use cairn_store::DeploymentKey;
 use cairn_template::config::{ConfigError, config_diagnostic};
 use cairn_template::params::ExtensionConfigInput;
+use cairn_template::resource_types::TypeFinding;
 use cairn_template::{DeploymentContext, Diagnostic, ParametersFile};
 use serde_json::{Value as Json, json};
 
@@ -237,6 +238,13 @@ pub(crate) fn diagnostic_detail(d: &Diagnostic) -> ErrorDetail {
         e = e.with_target(d.target.clone());
     }
     e
+}
+
+/// A resource body's finding against its extension's types as an ARM error: the property's full path as its
+/// target, and a `TemplateViolation` naming the closest path the template writes, where a client can point.
+pub(crate) fn type_finding_detail(finding: &TypeFinding) -> ErrorDetail {
+    diagnostic_detail(&finding.diagnostic)
+        .with_additional_info("TemplateViolation", json!({ "path": finding.anchor }))
 }
 
 /// The error of a template that cannot be expanded: one `InvalidTemplate` with the diagnostics as details.

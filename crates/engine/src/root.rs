@@ -14,20 +14,21 @@ use cairn_json::Node;
 use cairn_store::{
     DeploymentKey, DeploymentRecord, DeploymentStatus, DeploymentUpdate, Store, Timestamp,
 };
+use cairn_template::resource_types::{ExtensionTypes, ResourceRef, check_resource};
 use cairn_template::{Child, DeploymentInput, Diagnostic, Expansion, Template};
 use serde_json::{Value as Json, json};
 use tokio::sync::{Semaphore, mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::adoption::ExistingResourceCheck;
-use crate::env::EngineEnv;
+use crate::env::{EngineEnv, RegistryTypes};
 use crate::events::{DeploymentEvent, EventKind};
 use crate::hook::{EngineHook, RuntimeValues};
 use crate::link::TemplateOrigin;
 use crate::records::EngineAnnotation;
 use crate::request::{
     context_for, diagnostic_detail, parameters_file, scope_kind_of, scope_name,
-    secure_parameter_names, template_error, template_hash, template_json,
+    secure_parameter_names, template_error, template_hash, template_json, type_finding_detail,
 };
 use crate::run::{Run, Tree, dependencies, request_secure_items, secure_config};
 
@@ -91,6 +92,7 @@ fn preflight(
     expansion: &Expansion<'_>,
     hook: &EngineHook,
     (access, denied): (&Access, &mut Vec<ArmError>),
+    (types, root): (&dyn ExtensionTypes, &Node),
     stack_initiated: bool,
     prefix: &str,
     errors: &mut Vec<ErrorDetail>,
@@ -111,15 +113,30 @@ fn preflight(
             .collect()
     };
     for &index in expansion.order() {
-        match expansion.evaluate(index) {
-            Ok(Some(_)) => {}
+        let body = match expansion.evaluate(index) {
+            Ok(Some(body)) => body,
             Ok(None) => continue,
             Err(diags) => {
                 errors.push(template_error(&located(diags)));
                 continue;
             }
-        }
+        };
         let identity = expansion.resource(index);
+        // An extension resource's body against its extension's declared types, where they are known.
+        if let Some(extension) = &identity.extension {
+            let resource = ResourceRef {
+                extension,
+                resource_type: &identity.resource_type,
+                api_version: identity.api_version.as_deref(),
+                path: &identity.path,
+                existing: identity.existing,
+            };
+            errors.extend(
+                check_resource(types, root, prefix, resource, &body)
+                    .iter()
+                    .map(type_finding_detail),
+            );
+        }
         if let Some(id) = identity.id.as_deref().filter(|id| id.starts_with('/')) {
             let action = if identity.existing {
                 Action::Read
@@ -155,6 +172,7 @@ fn preflight(
                     &child,
                     hook,
                     (access, &mut *denied),
+                    (types, root),
                     stack_initiated,
                     &child_prefix,
                     errors,
@@ -289,6 +307,7 @@ pub(crate) fn prepare<R>(
             &expansion,
             &hook,
             (&annotation.access, &mut denied),
+            (&RegistryTypes(env.host.registry()), &template.root),
             stack_initiated,
             "",
             &mut errors,

@@ -13,7 +13,8 @@ use std::sync::Arc;
 
 use cairn_arm::access::Action;
 use cairn_arm::models::deployment::{
-    DeploymentProperties, DeploymentWhatIfSettings, WhatIfResultFormat,
+    DeploymentDiagnosticsDefinition, DeploymentProperties, DeploymentWhatIfSettings,
+    DiagnosticLevel, WhatIfResultFormat,
 };
 use cairn_arm::models::extension::DeploymentExtension;
 use cairn_arm::models::operation::TargetResource;
@@ -26,6 +27,8 @@ use cairn_eval::Value;
 use cairn_host::{ExtensionKey, PreviewRequest, ResourceLocator};
 use cairn_json::Node;
 use cairn_store::{DeploymentId, DeploymentKey, ManagedResourceFilter, PageRequest};
+use cairn_template::resource_types::types::{Body, PathSegment, TypeId, TypeSet, check_update};
+use cairn_template::resource_types::{ResourceRef, check_resource};
 use cairn_template::{DeploymentInput, Expansion, ResourceIdentity, Template};
 use serde_json::Value as Json;
 use tokio::sync::Semaphore;
@@ -44,6 +47,8 @@ const MAX_DEPTH: usize = cairn_template::expand::MAX_NESTING_DEPTH;
 struct Collector {
     changes: Vec<WhatIfChange>,
     full: bool,
+    /// Findings beside the changes (an extension resource whose identifiers the template changed).
+    diagnostics: Vec<DeploymentDiagnosticsDefinition>,
 }
 
 /// Runs what-if for a request at `key`.
@@ -125,9 +130,18 @@ pub(crate) async fn what_if(
     let collector = RefCell::new(Collector {
         changes: Vec::new(),
         full,
+        diagnostics: Vec::new(),
     });
     let deployment_id = key.to_string();
-    walk(&run, &expansion, &hook, &collector, &deployment_id, 0).await;
+    walk(
+        &run,
+        &expansion,
+        &hook,
+        &collector,
+        (&deployment_id, &template.root, ""),
+        0,
+    )
+    .await;
     let mut collector = collector.into_inner();
     identify_from_last_run(env, &mut collector.changes).await;
     // Resources an earlier run of this deployment wrote that the template no longer names.
@@ -192,7 +206,7 @@ pub(crate) async fn what_if(
         properties: Some(WhatIfOperationProperties {
             changes: Some(collector.changes),
             potential_changes: None,
-            diagnostics: None,
+            diagnostics: (!collector.diagnostics.is_empty()).then_some(collector.diagnostics),
         }),
         error: None,
     })
@@ -258,12 +272,13 @@ async fn last_run_targets(env: &EngineEnv, deployment_id: &str) -> Vec<TargetRes
         .collect()
 }
 
+/// `place`: the deployment's ID, the root template's node and the JSON path of this deployment's template in it.
 fn walk<'f>(
     run: &'f Run,
     expansion: &'f Expansion<'_>,
     hook: &'f EngineHook,
     collector: &'f RefCell<Collector>,
-    deployment_id: &'f str,
+    (deployment_id, root, prefix): (&'f str, &'f Node, &'f str),
     depth: usize,
 ) -> crate::inflight::LocalFuture<'f, ()> {
     Box::pin(async move {
@@ -341,12 +356,17 @@ fn walk<'f>(
                     nested.context.scope_id(nested.template.scope),
                     nested.context.deployment_name
                 );
+                let child_prefix = if prefix.is_empty() {
+                    nested.path.clone()
+                } else {
+                    format!("{prefix}.{}", nested.path)
+                };
                 walk(
                     &child_run,
                     &child,
                     &child_hook,
                     collector,
-                    &child_id,
+                    (&child_id, root, &child_prefix),
                     depth + 1,
                 )
                 .await;
@@ -361,7 +381,33 @@ fn walk<'f>(
                 continue;
             }
             let change = match &identity.extension {
-                Some(_) => extension_change(run, expansion, &identity, &body, deployment_id).await,
+                Some(extension) => {
+                    // The body against the extension's declared types, as the deployment's preflight checks it.
+                    let resource = ResourceRef {
+                        extension,
+                        resource_type: &identity.resource_type,
+                        api_version: identity.api_version.as_deref(),
+                        path: &identity.path,
+                        existing: identity.existing,
+                    };
+                    let types = crate::env::RegistryTypes(run.tree.env.host.registry());
+                    let findings = check_resource(&types, root, prefix, resource, &body);
+                    collector
+                        .borrow_mut()
+                        .diagnostics
+                        .extend(findings.iter().map(|f| DeploymentDiagnosticsDefinition {
+                            level: DiagnosticLevel::Error,
+                            code: f.diagnostic.code.clone(),
+                            message: f.diagnostic.message.clone(),
+                            target: Some(f.diagnostic.target.clone()),
+                            additional_info: None,
+                        }));
+                    let change =
+                        extension_change(run, expansion, &identity, &body, deployment_id).await;
+                    let moved = identifiers_changed(run, &identity, &change, deployment_id).await;
+                    collector.borrow_mut().diagnostics.extend(moved);
+                    change
+                }
                 None => azure_change(run, &identity, &body, deployment_id).await,
             };
             let mut change = change;
@@ -584,7 +630,21 @@ async fn extension_change(
     };
     if let Some(current) = current {
         let before = serde_json::json!({ "properties": current.properties });
-        let delta = diff("", &before, &after, &ignored);
+        // Read-only properties are the extension's to set: never a change the template makes.
+        let delta = match declared_type(&env, ext, identity) {
+            Some((types, id)) => {
+                let (mut before, mut after) = (before.clone(), after.clone());
+                for side in [&mut before, &mut after] {
+                    if let Some(properties) = side.get_mut("properties") {
+                        cairn_template::resource_types::types::without_read_only(
+                            &types, id, properties,
+                        );
+                    }
+                }
+                diff("", &before, &after, &ignored)
+            }
+            None => diff("", &before, &after, &ignored),
+        };
         change.change_type = if !unevaluated.is_empty() && !delta.is_empty() {
             ChangeType::Deploy
         } else if delta.is_empty() {
@@ -601,6 +661,82 @@ async fn extension_change(
     }
     change.after = Some(after);
     change
+}
+
+/// The extension's declared type of a resource, when the registry knows the extension's types.
+fn declared_type(
+    env: &EngineEnv,
+    extension: &cairn_template::plan::PlannedExtensionRef,
+    identity: &ResourceIdentity,
+) -> Option<(Arc<TypeSet>, TypeId)> {
+    let types = env
+        .host
+        .registry()
+        .types(&extension.name, &extension.version)?;
+    let id = types
+        .resource(
+            &identity.resource_type,
+            identity.api_version.as_deref(),
+            Some(extension.version.as_str()),
+        )
+        .or(types.fallback())?;
+    Some((types, id))
+}
+
+/// An extension resource whose identifier properties the template changed since this deployment's last run
+/// created it: the change creates another resource, and (in a stack) the old one leaves the stack. The old
+/// identifiers come from the last run's create of the same symbolic name and type; the new from the preview.
+async fn identifiers_changed(
+    run: &Run,
+    identity: &ResourceIdentity,
+    change: &WhatIfChange,
+    deployment_id: &str,
+) -> Vec<DeploymentDiagnosticsDefinition> {
+    let (Some(extension), Some(symbolic), Some(new)) = (
+        &identity.extension,
+        &identity.symbolic_name,
+        &change.identifiers,
+    ) else {
+        return Vec::new();
+    };
+    let env = run.tree.env.clone();
+    let Some((types, id)) = declared_type(&env, extension, identity) else {
+        return Vec::new();
+    };
+    let targets = last_run_targets(&env, deployment_id).await;
+    let Some(old) = targets.iter().find_map(|t| {
+        (t.symbolic_name.as_deref() == Some(symbolic.as_str())
+            && t.resource_type
+                .as_deref()
+                .is_some_and(|ty| ty.eq_ignore_ascii_case(&identity.resource_type)))
+        .then_some(t.identifiers.as_ref())
+        .flatten()
+    }) else {
+        return Vec::new();
+    };
+    let base = format!("{}.properties", identity.path);
+    check_update(&types, id, &Body::from_json(old), &Body::from_json(new))
+        .into_iter()
+        .map(|finding| {
+            let mut target = base.clone();
+            for segment in &finding.path {
+                target = match segment {
+                    PathSegment::Key(k) => cairn_template::join_path(&target, k),
+                    PathSegment::Index(i) => cairn_template::join_index(&target, *i),
+                };
+            }
+            DeploymentDiagnosticsDefinition {
+                level: DiagnosticLevel::Warning,
+                code: finding.code().to_string(),
+                message: format!(
+                    "{} This deployment creates another resource; a stack would stop managing the one it has.",
+                    finding.message
+                ),
+                target: Some(target),
+                additional_info: None,
+            }
+        })
+        .collect()
 }
 
 /// JSON pointers of the unevaluated values inside `value`.

@@ -12,6 +12,9 @@
 //!   delete with a propagation policy that waits for finalizers, preview by server-side dry run, and
 //!   readiness (`waitFor`) opted into per resource ([`readiness`]).
 //!
+//! - Types ([`types()`], Bicep's type format): the manifest as a fallback type open to any kind, and a few core
+//!   kinds with a closed top level; served by `GetTypeFiles` and written by `--types DIR`.
+//!
 //! The client is kube-rs over rustls ([`cluster`]); nothing shells out to `kubectl`. Serve it in process
 //! with [`in_process_transport`], or run the `cairn-ext-kubernetes` binary (`--http PORT`,
 //! `--listen ADDR`, `--socket PATH`).
@@ -25,11 +28,13 @@ pub mod kubeconfig;
 pub mod manifest;
 pub mod objects;
 pub mod readiness;
+pub mod types;
 
 use cairn_extension_sdk::{Extension, InProcessTransport};
 
 pub use config::K8sConfig;
 pub use objects::ObjectHandler;
+pub use types::types;
 
 /// The extension's name.
 pub const NAME: &str = "Kubernetes";
@@ -55,6 +60,7 @@ pub fn extension() -> Extension<K8sConfig> {
             extension.also_version(*version)
         })
         .fallback(ObjectHandler)
+        .types(types())
 }
 
 /// The Kubernetes extension as an in-process transport (the same HTTP routes, without sockets).

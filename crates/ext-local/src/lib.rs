@@ -4,6 +4,8 @@
 //! normalised root. Paths are relative to the root and can never leave it (`..`, absolute paths and
 //! symbolic links pointing outside are refused with a validation error on `/properties/path`).
 //!
+//! Its types (Bicep's type format, [`types()`]) are served by `GetTypeFiles` and written by `--types DIR`.
+//!
 //! Serve it in process with [`in_process_transport`], or run the `cairn-ext-local` binary
 //! (`--http PORT`, `--listen ADDR`, `--socket PATH`). A server running it for API callers uses
 //! [`confined_in_process_transport`]: the root must then lie in one of the operator's roots and paths never
@@ -13,6 +15,7 @@ pub mod config;
 pub mod confine;
 pub mod paths;
 pub mod resources;
+pub mod types;
 
 use cairn_extension_sdk::{Extension, InProcessTransport};
 
@@ -21,6 +24,7 @@ use std::sync::Arc;
 pub use config::LocalConfig;
 pub use confine::{Confinement, ConfinementError};
 pub use resources::{DIRECTORY_TYPE, DirectoryHandler, FILE_TYPE, FileHandler};
+pub use types::types;
 
 /// The extension's name.
 pub const NAME: &str = "Local";
@@ -32,6 +36,7 @@ pub fn extension() -> Extension<LocalConfig> {
     Extension::new(NAME, VERSION)
         .handler(FileHandler)
         .handler(DirectoryHandler)
+        .types(types())
 }
 
 /// The Local extension as an in-process transport (the same HTTP routes, without sockets).

@@ -6,6 +6,8 @@
 //! client is sqlx over pooled connections ([`connection`]); every name and value reaches SQL quoted
 //! ([`sql`]); role passwords are sent as SCRAM verifiers ([`scram`]).
 //!
+//! Its types (Bicep's type format, [`types()`]) are served by `GetTypeFiles` and written by `--types DIR`.
+//!
 //! Serve it in process with [`in_process_transport`], or run the `cairn-ext-postgresql` binary
 //! (`--http PORT`, `--listen ADDR`, `--socket PATH`).
 
@@ -23,6 +25,7 @@ pub mod roles;
 pub mod schemas;
 pub mod scram;
 pub mod sql;
+pub mod types;
 
 use cairn_extension_sdk::{Extension, InProcessTransport};
 
@@ -33,6 +36,7 @@ pub use extensions::{EXTENSION_TYPE, ExtensionHandler};
 pub use grants::{GRANT_TYPE, GrantHandler};
 pub use roles::{ROLE_TYPE, RoleHandler};
 pub use schemas::{SCHEMA_TYPE, SchemaHandler};
+pub use types::types;
 
 /// The extension's name.
 pub const NAME: &str = "PostgreSql";
@@ -48,6 +52,7 @@ pub fn extension() -> Extension<PgConfig> {
         .handler(ExtensionHandler)
         .handler(GrantHandler)
         .handler(DefaultPrivilegesHandler)
+        .types(types())
 }
 
 /// The PostgreSql extension as an in-process transport (the same HTTP routes, without sockets).

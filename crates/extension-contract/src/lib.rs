@@ -32,6 +32,7 @@ pub use reference_id::{ReferenceFlags, ReferenceId, ReferenceIdError, ReferenceI
 pub use status::OperationStatus;
 pub use transport::{
     BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
+    TypeFiles,
 };
 pub use validate::ContractViolation;
 

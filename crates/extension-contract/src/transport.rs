@@ -216,7 +216,16 @@ pub trait ExtensionTransport: Send + Sync {
     fn allows_delete_relo(&self) -> bool {
         true
     }
+
+    /// The extension's type files (Bicep's type format) by name, `index.json` among them, when the transport can
+    /// ask for them (local gRPC's `GetTypeFiles`) and the extension publishes some; `Ok(None)` otherwise.
+    fn type_files(&self) -> BoxFuture<'_, Result<Option<TypeFiles>, TransportError>> {
+        Box::pin(async { Ok(None) })
+    }
 }
+
+/// Type files by name: `index.json` and the files it references.
+pub type TypeFiles = std::collections::BTreeMap<String, String>;
 
 #[cfg(test)]
 mod tests {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use cairn_extension_contract::transport::{
     BoxFuture, ExtensionTransport, Operation, TransportError, TransportRequest, TransportResponse,
+    TypeFiles,
 };
 use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, Command};
@@ -300,6 +301,24 @@ impl ExtensionTransport for LocalProcessTransport {
         request: TransportRequest,
     ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
         Box::pin(self.call(request))
+    }
+
+    /// `GetTypeFiles`; an extension that answers `Unimplemented` publishes none.
+    fn type_files(&self) -> BoxFuture<'_, Result<Option<TypeFiles>, TransportError>> {
+        Box::pin(async move {
+            let mut client = self.client().await?;
+            match client.get_type_files().await {
+                Ok(answer) => {
+                    let mut files: TypeFiles = answer.type_files.into_iter().collect();
+                    files.insert("index.json".to_owned(), answer.index_file);
+                    Ok(Some(files))
+                }
+                Err(status) if status.code() == tonic::Code::Unimplemented => Ok(None),
+                Err(status) => Err(TransportError::InvalidResponse {
+                    message: format!("GetTypeFiles failed: {}", status.message()),
+                }),
+            }
+        })
     }
 }
 

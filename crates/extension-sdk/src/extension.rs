@@ -1,7 +1,7 @@
 //! [`Extension`]: registered handlers, versions and config, dispatching v2 operations and serving them as
 //! an axum [`Router`] (the v2 HTTP routes, `GET /ping`, and optionally the gRPC service).
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::marker::PhantomData;
 use std::sync::Arc;
 
@@ -18,6 +18,7 @@ use cairn_extension_contract::v2::{
     ResourceReference, ResourceSpecification,
 };
 use cairn_extension_contract::{JsonPointer, headers};
+use cairn_extension_types::TypeSet;
 use serde_json::{Value, json};
 
 use crate::config::{ExtensionConfig, echo_config};
@@ -45,6 +46,7 @@ pub struct Extension<C: ExtensionConfig> {
     fallback: Option<Arc<dyn DynHandler<C>>>,
     operations: Option<OperationTracker>,
     config_guard: Option<ConfigGuard<C>>,
+    types: Option<Arc<TypeSet>>,
     _config: PhantomData<fn() -> C>,
 }
 
@@ -61,8 +63,26 @@ impl<C: ExtensionConfig> Extension<C> {
             fallback: None,
             operations: None,
             config_guard: None,
+            types: None,
             _config: PhantomData,
         }
+    }
+
+    /// Declares the extension's resource types and config type (Bicep's type format): served by `GetTypeFiles`
+    /// over gRPC, written by the binaries' `--types DIR`, and checked against by a host before deploy.
+    pub fn types(mut self, types: TypeSet) -> Self {
+        self.types = Some(Arc::new(types));
+        self
+    }
+
+    /// The declared types, if any.
+    pub fn type_set(&self) -> Option<&Arc<TypeSet>> {
+        self.types.as_ref()
+    }
+
+    /// The declared types as files: `index.json` and `types.json`, by name.
+    pub fn type_files(&self) -> Option<BTreeMap<String, String>> {
+        self.types.as_ref().map(|types| types.to_files())
     }
 
     /// Serves another version with the same handlers.

@@ -13,6 +13,9 @@
 //! `x-ms-request-id`/`Date` headers, OData error bodies, and 500 `InternalServerError` for panics.
 //! [`Validator`] aggregates validation errors (`MultipleErrorsOccurred`); [`OperationTracker`] and
 //! [`ReloBoard`] implement stepwise LROs and RELO status.
+//!
+//! An extension may declare its resource types ([`Extension::types`], built with [`types::TypeBuilder`]):
+//! `GetTypeFiles` answers them over gRPC, `--types DIR` writes them, and a host checks bodies against them.
 
 pub mod config;
 pub mod error;
@@ -26,6 +29,7 @@ pub use cairn_extension_contract::v2::{
     Error as ContractError, LongRunningOperation, ResourcePreviewMetadata,
 };
 pub use cairn_extension_contract::{JsonPointer, OperationStatus};
+pub use cairn_extension_types as types;
 pub use config::{ExtensionConfig, NoConfig, echo_config};
 pub use error::{ExtensionError, Validator, codes};
 pub use extension::Extension;
@@ -37,5 +41,5 @@ pub use in_process::InProcessTransport;
 pub use lro::{OperationTracker, ReloBoard};
 pub use serve::{
     Listen, full_router, parse_listen_args, serve, serve_main, serve_main_with_args,
-    termination_signal,
+    termination_signal, type_files_response, types_arg, write_type_files,
 };

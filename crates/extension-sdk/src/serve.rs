@@ -1,13 +1,15 @@
 //! Serving an extension: command-line handling (`--socket PATH`, `--http PORT`, `--listen ADDR`) and one
 //! listener that answers both the v2 HTTP routes and the local-deploy gRPC service.
 
+use std::collections::BTreeMap;
 use std::future::Future;
 use std::net::{Ipv4Addr, SocketAddr};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 
 use axum::Router;
+use cairn_extension_grpc::proto::TypeFilesResponse;
 use cairn_extension_grpc::{BicepExtensionServer, TransportBridge};
 
 use crate::config::ExtensionConfig;
@@ -28,7 +30,8 @@ pub const USAGE: &str = "\
 options (exactly one):
   --socket PATH   serve gRPC (and HTTP v2) on a Unix domain socket
   --http PORT     serve HTTP v2 and gRPC (h2c) on 127.0.0.1:PORT (0 = any free port)
-  --listen ADDR   serve HTTP v2 and gRPC on ADDR, e.g. 0.0.0.0:8080";
+  --listen ADDR   serve HTTP v2 and gRPC on ADDR, e.g. 0.0.0.0:8080
+  --types DIR     write the extension's type files (index.json, types.json) into DIR and exit";
 
 /// Parses the serving options. `--wait-for-debugger` is accepted and ignored (Bicep documents it);
 /// `--pipe` is Windows-only and rejected here.
@@ -87,10 +90,59 @@ pub fn parse_listen_args<I: IntoIterator<Item = String>>(args: I) -> Result<List
 /// which bridges every gRPC call to the same v2 routes (as the extension's primary version).
 pub fn full_router<C: ExtensionConfig>(extension: Extension<C>) -> Router {
     let version = extension.primary_version().to_owned();
+    let type_files = extension.type_files();
     let v2 = extension.router();
-    let bridge = TransportBridge::new(Arc::new(InProcessTransport::new(v2.clone())), version);
+    let mut bridge = TransportBridge::new(Arc::new(InProcessTransport::new(v2.clone())), version);
+    if let Some(files) = type_files {
+        bridge = bridge.with_type_files(type_files_response(files));
+    }
     let grpc = BicepExtensionServer::new(Arc::new(bridge));
     v2.route_service("/extension.BicepExtension/{*method}", grpc)
+}
+
+/// `GetTypeFiles`' answer: the content of `index.json`, and every other file by the name `index.json` uses.
+pub fn type_files_response(mut files: BTreeMap<String, String>) -> TypeFilesResponse {
+    let index_file = files.remove("index.json").unwrap_or_default();
+    TypeFilesResponse {
+        index_file,
+        type_files: files.into_iter().collect(),
+    }
+}
+
+/// Writes the extension's type files into `dir` (created if missing): what `--types DIR` does.
+pub fn write_type_files<C: ExtensionConfig>(
+    extension: &Extension<C>,
+    dir: &Path,
+) -> Result<Vec<PathBuf>, String> {
+    let files = extension
+        .type_files()
+        .ok_or_else(|| format!("{} declares no types", extension.name()))?;
+    std::fs::create_dir_all(dir)
+        .map_err(|err| format!("cannot create {}: {err}", dir.display()))?;
+    let mut written = Vec::new();
+    for (name, text) in files {
+        let path = dir.join(&name);
+        std::fs::write(&path, text + "\n")
+            .map_err(|err| format!("cannot write {}: {err}", path.display()))?;
+        written.push(path);
+    }
+    Ok(written)
+}
+
+/// The directory of `--types DIR` (or `--types=DIR`) among `args`, if given: such a run writes the type files and
+/// exits instead of serving.
+pub fn types_arg(args: &[String]) -> Result<Option<PathBuf>, String> {
+    let mut found = None;
+    let mut iter = args.iter();
+    while let Some(arg) = iter.next() {
+        if arg == "--types" {
+            let dir = iter.next().ok_or("--types needs a directory")?;
+            found = Some(PathBuf::from(dir));
+        } else if let Some(dir) = arg.strip_prefix("--types=") {
+            found = Some(PathBuf::from(dir));
+        }
+    }
+    Ok(found)
 }
 
 /// Serves `router` on `listen` until `shutdown` completes. `on_ready` receives the bound address text
@@ -161,6 +213,28 @@ pub fn serve_main_with_args<C: ExtensionConfig, I: IntoIterator<Item = String>>(
     extension: Extension<C>,
     args: I,
 ) -> ExitCode {
+    let args: Vec<String> = args.into_iter().collect();
+    match types_arg(&args) {
+        Ok(Some(dir)) => {
+            return match write_type_files(&extension, &dir) {
+                Ok(written) => {
+                    for path in written {
+                        println!("wrote {}", path.display());
+                    }
+                    ExitCode::SUCCESS
+                }
+                Err(message) => {
+                    eprintln!("{}: {message}", extension.name());
+                    ExitCode::FAILURE
+                }
+            };
+        }
+        Ok(None) => {}
+        Err(message) => {
+            eprintln!("{}: {message}", extension.name());
+            return ExitCode::from(2);
+        }
+    }
     let listen = match parse_listen_args(args) {
         Ok(listen) => listen,
         Err(message) => {

@@ -212,3 +212,97 @@ async fn grpc_over_a_unix_socket() {
     server.await.unwrap().unwrap();
     assert!(!socket.exists(), "the socket file is removed on shutdown");
 }
+
+/// Notes' types: `Test/notes@1.0.0`, a required `name`.
+fn note_types() -> cairn_extension_sdk::types::TypeSet {
+    use cairn_extension_sdk::types::{Flags, TypeBuilder};
+    let mut b = TypeBuilder::new("Notes", "1.0.0");
+    let string = b.string();
+    let body = b.object(
+        "note",
+        vec![("name", string, Flags::REQUIRED | Flags::IDENTIFIER, "")],
+        None,
+    );
+    b.resource("Test/notes", "1.0.0", body);
+    b.finish()
+}
+
+#[tokio::test]
+async fn declared_types_are_served_by_get_type_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let socket = dir.path().join("typed.sock");
+    let extension = Extension::<NoConfig>::new("Notes", "1.0.0")
+        .handler(Notes {
+            store: Arc::default(),
+            tracker: OperationTracker::new(),
+        })
+        .types(note_types());
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let listen = Listen::Socket(socket.clone());
+    let server = tokio::spawn(async move {
+        serve(
+            full_router(extension),
+            &listen,
+            async move {
+                let _ = stopped.await;
+            },
+            |_| {},
+        )
+        .await
+    });
+    let mut client = BicepExtensionClient::new(unix_socket_channel(&socket));
+    let mut files = None;
+    for _ in 0..100 {
+        if let Ok(answer) = client.get_type_files().await {
+            files = Some(answer);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let files = files.expect("GetTypeFiles answers");
+    // What the extension serves loads back as the set it declared.
+    let mut by_name: std::collections::BTreeMap<String, String> =
+        files.type_files.into_iter().collect();
+    by_name.insert("index.json".into(), files.index_file);
+    let loaded =
+        cairn_extension_sdk::types::TypeSet::from_files(&by_name).expect("valid type files");
+    assert_eq!(loaded, note_types());
+    let _ = stop.send(());
+    server.await.unwrap().unwrap();
+}
+
+#[test]
+fn types_flag_writes_the_files_and_nothing_else_runs() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("types");
+    let extension = Extension::<NoConfig>::new("Notes", "1.0.0").types(note_types());
+    let code = cairn_extension_sdk::serve_main_with_args(
+        extension,
+        ["--types".to_owned(), out.display().to_string()],
+    );
+    assert_eq!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::SUCCESS)
+    );
+    let index = std::fs::read_to_string(out.join("index.json")).unwrap();
+    let loaded = cairn_extension_sdk::types::TypeSet::load(&index, |name| {
+        std::fs::read_to_string(out.join(name)).ok()
+    })
+    .unwrap();
+    assert_eq!(loaded, note_types());
+
+    // An extension without types says so and fails.
+    let bare = Extension::<NoConfig>::new("Bare", "1.0.0");
+    let code = cairn_extension_sdk::serve_main_with_args(
+        bare,
+        [
+            "--types".to_owned(),
+            dir.path().join("none").display().to_string(),
+        ],
+    );
+    assert_eq!(
+        format!("{code:?}"),
+        format!("{:?}", std::process::ExitCode::FAILURE)
+    );
+    assert!(!dir.path().join("none").exists());
+}

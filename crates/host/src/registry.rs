@@ -24,7 +24,9 @@
 //! - `timeoutSeconds`: per-request timeout, overriding the host default (60 s).
 //! - `auth`: at most one of `bearerToken` (inline, discouraged), `bearerTokenFile` (relative to the registry
 //!   file, trimmed) or `bearerTokenEnv` (environment variable). Tokens are never printed or listed.
-//! - Relative `binary` and `bearerTokenFile` paths are resolved against the registry file's directory.
+//! - `types`: a directory holding the extension's `index.json` (Bicep's type format) and the files it references;
+//!   with it, templates, deployments and stacks check this extension's resource bodies before anything runs.
+//! - Relative `binary`, `bearerTokenFile` and `types` paths are resolved against the registry file's directory.
 
 use crate::draft_transport::RestDraftTransport;
 use crate::http_transport::{
@@ -34,6 +36,7 @@ use crate::secret::Redacted;
 use cairn_extension_contract::transport::{
     BoxFuture, ExtensionTransport, TransportError, TransportRequest, TransportResponse,
 };
+use cairn_extension_types::TypeSet;
 use serde::{Deserialize, Serialize};
 use std::collections::HashMap;
 use std::fmt;
@@ -88,6 +91,9 @@ pub struct ExtensionEntry {
     /// Bearer token source.
     #[serde(default)]
     pub auth: Option<AuthSpec>,
+    /// Directory holding the extension's `index.json` and the type files it references.
+    #[serde(default)]
+    pub types: Option<PathBuf>,
 }
 
 /// How an extension is reached.
@@ -164,6 +170,9 @@ pub struct TransportFactories {
     pub grpc_launcher: Option<GrpcLauncher>,
     /// Overrides the REST draft's 10..=600 s `Retry-After` clamp (tests).
     pub draft_retry_after_seconds: Option<RangeInclusive<u64>>,
+    /// The types of built-in extensions, by the same names as `builtins`: a `builtin` entry gets them unless it
+    /// names a `types` directory of its own.
+    pub builtin_types: HashMap<String, Arc<TypeSet>>,
 }
 
 /// How an extension's versions are matched.
@@ -215,6 +224,9 @@ pub struct RegisteredExtension {
     timeout: Option<Duration>,
     has_bearer_token: bool,
     transport: Arc<dyn ExtensionTransport>,
+    types: Option<Arc<TypeSet>>,
+    /// What the transport answered when asked for type files (`GetTypeFiles`), asked once.
+    fetched: tokio::sync::OnceCell<Option<Arc<TypeSet>>>,
 }
 
 impl RegisteredExtension {
@@ -229,7 +241,51 @@ impl RegisteredExtension {
             timeout: None,
             has_bearer_token: false,
             transport,
+            types: None,
+            fetched: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The extension's resource types, which resource bodies are checked against before deploy.
+    pub fn with_types(mut self, types: Arc<TypeSet>) -> Self {
+        self.types = Some(types);
+        self
+    }
+
+    /// The extension's resource types, when known: given (a built-in's, a `types` directory) or, once
+    /// [`RegisteredExtension::fetch_types`] has asked, what the extension itself published.
+    pub fn types(&self) -> Option<&Arc<TypeSet>> {
+        self.types
+            .as_ref()
+            .or_else(|| self.fetched.get().and_then(Option::as_ref))
+    }
+
+    /// The extension's types, asking the extension (`GetTypeFiles` over local gRPC) the first time when none
+    /// were given. An extension that publishes none, or files that do not load, leave it without types: bodies
+    /// are then not checked, as before types existed (logged, never an error of the deployment).
+    pub async fn fetch_types(&self) -> Option<Arc<TypeSet>> {
+        if let Some(types) = &self.types {
+            return Some(Arc::clone(types));
+        }
+        self.fetched
+            .get_or_init(|| async {
+                match self.transport.type_files().await {
+                    Ok(Some(files)) => match TypeSet::from_files(&files) {
+                        Ok(types) => Some(Arc::new(types)),
+                        Err(error) => {
+                            tracing::warn!(extension = %self.name, %error, "the extension's type files do not load");
+                            None
+                        }
+                    },
+                    Ok(None) => None,
+                    Err(error) => {
+                        tracing::warn!(extension = %self.name, %error, "the extension's type files could not be fetched");
+                        None
+                    }
+                }
+            })
+            .await
+            .clone()
     }
 
     /// Sets what `list()` shows as the transport kind (e.g. `"builtin"`) and target (e.g. its name).
@@ -435,6 +491,20 @@ impl Registry {
                     ("builtin", builtin.clone(), transport)
                 }
             };
+            let types = match (&entry.types, &entry.transport) {
+                (Some(dir), _) => {
+                    let dir = if dir.is_relative() {
+                        base_dir.join(dir)
+                    } else {
+                        dir.clone()
+                    };
+                    Some(Arc::new(load_types(&dir).map_err(&invalid)?))
+                }
+                (None, TransportSpec::Builtin { builtin }) => {
+                    factories.builtin_types.get(builtin).cloned()
+                }
+                (None, _) => None,
+            };
             registry.register(RegisteredExtension {
                 name: entry.name.clone(),
                 version: entry.version.trim().to_owned(),
@@ -444,9 +514,22 @@ impl Registry {
                 timeout: entry.timeout_seconds.map(Duration::from_secs),
                 has_bearer_token,
                 transport,
+                types,
+                fetched: tokio::sync::OnceCell::new(),
             });
         }
         Ok(registry)
+    }
+
+    /// The resource types of the extension serving `name` at `version`, when they are known (see
+    /// [`RegisteredExtension::types`]).
+    pub fn types(&self, name: &str, version: &str) -> Option<Arc<TypeSet>> {
+        self.resolve(name, version)?.types().cloned()
+    }
+
+    /// [`Registry::types`], asking the extension for them first if it was not asked yet.
+    pub async fn fetch_types(&self, name: &str, version: &str) -> Option<Arc<TypeSet>> {
+        self.resolve(name, version)?.fetch_types().await
     }
 
     /// The extension serving `name` at `version`: exact matches first, then the first matching range.
@@ -468,6 +551,16 @@ impl Registry {
     pub fn list(&self) -> Vec<ExtensionListing> {
         self.entries.iter().map(|entry| entry.listing()).collect()
     }
+}
+
+/// Reads a types directory: its `index.json` and every file that references, by plain names inside it (the
+/// type set refuses any other path before it is read).
+pub fn load_types(dir: &Path) -> Result<TypeSet, String> {
+    let index_path = dir.join("index.json");
+    let index = std::fs::read_to_string(&index_path)
+        .map_err(|error| format!("cannot read {}: {error}", index_path.display()))?;
+    TypeSet::load(&index, |name| std::fs::read_to_string(dir.join(name)).ok())
+        .map_err(|error| format!("the types in {} are not valid: {error}", dir.display()))
 }
 
 fn read_token(
@@ -563,6 +656,51 @@ mod tests {
 
     fn env(name: &str) -> Option<String> {
         (name == "ACME_TOKEN").then(|| "t0ken".to_owned())
+    }
+
+    #[test]
+    fn entries_carry_types_from_their_directory_or_their_builtin() {
+        let dir = tempfile::tempdir().unwrap();
+        let types = dir.path().join("widgets-types");
+        std::fs::create_dir(&types).unwrap();
+        std::fs::write(
+            types.join("index.json"),
+            r##"{"resources":{"Widget@1.0.0":{"$ref":"types.json#/1"}}}"##,
+        )
+        .unwrap();
+        std::fs::write(
+            types.join("types.json"),
+            r##"[{"$type":"ObjectType","name":"w","properties":{}},{"$type":"ResourceType","name":"Widget@1.0.0","body":{"$ref":"#/0"}}]"##,
+        )
+        .unwrap();
+        let mut factories = factories();
+        let builtin = cairn_extension_types::TypeBuilder::new("Local", "1.0.0").finish();
+        factories
+            .builtin_types
+            .insert("local".into(), Arc::new(builtin));
+        let file = r#"{ "extensions": [
+            { "name": "Widgets", "version": "1.0.0", "transport": { "kind": "http", "url": "http://127.0.0.1:9" },
+              "types": "widgets-types" },
+            { "name": "Local", "version": "1.0.0", "transport": { "kind": "builtin", "builtin": "local" } },
+            { "name": "Plain", "version": "1.0.0", "transport": { "kind": "http", "url": "http://127.0.0.1:9" } }
+        ] }"#;
+        let registry = Registry::from_json(file, dir.path(), &factories, &env).unwrap();
+        let widgets = registry
+            .types("widgets", "1.0.0")
+            .expect("from the directory");
+        assert!(widgets.resource("Widget", None, None).is_some());
+        assert!(registry.types("Local", "1.0.0").is_some());
+        assert!(registry.types("Plain", "1.0.0").is_none());
+
+        // A directory that is missing or holds broken files refuses the entry, naming it.
+        std::fs::write(types.join("types.json"), "[").unwrap();
+        let error = Registry::from_json(file, dir.path(), &factories, &env).unwrap_err();
+        assert!(
+            matches!(&error, RegistryError::InvalidEntry { index: 0, .. }),
+            "{error}"
+        );
+        let missing = file.replace("widgets-types", "nowhere");
+        assert!(Registry::from_json(&missing, dir.path(), &factories, &env).is_err());
     }
 
     #[test]

@@ -624,8 +624,24 @@ impl Reader {
             ignored.extend(metadata.read_only.into_iter().flatten());
             ignored.extend(metadata.calculated.into_iter().flatten());
         }
+        // And the properties its declared types mark read-only, whatever its preview says.
+        let mut live = live.properties;
+        let mut applied = applied.clone();
+        if let Some(types) = host.registry().types(&extension.name, &extension.version)
+            && let Some(id) = types
+                .resource(
+                    &resource_type[..],
+                    resource.api_version.as_deref(),
+                    Some(extension.version.as_str()),
+                )
+                .or(types.fallback())
+        {
+            for side in [&mut live, &mut applied] {
+                cairn_template::resource_types::types::without_read_only(&types, id, side);
+            }
+        }
         Ok(Some(changes(
-            &json!({ "properties": live.properties }),
+            &json!({ "properties": live }),
             Some(&json!({ "properties": applied })),
             &ignored,
         )))

@@ -14,6 +14,7 @@ pub mod expand;
 pub mod model;
 pub mod params;
 pub mod plan;
+pub mod resource_types;
 pub mod runtime;
 pub mod types;
 

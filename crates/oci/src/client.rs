@@ -237,7 +237,10 @@ impl OciClient {
             *connection = Some((client, source));
         }
         let Some((client, source)) = connection.as_ref() else {
-            unreachable!("connected above")
+            return Err(OciError::Registry {
+                registry: reference.registry.clone(),
+                message: "no connection to the registry".into(),
+            });
         };
         let mut data =
             Vec::with_capacity(usize::try_from(descriptor.size).unwrap_or(0).min(1 << 28));

@@ -45,6 +45,19 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 fi
 
+# --- An OCI registry and skopeo for the extension artifact tests (crates/testregistry, crates/oci, the CLI's
+# oci_cli test) -------------------------------------------------------------------------------------------------
+# The tests start Debian's `docker-registry` (the CNCF distribution registry) themselves on loopback ports in temp
+# directories, with and without basic auth; skopeo is the independent OCI client of the interop tests.
+if ! command -v docker-registry >/dev/null 2>&1 || ! command -v skopeo >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: the OCI registry or skopeo is missing; install them with: sudo apt-get install -y docker-registry skopeo" >&2
+    exit 2
+  fi
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y docker-registry skopeo
+fi
+
 # --- Python for the Azure SDK tests and the request-size test's `requests` client -----------------------------
 # Creates target/pyenv once and installs the official SDK (which brings `requests`), pytest and cryptography (for
 # the test's self-signed certificate) from PyPI (a no-op when already there).

@@ -53,6 +53,40 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         ],
     ),
     (
+        "extension pull",
+        &[(
+            "Pull an extension artifact into the cache",
+            "cairn extension pull br:registry.example/ext/widgets:1.0.0",
+        )],
+    ),
+    (
+        "extension show",
+        &[(
+            "Show an artifact's digest, platforms and types",
+            "cairn extension show br:registry.example/ext/widgets:1.0.0",
+        )],
+    ),
+    (
+        "extension publish",
+        &[
+            (
+                "Publish an extension for Linux and macOS",
+                "cairn extension publish types/index.json --bin-linux-x64 bin/ext-linux --bin-osx-arm64 bin/ext-osx --target br:registry.example/ext/widgets:1.0.0",
+            ),
+            (
+                "Write the artifact to an OCI layout directory",
+                "cairn extension publish types/index.json --bin-linux-x64 bin/ext --target ./widgets-oci",
+            ),
+        ],
+    ),
+    (
+        "extension lock",
+        &[(
+            "Accept a moved tag: pin the digest it names now",
+            "cairn extension lock -f main.json --upgrade",
+        )],
+    ),
+    (
         "extension serve-local",
         &[(
             "Serve the Local extension on port 8080",

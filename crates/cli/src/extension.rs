@@ -1,5 +1,6 @@
-//! `cairn extension ...`: the extension registry, the conformance kit and the built-in extensions (Local,
-//! PostgreSql, Kubernetes).
+//! `cairn extension ...`: the extension registry, the conformance kit, the built-in extensions (Local,
+//! PostgreSql, Kubernetes), and extensions as OCI artifacts (`pull`, `show`, `publish`, `lock`; registry entries
+//! of kind `oci` and `bicepconfig.json` `extensions` beside the template, pinned by `cairn.lock.json`).
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -10,7 +11,8 @@ use cairn_conformance::{Options, Profile, Protocol};
 use cairn_extension_contract::ExtensionTransport;
 use cairn_extension_grpc::{LaunchSpec, LocalProcessTransport};
 use cairn_host::http_transport::{HttpV2Transport, default_http_client};
-use cairn_host::{ExtensionListing, GrpcLaunch, Redacted, Registry, TransportFactories};
+use cairn_host::{ExtensionListing, GrpcLaunch, OciLaunch, Redacted, Registry, TransportFactories};
+use cairn_oci::{ArtifactRef, OciSource, OciTransport, Pin};
 use clap::{Args, Subcommand, ValueEnum};
 
 use crate::output::{Format, OutputArgs, TableView};
@@ -28,6 +30,17 @@ pub(crate) enum ExtensionCommand {
     Conformance(Box<ConformanceArgs>),
     /// Serve the built-in Local extension over HTTP v2 and gRPC.
     ServeLocal(ServeLocalArgs),
+    /// Pull an extension artifact (`br:REGISTRY/REPO:TAG`, `@sha256:...`, or `br/ALIAS:PATH:TAG`) into the cache
+    /// under $CAIRN_HOME/oci, checking every digest, and print what it holds.
+    Pull(crate::extension_oci::PullArgs),
+    /// Show an extension artifact's manifest digest, platforms and types (`index.json` settings) without its
+    /// binary.
+    Show(crate::extension_oci::PullArgs),
+    /// Publish an extension as the OCI artifact Bicep's `publish-extension` writes: a types layer from
+    /// index.json and one binary per platform, to `br:REGISTRY/REPO:TAG` or an OCI layout directory.
+    Publish(crate::extension_oci::PublishArgs),
+    /// Pin the OCI extensions a template uses to their manifest digests in cairn.lock.json beside it.
+    Lock(crate::extension_oci::LockArgs),
 }
 
 #[derive(Args)]
@@ -178,6 +191,10 @@ pub(crate) fn run(cmd: ExtensionCommand) -> anyhow::Result<ExitCode> {
         ExtensionCommand::List(args) => list(&args),
         ExtensionCommand::Conformance(args) => conformance(*args),
         ExtensionCommand::ServeLocal(args) => Ok(serve_local(args)),
+        ExtensionCommand::Pull(args) => crate::extension_oci::pull(&args, true),
+        ExtensionCommand::Show(args) => crate::extension_oci::pull(&args, false),
+        ExtensionCommand::Publish(args) => crate::extension_oci::publish(&args),
+        ExtensionCommand::Lock(args) => crate::extension_oci::lock(&args),
     }
 }
 
@@ -215,6 +232,28 @@ pub(crate) fn transport_factories(
         spec.args = launch.args.clone();
         Ok(Arc::new(LocalProcessTransport::new(spec)) as Arc<dyn ExtensionTransport>)
     }));
+    factories.oci_launcher = Some(Arc::new(|launch: &OciLaunch| {
+        let project = crate::extension_oci::project();
+        let config = project.and_then(|p| p.bicep_config.as_ref());
+        let reference =
+            ArtifactRef::parse(&launch.reference, config).map_err(|error| error.to_string())?;
+        // An entry's own digest pins it; otherwise the lock file beside the template, when a command has one.
+        let pin = match (&launch.digest, project) {
+            (Some(digest), _) => Pin::Digest(digest.clone()),
+            (None, Some(project)) => Pin::LockFile(project.lock_path()),
+            (None, None) => Pin::None,
+        };
+        let source = OciSource {
+            name: launch.name.clone(),
+            version: launch.version.clone(),
+            reference,
+            pin,
+        };
+        Ok(
+            Arc::new(OciTransport::new(source, crate::extension_oci::client(&[])))
+                as Arc<dyn ExtensionTransport>,
+        )
+    }));
     factories
 }
 
@@ -241,6 +280,24 @@ pub(crate) fn load_registry(
             .with_context(|| format!("cannot load the extension registry {}", path.display()))?,
         None => Registry::new(),
     };
+    // The template's `bicepconfig.json` names artifacts by alias: after the registry file (an operator's own
+    // entries win), before the built-ins (a project may bring its own version of one).
+    if let Some(project) = crate::extension_oci::project() {
+        for (name, version, source) in project.oci_sources()? {
+            if registry.resolve(&name, &version).is_none() {
+                let shown = source.reference.to_string();
+                let client = crate::extension_oci::client(&[]);
+                registry.register(
+                    cairn_host::RegisteredExtension::new(
+                        &name,
+                        &version,
+                        Arc::new(OciTransport::new(source, client)),
+                    )
+                    .with_description("oci", shown),
+                );
+            }
+        }
+    }
     for builtin in BUILTINS {
         if registry.resolve(builtin.name, builtin.version).is_none() {
             registry.register(

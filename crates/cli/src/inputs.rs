@@ -243,6 +243,19 @@ pub(crate) fn read_template_inputs(
     if let Some((_, model)) = &template {
         check_inline_names(model, &inputs.inline)?;
     }
+    // OCI extensions resolve through the bicepconfig.json near the template and pin in the lock file beside it.
+    let template_path = source.template_file.clone().or_else(|| {
+        bicepparams
+            .first()
+            .map(|word| PathBuf::from(word.strip_prefix('@').unwrap_or(word)))
+    });
+    if let (Some((json, _)), Some(path)) = (&template, template_path) {
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(Path::new("."));
+        crate::extension_oci::set_project(dir, json)?;
+    }
     Ok(TemplateInputs {
         files: crate::check::InputFiles {
             sources,

@@ -8,6 +8,7 @@ mod client;
 mod deployment;
 mod examples;
 mod extension;
+mod extension_oci;
 mod group;
 mod inputs;
 mod keyvault;

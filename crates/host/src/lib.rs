@@ -30,7 +30,8 @@ pub use host::{
     ExtensionKey, PendingDelete, PreviewRequest, PreviewResult, ResourceLocator,
 };
 pub use registry::{
-    ExtensionListing, GrpcLaunch, GrpcLauncher, RegisteredExtension, Registry, TransportFactories,
+    ExtensionListing, GrpcLaunch, GrpcLauncher, OciLaunch, OciLauncher, RegisteredExtension,
+    Registry, TransportFactories,
 };
 pub use secret::{EchoedConfig, ExtensionConfig, Redacted};
 pub use settings::{HostSettings, RetryPolicy};

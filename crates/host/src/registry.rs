@@ -10,7 +10,9 @@
 //!     { "name": "Legacy", "version": "1.0.0", "transport": { "kind": "restDraft", "url": "https://legacy.example" },
 //!       "auth": { "bearerTokenFile": "secrets/legacy.token" } },
 //!     { "name": "Local", "version": "1.0.0", "transport": { "kind": "builtin", "builtin": "local" } },
-//!     { "name": "Dsc", "version": ">=0.1.0, <1.0.0", "transport": { "kind": "grpc", "binary": "bin/dsc-ext", "args": [] } }
+//!     { "name": "Dsc", "version": ">=0.1.0, <1.0.0", "transport": { "kind": "grpc", "binary": "bin/dsc-ext", "args": [] } },
+//!     { "name": "Widgets", "version": "1.0.0",
+//!       "transport": { "kind": "oci", "reference": "br:registry.example/ext/widgets:1.0.0", "digest": "sha256:..." } }
 //!   ]
 //! }
 //! ```
@@ -20,7 +22,9 @@
 //!   or a SemVer range (`^1.2`, `>=1.0.0, <2.0.0`, `*`). Exact entries win over ranges; otherwise the first
 //!   matching entry in file order wins.
 //! - `transport.kind`: `http` (v2.0.0 contract), `restDraft` (vnext-A), `grpc` (local binary, started by the
-//!   gRPC launcher the embedding program supplies), `builtin` (an in-process transport supplied by name).
+//!   gRPC launcher the embedding program supplies), `builtin` (an in-process transport supplied by name), `oci`
+//!   (an extension artifact in an OCI registry, `br:` reference and optional manifest `digest` pin; pulled and
+//!   run as a local gRPC binary by the OCI launcher the embedding program supplies).
 //! - `timeoutSeconds`: per-request timeout, overriding the host default (60 s).
 //! - `auth`: at most one of `bearerToken` (inline, discouraged), `bearerTokenFile` (relative to the registry
 //!   file, trimmed) or `bearerTokenEnv` (environment variable). Tokens are never printed or listed.
@@ -112,6 +116,12 @@ pub enum TransportSpec {
     },
     /// An in-process built-in, by name.
     Builtin { builtin: String },
+    /// An extension artifact in an OCI registry, run as a local gRPC binary.
+    Oci {
+        reference: String,
+        #[serde(default)]
+        digest: Option<String>,
+    },
 }
 
 /// Where a bearer token comes from.
@@ -155,6 +165,25 @@ pub struct GrpcLaunch {
     pub args: Vec<String>,
 }
 
+/// What the OCI launcher hook receives.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OciLaunch {
+    /// Extension name.
+    pub name: String,
+    /// Version or range as registered.
+    pub version: String,
+    /// The `br:` reference.
+    pub reference: String,
+    /// The manifest digest the entry pins, if any.
+    pub digest: Option<String>,
+    /// The registry file's directory (relative paths in the launcher's own settings resolve against it).
+    pub base_dir: PathBuf,
+}
+
+/// Builds a transport for an OCI extension artifact. It should pull and start it lazily, on first use.
+pub type OciLauncher =
+    Arc<dyn Fn(&OciLaunch) -> Result<Arc<dyn ExtensionTransport>, String> + Send + Sync>;
+
 /// Builds a transport for a gRPC binary. It should start the process lazily, on first use.
 pub type GrpcLauncher =
     Arc<dyn Fn(&GrpcLaunch) -> Result<Arc<dyn ExtensionTransport>, String> + Send + Sync>;
@@ -168,6 +197,8 @@ pub struct TransportFactories {
     pub builtins: HashMap<String, Arc<dyn ExtensionTransport>>,
     /// Launcher for gRPC binaries; entries load without it but fail with "unavailable" when called.
     pub grpc_launcher: Option<GrpcLauncher>,
+    /// Launcher for OCI artifacts; entries load without it but fail with "unavailable" when called.
+    pub oci_launcher: Option<OciLauncher>,
     /// Overrides the REST draft's 10..=600 s `Retry-After` clamp (tests).
     pub draft_retry_after_seconds: Option<RangeInclusive<u64>>,
     /// The types of built-in extensions, by the same names as `builtins`: a `builtin` entry gets them unless it
@@ -357,9 +388,9 @@ pub struct ExtensionListing {
     pub name: String,
     /// Version or range.
     pub version: String,
-    /// `http`, `restDraft`, `grpc`, `builtin` or `custom`.
+    /// `http`, `restDraft`, `grpc`, `builtin`, `oci` or `custom`.
     pub transport: String,
-    /// URL (without user info), binary path or built-in name.
+    /// URL (without user info), binary path, built-in name or OCI reference (with its pinned digest).
     pub target: String,
     /// Per-request timeout override.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -490,6 +521,45 @@ impl Registry {
                     })?;
                     ("builtin", builtin.clone(), transport)
                 }
+                TransportSpec::Oci { reference, digest } => {
+                    if has_bearer_token {
+                        return Err(invalid(
+                            "OCI extensions take no bearer token (registry credentials come from Docker's \
+                             config file or the environment)"
+                                .into(),
+                        ));
+                    }
+                    if !reference.starts_with("br:") && !reference.starts_with("br/") {
+                        return Err(invalid(format!(
+                            "the reference '{reference}' must start with 'br:' (br:<registry>/<repository>:<tag>)"
+                        )));
+                    }
+                    if let Some(digest) = digest
+                        && !is_sha256_digest(digest)
+                    {
+                        return Err(invalid(format!(
+                            "'{digest}' is not a sha256 digest (sha256:<64 hex digits>)"
+                        )));
+                    }
+                    let launch = OciLaunch {
+                        name: entry.name.clone(),
+                        version: entry.version.trim().to_owned(),
+                        reference: reference.clone(),
+                        digest: digest.clone(),
+                        base_dir: base_dir.to_path_buf(),
+                    };
+                    let transport: Arc<dyn ExtensionTransport> = match &factories.oci_launcher {
+                        Some(launcher) => launcher(&launch).map_err(&invalid)?,
+                        None => Arc::new(UnavailableTransport {
+                            reason: "no OCI launcher is configured in this program".into(),
+                        }),
+                    };
+                    let target = match digest {
+                        Some(digest) => format!("{reference}@{digest}"),
+                        None => reference.clone(),
+                    };
+                    ("oci", target, transport)
+                }
             };
             let types = match (&entry.types, &entry.transport) {
                 (Some(dir), _) => {
@@ -603,6 +673,16 @@ fn read_token(
     Ok(Some(Redacted::new(token)))
 }
 
+/// Whether `text` is `sha256:` and 64 lowercase hex digits.
+fn is_sha256_digest(text: &str) -> bool {
+    text.strip_prefix("sha256:").is_some_and(|hex| {
+        hex.len() == 64
+            && hex
+                .chars()
+                .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c))
+    })
+}
+
 /// The URL for listings, without user info.
 fn display_url(url: &str) -> String {
     match reqwest::Url::parse(url) {
@@ -651,7 +731,8 @@ mod tests {
         { "name": "Acme", "version": "1.3.0", "transport": { "kind": "restDraft", "url": "http://127.0.0.1:2" } },
         { "name": "Local", "version": "1.0.0", "transport": { "kind": "builtin", "builtin": "local" } },
         { "name": "Dsc", "version": ">=0.1.0, <1.0.0", "transport": { "kind": "grpc", "binary": "bin/dsc" } },
-        { "name": "Opaque", "version": "v2-beta", "transport": { "kind": "http", "url": "http://127.0.0.1:3" } }
+        { "name": "Opaque", "version": "v2-beta", "transport": { "kind": "http", "url": "http://127.0.0.1:3" } },
+        { "name": "Widgets", "version": "1.0.0", "transport": { "kind": "oci", "reference": "br:127.0.0.1:5000/ext/widgets:1.0.0" } }
     ] }"#;
 
     fn env(name: &str) -> Option<String> {
@@ -735,7 +816,9 @@ mod tests {
         let registry =
             Registry::from_json(FILE, Path::new("/etc/cairn"), &factories(), &env).unwrap();
         let listing = registry.list();
-        assert_eq!(listing.len(), 5);
+        assert_eq!(listing.len(), 6);
+        assert_eq!(listing[5].transport, "oci");
+        assert_eq!(listing[5].target, "br:127.0.0.1:5000/ext/widgets:1.0.0");
         assert_eq!(listing[0].target, "http://127.0.0.1:1/ext");
         assert!(listing[0].bearer_token);
         assert_eq!(listing[0].timeout_seconds, Some(5));
@@ -784,6 +867,14 @@ mod tests {
                 r#"{ "extensions": [ { "name": "", "version": "1.0.0", "transport": { "kind": "http", "url": "http://x" } } ] }"#,
                 "empty",
             ),
+            (
+                r#"{ "extensions": [ { "name": "W", "version": "1.0.0", "transport": { "kind": "oci", "reference": "oci://x/y:1" } } ] }"#,
+                "must start with 'br:'",
+            ),
+            (
+                r#"{ "extensions": [ { "name": "W", "version": "1.0.0", "transport": { "kind": "oci", "reference": "br:x/y:1", "digest": "sha256:12" } } ] }"#,
+                "not a sha256 digest",
+            ),
         ];
         for (text, expected) in cases {
             let error = Registry::from_json(text, Path::new("/"), &factories(), &env).unwrap_err();
@@ -797,6 +888,30 @@ mod tests {
         )
         .unwrap_err();
         assert!(matches!(error, RegistryError::Parse { .. }), "{error}");
+    }
+
+    #[test]
+    fn oci_launcher_receives_the_reference_and_pin() {
+        let mut factories = factories();
+        let digest = format!("sha256:{}", "ab".repeat(32));
+        let expected = digest.clone();
+        let launcher: OciLauncher = Arc::new(move |launch: &OciLaunch| {
+            assert_eq!(launch.name, "Widgets");
+            assert_eq!(launch.reference, "br:127.0.0.1:5000/ext/widgets:1.0.0");
+            assert_eq!(launch.digest.as_deref(), Some(expected.as_str()));
+            assert_eq!(launch.base_dir, PathBuf::from("/etc/cairn"));
+            Ok(Arc::new(UnavailableTransport {
+                reason: "launched".into(),
+            }) as Arc<dyn ExtensionTransport>)
+        });
+        factories.oci_launcher = Some(launcher);
+        let text = format!(
+            r#"{{ "extensions": [ {{ "name": "Widgets", "version": "1.0.0", "transport": {{ "kind": "oci", "reference": "br:127.0.0.1:5000/ext/widgets:1.0.0", "digest": "{digest}" }} }} ] }}"#
+        );
+        let registry =
+            Registry::from_json(&text, Path::new("/etc/cairn"), &factories, &env).unwrap();
+        assert!(registry.list()[0].target.ends_with(&digest));
+        assert!(registry.resolve("widgets", "1.0.0").is_some());
     }
 
     #[test]

@@ -197,12 +197,14 @@ pub(crate) fn compare(
                 code: RESOURCE_EXISTS_UNMANAGED.into(),
                 message: if adopt {
                     format!(
-                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack will take                          it over ('adoptExistingResources').",
+                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack will take \
+                         it over ('adoptExistingResources').",
                         resource.key()
                     )
                 } else {
                     format!(
-                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack's                          deployment will leave it unchanged and fail it, unless 'adoptExistingResources' is true.",
+                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack's \
+                         deployment will leave it unchanged and fail it, unless 'adoptExistingResources' is true.",
                         resource.key()
                     )
                 },
@@ -559,11 +561,15 @@ mod tests {
                     (RESOURCE_EXISTS_UNMANAGED, level)
                 ]
             );
-            assert!(
-                computed.diagnostics[0]
-                    .message
-                    .contains("exists, unmanaged")
-            );
+            for diagnostic in &computed.diagnostics {
+                assert!(diagnostic.message.contains("exists, unmanaged"));
+                // The message is one line however the source wraps it.
+                assert!(
+                    !diagnostic.message.contains("  "),
+                    "stray spaces: {}",
+                    diagnostic.message
+                );
+            }
         }
     }
 }

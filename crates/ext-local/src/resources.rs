@@ -573,6 +573,34 @@ impl ResourceHandler<LocalConfig> for FileHandler {
     }
 }
 
+/// How many entries a directory holds and the first few of their names (sorted, `/` after a directory's), so
+/// that an error says what is in the way.
+fn entries_in_the_way(directory: &Path) -> (usize, String) {
+    const NAMED: usize = 5;
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        format!("{name}/")
+                    } else {
+                        name
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let count = names.len();
+    let mut named = names.into_iter().take(NAMED).collect::<Vec<_>>().join(", ");
+    if count > NAMED {
+        named.push_str(&format!(" and {} more", count - NAMED));
+    }
+    (count, named)
+}
+
 /// The `Directory` resource type.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DirectoryHandler;
@@ -676,11 +704,13 @@ impl ResourceHandler<LocalConfig> for DirectoryHandler {
                 Ok(()) => Ok(Deleted::Gone),
                 Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Deleted::Gone),
                 Err(err) if err.kind() == io::ErrorKind::DirectoryNotEmpty => {
-                    let entries = std::fs::read_dir(&resolved).map(Iterator::count).unwrap_or(0);
+                    let (entries, named) = entries_in_the_way(&resolved);
                     Err(ExtensionError::conflict(
                         "DirectoryNotEmpty",
                         format!(
-                            "The directory '{path}' still holds {entries} entr{}; the Local extension only deletes empty directories. Delete its contents first (declare Files inside it with a dependency on the Directory so they are deleted before it).",
+                            "The directory '{path}' still holds {entries} entr{} ({named}); the Local extension only \
+                             deletes empty directories. Delete its contents first (declare Files inside it with a \
+                             dependency on the Directory so they are deleted before it).",
                             if entries == 1 { "y" } else { "ies" }
                         ),
                     )

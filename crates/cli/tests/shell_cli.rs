@@ -31,6 +31,26 @@ fn completion_scripts_for_every_shell() {
     cli.usage_error(&["completion", "tcsh"]);
 }
 
+/// A reader that stops early (`cairn completion zsh | head -3`, `cairn man | head`) closes the pipe: cairn stops
+/// quietly with exit 0, as other CLIs do, instead of panicking.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    for args in [&["completion", "zsh"][..], &["man"][..]] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before cairn writes anything: every write of it fails.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn man_pages_with_examples() {
     let cli = Cli::new();

@@ -745,11 +745,12 @@ async fn create(
     let Some(stack) = follow(backend, &scope, name, &mut watch, poll, ended, None).await? else {
         return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
     };
-    emit_stack(&a.stack.out, &stack)?;
+    // A failed operation prints its error alone, as a failed deployment does: the record is `stack show`'s.
     if failed(&stack) {
         report_stack_error(&stack, name, files);
         return Ok(ExitCode::from(output::EXIT_FAILED));
     }
+    emit_stack(&a.stack.out, &stack)?;
     Ok(ExitCode::SUCCESS)
 }
 

@@ -1119,3 +1119,68 @@ fn an_arm_api_call_in_a_parameters_file_is_kept_as_a_directive() {
     );
     assert!(!root.join("a.txt").exists());
 }
+
+/// A stack create that fails (here over a file a deployment made, which no stack manages) prints its error alone
+/// on stderr and exits 1, as a failed deployment does: no stack record on stdout. `--adopt` then takes the file
+/// over on purpose.
+#[test]
+fn a_failed_create_prints_only_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let root = dir.path().join("files");
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } }).to_string(),
+    )
+    .unwrap();
+    let file = dir.path().join("main.json");
+    std::fs::write(&file, template(&["a"]).to_string()).unwrap();
+    let (file, params) = (file.to_str().unwrap(), params.to_str().unwrap());
+    ok_json(&home, &["group", "create", "-n", "rg", "-l", "local"]);
+    ok_json(
+        &home,
+        &[
+            "deployment",
+            "group",
+            "create",
+            "-g",
+            "rg",
+            "-f",
+            file,
+            "-p",
+            params,
+        ],
+    );
+    let create = [
+        "stack",
+        "group",
+        "create",
+        "-n",
+        "st",
+        "-g",
+        "rg",
+        "-f",
+        file,
+        "-p",
+        params,
+        "--action-on-unmanage",
+        "deleteAll",
+        "--yes",
+    ];
+    let out = expect(&home, &create, 1);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "",
+        "a failed create printed the stack"
+    );
+    assert!(
+        stderr(&out).contains("DeploymentStackResourceExistsUnmanaged"),
+        "{}",
+        stderr(&out)
+    );
+    let mut adopt = create.to_vec();
+    adopt.push("--adopt");
+    let adopted = stdout_json(&expect(&home, &adopt, 0));
+    assert_eq!(adopted["properties"]["provisioningState"], "succeeded");
+}

@@ -248,6 +248,7 @@ pub(crate) fn read_template_inputs(
         files: crate::check::InputFiles {
             sources,
             has_template: template.is_some(),
+            inline: inputs.inline.clone(),
         },
         template: template.map(|(json, _)| json),
         template_link,

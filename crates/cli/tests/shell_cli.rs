@@ -102,3 +102,26 @@ fn help_ends_with_examples() {
     // Not a terminal: no colour codes.
     assert!(!help.contains('\u{1b}'), "{help}");
 }
+
+/// The client options are taken before the command too, as az takes them (`cairn --server URL deployment ...`).
+#[test]
+fn client_options_before_the_command() {
+    let cli = Cli::new();
+    cli.expect(&["group", "create", "-n", "rg", "-l", "local"], 0);
+    let listed = cli.expect(
+        &[
+            "--subscription",
+            "00000000-0000-0000-0000-000000000000",
+            "group",
+            "list",
+            "--query",
+            "[].name",
+            "-o",
+            "tsv",
+        ],
+        0,
+    );
+    assert_eq!(listed.trim(), "rg");
+    // Nothing listens there: a failure to connect (1), not a usage error (2).
+    cli.expect(&["--server=http://127.0.0.1:9", "group", "list"], 1);
+}

@@ -125,3 +125,23 @@ fn client_options_before_the_command() {
     // Nothing listens there: a failure to connect (1), not a usage error (2).
     cli.expect(&["--server=http://127.0.0.1:9", "group", "list"], 1);
 }
+
+/// `group exists` answers `true` or `false` and exits 0 either way, as az's does.
+#[test]
+fn group_exists_says_true_or_false() {
+    let cli = Cli::new();
+    assert_eq!(
+        cli.expect(&["group", "exists", "-n", "rg"], 0).trim(),
+        "false"
+    );
+    cli.expect(&["group", "create", "-n", "rg", "-l", "local"], 0);
+    assert_eq!(
+        cli.expect(&["group", "exists", "-n", "rg"], 0).trim(),
+        "true"
+    );
+    assert_eq!(
+        cli.expect(&["group", "exists", "-g", "RG", "-o", "tsv"], 0)
+            .trim(),
+        "true"
+    );
+}

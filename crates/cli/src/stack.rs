@@ -272,6 +272,10 @@ struct StackFlags {
 struct CreateArgs {
     #[command(flatten)]
     stack: StackFlags,
+    /// Return once the operation is accepted, printing the stack as accepted (with --server; the in-process
+    /// engine always runs it to its end). `stack show` follows it.
+    #[arg(long)]
+    no_wait: bool,
 }
 
 #[derive(Args)]
@@ -736,6 +740,15 @@ async fn create(
         ended,
         ..
     } = started;
+    if a.no_wait {
+        if let StackBackend::Remote(_) = backend {
+            emit_stack(&a.stack.out, &accepted)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!(
+            "note: --no-wait needs --server; the in-process engine runs the stack operation to its end first"
+        );
+    }
     // The accepted record holds no lists of an earlier operation (a PUT clears them): start from it.
     let mut watch = StackWatch::of_put(name, Some(&accepted));
     for line in watch.observe(&accepted, std::time::Duration::ZERO) {

@@ -229,7 +229,18 @@ async fn directories_are_created_and_only_deleted_when_empty() {
     assert!(root.path().join("out/logs/keep.txt").exists());
 
     std::fs::remove_file(root.path().join("out/logs/keep.txt")).unwrap();
-    std::fs::remove_dir(root.path().join("out/logs/old")).unwrap();
+    // A file deep inside is in the way too, and nothing is removed.
+    std::fs::create_dir_all(root.path().join("out/logs/old/2024/01")).unwrap();
+    std::fs::write(root.path().join("out/logs/old/2024/x.log"), "x").unwrap();
+    let (status, body) = call(
+        Operation::Delete,
+        reference(root.path(), "Directory", "out/logs"),
+    )
+    .await;
+    assert_eq!((status, error_of(&body).0), (409, "DirectoryNotEmpty"));
+    assert!(root.path().join("out/logs/old/2024/01").is_dir());
+    // What is left holds no file (the parents a File made for itself, emptied by its delete): removed with it.
+    std::fs::remove_file(root.path().join("out/logs/old/2024/x.log")).unwrap();
     let (status, _) = call(
         Operation::Delete,
         reference(root.path(), "Directory", "out/logs"),

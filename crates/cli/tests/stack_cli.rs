@@ -1278,3 +1278,92 @@ fn create_no_wait_returns_once_accepted() {
         stderr(&out)
     );
 }
+
+/// A stack deletes a `Directory` whose `File`s live in subdirectories nobody declared (a File makes its parents):
+/// the files go first, then the directory with the parents they left empty.
+#[test]
+fn a_stack_deletes_a_directory_with_files_in_undeclared_subdirectories() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let root = dir.path().join("files");
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } }).to_string(),
+    )
+    .unwrap();
+    let file = |name: &str, path: &str| {
+        (
+            name.to_owned(),
+            json!({ "extension": "local", "type": "File", "dependsOn": ["site"],
+                    "properties": { "path": path, "content": "x\n" } }),
+        )
+    };
+    let mut resources: serde_json::Map<String, Value> = [
+        file("style", "site/css/main.css"),
+        file("script", "site/js/lib/app.js"),
+    ]
+    .into_iter()
+    .collect();
+    resources.insert(
+        "site".into(),
+        json!({ "extension": "local", "type": "Directory", "properties": { "path": "site" } }),
+    );
+    let template = dir.path().join("main.json");
+    std::fs::write(
+        &template,
+        json!({
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.0",
+            "contentVersion": "1.0.0.0",
+            "extensions": { "local": { "name": "Local", "version": "1.0.0" } },
+            "resources": resources
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (template, params) = (template.to_str().unwrap(), params.to_str().unwrap());
+    ok_json(&home, &["group", "create", "-n", "rg", "-l", "local"]);
+    ok_json(
+        &home,
+        &[
+            "stack",
+            "group",
+            "create",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "-f",
+            template,
+            "-p",
+            params,
+            "--action-on-unmanage",
+            "deleteAll",
+            "--yes",
+        ],
+    );
+    assert!(root.join("site/js/lib/app.js").is_file());
+    let out = expect(
+        &home,
+        &[
+            "stack",
+            "group",
+            "delete",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "--action-on-unmanage",
+            "deleteAll",
+            "--yes",
+        ],
+        0,
+    );
+    assert!(
+        stderr(&out).contains(r#"deleted Local Directory {"path":"site"}"#),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!root.join("site").exists());
+}

@@ -1,6 +1,6 @@
-//! The documentation as tests: every shell block of README.md and examples/*/README.md runs, command by
-//! command and in order, with the `cairn` this build made first on `PATH`, a fresh `CAIRN_HOME` per document and
-//! a copy of `examples/` as the working tree, so that a document drifting from the code fails here. A command
+//! The documentation as tests: every shell block of README.md, examples/*/README.md and docs/cli.md runs,
+//! command by command and in order, with the `cairn` this build made first on `PATH`, a fresh `CAIRN_HOME` per
+//! document and a copy of `examples/` as the working tree, so that a document drifting from the code fails here. A command
 //! must exit 0; the comment lines indented under a command (`#   ~ Local File ...`) are output it must print
 //! (`...` stands for any text), and such a command prints no diagnostic (`warning[Code]: ...`) they do not show. What cannot run in a test says so in the document, in an HTML comment before the
 //! block (`<!-- docs-test: ... -->`):
@@ -414,6 +414,14 @@ fn the_postgresql_example_runs_as_written_on_a_fresh_server() {
             format!("'{}'", server.password()),
         ));
     });
+}
+
+/// docs/cli.md's opening walkthrough (from `examples/quickstart`); its other blocks say why they are not run.
+#[test]
+fn the_cli_guide_runs_as_written() {
+    let walkthrough = parse(&std::fs::read_to_string(repo_root().join("docs/cli.md")).unwrap());
+    assert!(walkthrough.commands.len() >= 5, "{walkthrough:#?}");
+    walk("docs/cli.md", |_, _| {});
 }
 
 #[test]

@@ -19,6 +19,9 @@ pub(crate) struct InputFiles {
     pub(crate) sources: Vec<SourceFile>,
     /// Whether `sources` starts with the template.
     pub(crate) has_template: bool,
+    /// Parameters given as `-p name=value`: they override every parameters file, so a finding about one is about
+    /// the command line, not about the file that may name it too.
+    pub(crate) inline: Vec<String>,
 }
 
 impl InputFiles {
@@ -95,9 +98,11 @@ pub(crate) fn unique(mut findings: Vec<Diagnostic>) -> Vec<Diagnostic> {
 /// The template problems an ARM error reports, located in `sources` (the template file first, then parameters
 /// files): one finding per innermost error. `None` when none of them is about a place in those files (the error
 /// is about something else, and is shown as it came).
-pub(crate) fn locate_arm_error(
+/// A parameter given as `-p name=value` (in `inline`) is said to come from the command line.
+fn locate(
     error: &ErrorDetail,
     sources: &[SourceFile],
+    inline: &[String],
 ) -> Option<Vec<Diagnostic>> {
     let roots: Vec<Option<Node>> = sources
         .iter()
@@ -109,6 +114,10 @@ pub(crate) fn locate_arm_error(
     let findings: Vec<Diagnostic> = leaves
         .into_iter()
         .map(|leaf| {
+            if let Some(finding) = given_inline(leaf, inline) {
+                any_located = true;
+                return finding;
+            }
             let finding = locate_detail(leaf, sources, &roots);
             any_located |= finding.line.is_some();
             finding
@@ -127,7 +136,7 @@ pub(crate) fn explain(failure: Failure, files: &InputFiles) -> Failure {
     if error.status() != 400 {
         return failure;
     }
-    match locate_arm_error(error.detail(), &files.sources) {
+    match locate(error.detail(), &files.sources, &files.inline) {
         Some(findings) => {
             let shown = files.for_display();
             crate::render::print_diagnostics(&findings, &shown, crate::render::OutputFormat::Text);
@@ -140,7 +149,7 @@ pub(crate) fn explain(failure: Failure, files: &InputFiles) -> Failure {
 /// Prints the error a deployment or stack ended with: its template problems as findings in `files` when it is
 /// about places in them, else ARM's error JSON.
 pub(crate) fn print_error(error: &ErrorDetail, files: &InputFiles) {
-    match locate_arm_error(error, &files.sources) {
+    match locate(error, &files.sources, &files.inline) {
         Some(findings) => {
             let shown = files.for_display();
             crate::render::print_diagnostics(&findings, &shown, crate::render::OutputFormat::Text)
@@ -173,6 +182,28 @@ fn error_path(error: &ErrorDetail) -> Option<&str> {
     violation
         .or(error.target.as_deref())
         .filter(|p| !p.is_empty())
+}
+
+/// An ARM error about a parameter given as `-p name=value` as a finding that says so, not placed in a file (a
+/// parameters file naming the parameter too was overridden). The value is not repeated: the command line has it.
+fn given_inline(error: &ErrorDetail, inline: &[String]) -> Option<Diagnostic> {
+    let path = error_path(error)?;
+    let rest = path
+        .strip_prefix("properties.")
+        .unwrap_or(path)
+        .strip_prefix("parameters.")?;
+    let name = rest.split(['.', '[']).next()?;
+    let given = inline.iter().find(|n| n.eq_ignore_ascii_case(name))?;
+    let code = error.code.as_deref().unwrap_or("Error");
+    let message = error.message.as_deref().unwrap_or_default();
+    let mut finding = Diagnostic::error(
+        code,
+        format!("{message} (given on the command line: -p {given}=...)"),
+        path,
+    );
+    // Shown as `--> command line (parameters.x.value)`.
+    finding.file = Some("command line".to_owned());
+    Some(finding)
 }
 
 /// One ARM error as a finding, positioned where its path leads in the template (or, for a request's parameters,
@@ -422,7 +453,7 @@ mod tests {
             ErrorDetail::new("Conflict", "something else"),
         ]);
         let sources = sources();
-        let found = locate_arm_error(&error, &sources).unwrap();
+        let found = locate(&error, &sources, &[]).unwrap();
         assert_eq!(found.len(), 4);
         assert_eq!(snippet_target(&found[0], &sources), "'siteNme'");
         assert_eq!((found[0].line, found[0].column), (Some(4), Some(44)));
@@ -439,7 +470,7 @@ mod tests {
             "TemplateViolation",
             serde_json::json!({"lineNumber": 1, "linePosition": 200, "path": "resources[0].properties"}),
         );
-        let found = locate_arm_error(&error, &sources()).unwrap();
+        let found = locate(&error, &sources(), &[]).unwrap();
         assert_eq!(found[0].target, "resources[0].properties");
         assert_eq!(found[0].line, Some(4));
     }
@@ -449,6 +480,7 @@ mod tests {
         let files = InputFiles {
             sources: sources(),
             has_template: true,
+            inline: Vec::new(),
         };
         let shown = files.for_display();
         assert_eq!(shown[0].text, TEMPLATE);
@@ -462,14 +494,39 @@ mod tests {
         assert_eq!(masked.text.len(), secret.text.len());
     }
 
+    /// A wrong value given as `-p name=value` is the command line's, not the parameters file's that names the
+    /// parameter too (and whose value it overrode).
+    #[test]
+    fn a_parameter_given_inline_is_blamed_on_the_command_line() {
+        let sources = vec![SourceFile::new(
+            "main.parameters.json",
+            r#"{ "parameters": { "greeting": { "value": "Hello" } } }"#,
+        )];
+        let error = ErrorDetail::new(
+            "InvalidTemplate",
+            "The provided value for the template parameter 'greeting' is not valid.",
+        )
+        .with_target("parameters.greeting.value");
+        let found = locate(&error, &sources, &["greeting".to_owned()]).unwrap();
+        assert_eq!(found[0].line, None, "{found:?}");
+        assert!(
+            found[0]
+                .message
+                .ends_with("(given on the command line: -p greeting=...)"),
+            "{found:?}"
+        );
+        // From the file alone, it is the file's.
+        assert_eq!(locate(&error, &sources, &[]).unwrap()[0].line, Some(1));
+    }
+
     #[test]
     fn errors_about_nothing_in_the_files_are_not_located() {
         let error = ErrorDetail::new(
             "ResourceGroupNotFound",
             "Resource group 'x' could not be found.",
         );
-        assert!(locate_arm_error(&error, &sources()).is_none());
+        assert!(locate(&error, &sources(), &[]).is_none());
         let elsewhere = ErrorDetail::new("InvalidTemplate", "m").with_target("resources[7].name");
-        assert!(locate_arm_error(&elsewhere, &sources()).is_none());
+        assert!(locate(&elsewhere, &sources(), &[]).is_none());
     }
 }

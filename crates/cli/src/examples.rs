@@ -159,6 +159,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         &[("Show a resource group", "cairn group show -n app")],
     ),
     (
+        "group exists",
+        &[(
+            "Create a resource group unless it exists",
+            "cairn group exists -n app -o tsv | grep -q true || cairn group create -n app -l local",
+        )],
+    ),
+    (
         "group list",
         &[
             (

@@ -1,4 +1,4 @@
-//! `cairn group create|show|list|delete`: resource groups, with az's flags (`-n`, `-l`, `--tags`, `-y`, `-o`).
+//! `cairn group create|show|exists|list|delete`: resource groups, with az's flags (`-n`, `-l`, `--tags`, `-y`, `-o`).
 
 use std::process::ExitCode;
 
@@ -22,6 +22,8 @@ enum GroupCommand {
     Create(CreateArgs),
     /// Show a resource group.
     Show(NameArgs),
+    /// Say whether a resource group exists: `true` or `false` on stdout, exit 0 either way (az's `group exists`).
+    Exists(NameArgs),
     /// List the resource groups of the subscription.
     List(ListArgs),
     /// Delete a resource group with its deployment history and Key Vault vaults.
@@ -123,6 +125,18 @@ async fn execute(target: &TargetArgs, command: GroupCommand) -> CmdResult {
             backend.close().await;
             a.out
                 .print(Format::Json, &group?, TableView::Columns(GROUP_COLUMNS))?;
+        }
+        GroupCommand::Exists(a) => {
+            let id = target.group_scope(&a.name)?;
+            let backend = target.connect().await?;
+            let group = backend.get_group(&id).await;
+            backend.close().await;
+            let exists = match group {
+                Ok(_) => true,
+                Err(Failure::Arm(error)) if error.status() == 404 => false,
+                Err(failure) => return Err(failure),
+            };
+            a.out.print(Format::Json, &json!(exists), TableView::Auto)?;
         }
         GroupCommand::List(a) => {
             target.subscription_scope()?;

@@ -126,7 +126,8 @@ pub(crate) fn read_template_inputs(
         && bicep::is_bicepparam(file)
     {
         return Err(Failure::usage(format!(
-            "{} is a Bicep parameters file: pass it with -p (and the template with -f main.bicep, or let its              `using` name it)",
+            "{} is a Bicep parameters file: pass it with -p (and the template with -f main.bicep, or let its \
+             `using` name it)",
             file.display()
         )));
     }
@@ -260,6 +261,7 @@ pub(crate) fn read_template_inputs(
         files: crate::check::InputFiles {
             sources,
             has_template: template.is_some(),
+            inline: inputs.inline.clone(),
         },
         template: template.map(|(json, _)| json),
         template_link,

@@ -75,12 +75,15 @@ fn command() -> clap::Command {
 fn main() -> ExitCode {
     // Before the command line is parsed: the process is started again for its allocator settings, and parsing
     // (building every command's arguments) would be done twice. `stack` can only be the first argument.
-    let args: Vec<std::ffi::OsString> = std::env::args_os().skip(1).collect();
+    let mut argv = std::env::args_os();
+    let program = argv.next().unwrap_or_else(|| "cairn".into());
+    let args = leading_options_after_command(argv.collect());
     allocator::tune_malloc(workload_of(
         &args,
         std::env::var_os("CAIRN_SERVER").as_deref(),
     ));
-    let cli = match Cli::from_arg_matches(&command().get_matches()) {
+    let matches = command().get_matches_from(std::iter::once(program).chain(args));
+    let cli = match Cli::from_arg_matches(&matches) {
         Ok(cli) => cli,
         Err(e) => e.exit(),
     };
@@ -104,6 +107,43 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+/// The options of every client command (`--server`, `--token`, ...: global below `deployment`, `group`, `stack`,
+/// ...), which az takes before the command too (`az --subscription S group list`).
+const LEADING_OPTIONS: [&str; 5] = [
+    "--server",
+    "--token",
+    "--ca-cert",
+    "--registry",
+    "--subscription",
+];
+
+/// `cairn --server URL deployment ...` as `cairn deployment --server URL ...`: the client options given before the
+/// command (with their values, `--server URL` or `--server=URL`) move after its first word, where they are
+/// global; anything else is left as it is, for clap to accept or refuse.
+fn leading_options_after_command(args: Vec<std::ffi::OsString>) -> Vec<std::ffi::OsString> {
+    let mut leading = Vec::new();
+    let mut rest = args.into_iter().peekable();
+    while let Some(arg) = rest.peek() {
+        let bytes = arg.as_encoded_bytes();
+        let name_end = bytes.iter().position(|b| *b == b'=').unwrap_or(bytes.len());
+        if !LEADING_OPTIONS
+            .iter()
+            .any(|option| option.as_bytes() == &bytes[..name_end])
+        {
+            break;
+        }
+        let has_value = name_end < bytes.len();
+        leading.extend(rest.next());
+        if !has_value {
+            leading.extend(rest.next());
+        }
+    }
+    let mut out: Vec<std::ffi::OsString> = rest.next().into_iter().collect();
+    out.extend(leading);
+    out.extend(rest);
+    out
 }
 
 /// What the command allocates most (see `allocator`), told from its arguments (after the program's name) before
@@ -199,6 +239,39 @@ mod tests {
                 .chain("stack group list -g rg --server http://h".split(' ')),
         );
         assert!(parsed.is_ok());
+    }
+
+    /// Client options before the command are read after its first word, where they are global.
+    #[test]
+    fn client_options_before_the_command_move_after_it() {
+        let moved = |line: &str| {
+            leading_options_after_command(line.split_whitespace().map(Into::into).collect())
+                .into_iter()
+                .map(|w| w.into_string().unwrap())
+                .collect::<Vec<_>>()
+                .join(" ")
+        };
+        assert_eq!(
+            moved("--server http://h --token=t deployment group list -g rg"),
+            "deployment --server http://h --token=t group list -g rg"
+        );
+        assert_eq!(
+            moved("group list --server http://h"),
+            "group list --server http://h"
+        );
+        assert_eq!(moved("--help"), "--help");
+        assert_eq!(moved("--server"), "--server");
+        for line in [
+            "--server http://h stack group list -g rg",
+            "--subscription 11111111-1111-1111-1111-111111111111 group list",
+        ] {
+            let parsed = Cli::try_parse_from(
+                ["cairn".to_owned()]
+                    .into_iter()
+                    .chain(moved(line).split(' ').map(str::to_owned)),
+            );
+            assert!(parsed.is_ok(), "{line}");
+        }
     }
 
     /// The words of the `cairn ...` command in an example line (after `source <(`, before a pipe or redirection),

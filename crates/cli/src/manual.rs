@@ -30,10 +30,20 @@ pub(crate) struct ManArgs {
 
 /// Prints the completion script for `args.shell` on stdout.
 pub(crate) fn completion(mut cmd: Command, args: &CompletionArgs) -> anyhow::Result<ExitCode> {
+    // Generated into memory first: clap_complete panics when its writer fails, and a reader that stops early
+    // (`cairn completion zsh | head -3`) closes the pipe.
+    let mut script = Vec::new();
+    clap_complete::generate(args.shell, &mut cmd, "cairn", &mut script);
+    print_all(&script)
+}
+
+/// Writes `bytes` to stdout; a reader that closed the pipe early (`| head`) is no error, as for other CLIs.
+fn print_all(bytes: &[u8]) -> anyhow::Result<ExitCode> {
     let mut out = std::io::stdout().lock();
-    clap_complete::generate(args.shell, &mut cmd, "cairn", &mut out);
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    match out.write_all(bytes).and_then(|()| out.flush()) {
+        Err(err) if err.kind() != std::io::ErrorKind::BrokenPipe => Err(err.into()),
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 /// Prints one man page, or writes them all to `--dir`.
@@ -56,10 +66,7 @@ pub(crate) fn man(mut cmd: Command, args: &ManArgs) -> anyhow::Result<ExitCode> 
     let Some(target) = examples::find(&cmd, &path) else {
         anyhow::bail!("no command `cairn {path}`; `cairn --help` lists them");
     };
-    let mut out = std::io::stdout().lock();
-    out.write_all(&page(target, &path)?)?;
-    out.flush()?;
-    Ok(ExitCode::SUCCESS)
+    print_all(&page(target, &path)?)
 }
 
 /// `cairn`, `cairn-deployment-group-create`.

@@ -171,11 +171,15 @@ pub(crate) fn render(
                         )
                     })
                     .collect();
-                tsv(&Value::Array(projected), false)
+                tsv(&Value::Array(projected), false)?
             }
-            _ => tsv(value, sort_keys),
+            _ => tsv(value, sort_keys)?,
         },
     };
+    // An empty list prints nothing in a table or tsv, as az prints it: no header over no rows.
+    if text.is_empty() && matches!(format, Format::Table | Format::Tsv) {
+        return Ok(None);
+    }
     Ok(Some(text))
 }
 
@@ -302,6 +306,9 @@ pub(crate) fn print_error_json(detail: &ErrorDetail) {
 /// cell left-aligned, a column as wide as its widest cell and at least two wider than its header; trailing spaces
 /// trimmed.
 pub(crate) fn table(rows: &[Value], columns: &[(&str, &str)]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
     let headers: Vec<String> = columns.iter().map(|(h, _)| h.to_string()).collect();
     let cells: Vec<Vec<String>> = rows
         .iter()
@@ -431,8 +438,10 @@ fn capitalize(key: &str) -> String {
 
 /// az's tsv: one line per item of a list (or for the one result). An object's values (sorted by key unless a
 /// query ordered them) or a list's values, tab-separated; a nested list is its length, a nested object nothing,
-/// `null` is `None`; a boolean line is `true`/`false`, a boolean value `True`/`False`.
-fn tsv(value: &Value, sort_keys: bool) -> String {
+/// `null` is `None`; a boolean line is `true`/`false`, a boolean value `True`/`False`. A result whose every value
+/// is an object would be lines of tabs alone (`--query properties.outputs`): refused, naming the fix, as a table of
+/// no scalar fields is.
+fn tsv(value: &Value, sort_keys: bool) -> CmdResult<String> {
     let items = match value {
         Value::Array(items) => items.as_slice(),
         one => std::slice::from_ref(one),
@@ -462,7 +471,14 @@ fn tsv(value: &Value, sort_keys: bool) -> String {
             scalar => tsv_value(scalar),
         })
         .collect();
-    lines.join("\n")
+    let only_tabs = |line: &String| line.contains('\t') && line.chars().all(|c| c == '\t');
+    if !lines.is_empty() && lines.iter().all(only_tabs) {
+        return Err(Failure::usage(
+            "tsv output unavailable: the result's values are objects, which tsv leaves empty; use --query to \
+             select scalars, e.g. --query \"*.value\" or --query \"[].{name:name}\"",
+        ));
+    }
+    Ok(lines.join("\n"))
 }
 
 /// ANSI colours of `jsonc` (keys, strings, numbers, `true`/`false`/`null`).
@@ -606,6 +622,30 @@ mod tests {
         );
     }
 
+    /// An empty list is no table (no header over no rows) and no tsv; an object of objects is no tsv line of tabs.
+    #[test]
+    fn empty_tables_print_nothing_and_objects_of_objects_no_tabs() {
+        for format in [Format::Table, Format::Tsv] {
+            for view in [TableView::Auto, TableView::Columns(COLUMNS)] {
+                let text = render(format, None, &json!([]), view, false).unwrap();
+                assert_eq!(text, None, "{format:?}");
+            }
+        }
+        let outputs = json!({"indexPath": {"type": "String", "value": "hello/index.html"},
+                             "notesPath": {"type": "String", "value": "hello/notes.txt"}});
+        let refused = render(Format::Tsv, None, &outputs, TableView::Auto, false);
+        assert!(
+            matches!(&refused, Err(Failure::Usage(message)) if message.contains("--query")),
+            "{:?}",
+            refused.map(|_| ())
+        );
+        let query = Query::parse("*.value").unwrap();
+        assert_eq!(
+            render(Format::Tsv, Some(&query), &outputs, TableView::Auto, false).unwrap(),
+            Some("hello/index.html\nhello/notes.txt".to_owned())
+        );
+    }
+
     #[test]
     fn tsv_of_scalars_is_one_value_per_line() {
         assert_eq!(
@@ -687,9 +727,10 @@ mod tests {
         let nested = json!([{"properties": {"a": 1}}]);
         let error = render(Format::Table, None, &nested, TableView::Auto, false).unwrap_err();
         assert!(matches!(error, Failure::Usage(m) if m.contains("--query")));
+        // An empty list prints nothing at all (not even an empty line).
         assert_eq!(
             render(Format::Table, None, &json!([]), TableView::Auto, false).unwrap(),
-            Some(String::new())
+            None
         );
     }
 

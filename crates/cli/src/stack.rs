@@ -284,6 +284,10 @@ struct StackFlags {
 struct CreateArgs {
     #[command(flatten)]
     stack: StackFlags,
+    /// Return once the operation is accepted, printing the stack as accepted (with --server; the in-process
+    /// engine always runs it to its end). `stack show` follows it.
+    #[arg(long)]
+    no_wait: bool,
 }
 
 #[derive(Args)]
@@ -755,6 +759,15 @@ async fn create(
         ended,
         ..
     } = started;
+    if a.no_wait {
+        if let StackBackend::Remote(_) = backend {
+            emit_stack(&a.stack.out, &accepted)?;
+            return Ok(ExitCode::SUCCESS);
+        }
+        eprintln!(
+            "note: --no-wait needs --server; the in-process engine runs the stack operation to its end first"
+        );
+    }
     // The accepted record holds no lists of an earlier operation (a PUT clears them): start from it.
     let mut watch = StackWatch::of_put(name, Some(&accepted));
     for line in watch.observe(&accepted, std::time::Duration::ZERO) {
@@ -764,11 +777,12 @@ async fn create(
     let Some(stack) = follow(backend, &scope, name, &mut watch, poll, ended, None).await? else {
         return Err(Failure::Arm(ArmError::deployment_stack_not_found(name)));
     };
-    emit_stack(&a.stack.out, &stack)?;
+    // A failed operation prints its error alone, as a failed deployment does: the record is `stack show`'s.
     if failed(&stack) {
         report_stack_error(&stack, name, files);
         return Ok(ExitCode::from(output::EXIT_FAILED));
     }
+    emit_stack(&a.stack.out, &stack)?;
     Ok(ExitCode::SUCCESS)
 }
 

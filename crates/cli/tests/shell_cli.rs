@@ -31,6 +31,26 @@ fn completion_scripts_for_every_shell() {
     cli.usage_error(&["completion", "tcsh"]);
 }
 
+/// A reader that stops early (`cairn completion zsh | head -3`, `cairn man | head`) closes the pipe: cairn stops
+/// quietly with exit 0, as other CLIs do, instead of panicking.
+#[test]
+fn a_closed_pipe_ends_quietly() {
+    for args in [&["completion", "zsh"][..], &["man"][..]] {
+        let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_cairn"))
+            .args(args)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Closed before cairn writes anything: every write of it fails.
+        drop(child.stdout.take());
+        let output = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(0), "{args:?}: {stderr}");
+        assert!(!stderr.contains("panicked"), "{args:?}: {stderr}");
+    }
+}
+
 #[test]
 fn man_pages_with_examples() {
     let cli = Cli::new();
@@ -81,4 +101,47 @@ fn help_ends_with_examples() {
     );
     // Not a terminal: no colour codes.
     assert!(!help.contains('\u{1b}'), "{help}");
+}
+
+/// The client options are taken before the command too, as az takes them (`cairn --server URL deployment ...`).
+#[test]
+fn client_options_before_the_command() {
+    let cli = Cli::new();
+    cli.expect(&["group", "create", "-n", "rg", "-l", "local"], 0);
+    let listed = cli.expect(
+        &[
+            "--subscription",
+            "00000000-0000-0000-0000-000000000000",
+            "group",
+            "list",
+            "--query",
+            "[].name",
+            "-o",
+            "tsv",
+        ],
+        0,
+    );
+    assert_eq!(listed.trim(), "rg");
+    // Nothing listens there: a failure to connect (1), not a usage error (2).
+    cli.expect(&["--server=http://127.0.0.1:9", "group", "list"], 1);
+}
+
+/// `group exists` answers `true` or `false` and exits 0 either way, as az's does.
+#[test]
+fn group_exists_says_true_or_false() {
+    let cli = Cli::new();
+    assert_eq!(
+        cli.expect(&["group", "exists", "-n", "rg"], 0).trim(),
+        "false"
+    );
+    cli.expect(&["group", "create", "-n", "rg", "-l", "local"], 0);
+    assert_eq!(
+        cli.expect(&["group", "exists", "-n", "rg"], 0).trim(),
+        "true"
+    );
+    assert_eq!(
+        cli.expect(&["group", "exists", "-g", "RG", "-o", "tsv"], 0)
+            .trim(),
+        "true"
+    );
 }

@@ -1249,3 +1249,251 @@ fn protect_and_retain_hold_through_the_cli() {
     assert_eq!(deleted.status.code(), Some(0), "{}", stderr(&deleted));
     assert!(!root.join("a.txt").exists());
 }
+
+/// A stack create that fails (here over a file a deployment made, which no stack manages) prints its error alone
+/// on stderr and exits 1, as a failed deployment does: no stack record on stdout. `--adopt` then takes the file
+/// over on purpose.
+#[test]
+fn a_failed_create_prints_only_its_error() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let root = dir.path().join("files");
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } }).to_string(),
+    )
+    .unwrap();
+    let file = dir.path().join("main.json");
+    std::fs::write(&file, template(&["a"]).to_string()).unwrap();
+    let (file, params) = (file.to_str().unwrap(), params.to_str().unwrap());
+    ok_json(&home, &["group", "create", "-n", "rg", "-l", "local"]);
+    ok_json(
+        &home,
+        &[
+            "deployment",
+            "group",
+            "create",
+            "-g",
+            "rg",
+            "-f",
+            file,
+            "-p",
+            params,
+        ],
+    );
+    let create = [
+        "stack",
+        "group",
+        "create",
+        "-n",
+        "st",
+        "-g",
+        "rg",
+        "-f",
+        file,
+        "-p",
+        params,
+        "--action-on-unmanage",
+        "deleteAll",
+        "--yes",
+    ];
+    let out = expect(&home, &create, 1);
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout),
+        "",
+        "a failed create printed the stack"
+    );
+    assert!(
+        stderr(&out).contains("DeploymentStackResourceExistsUnmanaged"),
+        "{}",
+        stderr(&out)
+    );
+    let mut adopt = create.to_vec();
+    adopt.push("--adopt");
+    let adopted = stdout_json(&expect(&home, &adopt, 0));
+    assert_eq!(adopted["properties"]["provisioningState"], "succeeded");
+}
+
+/// `stack group create --no-wait` with `--server` returns once the operation is accepted, with the stack as
+/// accepted on stdout and no progress; `stack show` then follows it to its end. In process it waits (with a note).
+#[test]
+fn create_no_wait_returns_once_accepted() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("client-home");
+    let root = dir.path().join("files");
+    std::fs::create_dir_all(&root).unwrap();
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(&registry, json!({ "extensions": [] }).to_string()).unwrap();
+    let server = common::start_server(&dir.path().join("server-data"), &registry);
+    let url = server.url.as_str();
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } }).to_string(),
+    )
+    .unwrap();
+    let file = dir.path().join("main.json");
+    std::fs::write(&file, template(&["a"]).to_string()).unwrap();
+    let (file, params) = (file.to_str().unwrap(), params.to_str().unwrap());
+    expect(
+        &home,
+        &on(url, &["group", "create", "-n", "rg", "-l", "local"]),
+        0,
+    );
+    let create = [
+        "stack",
+        "group",
+        "create",
+        "-n",
+        "st",
+        "-g",
+        "rg",
+        "-f",
+        file,
+        "-p",
+        params,
+        "--action-on-unmanage",
+        "deleteAll",
+        "--yes",
+        "--no-wait",
+    ];
+    let out = expect(&home, &on(url, &create), 0);
+    let accepted = stdout_json(&out);
+    assert_eq!(accepted["name"], "st", "{accepted:#}");
+    assert!(
+        !stderr(&out).contains("stack st: succeeded"),
+        "--no-wait followed the operation: {}",
+        stderr(&out)
+    );
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    loop {
+        let shown = stdout_json(&expect(
+            &home,
+            &on(url, &["stack", "group", "show", "-n", "st", "-g", "rg"]),
+            0,
+        ));
+        if shown["properties"]["provisioningState"] == "succeeded" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown:#}");
+        std::thread::sleep(Duration::from_millis(100));
+    }
+    assert!(root.join("a.txt").exists());
+
+    // In process the engine lives as long as the command: it runs the operation to its end first.
+    let local_home = dir.path().join("local-home");
+    let local_params = dir.path().join("local-params.json");
+    let local_root = dir.path().join("local-files");
+    std::fs::write(
+        &local_params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": local_root } } } }).to_string(),
+    )
+    .unwrap();
+    let mut create = create;
+    create[10] = local_params.to_str().unwrap();
+    expect(
+        &local_home,
+        &["group", "create", "-n", "rg", "-l", "local"],
+        0,
+    );
+    let out = expect(&local_home, &create, 0);
+    assert_eq!(
+        stdout_json(&out)["properties"]["provisioningState"],
+        "succeeded"
+    );
+    assert!(
+        stderr(&out).contains("note: --no-wait needs --server"),
+        "{}",
+        stderr(&out)
+    );
+}
+
+/// A stack deletes a `Directory` whose `File`s live in subdirectories nobody declared (a File makes its parents):
+/// the files go first, then the directory with the parents they left empty.
+#[test]
+fn a_stack_deletes_a_directory_with_files_in_undeclared_subdirectories() {
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("home");
+    let root = dir.path().join("files");
+    let params = dir.path().join("params.json");
+    std::fs::write(
+        &params,
+        json!({ "parameters": {}, "extensionConfigs": { "local": { "rootDirectory": { "value": root } } } }).to_string(),
+    )
+    .unwrap();
+    let file = |name: &str, path: &str| {
+        (
+            name.to_owned(),
+            json!({ "extension": "local", "type": "File", "dependsOn": ["site"],
+                    "properties": { "path": path, "content": "x\n" } }),
+        )
+    };
+    let mut resources: serde_json::Map<String, Value> = [
+        file("style", "site/css/main.css"),
+        file("script", "site/js/lib/app.js"),
+    ]
+    .into_iter()
+    .collect();
+    resources.insert(
+        "site".into(),
+        json!({ "extension": "local", "type": "Directory", "properties": { "path": "site" } }),
+    );
+    let template = dir.path().join("main.json");
+    std::fs::write(
+        &template,
+        json!({
+            "$schema": "https://schema.management.azure.com/schemas/2019-04-01/deploymentTemplate.json#",
+            "languageVersion": "2.0",
+            "contentVersion": "1.0.0.0",
+            "extensions": { "local": { "name": "Local", "version": "1.0.0" } },
+            "resources": resources
+        })
+        .to_string(),
+    )
+    .unwrap();
+    let (template, params) = (template.to_str().unwrap(), params.to_str().unwrap());
+    ok_json(&home, &["group", "create", "-n", "rg", "-l", "local"]);
+    ok_json(
+        &home,
+        &[
+            "stack",
+            "group",
+            "create",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "-f",
+            template,
+            "-p",
+            params,
+            "--action-on-unmanage",
+            "deleteAll",
+            "--yes",
+        ],
+    );
+    assert!(root.join("site/js/lib/app.js").is_file());
+    let out = expect(
+        &home,
+        &[
+            "stack",
+            "group",
+            "delete",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "--action-on-unmanage",
+            "deleteAll",
+            "--yes",
+        ],
+        0,
+    );
+    assert!(
+        stderr(&out).contains(r#"deleted Local Directory {"path":"site"}"#),
+        "{}",
+        stderr(&out)
+    );
+    assert!(!root.join("site").exists());
+}

@@ -2,7 +2,8 @@
 //!
 //! Filesystem work runs on tokio's blocking pool. A `File` exists when a regular file (or a symbolic link
 //! inside the root to one) is at its path; a `Directory` when a directory is. Deleting a directory only
-//! removes it when it is empty: it may hold files nobody declared, which a deployment must never destroy.
+//! removes it when it holds no file (empty, or holding only empty directories, such as the parents a `File` made
+//! for itself): it may hold files nobody declared, which a deployment must never destroy.
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -573,6 +574,77 @@ impl ResourceHandler<LocalConfig> for FileHandler {
     }
 }
 
+/// Most directories a delete walks to find that a directory holds only empty ones.
+const EMPTY_TREE_LIMIT: usize = 10_000;
+
+/// Removes `directory` when all it holds is directories holding nothing else (such as the parents a `File`
+/// created for itself, left empty once the stack deleted the file): they hold no data, so removing them destroys
+/// nothing. Bottom-up with `remove_dir`, which fails on anything that appeared meanwhile; links are not followed (a
+/// link is an entry in the way). `false` when anything else is there, a denied path is (on a server), or the tree
+/// is bigger than [`EMPTY_TREE_LIMIT`].
+fn remove_empty_tree(config: &LocalConfig, directory: &Path) -> bool {
+    fn collect(directory: &Path, found: &mut Vec<PathBuf>) -> bool {
+        let Ok(entries) = std::fs::read_dir(directory) else {
+            return false;
+        };
+        for entry in entries {
+            let Ok(entry) = entry else { return false };
+            if !entry.file_type().is_ok_and(|t| t.is_dir()) || found.len() >= EMPTY_TREE_LIMIT {
+                return false;
+            }
+            found.push(entry.path());
+            if !collect(&entry.path(), found) {
+                return false;
+            }
+        }
+        true
+    }
+    let mut found = Vec::new();
+    if !collect(directory, &mut found) {
+        return false;
+    }
+    // Resolved and walked without following links, these are real paths.
+    if let Some(confinement) = config.confinement()
+        && found.iter().any(|path| confinement.is_denied(path))
+    {
+        return false;
+    }
+    // Deepest first: every directory is empty when its turn comes.
+    found.sort_by_key(|path| std::cmp::Reverse(path.components().count()));
+    found
+        .iter()
+        .chain(std::iter::once(&directory.to_path_buf()))
+        .all(|path| std::fs::remove_dir(path).is_ok())
+}
+
+/// How many entries a directory holds and the first few of their names (sorted, `/` after a directory's), so
+/// that an error says what is in the way.
+fn entries_in_the_way(directory: &Path) -> (usize, String) {
+    const NAMED: usize = 5;
+    let mut names: Vec<String> = std::fs::read_dir(directory)
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|entry| {
+                    let name = entry.file_name().to_string_lossy().into_owned();
+                    if entry.file_type().is_ok_and(|t| t.is_dir()) {
+                        format!("{name}/")
+                    } else {
+                        name
+                    }
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    names.sort();
+    let count = names.len();
+    let mut named = names.into_iter().take(NAMED).collect::<Vec<_>>().join(", ");
+    if count > NAMED {
+        named.push_str(&format!(" and {} more", count - NAMED));
+    }
+    (count, named)
+}
+
 /// The `Directory` resource type.
 #[derive(Debug, Clone, Copy, Default)]
 pub struct DirectoryHandler;
@@ -675,12 +747,20 @@ impl ResourceHandler<LocalConfig> for DirectoryHandler {
             match std::fs::remove_dir(&resolved) {
                 Ok(()) => Ok(Deleted::Gone),
                 Err(err) if err.kind() == io::ErrorKind::NotFound => Ok(Deleted::Gone),
+                Err(err)
+                    if err.kind() == io::ErrorKind::DirectoryNotEmpty
+                        && remove_empty_tree(&config, &resolved) =>
+                {
+                    Ok(Deleted::Gone)
+                }
                 Err(err) if err.kind() == io::ErrorKind::DirectoryNotEmpty => {
-                    let entries = std::fs::read_dir(&resolved).map(Iterator::count).unwrap_or(0);
+                    let (entries, named) = entries_in_the_way(&resolved);
                     Err(ExtensionError::conflict(
                         "DirectoryNotEmpty",
                         format!(
-                            "The directory '{path}' still holds {entries} entr{}; the Local extension only deletes empty directories. Delete its contents first (declare Files inside it with a dependency on the Directory so they are deleted before it).",
+                            "The directory '{path}' still holds {entries} entr{} ({named}); the Local extension only \
+                             deletes directories that hold no file. Delete its files first (declare Files inside it with a \
+                             dependency on the Directory so they are deleted before it).",
                             if entries == 1 { "y" } else { "ies" }
                         ),
                     )

@@ -213,6 +213,7 @@ async fn directories_are_created_and_only_deleted_when_empty() {
     assert_eq!(status, 200, "repeat is idempotent");
 
     std::fs::write(root.path().join("out/logs/keep.txt"), "user data").unwrap();
+    std::fs::create_dir(root.path().join("out/logs/old")).unwrap();
     let (status, body) = call(
         Operation::Delete,
         reference(root.path(), "Directory", "out/logs"),
@@ -222,9 +223,24 @@ async fn directories_are_created_and_only_deleted_when_empty() {
         (status, error_of(&body)),
         (409, ("DirectoryNotEmpty", "/identifiers/path"))
     );
+    // The error names what is in the way.
+    let message = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("2 entries (keep.txt, old/)"), "{message}");
     assert!(root.path().join("out/logs/keep.txt").exists());
 
     std::fs::remove_file(root.path().join("out/logs/keep.txt")).unwrap();
+    // A file deep inside is in the way too, and nothing is removed.
+    std::fs::create_dir_all(root.path().join("out/logs/old/2024/01")).unwrap();
+    std::fs::write(root.path().join("out/logs/old/2024/x.log"), "x").unwrap();
+    let (status, body) = call(
+        Operation::Delete,
+        reference(root.path(), "Directory", "out/logs"),
+    )
+    .await;
+    assert_eq!((status, error_of(&body).0), (409, "DirectoryNotEmpty"));
+    assert!(root.path().join("out/logs/old/2024/01").is_dir());
+    // What is left holds no file (the parents a File made for itself, emptied by its delete): removed with it.
+    std::fs::remove_file(root.path().join("out/logs/old/2024/x.log")).unwrap();
     let (status, _) = call(
         Operation::Delete,
         reference(root.path(), "Directory", "out/logs"),

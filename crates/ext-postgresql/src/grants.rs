@@ -3,8 +3,9 @@
 //!
 //! A grant is identified by `{ database, role, objectType, schema?, objects? }`; `privileges` is the
 //! exact set on every object: what is missing is granted, what is no longer declared revoked (also the
-//! grant option when `withGrantOption` is false), and deleting the grant revokes everything the role
-//! holds on those objects. For tables, sequences and functions, absent `objects` means every such object
+//! grant option when `withGrantOption` is false), and deleting the grant puts the grantee back to
+//! PostgreSQL's defaults there (nothing for a role; `CONNECT` and `TEMPORARY` on a database for `PUBLIC`),
+//! which is also how a grant not applied yet reads: absent. For tables, sequences and functions, absent `objects` means every such object
 //! that exists in the schema when the grant is applied (`default privileges` cover later ones); functions
 //! are named by signature, e.g. `add(integer, integer)`. Privileges are those granted by the objects'
 //! owners (what a superuser's or owner's `GRANT` records). A role, schema or object that does not exist
@@ -201,35 +202,49 @@ async fn scope_connection(
     }
 }
 
-/// One object of the scope: the key it was declared (or found) by, its name in SQL, what the grantee holds.
+/// One object of the scope: the key it was declared (or found) by, its name in SQL, what the grantee holds,
+/// and what it holds by PostgreSQL's default for the object (`acldefault`: `PUBLIC` may connect to a new
+/// database and execute a new function, the owner holds everything).
 struct Target {
     key: String,
     sql_name: String,
     held: Held,
+    default: Held,
 }
 
-/// The catalog rows of the scope's objects: `(key, quoted name, acl)`, with `$2` the schema, `$3` the
-/// declared objects (NULL for all in the schema) and `$4` the database.
+impl Target {
+    /// The privileges the grantee holds by default, in the kind's order: what a delete gives back.
+    fn default_privileges(&self, kind: ObjectKind) -> Vec<&'static str> {
+        kind.privileges()
+            .iter()
+            .copied()
+            .filter(|privilege| self.default.contains_key(*privilege))
+            .collect()
+    }
+}
+
+/// The catalog rows of the scope's objects: `(key, quoted name, acl, default acl)`, with `$2` the schema, `$3`
+/// the declared objects (NULL for all in the schema) and `$4` the database.
 fn source(kind: ObjectKind, named: bool) -> &'static str {
     match (kind, named) {
         (ObjectKind::Database, _) => {
-            "SELECT datname::text, quote_ident(datname), coalesce(datacl, acldefault('d', datdba)) \
-             FROM pg_database WHERE datname = $4"
+            "SELECT datname::text, quote_ident(datname), coalesce(datacl, acldefault('d', datdba)), \
+             acldefault('d', datdba) FROM pg_database WHERE datname = $4"
         }
         (ObjectKind::Schema, _) => {
-            "SELECT nspname::text, quote_ident(nspname), coalesce(nspacl, acldefault('n', nspowner)) \
-             FROM pg_namespace WHERE nspname = $2"
+            "SELECT nspname::text, quote_ident(nspname), coalesce(nspacl, acldefault('n', nspowner)), \
+             acldefault('n', nspowner) FROM pg_namespace WHERE nspname = $2"
         }
         (ObjectKind::Table, _) => {
             "SELECT c.relname::text, format('%I.%I', n.nspname, c.relname), \
-             coalesce(c.relacl, acldefault('r', c.relowner)) \
+             coalesce(c.relacl, acldefault('r', c.relowner)), acldefault('r', c.relowner) \
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = $2 AND c.relkind IN ('r', 'p', 'v', 'm', 'f') \
              AND ($3::text[] IS NULL OR c.relname = ANY($3::text[]))"
         }
         (ObjectKind::Sequence, _) => {
             "SELECT c.relname::text, format('%I.%I', n.nspname, c.relname), \
-             coalesce(c.relacl, acldefault('s', c.relowner)) \
+             coalesce(c.relacl, acldefault('s', c.relowner)), acldefault('s', c.relowner) \
              FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace \
              WHERE n.nspname = $2 AND c.relkind = 'S' \
              AND ($3::text[] IS NULL OR c.relname = ANY($3::text[]))"
@@ -237,13 +252,13 @@ fn source(kind: ObjectKind, named: bool) -> &'static str {
         (ObjectKind::Function | ObjectKind::Type, false) => {
             "SELECT format('%s(%s)', p.proname, pg_get_function_identity_arguments(p.oid)), \
              format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)), \
-             coalesce(p.proacl, acldefault('f', p.proowner)) \
+             coalesce(p.proacl, acldefault('f', p.proowner)), acldefault('f', p.proowner) \
              FROM pg_proc p JOIN pg_namespace n ON n.oid = p.pronamespace \
              WHERE n.nspname = $2 AND p.prokind IN ('f', 'p')"
         }
         (ObjectKind::Function | ObjectKind::Type, true) => {
             "SELECT o, format('%I.%I(%s)', n.nspname, p.proname, pg_get_function_identity_arguments(p.oid)), \
-             coalesce(p.proacl, acldefault('f', p.proowner)) \
+             coalesce(p.proacl, acldefault('f', p.proowner)), acldefault('f', p.proowner) \
              FROM unnest($3::text[]) AS o \
              JOIN pg_proc p ON p.oid = to_regprocedure(format('%I.', $2::text) || o) \
              JOIN pg_namespace n ON n.oid = p.pronamespace"
@@ -251,21 +266,31 @@ fn source(kind: ObjectKind, named: bool) -> &'static str {
     }
 }
 
-/// The scope's existing objects and what the grantee (OID `grantee`) holds on each.
+/// A row of [`targets`]' query: key, quoted name, privilege and grant option (none for an object the grantee holds
+/// nothing on), whether the privilege is a default one.
+type PrivilegeRow = (String, String, Option<String>, Option<bool>, bool);
+
+/// The scope's existing objects, what the grantee (OID `grantee`) holds on each and what it would hold by
+/// default.
 async fn targets(
     connection: &mut PgConnection,
     scope: &Scope<'_>,
     grantee: i64,
 ) -> Result<Vec<Target>, ExtensionError> {
+    // One row per object with nothing held, else one per privilege held (`is_default` false) or held by default
+    // (true).
     let query = format!(
-        "SELECT s.key, s.sql_name, a.privilege_type::text, a.is_grantable \
-         FROM ({}) AS s(key, sql_name, acl) \
+        "WITH s(key, sql_name, acl, dflt) AS ({}) \
+         SELECT s.key, s.sql_name, a.privilege_type::text, a.is_grantable, false FROM s \
          LEFT JOIN LATERAL (SELECT x.privilege_type, x.is_grantable FROM aclexplode(s.acl) x \
                             WHERE x.grantee::int8 = $1) a ON true \
+         UNION ALL \
+         SELECT s.key, s.sql_name, d.privilege_type::text, false, true FROM s \
+         JOIN LATERAL aclexplode(s.dflt) d ON d.grantee::int8 = $1 \
          ORDER BY 1",
         source(scope.kind, scope.objects.is_some())
     );
-    let rows: Vec<(String, String, Option<String>, Option<bool>)> =
+    let rows: Vec<PrivilegeRow> =
         sqlx::query_as(sqlx::AssertSqlSafe(query))
             .bind(grantee)
             .bind(scope.schema)
@@ -275,11 +300,12 @@ async fn targets(
             .await
             .map_err(|err| sql_error(&err, "read the privileges"))?;
     let mut targets: BTreeMap<String, Target> = BTreeMap::new();
-    for (key, sql_name, privilege, grantable) in rows {
+    for (key, sql_name, privilege, grantable, is_default) in rows {
         let target = targets.entry(key.clone()).or_insert_with(|| Target {
             key,
             sql_name,
             held: Held::new(),
+            default: Held::new(),
         });
         if let (Some(privilege), Some(grantable)) = (privilege, grantable) {
             let privilege = if privilege == "TEMP" {
@@ -287,7 +313,12 @@ async fn targets(
             } else {
                 privilege
             };
-            let entry = target.held.entry(privilege).or_insert(false);
+            let map = if is_default {
+                &mut target.default
+            } else {
+                &mut target.held
+            };
+            let entry = map.entry(privilege).or_insert(false);
             *entry |= grantable;
         }
     }
@@ -452,14 +483,15 @@ async fn read(
     if gone {
         return Ok(None);
     }
-    let properties = properties_of(identifiers, scope.kind, &targets);
-    // A grant of nothing is no grant: before its first apply and after its delete the role holds nothing there,
-    // and reads as absent — so a deployment stack does not take an empty grant for an existing one to adopt, and
-    // drift detection sees privileges revoked by hand as the grant gone.
-    if properties.privileges.is_empty() {
+    // A grant that changes nothing is no grant: before its first apply and after its delete the grantee holds
+    // what PostgreSQL gives it by default (nothing for a role, `CONNECT` and `TEMPORARY` on a new database for
+    // `PUBLIC`), and it reads as absent — so a deployment stack does not take it for an existing one to adopt,
+    // and drift detection sees privileges put back to the default by hand as the grant gone. A grant of
+    // `privileges: []` to `PUBLIC` on a database does change something, and reads as held once applied.
+    if targets.iter().all(|target| target.held == target.default) {
         return Ok(None);
     }
-    Ok(Some(properties))
+    Ok(Some(properties_of(identifiers, scope.kind, &targets)))
 }
 
 async fn delete(config: &PgConfig, identifiers: &GrantIdentifiers) -> Result<(), ExtensionError> {
@@ -484,12 +516,15 @@ async fn delete(config: &PgConfig, identifiers: &GrantIdentifiers) -> Result<(),
     let grantee_sql = scope.grantee.sql();
     for target in targets(&mut tx, &scope, grantee).await? {
         let object = format!("{} {}", scope.kind.keyword(), target.sql_name);
+        // Back to PostgreSQL's default, not to nothing: deleting a grant that took `CONNECT` away from
+        // `PUBLIC` gives it back.
+        let restored = target.default_privileges(scope.kind);
         let statements = Statements {
             prefix: "",
             object: &object,
             grantee: &grantee_sql,
         }
-        .reconcile(&target.held, &[], false);
+        .reconcile(&target.held, &restored, false);
         acl::run(&mut tx, statements, &object).await?;
     }
     tx.commit()

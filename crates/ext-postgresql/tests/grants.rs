@@ -338,6 +338,55 @@ async fn grants_to_public_and_on_missing_things() {
     }
 }
 
+/// A new database lets `PUBLIC` connect and create temporary tables: a grant of nothing to `PUBLIC` there
+/// (`examples/postgresql`'s `noPublicConnect`) is absent before its apply — not an existing grant a stack must
+/// adopt —, held with no privileges after it (what-if and drift agree with the server), and its delete gives the
+/// defaults back.
+#[tokio::test]
+async fn a_grant_of_nothing_to_public_takes_the_defaults_away_and_delete_restores_them() {
+    let h = Harness::start().await;
+    setup(&h).await;
+    assert_eq!(
+        h.apply(DATABASES, json!({ "name": "scratch" })).await.0,
+        200
+    );
+    let identifiers = json!({ "database": "scratch", "role": "PUBLIC", "objectType": "database" });
+    let connect = "SELECT has_database_privilege('app_ro', 'scratch', 'CONNECT')";
+    let temporary = "SELECT has_database_privilege('app_ro', 'scratch', 'TEMPORARY')";
+    assert!(has(&h, connect).await && has(&h, temporary).await);
+    let (status, body) = h.get(GRANTS, identifiers.clone()).await;
+    assert_eq!(status, 404, "the server's default read as a grant: {body}");
+
+    let mut grant = identifiers.clone();
+    grant["privileges"] = json!([]);
+    let (status, body) = h.apply(GRANTS, grant).await;
+    assert_eq!(
+        (status, &body["properties"]["privileges"]),
+        (200, &json!([])),
+        "{body}"
+    );
+    assert!(!has(&h, connect).await && !has(&h, temporary).await);
+    let (status, body) = h.get(GRANTS, identifiers.clone()).await;
+    assert_eq!(
+        (status, &body["properties"]["privileges"]),
+        (200, &json!([])),
+        "an applied grant of nothing must read as held: {body}"
+    );
+
+    // A role's grant still reads as absent before its apply: a role holds nothing by default.
+    let (status, _) = h
+        .get(
+            GRANTS,
+            json!({ "database": "scratch", "role": "app_ro", "objectType": "database" }),
+        )
+        .await;
+    assert_eq!(status, 404);
+
+    assert_eq!(h.delete(GRANTS, identifiers.clone()).await.0, 204);
+    assert!(has(&h, connect).await && has(&h, temporary).await);
+    assert_eq!(h.get(GRANTS, identifiers).await.0, 404);
+}
+
 /// Database privileges live in the shared catalog: they are granted, read and revoked from the maintenance
 /// database, without connecting to (and keeping a pool open to) the database they are on, so they also
 /// work on a database that refuses connections.

@@ -23,7 +23,10 @@ pub(crate) fn bad_request(detail: ErrorDetail) -> ArmError {
 }
 
 /// The parameters a stack may keep: values of parameters the template declares secure are dropped (a stack
-/// record never holds secrets; the engine keeps them sealed for its own run).
+/// record never holds secrets; the engine keeps them sealed for its own run), while a secure parameter given as
+/// a Key Vault `reference` keeps the reference alone (it names the secret, it is not one), as ARM's stacks do: the
+/// stack then shows where the value comes from, and a later what-if with the same parameters file sees the same
+/// set of parameters.
 pub(crate) fn public_parameters(
     properties: &DeploymentStackProperties,
 ) -> Option<cairn_arm::models::parameters::DeploymentParameters> {
@@ -46,7 +49,13 @@ pub(crate) fn public_parameters(
         parameters
             .0
             .into_iter()
-            .filter(|(name, _)| !is_secure(name))
+            .filter_map(|(name, parameter)| {
+                if !is_secure(&name) {
+                    return Some((name, parameter));
+                }
+                let reference = parameter.get("reference")?.clone();
+                Some((name, serde_json::json!({ "reference": reference })))
+            })
             .collect(),
     ))
 }

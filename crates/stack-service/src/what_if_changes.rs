@@ -201,12 +201,14 @@ pub(crate) fn compare(
                 code: RESOURCE_EXISTS_UNMANAGED.into(),
                 message: if adopt {
                     format!(
-                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack will take                          it over ('adoptExistingResources').",
+                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack will take \
+                         it over ('adoptExistingResources').",
                         resource.key()
                     )
                 } else {
                     format!(
-                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack's                          deployment will leave it unchanged and fail it, unless 'adoptExistingResources' is true.",
+                        "The resource '{}' exists, unmanaged (no deployment stack manages it): the stack's \
+                         deployment will leave it unchanged and fail it, unless 'adoptExistingResources' is true.",
                         resource.key()
                     )
                 },
@@ -347,14 +349,18 @@ pub(crate) fn compare(
                 additional_info: None,
             });
         }
-        let params_before = current
-            .parameters
-            .as_ref()
-            .map(|p| p.0.keys().map(|k| k.to_lowercase()).collect::<Vec<_>>());
-        let params_after = next
-            .parameters
-            .as_ref()
-            .map(|p| p.0.keys().map(|k| k.to_lowercase()).collect::<Vec<_>>());
+        let params_before = current.parameters.as_ref().map(|p| {
+            p.0.keys()
+                .map(|k| k.to_lowercase())
+                .collect::<std::collections::BTreeSet<_>>()
+        });
+        // Compared with what the stack would keep of them (secure values dropped, Key Vault references kept), as
+        // the current set is what the stack kept: a secure value given again is no change of the set.
+        let params_after = crate::request::public_parameters(next).map(|p| {
+            p.0.keys()
+                .map(|k| k.to_lowercase())
+                .collect::<std::collections::BTreeSet<_>>()
+        });
         if params_before != params_after {
             diagnostics.push(DeploymentStacksDiagnostic {
                 level: StackDiagnosticLevel::Info,
@@ -389,6 +395,50 @@ mod tests {
             paths,
             vec![("gone", "delete"), ("mode", "modify"), ("new", "create")]
         );
+    }
+
+    /// A stack keeps a secure parameter given as a Key Vault reference (the reference, not a value), so a what-if
+    /// with the same parameters reports no `ParametersChanged`; a secure value is kept by neither side.
+    #[test]
+    fn key_vault_referenced_parameters_are_kept_and_no_change() {
+        let request: DeploymentStackProperties = serde_json::from_value(serde_json::json!({
+            "actionOnUnmanage": {"resources": "delete"}, "denySettings": {"mode": "none"},
+            "template": {"parameters": {
+                "appName": {"type": "string"},
+                "readerPassword": {"type": "securestring"},
+                "adminPassword": {"type": "securestring"}
+            }},
+            "parameters": {
+                "appName": {"value": "shop"},
+                "readerPassword": {"reference": {
+                    "keyVault": {"id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.KeyVault/vaults/kv"},
+                    "secretName": "shop-reader"
+                }},
+                "adminPassword": {"value": "not kept"}
+            }
+        }))
+        .expect("properties");
+        let kept = crate::request::public_parameters(&request).expect("parameters");
+        assert_eq!(
+            serde_json::to_value(&kept).expect("json"),
+            serde_json::json!({
+                "appName": {"value": "shop"},
+                "readerPassword": {"reference": {
+                    "keyVault": {"id": "/subscriptions/s/resourceGroups/rg/providers/Microsoft.KeyVault/vaults/kv"},
+                    "secretName": "shop-reader"
+                }}
+            })
+        );
+        let mut stored = request.clone();
+        stored.parameters = Some(kept);
+        let computed =
+            compare(&[], &ManagedSet::new(), Some(&stored), &request, &|_| None).expect("compare");
+        let codes: Vec<&str> = computed
+            .diagnostics
+            .iter()
+            .map(|d| d.code.as_str())
+            .collect();
+        assert!(!codes.contains(&"ParametersChanged"), "{codes:?}");
     }
 
     #[test]
@@ -532,11 +582,15 @@ mod tests {
                     (RESOURCE_EXISTS_UNMANAGED, level)
                 ]
             );
-            assert!(
-                computed.diagnostics[0]
-                    .message
-                    .contains("exists, unmanaged")
-            );
+            for diagnostic in &computed.diagnostics {
+                assert!(diagnostic.message.contains("exists, unmanaged"));
+                // The message is one line however the source wraps it.
+                assert!(
+                    !diagnostic.message.contains("  "),
+                    "stray spaces: {}",
+                    diagnostic.message
+                );
+            }
         }
     }
 }

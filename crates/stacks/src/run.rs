@@ -237,6 +237,9 @@ pub struct DeleteRun {
     /// Why a deleted resource counts as deleted without its own delete.
     reason: Vec<Option<ErrorDetail>>,
     ready: VecDeque<usize>,
+    /// Deleted resources in the order their deletes ended: dependents before what they depend on, so the report
+    /// (and a stack's `deletedResources`, and the progress lines from it) reads as the deletes happened.
+    deleted_order: Vec<usize>,
     in_flight: usize,
     round: u32,
     round_started: bool,
@@ -272,6 +275,7 @@ impl DeleteRun {
             final_error: vec![None; count],
             reason: vec![None; count],
             ready: VecDeque::new(),
+            deleted_order: Vec::new(),
             in_flight: 0,
             round: 0,
             round_started: false,
@@ -394,6 +398,9 @@ impl DeleteRun {
                 self.settle(node, true);
             }
         }
+        if self.state[node] == State::Deleted {
+            self.deleted_order.push(node);
+        }
         Ok(())
     }
 
@@ -410,14 +417,16 @@ impl DeleteRun {
         };
         let mut final_error = self.final_error;
         let mut reason = self.reason;
+        for &node in &self.deleted_order {
+            let resource = &self.plan.resources()[node];
+            if let Some(reason) = reason[node].take() {
+                report.reasons.push((resource.key().clone(), reason));
+            }
+            report.deleted.push(resource.clone());
+        }
         for (node, resource) in self.plan.resources().iter().enumerate() {
             match self.state[node] {
-                State::Deleted => {
-                    if let Some(reason) = reason[node].take() {
-                        report.reasons.push((resource.key().clone(), reason));
-                    }
-                    report.deleted.push(resource.clone());
-                }
+                State::Deleted => {}
                 State::Detached => report.detached.push(resource.clone()),
                 // A canceled run leaves what it did not get to (or what failed on the way) as it was.
                 _ if self.canceled && final_error[node].is_none() => {
@@ -676,7 +685,8 @@ mod tests {
         })
         .unwrap();
         assert_eq!(order, ["a", "b", "configmap", "aks", "rg"]);
-        assert_eq!(report.deleted.len(), 5);
+        // Reported as deleted: children before their parents, not in the plan's order.
+        assert_eq!(names(&report.deleted), order);
         assert_eq!((report.rounds, report.attempts), (1, 5));
     }
 

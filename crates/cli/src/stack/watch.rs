@@ -107,11 +107,21 @@ fn label(entry: &Value) -> String {
     }
 }
 
-/// `: code: message` of a failed entry's error, or nothing.
+/// `: code: message` of a failed entry's error, or nothing: its innermost error (the first of its `details`, down
+/// to one with none), which names the cause (`DirectoryNotEmpty: ... 2 entries`) where the outer ones only say
+/// that the delete failed; the whole chain is in the stack's JSON.
 fn error_text(entry: &Value) -> String {
-    let Some(error) = entry.get("error").filter(|e| !e.is_null()) else {
+    let Some(mut error) = entry.get("error").filter(|e| !e.is_null()) else {
         return String::new();
     };
+    while let Some(inner) = error
+        .get("details")
+        .and_then(Value::as_array)
+        .and_then(|details| details.first())
+        .filter(|inner| inner.get("code").is_some() || inner.get("message").is_some())
+    {
+        error = inner;
+    }
     let code = error.get("code").and_then(Value::as_str);
     let message = error.get("message").and_then(Value::as_str);
     match (code, message) {
@@ -454,6 +464,26 @@ mod tests {
 
     fn at(seconds: u64) -> Duration {
         Duration::from_secs(seconds)
+    }
+
+    /// A failed delete's line names the cause, the innermost error, not the wrapper that says the delete failed.
+    #[test]
+    fn a_failed_resource_shows_its_innermost_error() {
+        let failed = json!({ "extension": { "name": "Local", "version": "1.0.0" }, "type": "Directory",
+            "identifiers": { "path": "site" },
+            "error": { "code": "DeletionFailed", "message": "Resource could not be deleted.",
+                "details": [{ "code": "ExtensionError", "message": "The extension failed.",
+                    "details": [{ "code": "DirectoryNotEmpty",
+                                  "message": "The directory 'site' still holds 2 entries: a, b." }] }] } });
+        let mut watch = StackWatch::new("st", None);
+        let lines = watch.observe(
+            &stack("failed", json!({ "failedResources": [failed] })),
+            at(1),
+        );
+        assert_eq!(
+            lines[0],
+            r#"stack st: failed Local Directory {"path":"site"}: DirectoryNotEmpty: The directory 'site' still holds 2 entries: a, b. (1.0s)"#
+        );
     }
 
     #[test]

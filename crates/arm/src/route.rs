@@ -783,7 +783,14 @@ mod tests {
         let tenant = "/providers/Microsoft.Resources/deploymentStacks/st";
         assert_eq!(classify_path(tenant).unwrap_err().code(), codes::NOT_FOUND);
         assert_eq!(
-            classify_path(&format!("{base}/st/cancel"))
+            target(&format!("{base}/st/cancel")),
+            Target::DeploymentStackAction {
+                id: ResourceId::parse(&format!("{base}/st")).unwrap(),
+                action: StackAction::Cancel
+            }
+        );
+        assert_eq!(
+            classify_path(&format!("{base}/st/pause"))
                 .unwrap_err()
                 .code(),
             codes::NOT_FOUND

@@ -45,6 +45,19 @@ if ! command -v chromium >/dev/null 2>&1 || ! command -v chromedriver >/dev/null
   DEBIAN_FRONTEND=noninteractive apt-get install -y chromium chromium-driver
 fi
 
+# --- kubectl for the Kubernetes benchmark (crates/stack-service/benches/kubernetes.rs) --------------------------
+# `cargo test --all-targets` runs the benchmark once with a few objects as a smoke test; it compares cairn with
+# `kubectl apply --server-side`/`--prune` and `kubectl delete`, so it needs a kubectl (any will do: another
+# package may already provide one).
+if ! command -v kubectl >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: kubectl is missing; install it with: sudo apt-get install -y kubernetes-client" >&2
+    exit 2
+  fi
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y kubernetes-client
+fi
+
 # --- Python for the Azure SDK tests and the request-size test's `requests` client -----------------------------
 # Creates target/pyenv once and installs the official SDK (which brings `requests`), pytest and cryptography (for
 # the test's self-signed certificate) from PyPI (a no-op when already there).

@@ -599,6 +599,9 @@ async fn cairn(kube: &TestKube, admin: &kube::Client, count: usize) -> (Lifecycl
     )
 }
 
+/// One phase of a lifecycle.
+type Pick = fn(&Lifecycle) -> Phase;
+
 fn median(mut values: Vec<Duration>) -> Duration {
     values.sort();
     values[values.len() / 2]
@@ -682,23 +685,18 @@ async fn bench(options: Options) {
         cairn_runs.push(c);
     }
 
-    let of = |runs: &[Lifecycle], pick: fn(&Lifecycle) -> Phase, part: fn(&Phase) -> Duration| {
+    let of = |runs: &[Lifecycle], pick: Pick, part: fn(&Phase) -> Duration| {
         median(runs.iter().map(|run| part(&pick(run))).collect())
     };
-    let phases: [(&str, fn(&Lifecycle) -> Phase); 3] = [
+    let phases: [(&str, Pick); 3] = [
         ("create", |l| l.create),
         ("update (remove half)", |l| l.update),
         ("delete", |l| l.delete),
     ];
     println!("median of {} runs, {count} config maps:", options.runs);
     println!(
-        "  {:<22} {:>10} {:>10} {:>14}   {:<34} {}",
-        "phase",
-        "cairn",
-        "kubectl",
-        "cairn/kubectl",
-        "CPU cairn: apiserver/etcd/cairn",
-        "kubectl: apiserver/etcd/kubectl"
+        "  {:<22} {:>10} {:>10} {:>14}   {:<34} CPU kubectl: apiserver/etcd/kubectl",
+        "phase", "cairn", "kubectl", "cairn/kubectl", "CPU cairn: apiserver/etcd/cairn",
     );
     for (label, pick) in phases {
         let cairn_wall = of(&cairn_runs, pick, |p| p.wall);

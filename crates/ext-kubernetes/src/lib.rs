@@ -10,7 +10,8 @@
 //!   manifest ([`manifest`]).
 //! - Operations ([`objects`]): server-side apply as field manager `cairn`, get without server noise,
 //!   delete with a propagation policy that waits for finalizers, preview by server-side dry run, and
-//!   readiness (`waitFor`) opted into per resource ([`readiness`]).
+//!   readiness (`waitFor`) opted into per resource ([`readiness`]); the fields an apply shares with
+//!   `kubectl apply`'s client-side manager become cairn's alone ([`ownership`]).
 //!
 //! The client is kube-rs over rustls ([`cluster`]); nothing shells out to `kubectl`. Serve it in process
 //! with [`in_process_transport`], or run the `cairn-ext-kubernetes` binary (`--http PORT`,
@@ -24,6 +25,7 @@ pub mod error;
 pub mod kubeconfig;
 pub mod manifest;
 pub mod objects;
+pub mod ownership;
 pub mod readiness;
 
 use cairn_extension_sdk::{Extension, InProcessTransport};

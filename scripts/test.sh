@@ -58,6 +58,19 @@ if ! command -v docker-registry >/dev/null 2>&1 || ! command -v skopeo >/dev/nul
   DEBIAN_FRONTEND=noninteractive apt-get install -y docker-registry skopeo
 fi
 
+# --- kubectl for the Kubernetes benchmark (crates/stack-service/benches/kubernetes.rs) --------------------------
+# `cargo test --all-targets` runs the benchmark once with a few objects as a smoke test; it compares cairn with
+# `kubectl apply --server-side`/`--prune` and `kubectl delete`, so it needs a kubectl (any will do: another
+# package may already provide one).
+if ! command -v kubectl >/dev/null 2>&1; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "error: kubectl is missing; install it with: sudo apt-get install -y kubernetes-client" >&2
+    exit 2
+  fi
+  apt-get update
+  DEBIAN_FRONTEND=noninteractive apt-get install -y kubernetes-client
+fi
+
 # --- Python for the Azure SDK tests and the request-size test's `requests` client -----------------------------
 # Creates target/pyenv once and installs the official SDK (which brings `requests`), pytest and cryptography (for
 # the test's self-signed certificate) from PyPI (a no-op when already there).
@@ -82,7 +95,8 @@ CAIRN_TEST_KUBE_BIN="$(bash scripts/kube-binaries.sh | tail -n 1)"
 export CAIRN_TEST_KUBE_BIN
 
 cargo build --workspace --all-targets --locked 2>/dev/null || cargo build --workspace --all-targets
-cargo test --workspace --all-targets
+# Every test target runs even after one fails, so a run reports every failure at once.
+cargo test --workspace --all-targets --no-fail-fast
 
 # --- Azure SDK for Python against `cairn serve` (tests/python; owned by crates/server) -----------------
 # Runs the SDK tests against the debug `cairn` binary built above: TLS on 127.0.0.1:0 with a static bearer token;

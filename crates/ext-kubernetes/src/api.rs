@@ -123,6 +123,52 @@ pub async fn apply(
         .map_err(|err| KubeError::from_client(err, action))
 }
 
+/// After an apply of `live` by `field_manager`: moves the fields that apply holds out of `kubectl apply`'s
+/// client-side entries ([`crate::ownership`]), so that they are cairn's alone; the object as it is then.
+/// Best effort: when the object changed in between (or the patch fails otherwise), `live` as it was, and
+/// the next apply tries again.
+pub async fn take_over_client_side_apply(
+    cluster: &Cluster,
+    object: &ObjectRef<'_>,
+    live: Value,
+    field_manager: &str,
+) -> Value {
+    let (Some(entries), Some(resource_version)) = (
+        crate::ownership::taken_over(&live, field_manager),
+        live.pointer("/metadata/resourceVersion")
+            .and_then(Value::as_str),
+    ) else {
+        return live;
+    };
+    let params = PatchParams {
+        field_manager: Some(field_manager.to_owned()),
+        ..PatchParams::default()
+    };
+    let body = crate::ownership::patch(entries, resource_version);
+    let Ok(request) = object
+        .request()
+        .patch(object.name, &params, &Patch::Merge(&body))
+    else {
+        return live;
+    };
+    match call(cluster, request).await {
+        Ok(patched) => patched,
+        Err(err) => {
+            // The status code only: a message could quote the object.
+            let code = match &err {
+                kube::Error::Api(status) => status.code,
+                _ => 0,
+            };
+            tracing::debug!(
+                object = %object.describe(),
+                code,
+                "could not take over kubectl's client-side apply fields; the next apply tries again"
+            );
+            live
+        }
+    }
+}
+
 /// The object, or `None` when it does not exist.
 pub async fn get(cluster: &Cluster, object: &ObjectRef<'_>) -> Result<Option<Value>, KubeError> {
     let action = format!("read {}", object.describe());

@@ -10,7 +10,8 @@
 //!   manifest ([`manifest`]).
 //! - Operations ([`objects`]): server-side apply as field manager `cairn`, get without server noise,
 //!   delete with a propagation policy that waits for finalizers, preview by server-side dry run, and
-//!   readiness (`waitFor`) opted into per resource ([`readiness`]).
+//!   readiness (`waitFor`) opted into per resource ([`readiness`]); the fields an apply shares with
+//!   `kubectl apply`'s client-side manager become cairn's alone ([`ownership`]).
 //!
 //! - Types ([`types()`], Bicep's type format): the manifest as a fallback type open to any kind, and a few core
 //!   kinds with a closed top level; served by `GetTypeFiles` and written by `--types DIR`.
@@ -27,6 +28,7 @@ pub mod error;
 pub mod kubeconfig;
 pub mod manifest;
 pub mod objects;
+pub mod ownership;
 pub mod readiness;
 pub mod types;
 

@@ -5,7 +5,9 @@
 //!   another manager is a 409 naming it, unless `force` is set on the resource or the config. A kind
 //!   not served yet is waited for (bounded) while a CRD defining it exists, so a custom resource can
 //!   follow its CRD in one deployment; a CRD itself is waited for until `Established`. An object, or a
-//!   namespace, still being deleted is waited for too, then the object is created anew.
+//!   namespace, still being deleted is waited for too, then the object is created anew. The fields the
+//!   apply shares with `kubectl apply`'s client-side manager are then moved to cairn's
+//!   ([`crate::ownership`]), so that an adopted object is cairn's to change.
 //!   With `waitFor`, the apply is done once the object is ready ([`crate::readiness`]): after a short
 //!   wait here, the resource is answered `Running` and the host polls get.
 //! - **get** answers the live object (see [`crate::manifest::present`]), with status `Deleting` while
@@ -296,6 +298,9 @@ impl ResourceHandler<K8sConfig> for ObjectHandler {
                 Err(err) => return Err(fail(err)),
             }
         };
+        // An object `kubectl apply` made (adopted, say): what this apply holds is cairn's from now on.
+        let live =
+            api::take_over_client_side_apply(cluster, &object, live, config.field_manager()).await;
         if kind.is_crd() {
             match api::wait_established(cluster, &object, deadline)
                 .await

@@ -1,8 +1,8 @@
 //! The extensibility host drives the Kubernetes extension as the in-process built-in and as the gRPC
 //! binary: a create whose `waitFor` outlasts the request (the host polls get until ready), a delete held
 //! by a finalizer (the host polls get until 404), and a delete carrying another control plane's
-//! `configId`, which deletes nothing (checked in process only: the gRPC protocol carries no `configId`,
-//! so over gRPC the extension cannot tell).
+//! `configId`, which deletes nothing, over gRPC too (where `configId` travels in cairn's addition to the
+//! messages).
 
 mod common;
 
@@ -129,17 +129,22 @@ fn host_follows_readiness_and_deletes_and_refuses_another_cluster() {
             };
 
             let maps: Api<ConfigMap> = Api::namespaced(admin.clone(), namespace);
-            // Another cluster's configId: refused, nothing deleted.
-            if name == "Kubernetes" {
-                let wrong = ResourceLocator {
-                    config_id: Some("0".repeat(64)),
-                    ..locator.clone()
-                };
-                let err = host.delete(&key, &wrong, &context).await.unwrap_err();
-                assert_eq!(err.kind(), HostErrorKind::ConfigMismatch, "{name}: {err:?}");
-                let live = maps.get("held").await.unwrap();
-                assert!(live.metadata.deletion_timestamp.is_none(), "{name}: deleted on a mismatch");
-            }
+            // The cluster's identity comes back over both transports, and another cluster's configId is
+            // refused, nothing deleted.
+            assert_eq!(
+                held.config_id.as_ref().map(String::len),
+                Some(64),
+                "{name}: {:?}",
+                held.config_id
+            );
+            let wrong = ResourceLocator {
+                config_id: Some("0".repeat(64)),
+                ..locator.clone()
+            };
+            let err = host.delete(&key, &wrong, &context).await.unwrap_err();
+            assert_eq!(err.kind(), HostErrorKind::ConfigMismatch, "{name}: {err:?}");
+            let live = maps.get("held").await.unwrap();
+            assert!(live.metadata.deletion_timestamp.is_none(), "{name}: deleted on a mismatch");
 
             let release = tokio::spawn({
                 let maps = maps.clone();

@@ -4,8 +4,9 @@
 //! `ResourceReference`; the `LocalExtensibilityOperationResponse` becomes a v2 status and body.
 //! Server side (gRPC → v2 extension): the reverse.
 //!
-//! gRPC has no `configId`, no config echo, no preview `metadata` and no long-running operations; statuses
-//! on resources (RELO) pass through.
+//! gRPC has no config echo, no preview `metadata` and no long-running operations; statuses on resources
+//! (RELO) pass through, and so does `configId`, in cairn's addition to the messages
+//! ([`proto::CONFIG_ID_FIELD`]; a Bicep peer neither sends nor reads it).
 
 use cairn_extension_contract::transport::{Operation, TransportError, TransportResponse};
 use cairn_extension_contract::v2::{
@@ -18,6 +19,11 @@ use crate::proto;
 
 /// Error codes that mean "no such resource": get answers 404, delete answers 204.
 pub const NOT_FOUND_CODES: &[&str] = &[codes::RESOURCE_NOT_FOUND, "NotFound", "ObjectNotFound"];
+
+/// The error code of a request whose `configId` names another system than its config reaches: answered 422
+/// over HTTP, which gRPC cannot say, so the code brings the status back (the host then refuses the
+/// mismatch as it does over HTTP).
+pub const CONFIG_ID_MISMATCH: &str = "ConfigIdMismatch";
 
 /// The request body is not a valid v2 request.
 pub const INVALID_REQUEST: &str = "InvalidRequest";
@@ -37,8 +43,8 @@ fn to_json_string(value: &Value) -> String {
 // Client side: v2 request → proto, proto response → v2.
 // ---------------------------------------------------------------------------------------------
 
-/// A v2 `createOrUpdate` or `preview` body as a gRPC `ResourceSpecification` (preview `metadata` and
-/// `configId` have no gRPC field and are dropped).
+/// A v2 `createOrUpdate` or `preview` body as a gRPC `ResourceSpecification` (preview `metadata` has no
+/// gRPC field and is dropped).
 pub fn specification_to_proto(body: &[u8]) -> Result<proto::ResourceSpecification, Box<v2::Error>> {
     let spec: ResourcePreviewSpecification = serde_json::from_slice(body).map_err(|err| {
         invalid_request(format!(
@@ -50,6 +56,7 @@ pub fn specification_to_proto(body: &[u8]) -> Result<proto::ResourceSpecificatio
         r#type: spec.resource_type,
         api_version: spec.api_version,
         properties: to_json_string(&spec.properties),
+        config_id: spec.config_id,
     })
 }
 
@@ -65,6 +72,7 @@ pub fn reference_to_proto(body: &[u8]) -> Result<proto::ResourceReference, Box<v
         config: reference.config.as_ref().map(to_json_string),
         r#type: reference.resource_type,
         api_version: reference.api_version,
+        config_id: reference.config_id,
     })
 }
 
@@ -149,6 +157,9 @@ pub fn response_from_proto(
             match operation {
                 Operation::Get if not_found => Ok(error_response(404, error_from_proto(error))),
                 Operation::Delete if not_found => Ok(no_content()),
+                _ if error.code == CONFIG_ID_MISMATCH => {
+                    Ok(error_response(422, error_from_proto(error)))
+                }
                 _ => Ok(error_response(400, error_from_proto(error))),
             }
         }
@@ -166,6 +177,7 @@ fn resource_from_proto(
     let identifiers = parse_object("identifiers", &resource.identifiers)?;
     let properties = parse_object("properties", &resource.properties)?;
     let status = resource.status.map(OperationStatus::new);
+    let config_id = resource.config_id;
     match operation {
         Operation::Preview => Ok(json_response(
             200,
@@ -176,7 +188,7 @@ fn resource_from_proto(
                 properties,
                 status,
                 config: None,
-                config_id: None,
+                config_id,
                 metadata: None,
             },
         )),
@@ -191,7 +203,7 @@ fn resource_from_proto(
                 identifiers,
                 properties,
                 config: None,
-                config_id: None,
+                config_id,
                 status,
                 error: None,
             },
@@ -277,7 +289,7 @@ pub fn specification_from_proto(
         api_version: spec.api_version.clone(),
         properties,
         config,
-        config_id: None,
+        config_id: spec.config_id.clone(),
     };
     Ok(serde_json::to_vec(&body).unwrap_or_default())
 }
@@ -297,7 +309,7 @@ pub fn reference_from_proto(
         api_version: reference.api_version.clone(),
         identifiers,
         config,
-        config_id: None,
+        config_id: reference.config_id.clone(),
     };
     Ok(serde_json::to_vec(&body).unwrap_or_default())
 }
@@ -389,6 +401,7 @@ pub fn resource_to_proto(body: &[u8]) -> Result<proto::Resource, Box<proto::Erro
         identifiers: object_text("identifiers")?,
         properties: object_text("properties")?,
         status: text("status"),
+        config_id: text("configId"),
     })
 }
 
@@ -408,6 +421,7 @@ pub fn deleted_reply(
         identifiers,
         properties: "{}".to_owned(),
         status: None,
+        config_id: None,
     })
 }
 
@@ -423,6 +437,7 @@ mod tests {
             identifiers: r#"{"path":"a"}"#.into(),
             properties: r#"{"path":"a","content":"x"}"#.into(),
             status: status.map(str::to_owned),
+            config_id: None,
         })
     }
 
@@ -441,17 +456,20 @@ mod tests {
         assert_eq!(spec.api_version.as_deref(), Some("v1"));
         assert_eq!(spec.properties, r#"{"a":1}"#);
         assert_eq!(spec.config.as_deref(), Some(r#"{"root":"/r"}"#));
+        assert_eq!(spec.config_id.as_deref(), Some("x"));
         let back: Value =
             serde_json::from_slice(&specification_from_proto(&spec).unwrap()).unwrap();
         assert_eq!(
             back,
-            json!({ "type": "File", "apiVersion": "v1", "properties": { "a": 1 }, "config": { "root": "/r" } })
+            json!({ "type": "File", "apiVersion": "v1", "properties": { "a": 1 }, "config": { "root": "/r" },
+                    "configId": "x" })
         );
     }
 
     #[test]
     fn reference_round_trips() {
-        let body = br#"{"type":"File","identifiers":{"path":"a"},"config":{"root":"/r"}}"#;
+        let body =
+            br#"{"type":"File","identifiers":{"path":"a"},"config":{"root":"/r"},"configId":"c1"}"#;
         let reference = reference_to_proto(body).unwrap();
         assert_eq!(reference.identifiers, r#"{"path":"a"}"#);
         let back: Value =
@@ -611,6 +629,7 @@ mod tests {
         .unwrap();
         assert_eq!(resource.identifiers, r#"{"path":"a"}"#);
         assert_eq!(resource.status.as_deref(), Some("Running"));
+        assert_eq!(resource.config_id.as_deref(), Some("c"));
         assert!(resource_to_proto(br#"{"type":"File","properties":{}}"#).is_err());
 
         let reply = error_reply_from_v2(
@@ -630,6 +649,35 @@ mod tests {
             .error
             .unwrap();
         assert_eq!(generic.code, codes::EXTENSION_ERROR_WITHOUT_BODY);
+    }
+
+    #[test]
+    fn a_config_id_mismatch_is_a_422() {
+        let reply = error_reply(proto_error(CONFIG_ID_MISMATCH, None, "another cluster"));
+        for operation in [Operation::Get, Operation::Delete, Operation::CreateOrUpdate] {
+            let response = response_from_proto(operation, reply.clone()).unwrap();
+            assert_eq!(response.status, 422, "{operation:?}");
+            assert_eq!(body(&response)["error"]["code"], CONFIG_ID_MISMATCH);
+        }
+    }
+
+    #[test]
+    fn a_resource_answer_carries_its_config_id() {
+        let mut reply = reply_with_resource(None);
+        if let Some(resource) = reply.resource.as_mut() {
+            resource.config_id = Some("cluster-1".into());
+        }
+        for operation in [
+            Operation::CreateOrUpdate,
+            Operation::Get,
+            Operation::Preview,
+        ] {
+            let response = response_from_proto(operation, reply.clone()).unwrap();
+            assert_eq!(body(&response)["configId"], "cluster-1", "{operation:?}");
+        }
+        // A peer that sends none (Bicep's own extensions): none in the answer.
+        let response = response_from_proto(Operation::Get, reply_with_resource(None)).unwrap();
+        assert!(body(&response).get("configId").is_none());
     }
 
     #[test]

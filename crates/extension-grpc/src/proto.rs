@@ -3,6 +3,11 @@
 //! Field numbers and types follow `src/Bicep.Local.Rpc/extension.proto` exactly; `config`, `properties`,
 //! `identifiers` and `innerError` carry JSON serialised into strings. Hand-written so the build needs no
 //! `protoc`; the wire format is all that matters and the tests below pin it byte for byte.
+//!
+//! One addition of cairn's: `configId` ([`CONFIG_ID_FIELD`]) on `ResourceSpecification`,
+//! `ResourceReference` and `Resource`, so that an extension served over gRPC can name the system its
+//! config reaches and refuse a request meant for another, as over HTTP. proto3 readers skip fields they
+//! do not know, so Bicep and other gRPC peers are unaffected: they neither send nor read it.
 
 use std::collections::HashMap;
 use std::fmt;
@@ -10,6 +15,10 @@ use std::fmt;
 /// The largest gRPC message either side sends or accepts: above the contract's 20 MB single-resource
 /// response limit (tonic's default of 4 MB would cut a legal 4 MB request once framed).
 pub const MAX_MESSAGE_BYTES: usize = 32 * 1024 * 1024;
+
+/// The field number of cairn's `configId` addition: far above Bicep's own numbers (1 to 5), so a field
+/// Bicep adds later cannot take it.
+pub const CONFIG_ID_FIELD: u32 = 1001;
 
 /// The gRPC service name, `package.Service`.
 pub const SERVICE_NAME: &str = "extension.BicepExtension";
@@ -74,6 +83,9 @@ pub struct ResourceSpecification {
     /// JSON object.
     #[prost(string, tag = "4")]
     pub properties: String,
+    /// cairn's addition ([`CONFIG_ID_FIELD`]): the `configId` the caller expects.
+    #[prost(string, optional, tag = "1001")]
+    pub config_id: Option<String>,
 }
 
 /// `ResourceReference`: the body of `Get` and `Delete`.
@@ -90,6 +102,9 @@ pub struct ResourceReference {
     pub r#type: String,
     #[prost(string, optional, tag = "4")]
     pub api_version: Option<String>,
+    /// cairn's addition ([`CONFIG_ID_FIELD`]): the `configId` the caller expects.
+    #[prost(string, optional, tag = "1001")]
+    pub config_id: Option<String>,
 }
 
 /// `LocalExtensibilityOperationResponse`: exactly one of `resource` and `error_data` must be set.
@@ -116,6 +131,9 @@ pub struct Resource {
     pub properties: String,
     #[prost(string, optional, tag = "5")]
     pub status: Option<String>,
+    /// cairn's addition ([`CONFIG_ID_FIELD`]): the `configId` of the config the answer was made with.
+    #[prost(string, optional, tag = "1001")]
+    pub config_id: Option<String>,
 }
 
 /// `ErrorData`.
@@ -174,6 +192,7 @@ impl fmt::Debug for ResourceSpecification {
             .field("api_version", &self.api_version)
             .field("config", &self.config.as_ref().map(|_| "[REDACTED]"))
             .field("properties_len", &self.properties.len())
+            .field("config_id", &self.config_id)
             .finish()
     }
 }
@@ -185,6 +204,7 @@ impl fmt::Debug for ResourceReference {
             .field("api_version", &self.api_version)
             .field("identifiers", &self.identifiers)
             .field("config", &self.config.as_ref().map(|_| "[REDACTED]"))
+            .field("config_id", &self.config_id)
             .finish()
     }
 }
@@ -210,6 +230,7 @@ mod tests {
             r#type: "T".into(),
             api_version: Some("v".into()),
             properties: "{}".into(),
+            config_id: None,
         };
         let bytes = spec.encode_to_vec();
         assert_eq!(
@@ -231,6 +252,7 @@ mod tests {
             config: None,
             r#type: "T".into(),
             api_version: Some("v".into()),
+            config_id: None,
         };
         assert_eq!(
             reference.encode_to_vec(),
@@ -246,6 +268,7 @@ mod tests {
             config: None,
             r#type: String::new(),
             api_version: Some(String::new()),
+            config_id: None,
         };
         let bytes = reference.encode_to_vec();
         assert_eq!(bytes, [0x22, 0]);
@@ -312,8 +335,58 @@ mod tests {
             identifiers: String::new(),
             properties: String::new(),
             status: Some("R".into()),
+            config_id: None,
         };
         assert_eq!(resource.encode_to_vec(), [0x2a, 1, b'R']);
+    }
+
+    /// `Resource` as Bicep's proto declares it (no `configId`), to read what cairn sends as a Bicep peer would.
+    #[derive(Clone, PartialEq, prost::Message)]
+    struct BicepResource {
+        #[prost(string, tag = "1")]
+        r#type: String,
+        #[prost(string, optional, tag = "2")]
+        api_version: Option<String>,
+        #[prost(string, tag = "3")]
+        identifiers: String,
+        #[prost(string, optional, tag = "4")]
+        properties: Option<String>,
+        #[prost(string, optional, tag = "5")]
+        status: Option<String>,
+    }
+
+    #[test]
+    fn config_id_is_field_1001_and_a_bicep_peer_skips_it() {
+        let resource = Resource {
+            r#type: "T".into(),
+            api_version: None,
+            identifiers: "{}".into(),
+            properties: String::new(),
+            status: None,
+            config_id: Some("c".into()),
+        };
+        let bytes = resource.encode_to_vec();
+        // Field 1001, wire type 2: the key (1001 << 3) | 2 = 8010 as a varint is 0xca 0x3e.
+        assert_eq!(
+            bytes,
+            [0x0a, 1, b'T', 0x1a, 2, b'{', b'}', 0xca, 0x3e, 1, b'c']
+        );
+        assert_eq!(
+            u32::from(bytes[7] & 0x7f) | (u32::from(bytes[8]) << 7),
+            (CONFIG_ID_FIELD << 3) | 2
+        );
+        let bicep = BicepResource::decode(bytes.as_slice()).unwrap();
+        assert_eq!(
+            (bicep.r#type.as_str(), bicep.identifiers.as_str()),
+            ("T", "{}")
+        );
+        assert_eq!(Resource::decode(bytes.as_slice()).unwrap(), resource);
+        // Without one, the bytes are Bicep's.
+        let plain = Resource {
+            config_id: None,
+            ..resource
+        };
+        assert_eq!(plain.encode_to_vec(), [0x0a, 1, b'T', 0x1a, 2, b'{', b'}']);
     }
 
     #[test]
@@ -338,12 +411,14 @@ mod tests {
             r#type: "T".into(),
             api_version: None,
             properties: "{}".into(),
+            config_id: None,
         };
         let reference = ResourceReference {
             identifiers: "{}".into(),
             config: Some(r#"{"token":"s3cr3t"}"#.into()),
             r#type: "T".into(),
             api_version: None,
+            config_id: None,
         };
         assert!(!format!("{spec:?}").contains("s3cr3t"));
         assert!(!format!("{reference:?}").contains("s3cr3t"));

@@ -322,6 +322,7 @@ impl TransportBridge {
             config: request.config.clone(),
             r#type: request.r#type.clone(),
             api_version: request.api_version.clone(),
+            config_id: request.config_id.clone(),
         };
         self.lookup(Operation::Get, reference).await
     }
@@ -440,6 +441,7 @@ mod tests {
             config: None,
             r#type: "T".into(),
             api_version: None,
+            config_id: None,
         }
     }
 

@@ -102,6 +102,7 @@ fn spec(properties: Value) -> ResourceSpecification {
         r#type: "Test/notes".into(),
         api_version: None,
         properties: properties.to_string(),
+        config_id: None,
     }
 }
 
@@ -111,6 +112,7 @@ fn reference(name: &str) -> ResourceReference {
         config: None,
         r#type: "Test/notes".into(),
         api_version: None,
+        config_id: None,
     }
 }
 

@@ -127,7 +127,21 @@ fn execute(args: TemplateArgs, print_plan: bool) -> anyhow::Result<ExitCode> {
         );
         // Extension resource bodies against their extensions' types, where the registry knows them.
         if let Some(plan) = &plan {
-            let types = crate::extension::types_for_validation(&template.root.to_json())?;
+            let json = template.root.to_json();
+            // OCI extensions resolve through the bicepconfig.json near the template, as a deployment resolves them.
+            let dir = args
+                .template_file
+                .parent()
+                .filter(|p| !p.as_os_str().is_empty())
+                .unwrap_or(Path::new("."));
+            if let Err(failure) = crate::extension_oci::set_project(dir, &json) {
+                let message = match failure {
+                    crate::output::Failure::Usage(message) => message,
+                    _ => "cannot read the bicepconfig.json near the template".to_owned(),
+                };
+                anyhow::bail!(message);
+            }
+            let types = crate::extension::types_for_validation(&json)?;
             loaded.diagnostics.extend(
                 cairn_template::resource_types::check_plan(&types, &template.root, plan)
                     .into_iter()

@@ -271,6 +271,39 @@ fn deploy_an_extension_by_br_reference_and_refuse_a_moved_tag() {
         deployed["properties"]["provisioningState"], "Succeeded",
         "{deployed:#}"
     );
+
+    // The artifact's types layer checks bodies before anything runs: a misspelt property is named with a
+    // suggestion by `template validate` and refuses the deployment; no file is written.
+    let mut misspelt = template(&["typo"]);
+    let body = &mut misspelt["resources"]["typo"]["properties"];
+    body["contnet"] = body["content"].take();
+    body.as_object_mut().unwrap().remove("content");
+    std::fs::write(project.join("main.json"), misspelt.to_string()).unwrap();
+    let validated = cairn_in(
+        &home,
+        &project,
+        &["template", "validate", "-f", "main.json"],
+        &[],
+    );
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&validated.stdout),
+        String::from_utf8_lossy(&validated.stderr)
+    );
+    assert_ne!(validated.status.code(), Some(0), "{said}");
+    assert!(
+        said.contains("contnet") && said.contains("content"),
+        "{said}"
+    );
+    let refused = deploy("fourth");
+    let said = format!(
+        "{}{}",
+        String::from_utf8_lossy(&refused.stdout),
+        String::from_utf8_lossy(&refused.stderr)
+    );
+    assert_ne!(refused.status.code(), Some(0), "{said}");
+    assert!(said.contains("contnet"), "{said}");
+    assert!(!root.join("typo.txt").exists(), "nothing ran");
 }
 
 #[test]

@@ -290,15 +290,14 @@ async fn targets(
          ORDER BY 1",
         source(scope.kind, scope.objects.is_some())
     );
-    let rows: Vec<PrivilegeRow> =
-        sqlx::query_as(sqlx::AssertSqlSafe(query))
-            .bind(grantee)
-            .bind(scope.schema)
-            .bind(scope.objects)
-            .bind(scope.database)
-            .fetch_all(connection)
-            .await
-            .map_err(|err| sql_error(&err, "read the privileges"))?;
+    let rows: Vec<PrivilegeRow> = sqlx::query_as(sqlx::AssertSqlSafe(query))
+        .bind(grantee)
+        .bind(scope.schema)
+        .bind(scope.objects)
+        .bind(scope.database)
+        .fetch_all(connection)
+        .await
+        .map_err(|err| sql_error(&err, "read the privileges"))?;
     let mut targets: BTreeMap<String, Target> = BTreeMap::new();
     for (key, sql_name, privilege, grantable, is_default) in rows {
         let target = targets.entry(key.clone()).or_insert_with(|| Target {

@@ -1,11 +1,12 @@
 //! The transport of an OCI extension: on its first call it pins the digest (registry entry or lock file),
 //! pulls the artifact (from the cache when it is there), and starts the binary as a local gRPC extension
-//! (`--socket`), which then serves every call.
+//! (`--socket`), which then serves every call. Its types come from the artifact's types layer, without starting
+//! the binary, so a types-only artifact still checks resource bodies before deploy.
 
 use std::sync::Arc;
 
 use cairn_extension_contract::transport::{
-    BoxFuture, ExtensionTransport, TransportError, TransportRequest, TransportResponse,
+    BoxFuture, ExtensionTransport, TransportError, TransportRequest, TransportResponse, TypeFiles,
 };
 use cairn_extension_grpc::{LaunchSpec, LocalProcessTransport};
 use tokio::sync::OnceCell;
@@ -63,24 +64,32 @@ impl OciTransport {
         Ok(started)
     }
 
+    /// Pins and pulls the artifact (from the cache once it is there): its digest and contents.
+    async fn pull(&self) -> Result<(String, crate::Pulled), OciError> {
+        let source = &self.source;
+        let digest = resolve_pin(
+            &self.client,
+            &source.name,
+            &source.version,
+            &source.reference,
+            &source.pin,
+            false,
+        )
+        .await?;
+        let platform = media::current_platform().unwrap_or("unknown");
+        let pulled = self
+            .client
+            .pull(&source.reference.with_digest(&digest), platform)
+            .await?;
+        Ok((digest, pulled))
+    }
+
     async fn running(&self) -> Result<&(Started, Arc<LocalProcessTransport>), OciError> {
         self.running
             .get_or_try_init(|| async {
                 let source = &self.source;
-                let digest = resolve_pin(
-                    &self.client,
-                    &source.name,
-                    &source.version,
-                    &source.reference,
-                    &source.pin,
-                    false,
-                )
-                .await?;
                 let platform = media::current_platform().unwrap_or("unknown");
-                let pulled = self
-                    .client
-                    .pull(&source.reference.with_digest(&digest), platform)
-                    .await?;
+                let (digest, pulled) = self.pull().await?;
                 let binary = pulled.binary.ok_or_else(|| OciError::NoBinary {
                     reference: source.reference.to_string(),
                     platform: platform.to_owned(),
@@ -116,6 +125,27 @@ impl ExtensionTransport for OciTransport {
                         message: error.to_string(),
                     })?;
             transport.send(request).await
+        })
+    }
+
+    /// The artifact's types layer (`index.json` and the files it references).
+    fn type_files(&self) -> BoxFuture<'_, Result<Option<TypeFiles>, TransportError>> {
+        Box::pin(async move {
+            let (_, pulled) = self
+                .pull()
+                .await
+                .map_err(|error| TransportError::Unavailable {
+                    message: error.to_string(),
+                })?;
+            let mut files = TypeFiles::new();
+            for (name, bytes) in pulled.types.files {
+                let text =
+                    String::from_utf8(bytes).map_err(|_| TransportError::InvalidResponse {
+                        message: format!("the artifact's type file '{name}' is not UTF-8 text"),
+                    })?;
+                files.insert(name, text);
+            }
+            Ok(Some(files))
         })
     }
 }

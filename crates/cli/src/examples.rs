@@ -469,6 +469,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         )],
     ),
     (
+        "stack group cancel",
+        &[(
+            "Stop the stack's running operation at its next safe point",
+            "cairn stack group cancel -n app -g app",
+        )],
+    ),
+    (
         "stack group what-if",
         &[
             (
@@ -534,6 +541,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         )],
     ),
     (
+        "stack sub cancel",
+        &[(
+            "Stop the stack's running operation at its next safe point",
+            "cairn stack sub cancel -n platform --server https://cairn.example",
+        )],
+    ),
+    (
         "stack sub what-if",
         &[(
             "Preview a subscription stack update",
@@ -587,6 +601,13 @@ pub(crate) const EXAMPLES: &[(&str, &[Example])] = &[
         &[(
             "The template of a management group stack",
             "cairn stack mg export -n policies -m corp",
+        )],
+    ),
+    (
+        "stack mg cancel",
+        &[(
+            "Stop the stack's running operation at its next safe point",
+            "cairn stack mg cancel -n policies -m corp",
         )],
     ),
     (

@@ -80,6 +80,10 @@ enum StackCommand {
     Delete(DeleteArgs),
     /// Print the template of the stack's deployment.
     Export(NameArgs),
+    /// Stop the stack's running create, update or delete at its next safe point: no new resource is deployed or
+    /// deleted, calls in flight finish, and the stack ends `canceled` managing everything it created and did not
+    /// delete. The next create or delete carries on.
+    Cancel(NameArgs),
     /// Predict what creating or updating the stack would change: a plan of the resources created, modified,
     /// unchanged, and the managed resources deleted or detached (-o json: the 2025-07-01 what-if result).
     WhatIf(StackFlags),
@@ -559,7 +563,7 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
         StackCommand::Create(a) => scope_of(target, kind, &a.stack.scope)?,
         StackCommand::Validate(a) | StackCommand::WhatIf(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::Show(a) => scope_of(target, kind, &a.named.scope)?,
-        StackCommand::Export(a) => scope_of(target, kind, &a.scope)?,
+        StackCommand::Export(a) | StackCommand::Cancel(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::List(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::Delete(a) => scope_of(target, kind, &a.scope)?,
         StackCommand::Drift(a) => scope_of(target, kind, &a.scope)?,
@@ -637,6 +641,14 @@ async fn execute(target: &TargetArgs, kind: ScopeKind, command: StackCommand) ->
             with_backend(target, ParallelismArgs::default(), async move |backend| {
                 let exported = backend.export_template(&scope, &a.name).await?;
                 a.out.print(Format::Json, &exported, TableView::Auto)?;
+                Ok(ExitCode::SUCCESS)
+            })
+            .await
+        }
+        StackCommand::Cancel(a) => {
+            with_backend(target, ParallelismArgs::default(), async move |backend| {
+                backend.cancel(&scope, &a.name).await?;
+                eprintln!("stack {}: cancel requested", a.name);
                 Ok(ExitCode::SUCCESS)
             })
             .await

@@ -1497,3 +1497,134 @@ fn a_stack_deletes_a_directory_with_files_in_undeclared_subdirectories() {
     );
     assert!(!root.join("site").exists());
 }
+
+/// `stack group cancel` through a server stops a running delete: the deletes in flight finish, no new one starts,
+/// the stack ends `canceled` managing exactly the things still there, and the next delete finishes the job.
+#[test]
+fn a_running_stack_delete_is_canceled_and_the_next_one_carries_on() {
+    let (_runtime, things_url, things) = start_things();
+    let dir = tempfile::tempdir().unwrap();
+    let home = dir.path().join("client-home");
+    let registry = dir.path().join("extensions.json");
+    std::fs::write(
+        &registry,
+        json!({ "extensions": [ { "name": "Things", "version": "1.0.0",
+                                  "transport": { "kind": "http", "url": things_url } } ] })
+        .to_string(),
+    )
+    .unwrap();
+    let server = common::start_server(&dir.path().join("server-data"), &registry);
+    let url = server.url.as_str();
+    let names: Vec<String> = (0..40).map(|i| format!("slow-{i:02}")).collect();
+    let names: Vec<&str> = names.iter().map(String::as_str).collect();
+    let all = dir.path().join("all.json");
+    std::fs::write(&all, things_template(&names).to_string()).unwrap();
+    let all = all.to_str().unwrap();
+    expect(
+        &home,
+        &on(url, &["group", "create", "-n", "rg", "-l", "local"]),
+        0,
+    );
+    expect(
+        &home,
+        &on(
+            url,
+            &[
+                "stack",
+                "group",
+                "create",
+                "-n",
+                "st",
+                "-g",
+                "rg",
+                "-f",
+                all,
+                "--aou",
+                "detachAll",
+                "--yes",
+            ],
+        ),
+        0,
+    );
+    let existing = || things.existing.lock().unwrap().len();
+    assert_eq!(existing(), 40);
+
+    let delete_args = on(
+        url,
+        &[
+            "stack",
+            "group",
+            "delete",
+            "-n",
+            "st",
+            "-g",
+            "rg",
+            "--aou",
+            "deleteAll",
+            "--yes",
+        ],
+    );
+    let running = Command::new(env!("CARGO_BIN_EXE_cairn"))
+        .env("CAIRN_HOME", &home)
+        .env_remove("CAIRN_SERVER")
+        .env_remove("CAIRN_TOKEN")
+        .env_remove("CAIRN_EXTENSIONS")
+        .args(&delete_args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // The first deletes are in flight (each takes SLOW_DELETE) once the stack says it is deleting.
+    let show = on(url, &["stack", "group", "show", "-n", "st", "-g", "rg"]);
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    loop {
+        let shown = stdout_json(&expect(&home, &show, 0));
+        if shown["properties"]["provisioningState"] == "deleting" {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "{shown:#}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    std::thread::sleep(SLOW_DELETE / 3);
+    let canceled = expect(
+        &home,
+        &on(url, &["stack", "group", "cancel", "-n", "st", "-g", "rg"]),
+        0,
+    );
+    assert!(
+        stderr(&canceled).contains("cancel requested"),
+        "{}",
+        stderr(&canceled)
+    );
+    let out = running.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1), "{}", stderr(&out));
+
+    let stack = stdout_json(&expect(&home, &show, 0));
+    assert_eq!(
+        stack["properties"]["provisioningState"], "canceled",
+        "{stack:#}"
+    );
+    assert_eq!(
+        stack["properties"]["error"]["code"],
+        "DeploymentStackCanceled"
+    );
+    let managed = stack["properties"]["resources"].as_array().unwrap().len();
+    assert!(
+        managed > 0 && managed < 40,
+        "stopped part way: {managed} left"
+    );
+    assert_eq!(managed, existing(), "every thing still there is managed");
+
+    let again = expect(
+        &home,
+        &on(url, &["stack", "group", "cancel", "-n", "st", "-g", "rg"]),
+        1,
+    );
+    assert!(
+        stderr(&again).contains("DeploymentStackCannotBeCanceled"),
+        "{}",
+        stderr(&again)
+    );
+    expect(&home, &delete_args, 0);
+    assert_eq!(existing(), 0);
+}

@@ -152,6 +152,13 @@ impl Client {
         Ok(self.send(Method::POST, &url, None).await?.body)
     }
 
+    /// Cancels the stack's running operation (cairn's `POST .../cancel`): 409 when nothing runs.
+    pub async fn cancel_stack(&self, scope: &str, name: &str) -> Result<(), ClientError> {
+        let url = self.stack_url(scope, name, "/cancel");
+        self.send(Method::POST, &url, None).await?;
+        Ok(())
+    }
+
     /// Starts a drift detection of a stack (cairn's `POST .../detectDrift`); a missing stack is 404
     /// `DeploymentStackNotFound`, a detection already running 409.
     pub async fn detect_stack_drift(

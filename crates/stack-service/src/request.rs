@@ -8,7 +8,6 @@ use cairn_arm::models::stack::{DeploymentStack, DeploymentStackProperties};
 use cairn_arm::{ArmError, ErrorDetail, ResourceId, ResourceIdKind};
 use cairn_stacks::RunSettings;
 use cairn_stacks::directive::{PersistedConfig, arm_api_call_expression};
-use serde_json::Value;
 
 pub(crate) fn stack_id(scope: &str, name: &str) -> Result<ResourceId, ArmError> {
     let text = format!(
@@ -22,43 +21,8 @@ pub(crate) fn bad_request(detail: ErrorDetail) -> ArmError {
     ArmError::from_detail(400, detail)
 }
 
-/// The parameters a stack may keep: values of parameters the template declares secure are dropped (a stack
-/// record never holds secrets; the engine keeps them sealed for its own run), while a secure parameter given as
-/// a Key Vault `reference` keeps the reference alone (it names the secret, it is not one), as ARM's stacks do: the
-/// stack then shows where the value comes from, and a later what-if with the same parameters file sees the same
-/// set of parameters.
-pub(crate) fn public_parameters(
-    properties: &DeploymentStackProperties,
-) -> Option<cairn_arm::models::parameters::DeploymentParameters> {
-    let parameters = properties.parameters.clone()?;
-    let declared = properties
-        .template
-        .as_ref()
-        .and_then(|t| t.get("parameters"))
-        .and_then(Value::as_object);
-    let is_secure = |name: &str| {
-        declared
-            .and_then(|d| d.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)))
-            .and_then(|(_, p)| p.get("type"))
-            .and_then(Value::as_str)
-            .is_some_and(|t| {
-                t.eq_ignore_ascii_case("securestring") || t.eq_ignore_ascii_case("secureobject")
-            })
-    };
-    Some(cairn_arm::models::parameters::DeploymentParameters(
-        parameters
-            .0
-            .into_iter()
-            .filter_map(|(name, parameter)| {
-                if !is_secure(&name) {
-                    return Some((name, parameter));
-                }
-                let reference = parameter.get("reference")?.clone();
-                Some((name, serde_json::json!({ "reference": reference })))
-            })
-            .collect(),
-    ))
-}
+/// The parameters a stack may keep ([`cairn_stacks::kept_parameters`]).
+pub(crate) use cairn_stacks::kept_parameters as public_parameters;
 
 /// Refuses unknown `actionOnUnmanage` values (400 `InvalidActionOnUnmanage`).
 pub(crate) fn check_actions(
@@ -76,15 +40,7 @@ pub(crate) fn resource_policy(
     properties: &DeploymentStackProperties,
     bypass_protection: bool,
 ) -> Result<cairn_stacks::ResourcePolicy, cairn_arm::ErrorDetail> {
-    let policy = cairn_stacks::ResourcePolicy::parse(
-        properties.protect.as_deref().unwrap_or_default(),
-        properties.retain.as_deref().unwrap_or_default(),
-    )?;
-    Ok(if bypass_protection {
-        policy.without_protection()
-    } else {
-        policy
-    })
+    cairn_stacks::ResourcePolicy::of_stack(properties, bypass_protection)
 }
 
 /// Checks what a stack body must hold before anything runs: the unmanage actions, template xor link, and

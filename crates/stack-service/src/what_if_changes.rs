@@ -20,8 +20,6 @@ use cairn_stacks::{
 };
 use serde_json::Value;
 
-use crate::request::resource_policy;
-
 const DEPLOYMENTS_TYPE: &str = "microsoft.resources/deployments";
 
 /// A 500 `InternalServerError` with `error`'s message (for (de)serialising ARM models, which does not fail on them).
@@ -159,8 +157,9 @@ pub(crate) fn compare(
 ) -> Result<ComputedChanges, ArmError> {
     let policy = UnmanagePolicy::from_action(&next.action_on_unmanage)
         .map_err(|e| ArmError::from_detail(400, e.to_error_detail()))?;
-    let resource_policy = resource_policy(next, next.bypass_protection.unwrap_or(false))
-        .map_err(|detail| ArmError::from_detail(400, detail))?;
+    let resource_policy =
+        cairn_stacks::ResourcePolicy::of_stack(next, next.bypass_protection.unwrap_or(false))
+            .map_err(|detail| ArmError::from_detail(400, detail))?;
     let mut resource_changes = Vec::new();
     let mut diagnostics = Vec::new();
     let mut still_managed: Vec<ResourceKey> = Vec::new();
@@ -356,7 +355,7 @@ pub(crate) fn compare(
         });
         // Compared with what the stack would keep of them (secure values dropped, Key Vault references kept), as
         // the current set is what the stack kept: a secure value given again is no change of the set.
-        let params_after = crate::request::public_parameters(next).map(|p| {
+        let params_after = cairn_stacks::kept_parameters(next).map(|p| {
             p.0.keys()
                 .map(|k| k.to_lowercase())
                 .collect::<std::collections::BTreeSet<_>>()
@@ -418,7 +417,7 @@ mod tests {
             }
         }))
         .expect("properties");
-        let kept = crate::request::public_parameters(&request).expect("parameters");
+        let kept = cairn_stacks::kept_parameters(&request).expect("parameters");
         assert_eq!(
             serde_json::to_value(&kept).expect("json"),
             serde_json::json!({

@@ -2006,7 +2006,7 @@ async fn blank_protect_patterns_are_refused_before_anything_runs() {
 async fn a_canceled_operation_leaves_nothing_untracked_and_the_next_one_carries_on() {
     let env = setup(fast()).await;
     let service = &env.service;
-    let names: Vec<String> = (0..60).map(|i| format!("w{i:02}")).collect();
+    let names: Vec<String> = (0..200).map(|i| format!("w{i:03}")).collect();
     let all: Vec<&str> = names.iter().map(String::as_str).collect();
     env.widgets.latency_ms.store(40, Ordering::SeqCst);
     let nothing_runs = service.cancel(RG, "app").await.expect_err("no stack");

@@ -13,6 +13,7 @@
 //!   operations when the deployment failed).
 //! - [`diff`]: [`diff()`](diff::diff), previous vs new set into kept / added / removed with delete or detach per
 //!   `actionOnUnmanage`, and the ownership check between stacks.
+//! - [`kept`]: [`kept_parameters`], what a stack record keeps of its parameters (no secret values).
 //! - [`policy`]: [`ResourcePolicy`], the stack's `protect` (never delete) and `retain` (detach, never delete)
 //!   patterns over resource selectors.
 //! - [`plan`]: [`DeletePlan`], delete ordering (reverse dependencies, contents before containers, extensible
@@ -29,6 +30,7 @@ pub mod collect;
 pub mod diff;
 pub mod directive;
 pub mod error;
+pub mod kept;
 pub mod key;
 pub mod managed;
 pub mod outcome;
@@ -43,6 +45,7 @@ pub use diff::{
     DiffError, Ownership, RemovalAction, RemovalReason, StackClaim, UnmanageDiff, UnmanagePolicy,
     WithoutDeleteSupport, diff_collected, unmanage_all,
 };
+pub use kept::kept_parameters;
 pub use key::{ArmKey, ExtensibleKey, ResourceKey};
 pub use managed::{ExtensionIdentity, ManagedResource, ManagedSet, ManagedTarget, UnmanageBucket};
 pub use outcome::StackOperationResult;

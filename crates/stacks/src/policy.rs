@@ -139,6 +139,23 @@ impl ResourcePolicy {
         })
     }
 
+    /// The patterns of a stack body (`properties.protect`, `properties.retain`), protection lifted when the
+    /// operation says `bypass_protection`. Errors name the pattern's property (`InvalidResourcePolicy`).
+    pub fn of_stack(
+        properties: &cairn_arm::models::stack::DeploymentStackProperties,
+        bypass_protection: bool,
+    ) -> Result<Self, ErrorDetail> {
+        let policy = Self::parse(
+            properties.protect.as_deref().unwrap_or_default(),
+            properties.retain.as_deref().unwrap_or_default(),
+        )?;
+        Ok(if bypass_protection {
+            policy.without_protection()
+        } else {
+            policy
+        })
+    }
+
     /// The same policy with protection lifted, for an operation that says to delete protected resources.
     pub fn without_protection(mut self) -> Self {
         self.protect.clear();

@@ -204,6 +204,14 @@ impl StackBackend {
         }
     }
 
+    /// Asks the stack's running operation to stop at its next safe point.
+    pub(crate) async fn cancel(&self, scope: &str, name: &str) -> Result<(), Failure> {
+        match self {
+            StackBackend::Local(l) => Ok(l.service().cancel(scope, name).await?),
+            StackBackend::Remote(r) => Ok(r.cancel_stack(scope, name).await?),
+        }
+    }
+
     /// Computes the what-if result `name` (a `deploymentStacksWhatIfResults` resource) and returns it finished.
     pub(crate) async fn what_if(
         &self,

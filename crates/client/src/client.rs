@@ -254,6 +254,8 @@ pub struct Response {
     /// The server waited for the operation to end before answering, as `Prefer: wait` asked
     /// (`Preference-Applied: wait=N`): the next poll need not wait again.
     pub waited: bool,
+    /// `ETag`: the answer's entity tag, for a later read's `If-None-Match`.
+    pub etag: Option<String>,
 }
 
 impl Client {
@@ -318,13 +320,25 @@ impl Client {
         url: &str,
         body: Option<&Value>,
     ) -> Result<Response, ClientError> {
-        self.send_preferring(method, url, body, None).await
+        self.send_preferring(method, url, body, None, None).await
     }
 
     /// GETs an operation status `url` asking the server to answer once the operation has ended or `wait` has passed
     /// (`Prefer: wait=N`, RFC 7240, whole seconds); a server that does not wait answers at once, `waited` false.
     pub async fn poll_waiting(&self, url: &str, wait: Duration) -> Result<Response, ClientError> {
-        self.send_preferring(Method::GET, url, None, Some(wait))
+        self.send_preferring(Method::GET, url, None, Some(wait), None)
+            .await
+    }
+
+    /// GETs `url` unless it still reads as `etag` (`If-None-Match`), asking the server to hold the answer until it
+    /// changes or `wait` has passed (`Prefer: wait=N`): 304 with an empty body when it did not change.
+    pub async fn get_if_changed(
+        &self,
+        url: &str,
+        etag: Option<&str>,
+        wait: Duration,
+    ) -> Result<Response, ClientError> {
+        self.send_preferring(Method::GET, url, None, Some(wait), etag)
             .await
     }
 
@@ -334,6 +348,7 @@ impl Client {
         url: &str,
         body: Option<&Value>,
         wait: Option<Duration>,
+        if_none_match: Option<&str>,
     ) -> Result<Response, ClientError> {
         let mut request = self
             .http
@@ -341,6 +356,9 @@ impl Client {
             .header("x-ms-client-request-id", uuid::Uuid::new_v4().to_string());
         if let Some(wait) = wait {
             request = request.header("prefer", format!("wait={}", wait.as_secs().max(1)));
+        }
+        if let Some(etag) = if_none_match {
+            request = request.header("if-none-match", etag);
         }
         if let Some(body) = body {
             request = request.json(body);
@@ -358,6 +376,7 @@ impl Client {
                 .map(str::to_string)
         };
         let async_operation = header("azure-asyncoperation");
+        let etag = header("etag");
         let location = header("location");
         let retry_after = header("retry-after")
             .and_then(|v| v.trim().parse::<u64>().ok())
@@ -393,6 +412,7 @@ impl Client {
             location,
             retry_after,
             waited,
+            etag,
         })
     }
 

@@ -50,7 +50,7 @@ pub use client::{Client, ClientBuilder, Polling, Response};
 pub use deployments::{DeploymentWatcher, deployment_path, split_deployment_id};
 pub use error::ClientError;
 pub use reqwest::{Method, StatusCode};
-pub use stacks::{Accepted, DriftRead, DriftStarted, stack_path};
+pub use stacks::{Accepted, DriftRead, DriftStarted, HeldRead, stack_path};
 
 /// The API version of every request but the stack ones (resource groups, deployments, Key Vault).
 pub const API_VERSION: &str = "2025-04-01";

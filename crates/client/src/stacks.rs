@@ -79,6 +79,24 @@ impl Client {
         Ok(self.send(Method::GET, &url, None).await?.body)
     }
 
+    /// The stack unless it still reads as `etag`, the server holding the read until it changes or `wait` passes:
+    /// `None` when unchanged. The answer's tag, and whether the server held the read, come with it.
+    pub async fn get_stack_if_changed(
+        &self,
+        scope: &str,
+        name: &str,
+        etag: Option<&str>,
+        wait: Duration,
+    ) -> Result<HeldRead, ClientError> {
+        let url = self.stack_url(scope, name, "");
+        let answer = self.get_if_changed(&url, etag, wait).await?;
+        Ok(HeldRead {
+            stack: (answer.status != StatusCode::NOT_MODIFIED).then_some(answer.body),
+            etag: answer.etag,
+            held: answer.waited,
+        })
+    }
+
     /// The stacks of a scope, every page.
     pub async fn list_stacks(&self, scope: &str) -> Result<Vec<Value>, ClientError> {
         let path = format!("{scope}/providers/Microsoft.Resources/deploymentStacks");
@@ -221,4 +239,15 @@ impl Client {
             answer = self.send(Method::GET, &url, None).await?;
         }
     }
+}
+
+/// A stack read that the server may hold until the stack changes ([`Client::get_stack_if_changed`]).
+#[derive(Clone, Debug)]
+pub struct HeldRead {
+    /// The stack, `None` when it still reads as the tag asked with.
+    pub stack: Option<Value>,
+    /// The stack's entity tag now.
+    pub etag: Option<String>,
+    /// Whether the server held the read (`Preference-Applied: wait`); when not, a follower paces its reads itself.
+    pub held: bool,
 }

@@ -32,6 +32,8 @@ pub(crate) struct Call {
     pub api_version: String,
     /// `Prefer: wait=N` (RFC 7240): how long the client would have a status poll wait for the operation to end.
     pub wait: Option<std::time::Duration>,
+    /// `If-None-Match`: the entity tag of the caller's last read (a held stack read answers once it differs).
+    pub if_none_match: Option<String>,
     /// What the caller may reach (everything without tokens): the engine and the stack service act for it.
     pub access: cairn_arm::Access,
     /// [`STACK_ID_HEADER`]: the stack a deployment PUT is made for.
@@ -138,6 +140,11 @@ async fn handle_request(state: &AppState, request: Request) -> ApiResult {
         ids,
         api_version,
         wait,
+        if_none_match: parts
+            .headers
+            .get("if-none-match")
+            .and_then(|value| value.to_str().ok())
+            .map(|value| value.trim().to_owned()),
         access: Caller::access_of(&parts.extensions),
         stack_id: parts
             .headers
@@ -206,7 +213,7 @@ async fn dispatch(state: &AppState, call: &Call) -> ApiResult {
         } => deployments::operation_status(state, call, deployment, operation_id).await,
         Target::DeploymentStacks { scope } => stacks::list(state, call, scope).await,
         Target::DeploymentStack { id } => match method {
-            Get => stacks::get(state, id).await,
+            Get => stacks::get(state, call, id).await,
             Put => stacks::put(state, call, id).await,
             _ => stacks::delete(state, call, id).await,
         },

@@ -108,10 +108,70 @@ pub(crate) async fn list(state: &AppState, call: &Call, scope: &ResourceId) -> A
     ))
 }
 
-pub(crate) async fn get(state: &AppState, id: &ResourceId) -> ApiResult {
+/// GET: the stack, with a strong `ETag` of its stored text. With `If-None-Match` naming the current tag and
+/// `Prefer: wait=N` (RFC 7240), the read is held until the stack changes or N seconds pass (at most
+/// [`MAX_HELD_READ`]; `Preference-Applied: wait=N`), then answers 200 with the stack or 304: a client following an
+/// operation learns of each change as it is written instead of up to one poll interval later.
+pub(crate) async fn get(state: &AppState, call: &Call, id: &ResourceId) -> ApiResult {
     let (scope, name) = scope_and_name(id)?;
-    let stack = service(state)?.get(&scope, &name).await?;
-    Ok(json_response(StatusCode::OK, &stack))
+    let service = service(state)?;
+    let wait = call.wait.map(|wait| wait.min(MAX_HELD_READ));
+    let until = wait.map(|wait| tokio::time::Instant::now() + wait);
+    // Subscribed before the first read, so a write between that read and the wait is not missed.
+    let mut changes = service.record_changes();
+    loop {
+        let text = service.get_text(&scope, &name).await?;
+        let etag = entity_tag(&text);
+        let unchanged = call.if_none_match.as_deref() == Some(etag.as_str());
+        let left = until.map_or(std::time::Duration::ZERO, |until| {
+            until.saturating_duration_since(tokio::time::Instant::now())
+        });
+        if !unchanged || left.is_zero() {
+            let mut response = if unchanged {
+                empty_response(StatusCode::NOT_MODIFIED)
+            } else {
+                let stack: DeploymentStack = serde_json::from_str(&text).map_err(|e| {
+                    ArmError::new(
+                        500,
+                        "StoreDataCorrupt",
+                        format!("stored stack '{name}': {e}"),
+                    )
+                })?;
+                json_response(StatusCode::OK, &stack)
+            };
+            response = with_header(response, "etag", &etag);
+            if let Some(wait) = wait {
+                response = with_header(
+                    response,
+                    "preference-applied",
+                    &format!("wait={}", wait.as_secs()),
+                );
+            }
+            return Ok(response);
+        }
+        tokio::select! {
+            changed = changes.changed() => {
+                if changed.is_err() {
+                    tokio::time::sleep(left.min(HELD_READ_RECHECK)).await;
+                }
+            }
+            () = tokio::time::sleep(left.min(HELD_READ_RECHECK)) => {}
+        }
+    }
+}
+
+/// The longest a held stack read waits for the stack to change (`Prefer: wait=N` asks for N seconds).
+const MAX_HELD_READ: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// How often a held read reads the record again when this process wrote nothing: another replica may have.
+const HELD_READ_RECHECK: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// A strong entity tag of a stack's stored text: two reads with the same tag read the same.
+fn entity_tag(text: &str) -> String {
+    use std::hash::{Hash as _, Hasher as _};
+    let mut hasher = std::collections::hash_map::DefaultHasher::new();
+    text.hash(&mut hasher);
+    format!("\"{:016x}-{:x}\"", hasher.finish(), text.len())
 }
 
 /// PUT: validates, takes the stack's lease, records it `deploying` and answers 201 (new) or 200; the

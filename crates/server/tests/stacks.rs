@@ -586,3 +586,110 @@ async fn a_stack_in_or_into_a_missing_resource_group_is_404_and_saves_nothing() 
     .await;
     assert_eq!(got.status.as_u16(), 404, "{}", got.text);
 }
+
+/// A stack GET carries an `ETag`; with `If-None-Match` naming it, the answer is 304 at once, and with
+/// `Prefer: wait=N` too the read is held until the stack changes (answered with the new stack as soon as it is
+/// written) or the wait is over (304, `Preference-Applied`). A follower of a stack operation learns of each change
+/// as it happens instead of up to a poll interval later.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stack_read_is_held_until_the_stack_changes() {
+    let app = TestApp::new().await;
+    let rg = format!("{SUB}/resourcegroups/held?api-version=2025-04-01");
+    let made = call(
+        &app.router,
+        "PUT",
+        &rg,
+        Some(json!({"location": "local"}).to_string()),
+        None,
+    )
+    .await;
+    assert!(made.status.is_success(), "{}", made.text);
+    let stack = format!(
+        "{SUB}/resourceGroups/held/providers/Microsoft.Resources/deploymentStacks/s?api-version=2025-07-01"
+    );
+    let put = call(
+        &app.router,
+        "PUT",
+        &stack,
+        Some(stack_body(&["hv1"]).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(put.status.as_u16(), 201, "{}", put.text);
+    let status_url = put.headers["azure-asyncoperation"]
+        .to_str()
+        .unwrap()
+        .to_owned();
+    poll_async(&app, &status_url).await;
+
+    let got = call(&app.router, "GET", &stack, None, None).await;
+    assert_eq!(got.status.as_u16(), 200, "{}", got.text);
+    let etag = got.headers["etag"].to_str().unwrap().to_owned();
+    assert!(got.headers.get("preference-applied").is_none());
+
+    let started = std::time::Instant::now();
+    let same = call_with_headers(
+        &app.router,
+        "GET",
+        &stack,
+        None,
+        &[("if-none-match", &etag)],
+    )
+    .await;
+    assert_eq!(same.status.as_u16(), 304, "{}", same.text);
+    assert!(started.elapsed() < Duration::from_millis(900));
+
+    let started = std::time::Instant::now();
+    let held = call_with_headers(
+        &app.router,
+        "GET",
+        &stack,
+        None,
+        &[("if-none-match", &etag), ("prefer", "wait=1")],
+    )
+    .await;
+    assert_eq!(held.status.as_u16(), 304, "{}", held.text);
+    assert_eq!(held.headers["preference-applied"], "wait=1");
+    assert!(started.elapsed() >= Duration::from_millis(950));
+
+    // Changed while held (an update): answered with the changed stack long before the wait is over.
+    let router = app.router.clone();
+    let waiting = tokio::spawn({
+        let (stack, etag) = (stack.clone(), etag.clone());
+        async move {
+            let started = std::time::Instant::now();
+            let answer = call_with_headers(
+                &router,
+                "GET",
+                &stack,
+                None,
+                &[("if-none-match", &etag), ("prefer", "wait=8")],
+            )
+            .await;
+            (answer, started.elapsed())
+        }
+    });
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let update = call(
+        &app.router,
+        "PUT",
+        &stack,
+        Some(stack_body(&["hv1", "hv2"]).to_string()),
+        None,
+    )
+    .await;
+    assert_eq!(update.status.as_u16(), 200, "{}", update.text);
+    let (answer, waited) = waiting.await.unwrap();
+    assert_eq!(answer.status.as_u16(), 200, "{}", answer.text);
+    assert_ne!(answer.headers["etag"].to_str().unwrap(), etag);
+    assert!(answer.json["properties"]["provisioningState"].is_string());
+    assert!(waited < Duration::from_secs(3), "{waited:?}");
+    poll_async(&app, &status_url_of(&update)).await;
+}
+
+fn status_url_of(answer: &Answer) -> String {
+    answer.headers["azure-asyncoperation"]
+        .to_str()
+        .unwrap()
+        .to_owned()
+}

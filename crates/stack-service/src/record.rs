@@ -169,7 +169,10 @@ impl StackService {
             )
             .await
         {
-            Ok(()) => Ok(()),
+            Ok(()) => {
+                self.tell_record_changed();
+                Ok(())
+            }
             Err(error) if error.is_not_found() => Ok(()),
             Err(error) if error.is_conflict() => Err(superseded(&fence.name)),
             Err(error) => Err(store_error(error)),

@@ -79,6 +79,8 @@ pub(crate) struct Inner {
     /// The cancel token of each operation running here, by its stack's lease name ([`StackService::cancel`]).
     pub(crate) cancels:
         std::sync::Mutex<std::collections::HashMap<String, tokio_util::sync::CancellationToken>>,
+    /// Bumped after every stack record this process writes or deletes ([`StackService::record_changes`]).
+    pub(crate) record_changes: tokio::sync::watch::Sender<u64>,
 }
 
 /// The stack service. Cheap to clone; operations run on the tokio runtime they were started from.
@@ -149,6 +151,7 @@ impl StackService {
                 operations: tokio_util::task::TaskTracker::new(),
                 closing: tokio_util::sync::CancellationToken::new(),
                 cancels: std::sync::Mutex::default(),
+                record_changes: tokio::sync::watch::Sender::new(0),
             }),
         }
     }
@@ -222,7 +225,8 @@ impl StackService {
             |e: serde_json::Error| ArmError::new(500, "InternalServerError", e.to_string());
         let stack_json = JsonText::of(stack).map_err(internal)?;
         let managed_set = JsonText::of(&state).map_err(internal)?;
-        self.inner
+        let written = self
+            .inner
             .store
             .put_stack_with_inventory(
                 NewStack {
@@ -236,7 +240,11 @@ impl StackService {
                 inventory,
             )
             .await
-            .map_err(store_error)
+            .map_err(store_error);
+        if written.is_ok() {
+            self.tell_record_changed();
+        }
+        written
     }
 
     /// Every stack record of every scope (the ownership check and recovery look across all of them).
@@ -311,6 +319,18 @@ impl StackService {
     pub async fn get(&self, scope: &str, name: &str) -> Result<DeploymentStack, ArmError> {
         let stack = self.get_text(scope, name).await?;
         serde_json::from_str(&stack).map_err(|e| stack_corrupt(name, e))
+    }
+
+    /// Told after every stack record this process writes or deletes: a held status poll wakes on it to read again
+    /// (records other replicas write are not told here; such a poll also reads again at its own pace).
+    pub fn record_changes(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.inner.record_changes.subscribe()
+    }
+
+    pub(crate) fn tell_record_changed(&self) {
+        self.inner
+            .record_changes
+            .send_modify(|n| *n = n.wrapping_add(1));
     }
 
     /// The stack resource as its stored JSON text, not parsed: a caller following an operation compares it with

@@ -103,27 +103,51 @@ impl StackBackend {
         }
     }
 
-    /// The stack, or `None` when it reads the same as `last` (the fingerprint of the previous read's text, which this
-    /// keeps up to date): a follower polls a big stack every 200 ms while an operation leaves its record alone for
-    /// seconds, and a fingerprint spares it holding a copy of a text of megabytes to compare with.
+    /// The stack, or `None` when it reads the same as the last read `last` recorded (which this keeps up to date).
+    /// In this process `last` is the fingerprint of the previous read's text: a follower polls a big stack every
+    /// 200 ms while an operation leaves its record alone for seconds, and a fingerprint spares it holding a copy
+    /// of a text of megabytes to compare with. From a server it is the stack's entity tag, and the server holds the
+    /// read until the stack changes or `wait` passes (`last.held` says it did, so the caller need not pause).
     pub(crate) async fn get_changed(
         &self,
         scope: &str,
         name: &str,
-        last: &mut Option<TextFingerprint>,
+        last: &mut LastRead,
+        wait: Duration,
     ) -> Result<Option<Value>, Failure> {
         match self {
             StackBackend::Local(l) => {
                 let text = l.service().get_text(scope, name).await?;
                 let fingerprint = TextFingerprint::of(&text);
-                if last.as_ref() == Some(&fingerprint) {
+                if last.fingerprint.as_ref() == Some(&fingerprint) {
                     return Ok(None);
                 }
                 let stack = serde_json::from_str(&text).map_err(|e| Failure::Other(e.into()))?;
-                *last = Some(fingerprint);
+                last.fingerprint = Some(fingerprint);
                 Ok(Some(stack))
             }
-            StackBackend::Remote(r) => Ok(Some(r.get_stack(scope, name).await?)),
+            StackBackend::Remote(r) => {
+                let read = r
+                    .get_stack_if_changed(scope, name, last.etag.as_deref(), wait)
+                    .await?;
+                last.held = read.held;
+                // A server without tags answers every read in full: compare the text as in this process.
+                match (read.etag, read.stack) {
+                    (etag @ Some(_), stack) => {
+                        last.etag = etag;
+                        Ok(stack)
+                    }
+                    (None, Some(stack)) => {
+                        let fingerprint = TextFingerprint::of(&stack.to_string());
+                        if last.fingerprint.as_ref() == Some(&fingerprint) {
+                            return Ok(None);
+                        }
+                        last.fingerprint = Some(fingerprint);
+                        Ok(Some(stack))
+                    }
+                    (None, None) => Ok(None),
+                }
+            }
         }
     }
 
@@ -294,6 +318,15 @@ impl LocalStacks {
         }
         Ok(())
     }
+}
+
+/// What the last read of a stack was, so the next one can say whether it changed.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LastRead {
+    fingerprint: Option<TextFingerprint>,
+    etag: Option<String>,
+    /// The server held the last read until the stack changed or its wait passed.
+    pub(crate) held: bool,
 }
 
 /// A text's length and 64-bit hash: two reads of a stack with the same fingerprint read the same.

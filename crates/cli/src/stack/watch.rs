@@ -24,7 +24,7 @@ use cairn_arm::models::stack::{
 use cairn_stack_service::{DeleteRun, OperationEnded};
 use serde_json::Value;
 
-use super::backend::StackBackend;
+use super::backend::{LastRead, StackBackend};
 use crate::output::Failure;
 
 /// Consecutive failed reads (server unreachable) a wait survives before it gives up.
@@ -370,7 +370,7 @@ pub(crate) async fn follow(
     let started = Instant::now();
     let mut failures = 0;
     let mut handed_over: Option<Value> = None;
-    let mut last_read = None;
+    let mut last_read = LastRead::default();
     // A create or update in this process was shown as accepted a moment ago: reading it back at once would only
     // repeat it (an update's lists a whole managed set) while its deployment is being accepted beside it.
     let mut skip_read = ended.is_some() && delete.is_none();
@@ -378,7 +378,7 @@ pub(crate) async fn follow(
         let read = match handed_over.take() {
             Some(stack) => Ok(Some(stack)),
             None if std::mem::take(&mut skip_read) => Ok(None),
-            None => backend.get_changed(scope, name, &mut last_read).await,
+            None => backend.get_changed(scope, name, &mut last_read, poll).await,
         };
         match read {
             // The same as the last read: nothing to report, and not terminal (that read would have ended the loop).
@@ -435,6 +435,8 @@ pub(crate) async fn follow(
                     }
                 }
             }
+            // A server that held the read has already waited for the next change.
+            None if std::mem::take(&mut last_read.held) => {}
             None => tokio::time::sleep(poll).await,
         }
     }

@@ -11,6 +11,7 @@ use cairn_json::{Node, Span};
 use cairn_template::{Diagnostic, SourceFile, Template};
 
 use crate::output::Failure;
+use cairn_template::resource_types::{PathSegment as Segment, parse_arm_path as parse_path};
 
 /// The files a command read, to locate the engine's findings in: the template (when it is a file) first, then the
 /// parameters files.
@@ -249,51 +250,6 @@ fn locate_detail(
         return source.locate(located);
     }
     finding
-}
-
-/// One step of an ARM JSON path.
-#[derive(Debug, PartialEq)]
-enum Segment {
-    Key(String),
-    Index(usize),
-}
-
-/// `resources[2].properties['a b'].x` as steps (`''` in a quoted key is a quote); `None` if it is not one.
-fn parse_path(path: &str) -> Option<Vec<Segment>> {
-    let mut segments = Vec::new();
-    let mut rest = path;
-    while !rest.is_empty() {
-        if let Some(after) = rest.strip_prefix("['") {
-            let mut key = String::new();
-            let mut chars = after.char_indices();
-            let end = loop {
-                let (i, c) = chars.next()?;
-                if c != '\'' {
-                    key.push(c);
-                } else if after[i + 1..].starts_with('\'') {
-                    key.push('\'');
-                    chars.next();
-                } else {
-                    break i;
-                }
-            };
-            rest = after[end + 1..].strip_prefix(']')?;
-            segments.push(Segment::Key(key));
-        } else if let Some(after) = rest.strip_prefix('[') {
-            let (index, tail) = after.split_once(']')?;
-            segments.push(Segment::Index(index.trim().parse().ok()?));
-            rest = tail;
-        } else {
-            let rest_key = rest.strip_prefix('.').unwrap_or(rest);
-            let end = rest_key.find(['.', '[']).unwrap_or(rest_key.len());
-            if end == 0 {
-                return None;
-            }
-            segments.push(Segment::Key(rest_key[..end].to_string()));
-            rest = &rest_key[end..];
-        }
-    }
-    Some(segments)
 }
 
 /// Where a path leads (the whole path: a path that stops short of its end leads nowhere).

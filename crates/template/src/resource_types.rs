@@ -6,7 +6,8 @@
 use std::sync::Arc;
 
 use cairn_eval::Value;
-use cairn_extension_types::{Body, Finding, FindingKind, PathSegment, TypeId, TypeSet};
+pub use cairn_extension_types::PathSegment;
+use cairn_extension_types::{Body, Finding, FindingKind, TypeId, TypeSet};
 use cairn_json::{Node, NodeKind, Span};
 
 use crate::diagnostics::{Diagnostic, join_index, join_path};
@@ -302,7 +303,7 @@ fn deepest(root: &Node, base: &str, rest: &[PathSegment]) -> Place {
         composite: true,
         complete: false,
     };
-    let Some(mut segments) = parse_path(base) else {
+    let Some(mut segments) = parse_arm_path(base) else {
         place.path = base.to_string();
         return place;
     };
@@ -339,8 +340,9 @@ fn deepest(root: &Node, base: &str, rest: &[PathSegment]) -> Place {
     place
 }
 
-/// `resources[2].properties['a b'].x` as steps; `None` if it is not one.
-fn parse_path(path: &str) -> Option<Vec<PathSegment>> {
+/// `resources[2].properties['a b'].x` as steps (`''` in a quoted key is a quote); `None` if it is not one. The CLI
+/// locates its engine errors' paths with it too.
+pub fn parse_arm_path(path: &str) -> Option<Vec<PathSegment>> {
     let mut segments = Vec::new();
     let mut rest = path;
     while !rest.is_empty() {

@@ -186,7 +186,8 @@ pub(crate) fn pull(args: &PullArgs, with_binary: bool) -> anyhow::Result<ExitCod
 
 #[derive(Args)]
 pub(crate) struct PublishArgs {
-    /// The types: index.json (with every file it references, e.g. types.json, beside it).
+    /// The types: index.json (with every file it references, e.g. types.json, beside it). Without it, the
+    /// binary for this platform is asked for its types (GetTypeFiles), as `bicep publish-extension` does.
     #[arg(value_name = "INDEX_JSON")]
     index: Option<PathBuf>,
     /// Where to publish: `br:REGISTRY/REPO:TAG`, or a directory (an OCI image layout, tagged with the
@@ -229,12 +230,6 @@ pub(crate) struct PublishArgs {
 }
 
 pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<ExitCode> {
-    let Some(index) = &args.index else {
-        bail!(
-            "give the types as index.json (types read from the binary's GetTypeFiles are not supported yet)"
-        );
-    };
-    let types = TypesPackage::from_index(index)?;
     let flags = [
         ("linux-x64", &args.bin_linux_x64),
         ("linux-arm64", &args.bin_linux_arm64),
@@ -251,6 +246,24 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<ExitCode> {
             binaries.push((platform.to_owned(), data));
         }
     }
+    let types = match &args.index {
+        Some(index) => TypesPackage::from_index(index)?,
+        // As `bicep publish-extension` does without index.json: the binary for this platform says its types.
+        None => {
+            let platform = cairn_oci::media::current_platform().unwrap_or("unknown");
+            let Some(binary) = flags
+                .iter()
+                .find(|(rid, _)| *rid == platform)
+                .and_then(|(_, file)| file.as_ref())
+            else {
+                bail!(
+                    "give the types as index.json, or the binary for this platform (--bin-{platform}) to ask \
+                     for its types (GetTypeFiles)"
+                );
+            };
+            types_of_binary(binary)?
+        }
+    };
     let artifact = Artifact::build(&types, &binaries, &cairn_oci::artifact::now())?;
     let platforms: Vec<&str> = binaries.iter().map(|(p, _)| p.as_str()).collect();
     let target = args.target.trim();
@@ -276,6 +289,30 @@ pub(crate) fn publish(args: &PublishArgs) -> anyhow::Result<ExitCode> {
         "types": types.files.keys().collect::<Vec<_>>(),
     });
     Ok(print(args.output, None, &value))
+}
+
+/// The type files an extension binary serves (`GetTypeFiles` over its `--socket`), as a types package.
+fn types_of_binary(binary: &Path) -> anyhow::Result<TypesPackage> {
+    use cairn_extension_contract::transport::ExtensionTransport as _;
+    let transport = cairn_extension_grpc::LocalProcessTransport::new(
+        cairn_extension_grpc::LaunchSpec::new(binary),
+    );
+    let files = runtime()?
+        .block_on(transport.type_files())
+        .map_err(|error| anyhow::anyhow!("cannot ask {} for its types: {error}", binary.display()))?
+        .filter(|files| files.contains_key("index.json"))
+        .with_context(|| {
+            format!(
+                "{} publishes no types (GetTypeFiles): give them as index.json",
+                binary.display()
+            )
+        })?;
+    Ok(TypesPackage {
+        files: files
+            .into_iter()
+            .map(|(name, text)| (name, text.into_bytes()))
+            .collect(),
+    })
 }
 
 #[derive(Args)]

@@ -157,6 +157,31 @@ fn deploy_an_extension_by_br_reference_and_refuse_a_moved_tag() {
     assert_eq!(shown["platforms"], json!(["linux-x64"]));
     assert_eq!(shown["types"]["settings"]["name"], "LocalOci");
 
+    // Without index.json the binary for this platform is asked for its types, as `bicep publish-extension` does.
+    let from_binary = format!("br:{}/ext/local-types:1.0.0", registry.address());
+    let binary = local_extension_binary();
+    ok(
+        cairn_in(
+            &home,
+            dir.path(),
+            &[
+                "extension",
+                "publish",
+                "--bin-linux-x64",
+                binary.to_str().unwrap(),
+                "--target",
+                &from_binary,
+            ],
+            &[],
+        ),
+        "publish without index.json",
+    );
+    let shown = ok(
+        cairn_in(&home, dir.path(), &["extension", "show", &from_binary], &[]),
+        "show",
+    );
+    assert_eq!(shown["types"]["settings"]["name"], "Local", "{shown:#}");
+
     std::fs::write(
         project.join("bicepconfig.json"),
         json!({ "extensions": { "local": reference } }).to_string(),

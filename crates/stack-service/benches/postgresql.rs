@@ -15,19 +15,19 @@
 // The store set-up the stack service's integration tests use (resource group `rg1`, Key Vault `ops`).
 #[path = "../tests/common/mod.rs"]
 mod common;
+#[path = "support/counting.rs"]
+mod counting;
 use common::*;
+use counting::{Answers, Counting, take};
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use cairn_arm::models::stack::{DeploymentStack, StackDeleteOptions};
 use cairn_arm::query::Query;
 use cairn_engine::{Engine, EngineSettings, Providers};
-use cairn_extension_contract::transport::{
-    BoxFuture, ExtensionTransport, TransportError, TransportRequest, TransportResponse,
-};
 use cairn_host::{ExtensionHost, HostSettings, RegisteredExtension, Registry};
 use cairn_stack_service::{StackService, StackServiceSettings};
 use cairn_testpg::TestPostgres;
@@ -290,53 +290,6 @@ impl WaitSamples {
             top.join(", ")
         )
     }
-}
-
-/// The extension's answers during one phase: (operation, HTTP status, error code) → calls.
-type Answers = Arc<Mutex<BTreeMap<String, usize>>>;
-
-/// The in-process extension, counting its answers by operation and status (e.g. the 409s a delete round
-/// meets when it runs deletes in an order the server refuses).
-struct Counting {
-    inner: Box<dyn ExtensionTransport>,
-    answers: Answers,
-}
-
-impl ExtensionTransport for Counting {
-    fn send(
-        &self,
-        request: TransportRequest,
-    ) -> BoxFuture<'_, Result<TransportResponse, TransportError>> {
-        Box::pin(async move {
-            let operation = format!("{:?}", request.operation);
-            let response = self.inner.send(request).await;
-            let status = match &response {
-                Err(_) => "transport error".to_owned(),
-                Ok(answer) if answer.status >= 400 => {
-                    let body: Value = serde_json::from_slice(&answer.body).unwrap_or(Value::Null);
-                    let code = body["error"]["code"].as_str().unwrap_or("?");
-                    format!("{} {code}", answer.status)
-                }
-                Ok(answer) => answer.status.to_string(),
-            };
-            *self
-                .answers
-                .lock()
-                .expect("the counts")
-                .entry(format!("{operation} {status}"))
-                .or_default() += 1;
-            response
-        })
-    }
-}
-
-fn take(answers: &Answers) -> String {
-    let counts = std::mem::take(&mut *answers.lock().expect("the counts"));
-    counts
-        .iter()
-        .map(|(answer, calls)| format!("{answer} x{calls}"))
-        .collect::<Vec<_>>()
-        .join(", ")
 }
 
 /// An in-process stack service with the built-in PostgreSql extension and default settings, its store in `dir`.
